@@ -1,0 +1,5 @@
+"""``python -m memdir`` runs the command line."""
+
+from .cli import main
+
+main()

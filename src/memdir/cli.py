@@ -1,0 +1,284 @@
+"""The ``memdir`` command line: parse, call the library, print.
+
+This is the only place errors are rendered (one line on stderr, exit 1; usage errors exit 2).
+Commands that need no LLM never import an LLM SDK: model-building code is imported inside
+the commands that use it. This module does NOT contain memory logic.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from . import memory as memfmt
+from .config import Config, load_config
+from .errors import InvalidMemory, MemdirError
+from .store import MemoryStore, Put
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Ctx:
+    """What the group callback resolved, handed to every command."""
+
+    def __init__(self, overrides: dict[str, Any]) -> None:
+        self.overrides = overrides
+        self._config: Config | None = None
+        self._store: MemoryStore | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.overrides)
+        return self._config
+
+    @property
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            self._store = MemoryStore(self.config.dir, self.config)
+        return self._store
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+def json_option(f: F) -> F:
+    """Add ``--json`` to a read command."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(f)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def fail(message: str) -> NoReturn:
+    raise MemdirError(message)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--dir", "dir_", type=click.Path(file_okay=False, path_type=Path),
+              help="The memory folder (default ./.memory, or $MEMDIR_DIR).")
+@click.option("--provider", type=click.Choice(["anthropic", "openai"]), help="LLM provider.")
+@click.option("--model", help="Main (agent) model.")
+@click.option("--memory-model", help="Cheaper model for memory operations.")
+@click.version_option(package_name="memdir")
+@click.pass_context
+def cli(ctx: click.Context, dir_: Path | None, provider: str | None, model: str | None,
+        memory_model: str | None) -> None:
+    """Long-term memory for LLM agents, kept as a folder of Markdown files."""
+    ctx.obj = Ctx({"dir": dir_, "provider": provider, "model": model,
+                   "memory_model": memory_model})
+
+
+@cli.command()
+@pass_ctx
+def init(c: Ctx) -> None:
+    """Create the memory folder and its index."""
+    existed = (c.config.dir / ".memdir").is_dir()
+    store = c.store
+    verb = "Memory store already exists" if existed else "Created memory store"
+    click.echo(f"{verb} in {store.root} ({len(store)} memories).")
+
+
+def _read_body(body: str | None, body_file: Path | None) -> str:
+    if body is not None and body_file is not None:
+        raise click.UsageError("give the body with --body or --body-file, not both")
+    if body is not None:
+        return body
+    if body_file is not None:
+        try:
+            return body_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read {body_file} ({exc}) — pass a readable UTF-8 file")
+    return "" if sys.stdin.isatty() else sys.stdin.read()
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--type", "type_", required=True, help="user_preference, project_fact, feedback…")
+@click.option("--description", "-d", required=True, help="One line: what the memory is about.")
+@click.option("--body", help="The memory text (else --body-file, else stdin).")
+@click.option("--body-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--allow-secret", is_flag=True, help="Store text that looks like a credential.")
+@pass_ctx
+def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
+        body_file: Path | None, allow_secret: bool) -> None:
+    """Create or update the memory NAME."""
+    from .secrets import refuse_secrets
+
+    text = _read_body(body, body_file)
+    if not allow_secret:
+        refuse_secrets({"description": description, "body": text})
+    existed = name in c.store
+    mem = c.store.write(name, type=type_, description=description, body=text, source="cli")
+    click.echo(f"{'Updated' if existed else 'Saved'} {mem.name} ({mem.path}).")
+
+
+@cli.command("list")
+@click.option("--type", "type_", help="Only memories of this type.")
+@json_option
+@pass_ctx
+def list_(c: Ctx, type_: str | None, as_json: bool) -> None:
+    """List memories: name, type and description."""
+    entries = c.store.entries(type_)
+    if as_json:
+        emit_json([e.to_dict() for e in entries])
+        return
+    if not entries:
+        click.echo("No memories." if type_ is None else f"No memories of type {type_}.")
+        return
+    width = min(40, max(len(e.name) for e in entries))
+    twidth = max(len(e.type) for e in entries)
+    for e in entries:
+        pin = " 📌" if e.pinned else ""
+        click.echo(f"{e.name:<{width}}  {e.type:<{twidth}}  {e.description}{pin}")
+
+
+@cli.command()
+@click.argument("name")
+@json_option
+@pass_ctx
+def show(c: Ctx, name: str, as_json: bool) -> None:
+    """Print the memory NAME."""
+    mem = c.store.get(name)
+    if as_json:
+        emit_json(mem.to_dict())
+    else:
+        click.echo(memfmt.dumps(mem), nl=False)
+
+
+@cli.command()
+@click.argument("name")
+@pass_ctx
+def edit(c: Ctx, name: str) -> None:
+    """Edit the memory NAME in $EDITOR; it is validated before it is saved."""
+    store = c.store
+    mem = store.get(name)
+    original = (store.root / str(mem.path)).read_text(encoding="utf-8")
+    text = original
+    while True:
+        edited = click.edit(text, extension=".md", require_save=True)
+        if edited is None or edited == original:
+            click.echo("No changes.")
+            return
+        try:
+            new = memfmt.loads(edited)
+            if new.name != mem.name:
+                raise InvalidMemory(f"the name must stay {mem.name!r} — use 'memdir add' to rename")
+            new = memfmt.validate_new(new, store.config.types)
+        except InvalidMemory as exc:
+            click.echo(f"memdir: error: {exc}", err=True)
+            if not sys.stdin.isatty() or not click.confirm("Reopen the editor?", default=True):
+                fail("the edit was not saved — run 'memdir edit' again")
+            text = edited
+            continue
+        break
+    store.apply([Put(new, reason="edited by hand", expect=mem.digest, merge_extra=False)],
+                source="edit")
+    click.echo(f"Saved {mem.name}.")
+
+
+@cli.command()
+@click.argument("name")
+@pass_ctx
+def rm(c: Ctx, name: str) -> None:
+    """Delete the memory NAME (it stays in history)."""
+    c.store.delete(name, reason="removed with memdir rm", source="cli")
+    click.echo(f"Deleted {name}; 'memdir restore {name}' brings it back.")
+
+
+@cli.command()
+@click.argument("name")
+@json_option
+@pass_ctx
+def history(c: Ctx, name: str, as_json: bool) -> None:
+    """List the earlier versions of NAME."""
+    memfmt.validate_name(name)
+    versions = c.store.history(name)
+    if as_json:
+        emit_json([v.to_dict() for v in versions])
+        return
+    if not versions:
+        click.echo(f"No history for {name}.")
+    for v in versions:
+        why = f" — {v.reason}" if v.reason else ""
+        click.echo(f"v{v.version}  {v.time}  {v.action}{why}")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--version", "version", type=int, help="Version number (default: the latest).")
+@pass_ctx
+def restore(c: Ctx, name: str, version: int | None) -> None:
+    """Bring back an earlier version of NAME."""
+    mem = c.store.restore(name, version, source="cli")
+    click.echo(f"Restored {mem.name}.")
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def index(c: Ctx, as_json: bool) -> None:
+    """Rebuild MEMORY.md (and the caches) from the files."""
+    store = c.store
+    count = len(store.rebuild())
+    if as_json:
+        emit_json({"index": str(store.index_path), "memories": count})
+    else:
+        click.echo(f"Indexed {count} memories in {store.index_path}.")
+
+
+@cli.command()
+@click.option("--fix", is_flag=True, help="Repair what can be repaired (never memory files).")
+@json_option
+@pass_ctx
+def doctor(c: Ctx, fix: bool, as_json: bool) -> None:
+    """Check the store: invalid files, rule-bending memories, stale index."""
+    from .doctor import diagnose
+
+    report = diagnose(c.store, fix=fix)
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if report.errors:
+        sys.exit(1)
+
+
+def _register_optional() -> None:
+    """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
+    from . import cli_llm
+
+    cli_llm.register(cli)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI, rendering errors as one line."""
+    _register_optional()
+    try:
+        cli.main(args=argv, prog_name="memdir", standalone_mode=False)
+    except click.UsageError as exc:
+        hint = f" — see 'memdir {exc.ctx.info_name} --help'" if exc.ctx else ""
+        if exc.ctx and exc.ctx.info_name == "memdir":
+            hint = " — see 'memdir --help'"
+        click.echo(f"memdir: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except MemdirError as exc:
+        click.echo(f"memdir: error: {exc}", err=True)
+        sys.exit(1)
+    except click.Abort:
+        click.echo("memdir: aborted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("memdir: interrupted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)

@@ -1,0 +1,142 @@
+"""Configuration, resolved once at the edge into a frozen ``Config``.
+
+Precedence: defaults < ``<store>/config.toml`` < ``MEMDIR_*`` environment < explicit overrides
+(command-line flags). Library code receives a ``Config``; it never reads ``os.environ`` itself.
+This module does NOT create models or stores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+DEFAULT_TYPES = ("user_preference", "project_fact", "feedback", "reference")
+
+DEFAULT_MODELS = {
+    "anthropic": ("claude-sonnet-4-5", "claude-haiku-4-5"),
+    "openai": ("gpt-4o", "gpt-4o-mini"),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every setting memdir reads, with its default."""
+
+    dir: Path = Path(".memory")
+    types: tuple[str, ...] = DEFAULT_TYPES
+    provider: str | None = None
+    model: str | None = None
+    memory_model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str | None = None
+    timeout: float = 60.0
+    max_retries: int = 2
+    lock_timeout: float = 30.0
+    max_file_bytes: int = 256 * 1024
+    recall_max_items: int = 5
+    recall_token_budget: int = 2000
+    recall_history_chars: int = 4000
+    select_catalogue_max: int = 200
+    index_max_lines: int = 200
+    index_max_bytes: int = 25_000
+    consolidate_threshold: int = 50
+    consolidate_cooldown: int = 10
+    consolidate_max_retire_share: float = 0.3
+    consolidate_batch: int = 60
+
+    @property
+    def chat_model(self) -> str:
+        """The main (agent) model name, or the provider's default."""
+        return self.model or DEFAULT_MODELS[self.provider or "anthropic"][0]
+
+    @property
+    def memory_model_name(self) -> str:
+        """The model for memory operations: set explicitly, else the main model if one was set
+        (a local endpoint rarely serves the provider's default), else the cheaper default."""
+        return self.memory_model or self.model or DEFAULT_MODELS[self.provider or "anthropic"][1]
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+_ENV = {
+    "MEMDIR_DIR": "dir",
+    "MEMDIR_PROVIDER": "provider",
+    "MEMDIR_MODEL": "model",
+    "MEMDIR_MEMORY_MODEL": "memory_model",
+    "MEMDIR_TIMEOUT": "timeout",
+    "MEMDIR_MAX_RETRIES": "max_retries",
+    "MEMDIR_API_KEY": "api_key",
+    "MEMDIR_BASE_URL": "base_url",
+    "MEMDIR_CONSOLIDATE_THRESHOLD": "consolidate_threshold",
+    "MEMDIR_RECALL_TOKEN_BUDGET": "recall_token_budget",
+}
+PROVIDERS = ("anthropic", "openai")
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """Convert a raw setting to its field's type, or raise ConfigError naming the source."""
+    default = _FIELDS[name].default
+    try:
+        if name == "dir":
+            return Path(value)
+        if name == "types":
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(str(t).strip() for t in items if str(t).strip())
+        if isinstance(default, bool):
+            return value if isinstance(value, bool) else str(value).lower() in {"1", "true", "yes"}
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return None if value in (None, "") else str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: {name} = {value!r} is not valid — fix or remove it") from None
+
+
+def load_config(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Resolve the configuration from defaults, config.toml, the environment and overrides."""
+    env = os.environ if environ is None else environ
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values: dict[str, Any] = {}
+    store_dir = overrides.get("dir") or env.get("MEMDIR_DIR") or ".memory"
+    toml_path = Path(store_dir) / "config.toml"
+    if toml_path.is_file():
+        try:
+            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{toml_path} is not valid TOML ({exc}) — fix the file") from None
+        flat = dict(data.get("memdir", {}), **{k: v for k, v in data.items() if k != "memdir"})
+        for key, value in flat.items():
+            key = key.replace("-", "_")
+            if key not in _FIELDS or key in {"dir", "api_key"}:
+                raise ConfigError(f"{toml_path}: unknown setting {key!r} — remove it")
+            values[key] = _coerce(key, value, str(toml_path))
+    for var, key in _ENV.items():
+        if env.get(var):
+            values[key] = _coerce(key, env[var], var)
+    for key, value in overrides.items():
+        values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
+    provider = values.get("provider")
+    if provider is not None and provider not in PROVIDERS:
+        raise ConfigError(
+            f"unknown provider {provider!r} — set MEMDIR_PROVIDER to one of {', '.join(PROVIDERS)}"
+        )
+    if provider is None:
+        # Pick the provider whose key is present; anthropic is the default.
+        if env.get("ANTHROPIC_API_KEY"):
+            values["provider"] = "anthropic"
+        elif env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"):
+            values["provider"] = "openai"
+    chosen = values.get("provider") or "anthropic"
+    prefix = "ANTHROPIC" if chosen == "anthropic" else "OPENAI"
+    values.setdefault("api_key", env.get(f"{prefix}_API_KEY") or None)
+    values.setdefault("base_url", env.get(f"{prefix}_BASE_URL") or None)
+    return Config(**values)

@@ -1,0 +1,484 @@
+"""``MemoryStore``: reading and changing the memories of one folder, safely.
+
+It owns atomic writes, the writers' lock, history of every overwritten or deleted version,
+the journal that makes multi-file changes crash-safe, the operation log, and keeping
+``MEMORY.md`` in step with the files. Every change goes through ``apply(plan)``.
+It does NOT decide what to remember (extract, consolidate) and does NOT talk to an LLM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets as _random
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from . import index as idx
+from . import memory as memfmt
+from .config import Config
+from .errors import ConflictError, InvalidMemory, MemoryNotFound, PlanError, StoreLocked
+from .memory import Memory
+
+INTERNAL = ".memdir"
+JOURNAL = "journal.json"
+LOG = "log.jsonl"
+
+
+@dataclass(frozen=True)
+class Put:
+    """Create or update a memory. ``expect`` is the digest the caller read, if any."""
+
+    memory: Memory
+    reason: str = ""
+    expect: str | None = None
+    merge_extra: bool = True  # keep keys the current file has and the new memory lacks
+
+
+@dataclass(frozen=True)
+class Remove:
+    """Delete a memory; its last version stays in history with the reason."""
+
+    name: str
+    reason: str = ""
+    expect: str | None = None
+
+
+Change = Put | Remove
+_list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
+
+
+@dataclass(frozen=True)
+class Version:
+    """One stored earlier version of a memory."""
+
+    name: str
+    version: int
+    time: str
+    action: str
+    reason: str
+    op: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The version as JSON-able data."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One applied plan, as recorded in the log."""
+
+    id: str
+    time: str
+    source: str
+    summary: str
+    changes: tuple[dict[str, Any], ...]
+    undoes: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The operation as JSON-able data."""
+        data = dict(self.__dict__)
+        data["changes"] = list(self.changes)
+        return data
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone gives 0600
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=idx.TEMP_PREFIX, suffix=".part")
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _new_op_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
+
+
+class MemoryStore:
+    """The memories in one folder. Creates the folder and its index if missing."""
+
+    def __init__(self, path: str | os.PathLike[str] = ".memory", config: Config | None = None):
+        self.root = Path(path)
+        self.config = config or Config(dir=self.root)
+        if self.root.is_symlink():
+            raise ConflictError(
+                f"{self.root} is a symbolic link — point memdir at the real folder"
+            )
+        self.internal = self.root / INTERNAL
+        self.history_dir = self.internal / "history"
+        self.history_dir.mkdir(parents=True, exist_ok=True)
+        gitignore = self.root / ".gitignore"
+        if not gitignore.exists():
+            write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
+        lock_path = str(self.internal / "lock")
+        self._lock = filelock.FileLock(lock_path, timeout=self.config.lock_timeout)
+        self._cache = idx.MetaCache(self.internal / "meta.json")
+        self._scan = idx.Scan()
+        if (self.internal / JOURNAL).exists():
+            with self.locked():
+                self._recover()
+        self.refresh()
+
+    # -- locking and state ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the writers' lock (re-entrant within one store object)."""
+        try:
+            with self._lock:
+                yield
+        except filelock.Timeout:
+            raise StoreLocked(
+                f"another memdir process has held {self.internal / 'lock'} for over"
+                f" {self.config.lock_timeout:.0f}s — wait for it to finish or stop it"
+            ) from None
+
+    def refresh(self) -> idx.Scan:
+        """Re-scan the folder (cheaply) and repair MEMORY.md if it no longer matches the files."""
+        self._scan = self._do_scan()
+        text = idx.render(self._scan.entries.values(), self.config.types)
+        internal_temps = [n for n in os.listdir(self.internal) if n.startswith(idx.TEMP_PREFIX)]
+        if self._read_index() != text or self._scan.temp_files or internal_temps:
+            with self.locked():
+                self._scan = self._do_scan()
+                self._remove_temp_files()
+                self._write_index()
+        return self._scan
+
+    def _remove_temp_files(self) -> None:
+        """Delete temporary files of crashed writers (only called holding the lock)."""
+        for folder in (self.root, self.internal):
+            for fname in os.listdir(folder):
+                if fname.startswith(idx.TEMP_PREFIX):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(folder / fname)
+        self._scan.temp_files.clear()
+
+    def _do_scan(self) -> idx.Scan:
+        result = idx.scan(self.root, self._cache, self.config.types, self.config.max_file_bytes)
+        self._cache.save()
+        return result
+
+    def _read_index(self) -> str | None:
+        try:
+            return (self.root / idx.INDEX_FILE).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _write_index(self) -> None:
+        text = idx.render(self._scan.entries.values(), self.config.types)
+        if self._read_index() != text:
+            write_atomic(self.root / idx.INDEX_FILE, text.encode())
+
+    def rebuild(self) -> dict[str, idx.Entry]:
+        """Forget the metadata cache, re-parse every file and rewrite MEMORY.md if needed."""
+        with self.locked():
+            self._cache.files.clear()
+            self._cache.dirty = True
+            self._scan = self._do_scan()
+            self._write_index()
+        return dict(self._scan.entries)
+
+    @property
+    def index_path(self) -> Path:
+        """The path of MEMORY.md."""
+        return self.root / idx.INDEX_FILE
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def entries(self, type: str | None = None) -> list[idx.Entry]:
+        """Metadata of every memory (no bodies), sorted by name."""
+        self.refresh()
+        items = sorted(self._scan.entries.values(), key=lambda e: e.name)
+        return [e for e in items if type is None or e.type == type]
+
+    def problems(self) -> list[idx.Problem]:
+        """Files that are not valid memories, and rules that listed memories bend."""
+        self.refresh()
+        return list(self._scan.problems)
+
+    def get(self, name: str) -> Memory:
+        """The memory called ``name``; raise MemoryNotFound."""
+        norm = memfmt.validate_name(name)
+        entry = self._scan.entries.get(norm)
+        files = [entry.file] if entry else []
+        if norm + ".md" not in files:
+            files.append(norm + ".md")
+        for fname in files:
+            try:
+                mem = idx.read_memory(self.root / fname, self.config.max_file_bytes)
+            except InvalidMemory:
+                continue
+            if mem.name == norm:
+                return mem
+        self.refresh()
+        entry = self._scan.entries.get(norm)
+        if entry is not None and entry.file not in files:
+            return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
+        raise MemoryNotFound(f"no memory named {norm!r} — see 'memdir list' for the names")
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._scan.entries
+
+    def list(self, type: str | None = None) -> _list[Memory]:
+        """Every memory, with its body, sorted by name."""
+        out = []
+        for e in self.entries(type):
+            try:
+                out.append(idx.read_memory(self.root / e.file, self.config.max_file_bytes))
+            except InvalidMemory:
+                continue  # changed under us since the scan; the next refresh reports it
+        return out
+
+    def __len__(self) -> int:
+        return len(self._scan.entries)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write(
+        self,
+        name: str,
+        *,
+        type: str,
+        description: str,
+        body: str = "",
+        extra: dict[str, Any] | None = None,
+        expect: str | None = None,
+        reason: str = "",
+        source: str = "api",
+    ) -> Memory:
+        """Create or overwrite one memory; the previous version goes to history."""
+        mem = Memory(name=name, type=type, description=description, body=body, extra=extra or {})
+        self.apply([Put(mem, reason=reason, expect=expect)], source=source)
+        return self.get(name)
+
+    def delete(self, name: str, *, reason: str = "", source: str = "api") -> None:
+        """Delete one memory; its last version stays in history."""
+        self.apply([Remove(name, reason=reason)], source=source)
+
+    def apply(
+        self, plan: Sequence[Change], *, source: str = "api", summary: str = ""
+    ) -> Operation | None:
+        """Apply a list of changes as one transaction; None when nothing changed."""
+        with self.locked():
+            self._scan = self._do_scan()
+            steps = self._prepare(plan)
+            if not steps:
+                return None
+            op = {"id": _new_op_id(), "time": memfmt.now(), "source": source,
+                  "summary": summary, "steps": steps}
+            write_atomic(self.internal / JOURNAL, json.dumps(op, ensure_ascii=False).encode())
+            return self._execute(op)
+
+    def _prepare(self, plan: Sequence[Change]) -> _list[dict[str, Any]]:
+        """Validate a plan against the current files and turn it into journal steps."""
+        seen: set[str] = set()
+        steps: _list[dict[str, Any]] = []
+        stamp = memfmt.now()
+        for change in plan:
+            raw = change.memory.name if isinstance(change, Put) else change.name
+            name = memfmt.validate_name(raw)
+            if name in seen:
+                raise PlanError(f"the plan changes {name!r} twice — combine those changes")
+            seen.add(name)
+            entry = self._scan.entries.get(name)
+            current = self._current(entry) if entry else None
+            if change.expect is not None and (current is None or current.digest != change.expect):
+                raise ConflictError(
+                    f"memory {name!r} changed on disk since it was read — reload it and retry"
+                )
+            if isinstance(change, Remove):
+                if entry is None:
+                    raise MemoryNotFound(f"no memory named {name!r} — see 'memdir list'")
+                steps.append({"name": name, "file": entry.file, "action": "delete",
+                              "content": None, "reason": change.reason})
+                continue
+            new = memfmt.validate_new(change.memory.replace(name=name), self.config.types)
+            if current is not None and change.merge_extra:
+                new = new.replace(extra={**current.extra, **new.extra})
+            if current is not None:
+                unchanged = new.replace(created=current.created, updated=current.updated)
+                if memfmt.dumps(unchanged) == memfmt.dumps(current):
+                    continue
+            created = (current.created if current else None) or new.created or stamp
+            new = new.replace(created=created, updated=stamp)
+            fname = entry.file if entry else memfmt.filename_for(name)
+            if entry is None and (self.root / fname).exists():
+                raise ConflictError(
+                    f"{fname} exists but is not a valid memory"
+                    " — fix or move it (see 'memdir doctor')"
+                )
+            steps.append({"name": name, "file": fname,
+                          "action": "update" if entry else "create",
+                          "content": memfmt.dumps(new), "reason": change.reason})
+        return steps
+
+    def _current(self, entry: idx.Entry) -> Memory:
+        return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
+
+    def _execute(self, op: dict[str, Any]) -> Operation:
+        """Carry out a journaled operation; safe to run again after a crash at any point."""
+        changes = []
+        for step in op["steps"]:
+            path = self.root / step["file"]
+            before = None
+            # A create's file can only exist here if this operation wrote it before a crash.
+            if step["action"] != "create" and path.is_file() and not path.is_symlink():
+                before = self._archive(step["name"], path, step["action"], step["reason"], op["id"])
+            if step["content"] is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            else:
+                write_atomic(path, step["content"].encode())
+            changes.append({"name": step["name"], "action": step["action"],
+                            "before": before, "reason": step["reason"]})
+        _fsync_dir(self.root)
+        record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
+                           tuple(changes), op.get("undoes"))
+        self._append_log(record)
+        self._scan = self._do_scan()
+        self._write_index()
+        os.unlink(self.internal / JOURNAL)
+        return record
+
+    def _recover(self) -> None:
+        """Finish an operation a crashed process left in the journal."""
+        path = self.internal / JOURNAL
+        try:
+            op = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return  # its writer finished while we waited for the lock
+        except (OSError, ValueError):
+            # The journal is written atomically, so this is not ours to interpret: keep it aside.
+            os.replace(path, self.internal / f"journal.unreadable.{_new_op_id()}")
+            return
+        self._scan = self._do_scan()
+        self._execute(op)
+
+    # -- history and log --------------------------------------------------------------------
+
+    def _versions_dir(self, name: str) -> Path:
+        return self.history_dir / memfmt.validate_name(name)
+
+    def _archive(self, name: str, path: Path, action: str, reason: str, op_id: str) -> int:
+        """Keep the current file of ``name`` as a new history version (once per operation)."""
+        vdir = self._versions_dir(name)
+        vdir.mkdir(parents=True, exist_ok=True)
+        versions = self.history(name)
+        if versions and versions[-1].op == op_id:
+            return versions[-1].version  # archived before a crash; the file may be new already
+        number = versions[-1].version + 1 if versions else 1
+        write_atomic(vdir / f"{number:04d}.md", path.read_bytes())
+        meta = {"version": number, "time": memfmt.now(), "action": action,
+                "reason": reason, "op": op_id}
+        write_atomic(vdir / f"{number:04d}.json", json.dumps(meta, ensure_ascii=False).encode())
+        return number
+
+    def history(self, name: str) -> _list[Version]:
+        """Earlier versions of ``name``, oldest first (also for deleted memories)."""
+        vdir = self._versions_dir(name)
+        out = []
+        for meta_path in sorted(vdir.glob("*.json")) if vdir.is_dir() else []:
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            out.append(Version(name, int(meta["version"]), meta["time"], meta["action"],
+                               meta.get("reason", ""), meta.get("op", "")))
+        out.sort(key=lambda v: v.version)
+        return out
+
+    def version_text(self, name: str, version: int) -> str:
+        """The file text of one history version; raise MemoryNotFound."""
+        path = self._versions_dir(name) / f"{version:04d}.md"
+        if not (path.with_suffix(".json")).exists() or not path.exists():
+            raise MemoryNotFound(
+                f"memory {name!r} has no version {version} — see 'memdir history {name}'"
+            )
+        return path.read_text(encoding="utf-8")
+
+    def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory:
+        """Bring back a history version (the latest by default); the current one is kept too."""
+        versions = self.history(name)
+        if not versions:
+            raise MemoryNotFound(f"memory {name!r} has no history — nothing to restore")
+        number = versions[-1].version if version is None else version
+        mem = memfmt.loads(self.version_text(name, number))
+        if mem.name != memfmt.validate_name(name):
+            mem = mem.replace(name=memfmt.validate_name(name))
+        self.apply([Put(mem, reason=f"restore version {number}")], source=source,
+                   summary=f"restore {name} to version {number}")
+        return self.get(name)
+
+    def _append_log(self, op: Operation) -> None:
+        path = self.internal / LOG
+        if any(o.id == op.id for o in self.log(limit=5)):
+            return  # logged before a crash
+        line = json.dumps(op.to_dict(), ensure_ascii=False) + "\n"
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def log(self, limit: int | None = None) -> _list[Operation]:
+        """Applied operations, oldest first (the last ``limit`` of them)."""
+        path = self.internal / LOG
+        try:
+            with open(path, "rb") as fh:
+                if limit is not None:
+                    # Read only the tail: the log grows forever, recent entries are what is asked.
+                    size = fh.seek(0, os.SEEK_END)
+                    fh.seek(max(0, size - 4096 * (limit + 1)))
+                raw = fh.read()
+        except OSError:
+            return []
+        lines = raw.decode("utf-8", errors="replace").splitlines()
+        if limit is not None:
+            lines = lines[-limit:]
+        out = []
+        for line in lines:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue  # a torn last line from a crash
+            out.append(Operation(d["id"], d["time"], d["source"], d.get("summary", ""),
+                                 tuple(d["changes"]), d.get("undoes")))
+        return out

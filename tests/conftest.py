@@ -1,0 +1,50 @@
+"""Shared fixtures: a store in a temporary folder and an in-process CLI runner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memdir import MemoryStore
+from memdir.cli import main
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+CliFn = Callable[..., Result]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MemoryStore:
+    return MemoryStore(tmp_path / ".memory")
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliFn:
+    """Run ``memdir`` in-process with ``--dir`` set to a fresh store; returns code/out/err."""
+    monkeypatch.chdir(tmp_path)
+    for var in ("MEMDIR_DIR", "MEMDIR_PROVIDER", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
+                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "MEMDIR_MODEL", "MEMDIR_MEMORY_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
+        runner = CliRunner()
+        argv = ["--dir", str(tmp_path / ".memory"), *args]
+        with runner.isolation(input=input, env=env) as (out, err, _):
+            try:
+                main(argv)
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return Result(code, out.getvalue().decode(), err.getvalue().decode())
+
+    return run

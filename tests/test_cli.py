@@ -1,0 +1,158 @@
+"""The command line: exit codes, exact error lines, JSON output, editing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import CliFn
+
+ADD = ["add", "user-language-preference", "--type", "user_preference",
+       "--description", "用户偏好用中文交流和回复", "--body", "用户希望所有回复使用简体中文。"]
+
+
+def test_add_list_show_round_trip(cli: CliFn, tmp_path: Path) -> None:
+    """add writes the canonical file; list and show read it back, also as JSON."""
+    r = cli(*ADD)
+    assert (r.code, r.out) == (0, "Saved user-language-preference (user-language-preference.md).\n")
+    r = cli("list")
+    assert r.out == "user-language-preference  user_preference  用户偏好用中文交流和回复\n"
+    r = cli("show", "user-language-preference", "--json")
+    data = json.loads(r.out)
+    assert data["body"] == "用户希望所有回复使用简体中文。" and data["type"] == "user_preference"
+    shown = cli("show", "user-language-preference").out
+    assert shown == (tmp_path / ".memory" / "user-language-preference.md").read_text()
+    assert json.loads(cli("list", "--json").out)[0]["name"] == "user-language-preference"
+
+
+def test_body_from_stdin_and_file(cli: CliFn, tmp_path: Path) -> None:
+    """The body may come from stdin or --body-file."""
+    assert cli("add", "a", "--type", "project_fact", "-d", "x", input="from stdin\n").code == 0
+    (tmp_path / "b.txt").write_text("from file")
+    assert cli("add", "b", "--type", "project_fact", "-d", "x", "--body-file", "b.txt").code == 0
+    assert json.loads(cli("show", "a", "--json").out)["body"] == "from stdin"
+    assert json.loads(cli("show", "b", "--json").out)["body"] == "from file"
+
+
+def test_list_filters_by_type(cli: CliFn) -> None:
+    """--type narrows the listing; an empty result says so."""
+    cli(*ADD)
+    cli("add", "db", "--type", "project_fact", "-d", "Postgres 16", "--body", "x")
+    assert [e["name"] for e in json.loads(cli("list", "--type", "project_fact", "--json").out)] == [
+        "db"]
+    assert cli("list", "--type", "feedback").out == "No memories of type feedback.\n"
+
+
+def test_errors_are_one_line_with_exit_1(cli: CliFn) -> None:
+    """Library errors print exactly one line naming the fix, and exit 1."""
+    r = cli("show", "nope")
+    assert (r.code, r.err) == (1, "memdir: error: no memory named 'nope' — see 'memdir list'"
+                                  " for the names\n")
+    r = cli("add", "../etc", "--type", "user_preference", "-d", "x", "--body", "b")
+    assert r.code == 1 and r.err == (
+        "memdir: error: invalid memory name '../etc': no path separators, '..' or leading dot"
+        " — use letters, digits, '-' and '_'\n")
+    r = cli("add", "x", "--type", "bogus", "-d", "x", "--body", "b")
+    assert r.err.startswith("memdir: error: unknown type 'bogus' — use one of: user_preference")
+    assert r.err.count("\n") == 1
+
+
+def test_usage_errors_exit_2(cli: CliFn) -> None:
+    """Bad usage is one line and exit 2."""
+    r = cli("add", "x")
+    assert (r.code, r.err) == (2, "memdir: error: Missing option '--type'. — see 'memdir add"
+                                  " --help'\n")
+    r = cli("frobnicate")
+    assert r.code == 2 and r.err.startswith("memdir: error: No such command 'frobnicate'")
+
+
+def test_secret_refused_unless_allowed(cli: CliFn) -> None:
+    """add refuses a credential with a clear line, and stores it with --allow-secret."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    args = ["add", "tok", "--type", "reference", "-d", "token", "--body", f"key {token}"]
+    r = cli(*args)
+    assert (r.code, r.err) == (1, "memdir: error: the body looks like it contains a credential"
+                                  " (GitHub token) — remove it, or pass --allow-secret to store"
+                                  " it anyway\n")
+    assert token not in r.err
+    assert cli("list", "--json").out.strip() == "[]"
+    assert cli(*args, "--allow-secret").code == 0
+
+
+def test_rm_history_restore(cli: CliFn) -> None:
+    """rm keeps the version; history lists it; restore brings it back."""
+    cli(*ADD)
+    assert cli("rm", "user-language-preference").code == 0
+    assert cli("show", "user-language-preference").code == 1
+    hist = json.loads(cli("history", "user-language-preference", "--json").out)
+    assert [(h["version"], h["action"]) for h in hist] == [(1, "delete")]
+    assert cli("restore", "user-language-preference", "--version", "1").code == 0
+    assert "简体中文" in cli("show", "user-language-preference").out
+    r = cli("restore", "user-language-preference", "--version", "9")
+    assert r.code == 1 and "has no version 9" in r.err
+
+
+def test_edit_validates_and_saves(cli: CliFn, tmp_path: Path) -> None:
+    """edit opens $EDITOR, saves a valid change, and refuses an invalid one, keeping the file."""
+    cli(*ADD)
+    path = tmp_path / ".memory" / "user-language-preference.md"
+    editor = f"{sys.executable} -c \"import sys,pathlib; p=pathlib.Path(sys.argv[1]);" \
+             f" p.write_text(p.read_text().replace('简体中文', '繁體中文'))\""
+    r = cli("edit", "user-language-preference", env={"EDITOR": editor})
+    assert (r.code, r.out) == (0, "Saved user-language-preference.\n")
+    assert "繁體中文" in path.read_text()
+    before = path.read_text()
+    breaker = f"{sys.executable} -c \"import sys,pathlib; p=pathlib.Path(sys.argv[1]);" \
+              f" p.write_text(p.read_text().replace('type: user_preference', 'type: [x'))\""
+    r = cli("edit", "user-language-preference", env={"EDITOR": breaker})
+    assert r.code == 1 and "bad YAML in frontmatter" in r.err
+    assert r.err.splitlines()[-1] == "memdir: error: the edit was not saved — run 'memdir edit'" \
+                                     " again"
+    assert path.read_text() == before
+
+
+def test_doctor_reports_and_fix_keeps_files(cli: CliFn, tmp_path: Path) -> None:
+    """doctor lists invalid files with reasons (exit 1); --fix never touches them."""
+    cli(*ADD)
+    bad = tmp_path / ".memory" / "broken.md"
+    bad.write_text("---\nname: [\n---\n")
+    r = cli("doctor")
+    assert r.code == 1 and "error: broken.md: bad YAML in frontmatter" in r.out
+    r = cli("doctor", "--fix", "--json")
+    report = json.loads(r.out)
+    assert report["memories"] == 1 and report["errors"][0]["file"] == "broken.md"
+    assert bad.read_text() == "---\nname: [\n---\n"
+    bad.unlink()
+    r = cli("doctor")
+    assert (r.code, r.out) == (0, "1 memories.\nNo problems found.\n")
+
+
+def test_index_command(cli: CliFn, tmp_path: Path) -> None:
+    """index rebuilds MEMORY.md and reports the count."""
+    cli(*ADD)
+    (tmp_path / ".memory" / "MEMORY.md").unlink()
+    r = cli("index", "--json")
+    assert json.loads(r.out)["memories"] == 1
+    assert "user-language-preference" in (tmp_path / ".memory" / "MEMORY.md").read_text()
+
+
+def test_memdir_dir_env_and_python_m(tmp_path: Path) -> None:
+    """`python -m memdir` works like `memdir`, and MEMDIR_DIR picks the store."""
+    env = {"MEMDIR_DIR": str(tmp_path / "elsewhere"), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "memdir", "init"], env=env, capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "elsewhere" / "MEMORY.md").is_file()
+
+
+def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:
+    """`memdir list` does not pay for anthropic or openai imports."""
+    code = ("import sys; from memdir.cli import main\n"
+            "try:\n    main(['--dir', sys.argv[1], 'list'])\nexcept SystemExit:\n    pass\n"
+            "bad = [m for m in ('anthropic', 'openai', 'httpx', 'httpx2') if m in sys.modules]\n"
+            "print('IMPORTED', bad)")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True,
+                       text=True, check=True)
+    assert "IMPORTED []" in r.stdout

@@ -1,0 +1,112 @@
+"""The file format: lossless round trips, liberal reading, strict naming."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memdir import memory as memfmt
+from memdir.errors import InvalidMemory, InvalidName
+from memdir.memory import Memory
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize("fname", ["user-language-preference.md", "prefer-pytest.md"])
+def test_golden_files_round_trip_byte_for_byte(fname: str) -> None:
+    """A canonical file parses and renders back to exactly the same bytes."""
+    text = (GOLDEN / fname).read_text(encoding="utf-8")
+    assert memfmt.dumps(memfmt.loads(text)) == text
+
+
+def test_chinese_memory_fields() -> None:
+    """The design's example memory parses to the expected fields."""
+    m = memfmt.loads((GOLDEN / "user-language-preference.md").read_text(encoding="utf-8"))
+    assert (m.name, m.type, m.description, m.body) == (
+        "user-language-preference", "user_preference", "用户偏好用中文交流和回复",
+        "用户希望所有回复使用简体中文。")
+    assert m.created == "2026-11-30T10:00:00Z"  # timestamps stay strings, not datetimes
+
+
+def test_unknown_keys_are_kept_in_order() -> None:
+    """Keys a person adds (tags, pinned) survive a rewrite."""
+    m = memfmt.loads((GOLDEN / "prefer-pytest.md").read_text(encoding="utf-8"))
+    assert list(m.extra) == ["tags", "pinned"] and m.pinned
+    again = memfmt.loads(memfmt.dumps(m.replace(body="changed")))
+    assert again.extra == {"tags": ["testing", "python"], "pinned": True}
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("no frontmatter here\n", "no YAML frontmatter"),
+    ("---\nname: a\n", "not closed"),
+    ("---\nname: [a\n---\nbody\n", "bad YAML"),
+    ("---\n- a\n- b\n---\n", "not a mapping"),
+    ("---\nname: a\ntype: t\n---\n", "missing required field 'description'"),
+    ("---\nname: ../etc\ntype: t\ndescription: d\n---\n", "invalid memory name"),
+    ("---\nname: a\ntype: t\ndescription: {x: 1}\n---\n", "must be text"),
+    ("---\nname: a\x00\n---\n", "binary"),
+])
+def test_malformed_files_raise_with_reason(text: str, reason: str) -> None:
+    """Each kind of malformed file is rejected with a reason a person can act on."""
+    with pytest.raises(InvalidMemory, match=reason):
+        memfmt.loads(text)
+
+
+def test_liberal_reading_of_hand_written_files() -> None:
+    """CRLF, a BOM, and an unknown type still parse; the bent rules become warnings."""
+    text = "\ufeff---\r\nname: x\r\ntype: idea\r\ndescription: " + "d" * 300 + "\r\n---\r\nbody\r\n"
+    m = memfmt.loads(text)
+    assert m.body == "body"
+    warnings = memfmt.check(m, ("user_preference",))
+    assert any("unknown type" in w for w in warnings)
+    assert any("longer than" in w for w in warnings)
+
+
+@pytest.mark.parametrize("name", [
+    "", "a/b", "a\\b", "..", "../x", ".hidden", "MEMORY", "memory", "con", "NUL",
+    "a b", "-lead", "a" * 101, "名" * 80, "x\ny", "a:b", "a*b",
+])
+def test_hostile_names_are_refused(name: str) -> None:
+    """Path tricks, reserved names, odd characters and over-long names are refused."""
+    with pytest.raises(InvalidName):
+        memfmt.validate_name(name)
+
+
+@pytest.mark.parametrize("name", ["prefer-pytest", "用户语言偏好", "ユーザー設定", "café_2", "x"])
+def test_unicode_names_are_allowed(name: str) -> None:
+    """Letters of any script, digits, '-' and '_' make a valid name and a safe file name."""
+    assert memfmt.filename_for(name) == memfmt.validate_name(name) + ".md"
+
+
+def test_names_are_nfc_normalised() -> None:
+    """The same name typed in decomposed form maps to the same file."""
+    assert memfmt.validate_name("cafe\u0301") == "caf\u00e9"
+
+
+def test_validate_new_is_strict() -> None:
+    """What memdir writes must follow every rule."""
+    base = Memory("n", "user_preference", "one line")
+    types = ("user_preference",)
+    assert memfmt.validate_new(base, types) == base
+    for bad in (base.replace(type="idea"), base.replace(description=" "),
+                base.replace(description="a\nb"), base.replace(description="x" * 201)):
+        with pytest.raises(InvalidMemory):
+            memfmt.validate_new(bad, types)
+
+
+text_st = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=60)
+
+
+@given(
+    desc=text_st.filter(lambda s: s.strip() == s and s),
+    body=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"),
+                 max_size=200),
+    tags=st.lists(text_st, max_size=3),
+)
+def test_any_memory_round_trips(desc: str, body: str, tags: list[str]) -> None:
+    """loads(dumps(m)) == m for arbitrary descriptions, bodies and extra keys."""
+    m = Memory("n", "t", desc, body, "2026-01-01T00:00:00Z", None, {"tags": tags})
+    assert memfmt.loads(memfmt.dumps(m)) == m
