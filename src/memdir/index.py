@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ from .errors import InvalidMemory
 
 INDEX_FILE = "MEMORY.md"
 TEMP_PREFIX = ".tmp-"
-CACHE_VERSION = 2
-RACY_NS = 2_000_000_000  # files touched this recently are re-read next time (mtime granularity)
+CACHE_VERSION = 3
+RACY_FINE_NS = 50_000_000  # files touched this recently are not cached (mtime granularity)
+RACY_COARSE_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -42,9 +44,9 @@ class Entry:
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as JSON-able data."""
-        data = asdict(self)
-        data["warnings"] = list(self.warnings)
-        return data
+        return {"name": self.name, "type": self.type, "description": self.description,
+                "created": self.created, "updated": self.updated, "pinned": self.pinned,
+                "file": self.file, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class Scan:
     temp_files: list[str] = field(default_factory=list)  # left by writers that crashed
 
 
-def _entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
+def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
     return Entry(
         name=mem.name,
         type=mem.type,
@@ -100,24 +102,75 @@ def read_memory(path: Path, max_bytes: int) -> memfmt.Memory:
 
 
 class MetaCache:
-    """Parsed metadata keyed by file identity, kept in ``.memdir/meta.json`` (disposable)."""
+    """Parsed metadata keyed by file identity (disposable): a snapshot plus an append-only log.
+
+    ``meta.json`` holds rows for every file; ``meta.log`` holds rows changed since, one JSON
+    line each, so recording one changed file costs one small append. The log is folded into
+    the snapshot when it grows. A torn or stale row only costs re-parsing one file, because
+    every row is checked against the file's current identity before it is trusted.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.files: dict[str, dict[str, Any]] = {}
-        self.dirty = False
+        self.log_path = path.with_suffix(".log")
+        self.files: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
+        self.pending: list[list[Any]] = []
+        self.log_rows = 0
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             if data.get("version") == CACHE_VERSION:
-                self.files = data["files"]
-        except (OSError, ValueError, KeyError, AttributeError):
-            self.dirty = True
+                for row in data["rows"]:
+                    self._load_row(row)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.files = {}
+        try:
+            with open(self.log_path, encoding="utf-8") as fh:
+                for line in fh:
+                    self.log_rows += 1
+                    try:
+                        self._load_row(json.loads(line))
+                    except (ValueError, TypeError, KeyError, IndexError):
+                        continue  # a torn line
+        except OSError:
+            pass
 
-    def save(self) -> None:
-        """Write the cache atomically if it changed; losing a race only costs re-parsing."""
-        if not self.dirty:
+    def _load_row(self, row: list[Any]) -> None:
+        fname = row[0]
+        if len(row) == 1:
+            self.files.pop(fname, None)
+        elif len(row) == 5:
+            self.files[fname] = (tuple(row[1:4]), None, row[4])
+        else:
+            entry = Entry(row[4], row[5], row[6], row[7], row[8], row[9], fname, tuple(row[10]))
+            self.files[fname] = (tuple(row[1:4]), entry, None)
+
+    @staticmethod
+    def _row(fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None
+             ) -> list[Any]:
+        if entry is None:
+            return [fname, *key, error]
+        return [fname, *key, entry.name, entry.type, entry.description, entry.created,
+                entry.updated, entry.pinned, list(entry.warnings)]
+
+    def save(self, *, force: bool = False) -> None:
+        """Persist what changed; losing a race with another process only costs re-parsing."""
+        if not self.pending and not force:
             return
-        data = json.dumps({"version": CACHE_VERSION, "files": self.files}, ensure_ascii=False)
+        try:
+            if force or self.log_rows + len(self.pending) > max(100, len(self.files) // 10):
+                self._write_snapshot()
+            else:
+                lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.pending)
+                with open(self.log_path, "a", encoding="utf-8") as fh:
+                    fh.write(lines)
+                self.log_rows += len(self.pending)
+        except OSError:
+            return  # a read-only store still works, only slower
+        self.pending.clear()
+
+    def _write_snapshot(self) -> None:
+        rows = [self._row(f, *rec) for f, rec in self.files.items()]
+        data = json.dumps({"version": CACHE_VERSION, "rows": rows}, ensure_ascii=False)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".meta-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -126,89 +179,109 @@ class MetaCache:
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            return
-        self.dirty = False
+            raise
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.log_path)
+        self.log_rows = 0
 
-    def remember(self, file: str, key: list[int], entry: Entry | None, error: str | None) -> None:
+    def remember(self, file: str, key: tuple[int, ...], entry: Entry | None,
+                 error: str | None) -> None:
         """Record what a file with this identity parsed to."""
-        record: dict[str, Any] = {"k": key}
-        if entry is not None:
-            record["m"] = entry.to_dict()
-        else:
-            record["e"] = error
-        self.files[file] = record
-        self.dirty = True
+        self.files[file] = (key, entry, error)
+        self.pending.append(self._row(file, key, entry, error))
+
+    def forget(self, file: str) -> None:
+        """Drop a file that no longer exists."""
+        del self.files[file]
+        self.pending.append([file])
 
 
-def _stat_key(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
+def stat_key(st: os.stat_result) -> tuple[int, ...]:
+    """A file's identity for the cache: size, modification time and inode."""
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def racy(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a file changed so recently that a same-size edit could keep its mtime.
+
+    Timestamps with sub-millisecond digits come from a fine-grained filesystem, where a short
+    window suffices; coarse ones (FAT, HFS+, some network mounts) need seconds.
+    """
+    window = RACY_COARSE_NS if mtime_ns % 1_000_000 == 0 else RACY_FINE_NS
+    return now_ns - mtime_ns < window
 
 
 def scan(root: Path, cache: MetaCache, types: tuple[str, ...], max_bytes: int) -> Scan:
-    """List the memories in ``root``, re-parsing only files that changed since the cache."""
+    """List the memories in ``root``, re-parsing only files that changed since the cache.
+
+    This runs on every command and every write, so the common path (a cached, unchanged file)
+    is one ``lstat`` and a tuple comparison.
+    """
     result = Scan()
+    entries = result.entries
+    now_ns = time.time_ns()
+    files = cache.files
     seen: set[str] = set()
-    racy_after = time.time_ns() - RACY_NS
-    by_name: dict[str, list[Entry]] = {}
+    duplicates: list[Entry] = []
     with os.scandir(root) as it:
         for de in it:
             fname = de.name
-            if fname.startswith(TEMP_PREFIX):
-                result.temp_files.append(fname)
+            if fname[0] == "." or not fname.endswith(".md") or fname == INDEX_FILE:
+                if fname.startswith(TEMP_PREFIX):
+                    result.temp_files.append(fname)
                 continue
-            if not fname.endswith(".md") or fname == INDEX_FILE or fname.startswith("."):
-                continue
-            if de.is_symlink():
-                result.problems.append(Problem(fname, "symbolic link, not followed"))
-                continue
-            if not de.is_file(follow_symlinks=False):
+            st = de.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                if stat.S_ISLNK(st.st_mode):
+                    result.problems.append(Problem(fname, "symbolic link, not followed"))
                 continue
             seen.add(fname)
-            st = de.stat(follow_symlinks=False)
-            key = _stat_key(st)
-            cached = cache.files.get(fname)
-            if cached is not None and cached["k"] == key:
-                if "m" in cached:
-                    m = cached["m"]
-                    hit = Entry(**{**m, "warnings": tuple(m["warnings"])})
-                    by_name.setdefault(hit.name, []).append(hit)
-                else:
-                    result.problems.append(Problem(fname, cached["e"]))
-                continue
+            key = (st.st_size, st.st_mtime_ns, st.st_ino)
+            cached = files.get(fname)
             entry: Entry | None
             error: str | None
-            if st.st_size > max_bytes:
-                entry, error = None, f"larger than the {max_bytes // 1024} KiB limit"
+            if cached is not None and cached[0] == key:
+                _, entry, error = cached
             else:
-                try:
-                    mem = read_memory(root / fname, max_bytes)
-                    entry, error = _entry_from(mem, fname, types), None
-                except InvalidMemory as exc:
-                    entry, error = None, str(exc)
-            if st.st_mtime_ns < racy_after:
-                cache.remember(fname, key, entry, error)
-            if entry is not None:
-                by_name.setdefault(entry.name, []).append(entry)
-            else:
+                entry, error = _parse(root / fname, max_bytes, types)
+                if not racy(st.st_mtime_ns, now_ns):
+                    cache.remember(fname, key, entry, error)
+            if entry is None:
                 result.problems.append(Problem(fname, error or "unreadable"))
-    for fname in [f for f in cache.files if f not in seen]:
-        del cache.files[fname]
-        cache.dirty = True
-    for name, found in by_name.items():
+            elif entry.name in entries:
+                duplicates.append(entry)
+            else:
+                entries[entry.name] = entry
+    if len(seen) != len(files):
+        for fname in [f for f in files if f not in seen]:
+            cache.forget(fname)
+    for dup in duplicates:
         # The file named after the memory wins; the others are reported, never touched.
-        found.sort(key=lambda e: (e.file != name + ".md", e.file))
-        result.entries[name] = found[0]
-        for dup in found[1:]:
-            result.problems.append(
-                Problem(dup.file, f"duplicate name {name!r} (also in {found[0].file}); not listed")
-            )
-        for warning in found[0].warnings:
-            result.problems.append(Problem(found[0].file, warning, "warning"))
+        first = entries[dup.name]
+        if dup.file == dup.name + ".md" or (first.file != first.name + ".md"
+                                            and dup.file < first.file):
+            entries[dup.name], dup = dup, first
+        winner = entries[dup.name].file
+        result.problems.append(
+            Problem(dup.file, f"duplicate name {dup.name!r} (also in {winner}); not listed"))
+    for entry in entries.values():
+        if entry.warnings:
+            result.problems.extend(Problem(entry.file, w, "warning") for w in entry.warnings)
     result.problems.sort(key=lambda p: (p.file, p.reason))
     return result
 
 
+def _parse(path: Path, max_bytes: int, types: tuple[str, ...]) -> tuple[Entry | None, str | None]:
+    try:
+        mem = read_memory(path, max_bytes)
+    except InvalidMemory as exc:
+        return None, str(exc)
+    return entry_from(mem, path.name, types), None
+
+
 def _one_line(text: str) -> str:
+    if text.isprintable() and "  " not in text:
+        return text  # the common case, cheaply
     return " ".join(text.split())
 
 

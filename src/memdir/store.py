@@ -30,6 +30,7 @@ from .memory import Memory
 INTERNAL = ".memdir"
 JOURNAL = "journal.json"
 LOG = "log.jsonl"
+FRESH_SECONDS = 0.2  # a read this soon after a scan by the same object reuses it
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,8 @@ class MemoryStore:
         self._lock = filelock.FileLock(lock_path, timeout=self.config.lock_timeout)
         self._cache = idx.MetaCache(self.internal / "meta.json")
         self._scan = idx.Scan()
+        self._fresh_at = 0.0
+        self._verified: tuple[tuple[int, ...], dict[str, idx.Entry]] = ((), {})
         if (self.internal / JOURNAL).exists():
             with self.locked():
                 self._recover()
@@ -174,14 +177,37 @@ class MemoryStore:
     def refresh(self) -> idx.Scan:
         """Re-scan the folder (cheaply) and repair MEMORY.md if it no longer matches the files."""
         self._scan = self._do_scan()
-        text = idx.render(self._scan.entries.values(), self.config.types)
         internal_temps = [n for n in os.listdir(self.internal) if n.startswith(idx.TEMP_PREFIX)]
-        if self._read_index() != text or self._scan.temp_files or internal_temps:
+        if not self._index_verified() or self._scan.temp_files or internal_temps:
             with self.locked():
                 self._scan = self._do_scan()
                 self._remove_temp_files()
                 self._write_index()
+        self._fresh_at = time.monotonic()
         return self._scan
+
+    def _ensure_fresh(self) -> None:
+        """Refresh unless this object looked at the folder a moment ago (one open, one scan)."""
+        if time.monotonic() - self._fresh_at > FRESH_SECONDS:
+            self.refresh()
+
+    def _index_verified(self) -> bool:
+        """Whether MEMORY.md matches the current scan (skipping the render when nothing moved)."""
+        try:
+            st = os.stat(self.index_path)
+        except FileNotFoundError:
+            return False
+        key = idx.stat_key(st)
+        entries = self._scan.entries
+        last_key, last_entries = self._verified
+        if key == last_key and len(entries) == len(last_entries) and all(
+            last_entries.get(name) is e for name, e in entries.items()
+        ):
+            return True
+        if self._read_index() != idx.render(entries.values(), self.config.types):
+            return False
+        self._verified = (key, dict(entries))
+        return True
 
     def _remove_temp_files(self) -> None:
         """Delete temporary files of crashed writers (only called holding the lock)."""
@@ -206,14 +232,16 @@ class MemoryStore:
     def _write_index(self) -> None:
         text = idx.render(self._scan.entries.values(), self.config.types)
         if self._read_index() != text:
-            write_atomic(self.root / idx.INDEX_FILE, text.encode())
+            write_atomic(self.index_path, text.encode())
+        self._verified = (idx.stat_key(os.stat(self.index_path)), dict(self._scan.entries))
+        self._fresh_at = time.monotonic()
 
     def rebuild(self) -> dict[str, idx.Entry]:
         """Forget the metadata cache, re-parse every file and rewrite MEMORY.md if needed."""
         with self.locked():
             self._cache.files.clear()
-            self._cache.dirty = True
             self._scan = self._do_scan()
+            self._cache.save(force=True)
             self._write_index()
         return dict(self._scan.entries)
 
@@ -226,13 +254,13 @@ class MemoryStore:
 
     def entries(self, type: str | None = None) -> list[idx.Entry]:
         """Metadata of every memory (no bodies), sorted by name."""
-        self.refresh()
+        self._ensure_fresh()
         items = sorted(self._scan.entries.values(), key=lambda e: e.name)
         return [e for e in items if type is None or e.type == type]
 
     def problems(self) -> list[idx.Problem]:
         """Files that are not valid memories, and rules that listed memories bend."""
-        self.refresh()
+        self._ensure_fresh()
         return list(self._scan.problems)
 
     def get(self, name: str) -> Memory:
@@ -354,7 +382,19 @@ class MemoryStore:
     def _current(self, entry: idx.Entry) -> Memory:
         return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
 
-    def _execute(self, op: dict[str, Any]) -> Operation:
+    def _note_written(self, steps: _list[dict[str, Any]]) -> None:
+        """Update the scan with files this process just wrote, without re-scanning the folder."""
+        now_ns = time.time_ns()
+        for step in steps:
+            mem = memfmt.loads(step["content"])
+            entry = idx.entry_from(mem, step["file"], self.config.types)
+            self._scan.entries[mem.name] = entry
+            st = os.stat(self.root / step["file"], follow_symlinks=False)
+            if not idx.racy(st.st_mtime_ns, now_ns):
+                self._cache.remember(step["file"], idx.stat_key(st), entry, None)
+        self._cache.save()
+
+    def _execute(self, op: dict[str, Any], *, incremental: bool = True) -> Operation:
         """Carry out a journaled operation; safe to run again after a crash at any point."""
         changes = []
         for step in op["steps"]:
@@ -374,7 +414,10 @@ class MemoryStore:
         record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
                            tuple(changes), op.get("undoes"))
         self._append_log(record)
-        self._scan = self._do_scan()
+        if incremental and all(step["content"] is not None for step in op["steps"]):
+            self._note_written(op["steps"])
+        else:  # deletes can uncover a duplicate, and a recovery knows nothing: look again
+            self._scan = self._do_scan()
         self._write_index()
         os.unlink(self.internal / JOURNAL)
         return record
@@ -391,7 +434,7 @@ class MemoryStore:
             os.replace(path, self.internal / f"journal.unreadable.{_new_op_id()}")
             return
         self._scan = self._do_scan()
-        self._execute(op)
+        self._execute(op, incremental=False)
 
     # -- history and log --------------------------------------------------------------------
 
