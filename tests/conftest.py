@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from fakeserver import FakeLLMServer
 from memdir import MemoryStore
 from memdir.cli import main
 
@@ -48,3 +49,11 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliFn:
         return Result(code, out.getvalue().decode(), err.getvalue().decode())
 
     return run
+
+
+@pytest.fixture
+def llm_server() -> Iterator[FakeLLMServer]:
+    """A fake LLM server on loopback, speaking both wire protocols."""
+    server = FakeLLMServer().start()
+    yield server
+    server.stop()

@@ -20,8 +20,8 @@ from .errors import ConfigError
 DEFAULT_TYPES = ("user_preference", "project_fact", "feedback", "reference")
 
 DEFAULT_MODELS = {
-    "anthropic": ("claude-sonnet-4-5", "claude-haiku-4-5"),
-    "openai": ("gpt-4o", "gpt-4o-mini"),
+    "anthropic": ("claude-sonnet-5-5", "claude-haiku-5-5"),
+    "openai": ("gpt-5.5", "gpt-5.4-mini"),
 }
 
 

@@ -1,0 +1,233 @@
+"""The language-model layer: one small ``ChatModel`` protocol and helpers on top of it.
+
+Messages and replies use the Anthropic Messages format (content blocks ``text`` and
+``tool_use``; ``tool_result`` in user messages). Providers convert to and from their wire format.
+SDKs are imported only in ``make_model``, so importing this package is cheap.
+This package knows nothing of memories.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from ..config import Config
+from ..errors import LLMError, LLMUnavailable, ReplyFormatError
+from ..usage import UsageLog
+from .jsonreply import extract_json
+
+T = TypeVar("T")
+Message = dict[str, Any]
+TextCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one call consumed."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A model's reply: content blocks, why it stopped, and what it cost."""
+
+    content: list[dict[str, Any]]
+    stop_reason: str = "end_turn"
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined."""
+        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        """The tool_use blocks, in order."""
+        return [b for b in self.content if b.get("type") == "tool_use"]
+
+
+class ChatModel(Protocol):
+    """What every model (real or fake) offers."""
+
+    provider: str
+    model: str
+
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int = 1024,
+        purpose: str = "agent",
+        json_mode: bool = False,
+        on_text: TextCallback | None = None,
+    ) -> Reply:
+        """One model call. ``on_text`` streams text as it arrives."""
+        ...
+
+
+class RecordingModel:
+    """Base of the SDK-backed models: times each call and writes it to the usage log."""
+
+    provider = "base"
+
+    def __init__(self, model: str, usage_log: UsageLog | None) -> None:
+        self.model = model
+        self.usage_log = usage_log
+
+    def complete(
+        self,
+        *,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None = None,
+        max_tokens: int = 1024,
+        purpose: str = "agent",
+        json_mode: bool = False,
+        on_text: TextCallback | None = None,
+    ) -> Reply:
+        """Call the provider and record purpose, tokens and latency, also on failure."""
+        start = time.perf_counter()
+        try:
+            reply = self._call(system, messages, tools, max_tokens, json_mode, on_text)
+        except LLMError:
+            self._record(purpose, Usage(), start, ok=False)
+            raise
+        self._record(purpose, reply.usage, start, ok=True)
+        return reply
+
+    def _record(self, purpose: str, usage: Usage, start: float, *, ok: bool) -> None:
+        if self.usage_log is not None:
+            self.usage_log.record(
+                purpose=purpose, provider=self.provider, model=self.model,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                latency_ms=(time.perf_counter() - start) * 1000, ok=ok)
+
+    def _call(
+        self,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        max_tokens: int,
+        json_mode: bool,
+        on_text: TextCallback | None,
+    ) -> Reply:
+        raise NotImplementedError
+
+
+def make_model(config: Config, *, memory: bool = False, usage_log: Path | None = None
+               ) -> ChatModel:
+    """Build the configured model (the memory model if ``memory``); imports its SDK now."""
+    provider = config.provider or "anthropic"
+    name = config.memory_model_name if memory else config.chat_model
+    log = UsageLog(usage_log) if usage_log else None
+    if provider == "anthropic":
+        if not config.api_key:
+            raise LLMUnavailable(
+                "no Anthropic API key — set ANTHROPIC_API_KEY, or MEMDIR_PROVIDER=openai with"
+                " OPENAI_BASE_URL for an OpenAI-compatible endpoint")
+        try:
+            from .anthropic import AnthropicModel
+        except ImportError:
+            raise LLMUnavailable(
+                "the anthropic SDK is not installed — pip install 'memdir[anthropic]'") from None
+        return AnthropicModel(name, config, log)
+    if not config.api_key and not config.base_url:
+        raise LLMUnavailable(
+            "no OpenAI API key or endpoint — set OPENAI_API_KEY, or OPENAI_BASE_URL for a local"
+            " server such as Ollama")
+    try:
+        from .openai import OpenAIModel
+    except ImportError:
+        raise LLMUnavailable(
+            "the openai SDK is not installed — pip install 'memdir[openai]'") from None
+    return OpenAIModel(name, config, log)
+
+
+def complete_text(model: ChatModel, *, system: str, messages: list[Message],
+                  purpose: str, max_tokens: int = 1024) -> str:
+    """One call, plain text out."""
+    return model.complete(system=system, messages=messages, purpose=purpose,
+                          max_tokens=max_tokens).text
+
+
+def complete_json(
+    model: ChatModel,
+    *,
+    system: str,
+    messages: list[Message],
+    purpose: str,
+    validate: Callable[[Any], T],
+    max_tokens: int = 2048,
+) -> T:
+    """One call whose reply must be JSON accepted by ``validate`` (which raises ValueError).
+
+    A reply that does not parse or validate is answered once with the error (small local
+    models often fix it); if the second reply fails too, ReplyFormatError is raised.
+    """
+    convo = list(messages)
+    error = ""
+    for attempt in range(2):
+        reply = model.complete(system=system, messages=convo, purpose=purpose,
+                               max_tokens=max_tokens, json_mode=True)
+        try:
+            return validate(extract_json(reply.text))
+        except ValueError as exc:
+            error = str(exc)
+        if attempt == 0:
+            convo = [*convo, {"role": "assistant", "content": reply.text or "(empty)"},
+                     {"role": "user", "content":
+                      f"Your reply could not be used: {error}. Reply again with only the JSON"
+                      " object, no prose and no code fences."}]
+    raise ReplyFormatError(f"the {purpose} model's reply was not usable JSON twice ({error})")
+
+
+__all__ = [
+    "ChatModel",
+    "Message",
+    "RecordingModel",
+    "Reply",
+    "Usage",
+    "complete_json",
+    "complete_text",
+    "connection_error",
+    "extract_json",
+    "make_model",
+    "status_error",
+]
+
+
+def status_error(provider: str, status: int, detail: str, key_var: str) -> LLMError:
+    """The error for an HTTP error status the SDK gave up on (after its retries)."""
+    detail = " ".join(detail.split())[:200]
+    if status in (401, 403):
+        return LLMUnavailable(
+            f"the {provider} endpoint rejected the API key ({status}: {detail}) — set {key_var}"
+            " to a valid key")
+    if status == 404:
+        return LLMUnavailable(
+            f"the {provider} endpoint does not know this model or path (404: {detail}) — check"
+            " MEMDIR_MODEL / MEMDIR_MEMORY_MODEL and the base URL")
+    if status == 429:
+        return LLMError(f"the {provider} endpoint is rate limiting (429) after retries — wait and"
+                        " retry, or raise MEMDIR_MAX_RETRIES")
+    if status >= 500:
+        return LLMError(f"the {provider} endpoint failed ({status}: {detail}) after retries —"
+                        " retry later")
+    return LLMError(f"the {provider} endpoint refused the request ({status}: {detail})")
+
+
+def connection_error(provider: str, base_url: str | None, url_var: str, exc: Exception
+                     ) -> LLMUnavailable:
+    """The error for an endpoint that could not be reached or timed out."""
+    where = base_url or "the default endpoint"
+    kind = "timed out" if "timeout" in type(exc).__name__.lower() else "could not be reached"
+    return LLMUnavailable(f"{provider} at {where} {kind} — check {url_var}, the network, or"
+                          " MEMDIR_TIMEOUT")

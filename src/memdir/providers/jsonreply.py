@@ -1,0 +1,92 @@
+"""Getting JSON out of model replies: fences, prose around it, trailing commas, quotes.
+
+It only parses; shape checks belong to the caller's validator. Raises ValueError (with a
+message a model can act on) when nothing usable is found.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+_FENCE = re.compile(r"```(?:json|JSON|javascript|js)?\s*\n?(.*?)```", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+
+
+def _candidates(text: str) -> list[str]:
+    """Substrings that may hold the JSON value, most likely first."""
+    out = [m.group(1) for m in _FENCE.finditer(text)]
+    out.append(text)
+    for opener in "{[":
+        start = text.find(opener)
+        while start != -1:
+            end = _balanced_end(text, start)
+            if end is not None:
+                out.append(text[start : end + 1])
+                break
+            start = text.find(opener, start + 1)
+    return out
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """Index of the bracket closing the one at ``start``, honouring strings; None if open."""
+    depth = 0
+    in_str: str | None = None
+    escape = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_str:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == in_str:
+                in_str = None
+        elif ch in "\"'":
+            in_str = ch
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _loads_lenient(s: str) -> Any:
+    s = s.strip()
+    try:
+        return json.loads(s)
+    except ValueError:
+        pass
+    fixed = _TRAILING_COMMA.sub(r"\1", s)
+    try:
+        return json.loads(fixed)
+    except ValueError:
+        pass
+    # Python-style literals (single quotes, True/None) are a common small-model slip.
+    pythonish = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False",
+                                                   re.sub(r"\bnull\b", "None", fixed)))
+    try:
+        value = ast.literal_eval(pythonish)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        raise ValueError("not valid JSON") from None
+    if isinstance(value, (dict, list)):
+        return value
+    raise ValueError("not a JSON object or list")
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object or list found in ``text``; raise ValueError if there is none."""
+    if not text or not text.strip():
+        raise ValueError("the reply was empty")
+    for candidate in _candidates(text):
+        if not candidate.strip() or candidate.strip()[0] not in "{[":
+            continue
+        try:
+            return _loads_lenient(candidate)
+        except ValueError:
+            continue
+    raise ValueError("no JSON object found in the reply")
