@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from . import memory as memfmt
+from .atomic import TEMP_PREFIX
 from .errors import InvalidMemory
 
 INDEX_FILE = "MEMORY.md"
-TEMP_PREFIX = ".tmp-"
+
 CACHE_VERSION = 3
 RACY_FINE_NS = 50_000_000  # files touched this recently are not cached (mtime granularity)
 RACY_COARSE_NS = 2_000_000_000

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import secrets as _random
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,8 +22,10 @@ import filelock
 
 from . import index as idx
 from . import memory as memfmt
+from .atomic import TEMP_PREFIX, fsync_dir, write_atomic
 from .config import Config
 from .errors import ConflictError, InvalidMemory, MemoryNotFound, PlanError, StoreLocked
+from .history import History, Operation, Version
 from .memory import Memory
 
 INTERNAL = ".memdir"
@@ -56,79 +57,6 @@ Change = Put | Remove
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
 
 
-@dataclass(frozen=True)
-class Version:
-    """One stored earlier version of a memory."""
-
-    name: str
-    version: int
-    time: str
-    action: str
-    reason: str
-    op: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """The version as JSON-able data."""
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class Operation:
-    """One applied plan, as recorded in the log."""
-
-    id: str
-    time: str
-    source: str
-    summary: str
-    changes: tuple[dict[str, Any], ...]
-    undoes: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The operation as JSON-able data."""
-        data = dict(self.__dict__)
-        data["changes"] = list(self.changes)
-        return data
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone gives 0600
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=idx.TEMP_PREFIX, suffix=".part")
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _new_op_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
 
@@ -144,8 +72,8 @@ class MemoryStore:
                 f"{self.root} is a symbolic link — point memdir at the real folder"
             )
         self.internal = self.root / INTERNAL
-        self.history_dir = self.internal / "history"
-        self.history_dir.mkdir(parents=True, exist_ok=True)
+        self.internal.mkdir(parents=True, exist_ok=True)
+        self._history = History(self.internal / "history", self.internal / LOG)
         gitignore = self.root / ".gitignore"
         if not gitignore.exists():
             write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
@@ -177,7 +105,7 @@ class MemoryStore:
     def refresh(self) -> idx.Scan:
         """Re-scan the folder (cheaply) and repair MEMORY.md if it no longer matches the files."""
         self._scan = self._do_scan()
-        internal_temps = [n for n in os.listdir(self.internal) if n.startswith(idx.TEMP_PREFIX)]
+        internal_temps = [n for n in os.listdir(self.internal) if n.startswith(TEMP_PREFIX)]
         if not self._index_verified() or self._scan.temp_files or internal_temps:
             with self.locked():
                 self._scan = self._do_scan()
@@ -213,7 +141,7 @@ class MemoryStore:
         """Delete temporary files of crashed writers (only called holding the lock)."""
         for folder in (self.root, self.internal):
             for fname in os.listdir(folder):
-                if fname.startswith(idx.TEMP_PREFIX):
+                if fname.startswith(TEMP_PREFIX):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(folder / fname)
         self._scan.temp_files.clear()
@@ -402,7 +330,8 @@ class MemoryStore:
             before = None
             # A create's file can only exist here if this operation wrote it before a crash.
             if step["action"] != "create" and path.is_file() and not path.is_symlink():
-                before = self._archive(step["name"], path, step["action"], step["reason"], op["id"])
+                before = self._history.archive(step["name"], path, step["action"],
+                                               step["reason"], op["id"])
             if step["content"] is None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
@@ -410,10 +339,10 @@ class MemoryStore:
                 write_atomic(path, step["content"].encode())
             changes.append({"name": step["name"], "action": step["action"],
                             "before": before, "reason": step["reason"]})
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
                            tuple(changes), op.get("undoes"))
-        self._append_log(record)
+        self._history.append_log(record)
         if incremental and all(step["content"] is not None for step in op["steps"]):
             self._note_written(op["steps"])
         else:  # deletes can uncover a duplicate, and a recovery knows nothing: look again
@@ -438,45 +367,17 @@ class MemoryStore:
 
     # -- history and log --------------------------------------------------------------------
 
-    def _versions_dir(self, name: str) -> Path:
-        return self.history_dir / memfmt.validate_name(name)
-
-    def _archive(self, name: str, path: Path, action: str, reason: str, op_id: str) -> int:
-        """Keep the current file of ``name`` as a new history version (once per operation)."""
-        vdir = self._versions_dir(name)
-        vdir.mkdir(parents=True, exist_ok=True)
-        versions = self.history(name)
-        if versions and versions[-1].op == op_id:
-            return versions[-1].version  # archived before a crash; the file may be new already
-        number = versions[-1].version + 1 if versions else 1
-        write_atomic(vdir / f"{number:04d}.md", path.read_bytes())
-        meta = {"version": number, "time": memfmt.now(), "action": action,
-                "reason": reason, "op": op_id}
-        write_atomic(vdir / f"{number:04d}.json", json.dumps(meta, ensure_ascii=False).encode())
-        return number
-
     def history(self, name: str) -> _list[Version]:
         """Earlier versions of ``name``, oldest first (also for deleted memories)."""
-        vdir = self._versions_dir(name)
-        out = []
-        for meta_path in sorted(vdir.glob("*.json")) if vdir.is_dir() else []:
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            out.append(Version(name, int(meta["version"]), meta["time"], meta["action"],
-                               meta.get("reason", ""), meta.get("op", "")))
-        out.sort(key=lambda v: v.version)
-        return out
+        return self._history.versions(memfmt.validate_name(name))
 
     def version_text(self, name: str, version: int) -> str:
         """The file text of one history version; raise MemoryNotFound."""
-        path = self._versions_dir(name) / f"{version:04d}.md"
-        if not (path.with_suffix(".json")).exists() or not path.exists():
-            raise MemoryNotFound(
-                f"memory {name!r} has no version {version} — see 'memdir history {name}'"
-            )
-        return path.read_text(encoding="utf-8")
+        return self._history.text(memfmt.validate_name(name), version)
+
+    def log(self, limit: int | None = None) -> _list[Operation]:
+        """Applied operations, oldest first (the last ``limit`` of them)."""
+        return self._history.log(limit)
 
     def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory:
         """Bring back a history version (the latest by default); the current one is kept too."""
@@ -491,37 +392,3 @@ class MemoryStore:
                    summary=f"restore {name} to version {number}")
         return self.get(name)
 
-    def _append_log(self, op: Operation) -> None:
-        path = self.internal / LOG
-        if any(o.id == op.id for o in self.log(limit=5)):
-            return  # logged before a crash
-        line = json.dumps(op.to_dict(), ensure_ascii=False) + "\n"
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    def log(self, limit: int | None = None) -> _list[Operation]:
-        """Applied operations, oldest first (the last ``limit`` of them)."""
-        path = self.internal / LOG
-        try:
-            with open(path, "rb") as fh:
-                if limit is not None:
-                    # Read only the tail: the log grows forever, recent entries are what is asked.
-                    size = fh.seek(0, os.SEEK_END)
-                    fh.seek(max(0, size - 4096 * (limit + 1)))
-                raw = fh.read()
-        except OSError:
-            return []
-        lines = raw.decode("utf-8", errors="replace").splitlines()
-        if limit is not None:
-            lines = lines[-limit:]
-        out = []
-        for line in lines:
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue  # a torn last line from a crash
-            out.append(Operation(d["id"], d["time"], d["source"], d.get("summary", ""),
-                                 tuple(d["changes"]), d.get("undoes")))
-        return out

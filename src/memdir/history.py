@@ -1,0 +1,137 @@
+"""History and the operation log of a store.
+
+Every overwritten or deleted memory is kept as a numbered version in
+``.memdir/history/<name>/NNNN.md`` with a ``NNNN.json`` sidecar (when, which action, why, and
+the operation that did it). Every applied plan is one line of ``.memdir/log.jsonl``.
+This module does NOT lock or decide anything: the store calls it holding its lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import memory as memfmt
+from .atomic import write_atomic
+from .errors import MemoryNotFound
+
+
+@dataclass(frozen=True)
+class Version:
+    """One stored earlier version of a memory."""
+
+    name: str
+    version: int
+    time: str
+    action: str
+    reason: str
+    op: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The version as JSON-able data."""
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One applied plan, as recorded in the log."""
+
+    id: str
+    time: str
+    source: str
+    summary: str
+    changes: tuple[dict[str, Any], ...]
+    undoes: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The operation as JSON-able data."""
+        data = dict(self.__dict__)
+        data["changes"] = list(self.changes)
+        return data
+
+
+class History:
+    """The history folder and the log file of one store."""
+
+    def __init__(self, root: Path, log_path: Path) -> None:
+        self.root = root
+        self.log_path = log_path
+        root.mkdir(parents=True, exist_ok=True)
+
+    def versions_dir(self, name: str) -> Path:
+        return self.root / memfmt.validate_name(name)
+
+    def archive(self, name: str, path: Path, action: str, reason: str, op_id: str) -> int:
+        """Keep the current file of ``name`` as a new history version (once per operation)."""
+        vdir = self.versions_dir(name)
+        vdir.mkdir(parents=True, exist_ok=True)
+        versions = self.versions(name)
+        if versions and versions[-1].op == op_id:
+            return versions[-1].version  # archived before a crash; the file may be new already
+        number = versions[-1].version + 1 if versions else 1
+        write_atomic(vdir / f"{number:04d}.md", path.read_bytes())
+        meta = {"version": number, "time": memfmt.now(), "action": action,
+                "reason": reason, "op": op_id}
+        write_atomic(vdir / f"{number:04d}.json", json.dumps(meta, ensure_ascii=False).encode())
+        return number
+
+    def versions(self, name: str) -> list[Version]:
+        """Earlier versions of ``name``, oldest first (also for deleted memories)."""
+        vdir = self.versions_dir(name)
+        out = []
+        for meta_path in sorted(vdir.glob("*.json")) if vdir.is_dir() else []:
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            out.append(Version(name, int(meta["version"]), meta["time"], meta["action"],
+                               meta.get("reason", ""), meta.get("op", "")))
+        out.sort(key=lambda v: v.version)
+        return out
+
+    def text(self, name: str, version: int) -> str:
+        """The file text of one history version; raise MemoryNotFound."""
+        path = self.versions_dir(name) / f"{version:04d}.md"
+        if not (path.with_suffix(".json")).exists() or not path.exists():
+            raise MemoryNotFound(
+                f"memory {name!r} has no version {version} — see 'memdir history {name}'"
+            )
+        return path.read_text(encoding="utf-8")
+
+    def append_log(self, op: Operation) -> None:
+        path = self.log_path
+        if any(o.id == op.id for o in self.log(limit=5)):
+            return  # logged before a crash
+        line = json.dumps(op.to_dict(), ensure_ascii=False) + "\n"
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def log(self, limit: int | None = None) -> list[Operation]:
+        """Applied operations, oldest first (the last ``limit`` of them)."""
+        path = self.log_path
+        try:
+            with open(path, "rb") as fh:
+                if limit is not None:
+                    # Read only the tail: the log grows forever, recent entries are what is asked.
+                    size = fh.seek(0, os.SEEK_END)
+                    fh.seek(max(0, size - 4096 * (limit + 1)))
+                raw = fh.read()
+        except OSError:
+            return []
+        lines = raw.decode("utf-8", errors="replace").splitlines()
+        if limit is not None:
+            lines = lines[-limit:]
+        out = []
+        for line in lines:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue  # a torn last line from a crash
+            out.append(Operation(d["id"], d["time"], d["source"], d.get("summary", ""),
+                                 tuple(d["changes"]), d.get("undoes")))
+        return out

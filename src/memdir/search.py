@@ -1,0 +1,184 @@
+"""Full-text search over memories: a derived SQLite FTS5 index with BM25 ranking.
+
+Text is tokenised here, not by SQLite: English (and other Latin-script) words are lower-cased,
+stop words dropped and Snowball-stemmed; runs of Chinese, Japanese or Korean characters become
+overlapping character bigrams, so any word of two or more characters is found without a
+dictionary. The index lives in ``.memdir/search.sqlite`` and is a cache: it is brought up to
+date incrementally from the files (by file identity) and rebuilt if deleted or unreadable.
+This module does NOT read memory files itself (the store hands it the texts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import Stemmer
+
+SCHEMA_VERSION = 2
+# BM25 column weights: name, description, body. The description is written to say what the
+# memory is about, so it weighs most; the name is a slug of the same idea.
+WEIGHTS = (2.0, 3.0, 1.0)
+
+_CJK = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"  # hangul
+)
+_TOKEN = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+(?:'[^\\W_{_CJK}]+)?")
+
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before
+being below between both but by can can't cannot could couldn't did didn't do does doesn't
+doing don't down during each few for from further had hadn't has hasn't have haven't having he
+he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if
+in into is isn't it it's its itself let's me more most mustn't my myself no nor not of off on
+once only or other ought our ours ourselves out over own same shan't she she'd she'll she's
+should shouldn't so some such than that that's the their theirs them themselves then there
+there's these they they'd they'll they're they've this those through to too under until up very
+was wasn't we we'd we'll we're we've were weren't what what's when when's where where's which
+while who who's whom why why's with won't would wouldn't you you'd you'll you're you've your
+yours yourself yourselves also just s t d ll m o re ve y
+""".split())
+
+_stemmer = Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def tokenize(text: str) -> list[str]:
+    """Index terms of ``text``: stemmed words without stop words, and CJK bigrams."""
+    out: list[str] = []
+    for run in _TOKEN.findall(unicodedata.normalize("NFKC", text).lower()):
+        first = run[0]
+        if first >= "\u1100" and _is_cjk(first):
+            if len(run) == 1:
+                out.append(run)
+            else:
+                out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        elif run not in STOP_WORDS:
+            out.append(_stem(run.replace("'", "")) if run.isascii() else run)
+    return out
+
+
+def _is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return (0x3040 <= o <= 0x30FF or 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF
+            or 0xF900 <= o <= 0xFAFF or 0x1100 <= o <= 0x11FF or 0x3130 <= o <= 0x318F
+            or 0xAC00 <= o <= 0xD7AF)
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One document to index: a key (the memory's file), its identity, and its fields."""
+
+    key: str
+    identity: str | None
+    name: str
+    description: str
+    body: str
+
+
+class SearchIndex:
+    """An FTS5 index of documents, kept in one SQLite file (or in memory)."""
+
+    def __init__(self, path: Path | str = ":memory:") -> None:
+        self.path = path
+        try:
+            self.db = self._open()
+        except sqlite3.DatabaseError:
+            # A damaged cache: it holds nothing that cannot be rebuilt from the files.
+            self._discard()
+            self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), timeout=10, isolation_level=None,
+                             check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA page_size")
+        db.execute("PRAGMA synchronous=OFF")  # a cache: losing the tail costs a rebuild only
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            db.executescript(f"""
+                DROP TABLE IF EXISTS docs;
+                DROP TABLE IF EXISTS fts;
+                CREATE TABLE docs (id INTEGER PRIMARY KEY, key TEXT UNIQUE, identity TEXT);
+                CREATE VIRTUAL TABLE fts USING fts5(name, description, body,
+                    tokenize = 'unicode61 remove_diacritics 0', detail = 'column');
+                PRAGMA user_version = {SCHEMA_VERSION};
+            """)
+        return db
+
+    def _discard(self) -> None:
+        if self.path == ":memory:":
+            return
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(self.path) + suffix).unlink()
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+    def identities(self) -> dict[str, str | None]:
+        """What is indexed: key -> identity."""
+        return dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
+
+    def update(self, docs: Iterable[Doc], removed: Iterable[str] = ()) -> None:
+        """Add or replace documents and drop removed keys, in one transaction."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for key in removed:
+                self._delete(key)
+            for d in docs:
+                self._delete(d.key)
+                cur = db.execute("INSERT INTO docs (key, identity) VALUES (?, ?)",
+                                 (d.key, d.identity))
+                db.execute("INSERT INTO fts (rowid, name, description, body) VALUES (?,?,?,?)",
+                           (cur.lastrowid, " ".join(tokenize(d.name.replace("-", " "))),
+                            " ".join(tokenize(d.description)), " ".join(tokenize(d.body))))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _delete(self, key: str) -> None:
+        row = self.db.execute("SELECT id FROM docs WHERE key = ?", (key,)).fetchone()
+        if row:
+            self.db.execute("DELETE FROM fts WHERE rowid = ?", row)
+            self.db.execute("DELETE FROM docs WHERE id = ?", row)
+
+    def sync(self, current: dict[str, str | None], load: Callable[[list[str]], list[Doc]]
+             ) -> int:
+        """Bring the index in line with ``current`` (key -> identity); returns docs re-indexed.
+
+        ``load`` reads the documents whose identity changed. A None identity is always
+        re-read (the file changed too recently for its identity to be trusted).
+        """
+        indexed = self.identities()
+        stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
+        removed = [k for k in indexed if k not in current]
+        if stale or removed:
+            self.update(load(stale), removed)
+        return len(stale)
+
+    def search(self, query: str, k: int = 5) -> list[tuple[str, float]]:
+        """The best ``k`` keys for ``query`` with their BM25 scores (higher is better)."""
+        terms = list(dict.fromkeys(tokenize(query)))
+        if not terms or k <= 0:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        w = ", ".join(str(x) for x in WEIGHTS)
+        rows = self.db.execute(
+            f"SELECT docs.key, bm25(fts, {w}) AS score FROM fts JOIN docs ON docs.id = fts.rowid"
+            " WHERE fts MATCH ? ORDER BY score LIMIT ?", (match, k)).fetchall()
+        return [(key, -score) for key, score in rows]
