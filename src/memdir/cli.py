@@ -251,6 +251,24 @@ def doctor(c: Ctx, fix: bool, as_json: bool) -> None:
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 1000),
+              help="How many results.")
+@json_option
+@pass_ctx
+def search(c: Ctx, query: tuple[str, ...], k: int, as_json: bool) -> None:
+    """Full-text search over names, descriptions and bodies (BM25)."""
+    hits = c.store.search_entries(" ".join(query), k)
+    if as_json:
+        emit_json([{**e.to_dict(), "score": round(score, 4)} for e, score in hits])
+        return
+    if not hits:
+        click.echo("No matching memories.")
+    for e, score in hits:
+        click.echo(f"{score:6.2f}  {e.name}  ({e.type}) — {e.description}")
+
+
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
     from . import cli_llm

@@ -66,6 +66,8 @@ class Scan:
     entries: dict[str, Entry] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     temp_files: list[str] = field(default_factory=list)  # left by writers that crashed
+    # file -> "size:mtime:inode", or None when it changed too recently to be trusted
+    identities: dict[str, str | None] = field(default_factory=dict)
 
 
 def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
@@ -249,7 +251,10 @@ def scan(root: Path, cache: MetaCache, types: tuple[str, ...], max_bytes: int) -
                     cache.remember(fname, key, entry, error)
             if entry is None:
                 result.problems.append(Problem(fname, error or "unreadable"))
-            elif entry.name in entries:
+                continue
+            result.identities[fname] = (None if racy(st.st_mtime_ns, now_ns)
+                                        else f"{key[0]}:{key[1]}:{key[2]}")
+            if entry.name in entries:
                 duplicates.append(entry)
             else:
                 entries[entry.name] = entry

@@ -11,6 +11,7 @@ This module does NOT read memory files itself (the store hands it the texts).
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import sqlite3
 import unicodedata
@@ -21,7 +22,12 @@ from pathlib import Path
 
 import Stemmer
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+K1, B = 1.2, 0.75  # SQLite FTS5's fixed BM25 parameters (the Python re-ranking must agree)
+# Past this many postings among a query's terms, the rarest terms pick the candidates and only
+# those are scored with every term (see SearchIndex.search).
+EXACT_POSTINGS = 5000
+CANDIDATES = 100
 # BM25 column weights: name, description, body. The description is written to say what the
 # memory is about, so it weighs most; the name is a slug of the same idea.
 WEIGHTS = (2.0, 3.0, 1.0)
@@ -91,8 +97,11 @@ class Doc:
 class SearchIndex:
     """An FTS5 index of documents, kept in one SQLite file (or in memory)."""
 
-    def __init__(self, path: Path | str = ":memory:") -> None:
+    def __init__(self, path: Path | str = ":memory:", *, exact_postings: int = EXACT_POSTINGS,
+                 candidates: int = CANDIDATES) -> None:
         self.path = path
+        self.exact_postings = exact_postings
+        self.candidates = candidates
         try:
             self.db = self._open()
         except sqlite3.DatabaseError:
@@ -110,9 +119,16 @@ class SearchIndex:
             db.executescript(f"""
                 DROP TABLE IF EXISTS docs;
                 DROP TABLE IF EXISTS fts;
-                CREATE TABLE docs (id INTEGER PRIMARY KEY, key TEXT UNIQUE, identity TEXT);
+                DROP TABLE IF EXISTS fts_vocab;
+                DROP TABLE IF EXISTS stats;
+                CREATE TABLE docs (id INTEGER PRIMARY KEY, key TEXT UNIQUE, identity TEXT,
+                                   length INTEGER);
+                CREATE TABLE stats (id INTEGER PRIMARY KEY CHECK (id = 1), docs INTEGER,
+                                    tokens INTEGER);
+                INSERT INTO stats VALUES (1, 0, 0);
                 CREATE VIRTUAL TABLE fts USING fts5(name, description, body,
                     tokenize = 'unicode61 remove_diacritics 0', detail = 'column');
+                CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
                 PRAGMA user_version = {SCHEMA_VERSION};
             """)
         return db
@@ -141,21 +157,25 @@ class SearchIndex:
                 self._delete(key)
             for d in docs:
                 self._delete(d.key)
-                cur = db.execute("INSERT INTO docs (key, identity) VALUES (?, ?)",
-                                 (d.key, d.identity))
+                cols = (tokenize(d.name.replace("-", " ")), tokenize(d.description),
+                        tokenize(d.body))
+                length = sum(map(len, cols))
+                cur = db.execute("INSERT INTO docs (key, identity, length) VALUES (?, ?, ?)",
+                                 (d.key, d.identity, length))
                 db.execute("INSERT INTO fts (rowid, name, description, body) VALUES (?,?,?,?)",
-                           (cur.lastrowid, " ".join(tokenize(d.name.replace("-", " "))),
-                            " ".join(tokenize(d.description)), " ".join(tokenize(d.body))))
+                           (cur.lastrowid, *(" ".join(c) for c in cols)))
+                db.execute("UPDATE stats SET docs = docs + 1, tokens = tokens + ?", (length,))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
     def _delete(self, key: str) -> None:
-        row = self.db.execute("SELECT id FROM docs WHERE key = ?", (key,)).fetchone()
+        row = self.db.execute("SELECT id, length FROM docs WHERE key = ?", (key,)).fetchone()
         if row:
-            self.db.execute("DELETE FROM fts WHERE rowid = ?", row)
-            self.db.execute("DELETE FROM docs WHERE id = ?", row)
+            self.db.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
+            self.db.execute("DELETE FROM docs WHERE id = ?", (row[0],))
+            self.db.execute("UPDATE stats SET docs = docs - 1, tokens = tokens - ?", (row[1],))
 
     def sync(self, current: dict[str, str | None], load: Callable[[list[str]], list[Doc]]
              ) -> int:
@@ -172,13 +192,63 @@ class SearchIndex:
         return len(stale)
 
     def search(self, query: str, k: int = 5) -> list[tuple[str, float]]:
-        """The best ``k`` keys for ``query`` with their BM25 scores (higher is better)."""
+        """The best ``k`` keys for ``query`` with their BM25 scores (higher is better).
+
+        Terms are OR-ed and ranked by BM25 over name, description and body. When the query's
+        terms have few postings, SQLite ranks every match (exact). Otherwise the rarest terms
+        (those that carry most of the score) select the best candidates, which are then scored
+        with every term here: a large store stays fast on natural queries whose common words
+        match most documents, and the top results are those a full ranking gives unless a
+        document matches none of the query's rarer words.
+        """
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms or k <= 0:
             return []
+        marks = ",".join("?" * len(terms))
+        df = dict(self.db.execute(
+            f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms).fetchall())
+        terms = sorted((t for t in terms if t in df), key=lambda t: df[t])
+        if not terms:
+            return []
+        essential: list[str] = []
+        postings = 0
+        for t in terms:
+            if essential and postings + df[t] > self.exact_postings:
+                break
+            essential.append(t)
+            postings += df[t]
+        if len(essential) == len(terms):
+            rows = self._ranked(terms, k)
+            return [(key, -score) for _, key, score in rows]
+        candidates = self._ranked(essential, max(self.candidates, k))
+        return self._rescore([rowid for rowid, _, _ in candidates], terms, df, k)
+
+    def _ranked(self, terms: list[str], limit: int) -> list[tuple[int, str, float]]:
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         w = ", ".join(str(x) for x in WEIGHTS)
+        return self.db.execute(
+            f"SELECT fts.rowid, docs.key, bm25(fts, {w}) AS score FROM fts"
+            " JOIN docs ON docs.id = fts.rowid WHERE fts MATCH ?"
+            " ORDER BY score, fts.rowid LIMIT ?", (match, limit)).fetchall()
+
+    def _rescore(self, rowids: list[int], terms: list[str], df: dict[str, int], k: int
+                 ) -> list[tuple[str, float]]:
+        """FTS5's BM25 (detail=column: a term counts once per column) for a few documents."""
+        n_docs, n_tokens = self.db.execute("SELECT docs, tokens FROM stats").fetchone()
+        avgdl = n_tokens / max(1, n_docs)
+        idf = {t: max(1e-6, math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5))) for t in terms}
+        ids = ",".join(str(r) for r in rowids)
         rows = self.db.execute(
-            f"SELECT docs.key, bm25(fts, {w}) AS score FROM fts JOIN docs ON docs.id = fts.rowid"
-            " WHERE fts MATCH ? ORDER BY score LIMIT ?", (match, k)).fetchall()
-        return [(key, -score) for key, score in rows]
+            f"SELECT fts.rowid, docs.key, docs.length, fts.name, fts.description, fts.body"
+            f" FROM fts JOIN docs ON docs.id = fts.rowid WHERE fts.rowid IN ({ids})").fetchall()
+        scored = []
+        for rowid, key, length, *columns in rows:
+            freq: dict[str, float] = {}
+            for weight, text in zip(WEIGHTS, columns, strict=True):
+                for t in set(text.split()) & idf.keys():
+                    freq[t] = freq.get(t, 0.0) + weight
+            norm = K1 * (1 - B + B * length / avgdl)
+            score = sum(idf[t] * f * (K1 + 1) / (f + norm) for t, f in freq.items())
+            scored.append((-score, rowid, key))
+        scored.sort()
+        return [(key, -neg) for neg, _, key in scored[:k]]

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import filelock
 
@@ -28,10 +28,21 @@ from .errors import ConflictError, InvalidMemory, MemoryNotFound, PlanError, Sto
 from .history import History, Operation, Version
 from .memory import Memory
 
+if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
+    from .search import SearchIndex
+
 INTERNAL = ".memdir"
 JOURNAL = "journal.json"
 LOG = "log.jsonl"
 FRESH_SECONDS = 0.2  # a read this soon after a scan by the same object reuses it
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result: the memory and its BM25 score (higher is better)."""
+
+    memory: Memory
+    score: float
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,7 @@ class MemoryStore:
         self._cache = idx.MetaCache(self.internal / "meta.json")
         self._scan = idx.Scan()
         self._fresh_at = 0.0
+        self._search: SearchIndex | None = None
         self._verified: tuple[tuple[int, ...], dict[str, idx.Entry]] = ((), {})
         if (self.internal / JOURNAL).exists():
             with self.locked():
@@ -222,6 +234,45 @@ class MemoryStore:
                 out.append(idx.read_memory(self.root / e.file, self.config.max_file_bytes))
             except InvalidMemory:
                 continue  # changed under us since the scan; the next refresh reports it
+        return out
+
+    def search_index(self) -> SearchIndex:
+        """The full-text index, brought up to date with the files (incrementally)."""
+        from .search import Doc, SearchIndex
+
+        self._ensure_fresh()
+        if self._search is None:
+            self._search = SearchIndex(self.internal / "search.sqlite")
+        by_file = {e.file: e for e in self._scan.entries.values()}
+        current = {f: self._scan.identities.get(f) for f in by_file}
+
+        def load(files: _list[str]) -> _list[Doc]:
+            docs = []
+            for fname in files:
+                try:
+                    m = idx.read_memory(self.root / fname, self.config.max_file_bytes)
+                except InvalidMemory:
+                    continue  # changed since the scan; the next sync picks it up
+                docs.append(Doc(fname, current[fname], m.name, m.description, m.body))
+            return docs
+
+        self._search.sync(current, load)
+        return self._search
+
+    def search_entries(self, query: str, k: int = 5) -> _list[tuple[idx.Entry, float]]:
+        """The ``k`` best-matching memories' metadata with scores (no bodies read)."""
+        by_file = {e.file: e for e in self._scan.entries.values()}
+        hits = self.search_index().search(query, k)
+        return [(by_file[f], score) for f, score in hits if f in by_file]
+
+    def search(self, query: str, k: int = 5) -> _list[Hit]:
+        """The ``k`` memories that best match ``query``, best first."""
+        out = []
+        for entry, score in self.search_entries(query, k):
+            try:
+                out.append(Hit(self._current(entry), score))
+            except InvalidMemory:
+                continue
         return out
 
     def __len__(self) -> int:
