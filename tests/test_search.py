@@ -86,9 +86,9 @@ def test_deleted_or_damaged_index_rebuilds_itself(zh: MemoryStore) -> None:
 
 
 def test_candidate_path_scores_like_full_ranking() -> None:
-    """When the rarest terms pick candidates, their scores equal SQLite's full BM25 ranking.
+    """When only the rarest terms pick candidates, the top scores equal a full ranking's.
 
-    (Documents matching none of the rarer terms are not candidates; here they score ~0.)
+    (Documents matching none of the rarer terms are not candidates; here they rank last.)
     """
     docs = [Doc(f"d{i}", None, f"doc-{i}", f"common word{i % 3} topic{i % 7}",
                 f"common filler text number{i} shared{i % 2}") for i in range(60)]

@@ -7,11 +7,14 @@ module is imported, so ``memdir list`` stays fast.
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from .errors import MemdirError
 from .usage import UsageLog
 
 if TYPE_CHECKING:
@@ -28,6 +31,37 @@ def build_model(c: Ctx, *, memory: bool) -> ChatModel:
     from .providers import make_model
 
     return make_model(c.config, memory=memory, usage_log=c.store.internal / "usage.jsonl")
+
+
+def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dict[str, Any]]:
+    """Messages from a JSON file, from TEXT, or from stdin; one clear error otherwise."""
+    if messages_file is not None:
+        try:
+            data = json.loads(messages_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise MemdirError(f"cannot read messages from {messages_file} ({exc})"
+                              " — pass a JSON list of {role, content} objects") from None
+        if not isinstance(data, list) or not all(
+                isinstance(m, dict) and "role" in m and "content" in m for m in data):
+            raise MemdirError(f"{messages_file} is not a JSON list of {{role, content}} objects"
+                              " — fix the file")
+        return data
+    words = " ".join(text)
+    if not words and not sys.stdin.isatty():
+        words = sys.stdin.read()
+    if not words.strip():
+        raise click.UsageError("give TEXT, pipe it on stdin, or pass --messages FILE.json")
+    return [{"role": "user", "content": words.strip()}]
+
+
+def optional_model(c: Ctx) -> ChatModel | None:
+    """The memory model, or None when no LLM is configured (recall then uses search)."""
+    from .errors import LLMUnavailable
+
+    try:
+        return build_model(c, memory=True)
+    except LLMUnavailable:
+        return None
 
 
 def register(group: click.Group) -> None:
@@ -60,6 +94,37 @@ def register(group: click.Group) -> None:
                    f"latency: {data['latency_ms']} ms\n"
                    f"tokens: {data['input_tokens']} in, {data['output_tokens']} out\n"
                    f"reply: {data['reply']}")
+
+    @group.command("recall")
+    @click.argument("text", nargs=-1)
+    @click.option("--messages", "messages_file", type=click.Path(dir_okay=False, path_type=Path),
+                  help="A JSON list of messages (Anthropic format) instead of TEXT.")
+    @click.option("--no-llm", is_flag=True, help="Select with search only.")
+    @click.option("--explain", is_flag=True, help="Show candidates, scores and the path taken.")
+    @click.option("-k", "max_items", type=click.IntRange(1, 50), help="At most this many.")
+    @json_option
+    @pass_ctx
+    def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bool,
+               explain: bool, max_items: int | None, as_json: bool) -> None:
+        """Print the <relevant_memories> block that would be injected for TEXT (or stdin)."""
+        from .recall import render_block, select
+
+        messages = read_messages(text, messages_file)
+        model = None if no_llm else optional_model(c)
+        sel = select(c.store, messages, model,
+                     max_items=max_items or c.config.recall_max_items)
+        block = render_block(c.store, sel.names, c.config.recall_token_budget)
+        if as_json:
+            emit_json({**sel.to_dict(), "block": block})
+            return
+        if explain:
+            click.echo(f"path: {sel.path}" + (f" ({sel.note})" if sel.note else ""))
+            for name, score in sel.candidates:
+                mark = "*" if name in sel.names else " "
+                shown = "" if score is None else f"{score:7.2f}  "
+                click.echo(f" {mark} {shown}{name}")
+            click.echo("")
+        click.echo(block or "(no relevant memories)")
 
     @group.command("stats")
     @json_option

@@ -23,7 +23,7 @@ from pathlib import Path
 import Stemmer
 
 SCHEMA_VERSION = 3
-K1, B = 1.2, 0.75  # SQLite FTS5's fixed BM25 parameters (the Python re-ranking must agree)
+K1, B = 1.2, 0.75  # BM25 parameters (SQLite's own, which picks the candidates)
 # Past this many postings among a query's terms, the rarest terms pick the candidates and only
 # those are scored with every term (see SearchIndex.search).
 EXACT_POSTINGS = 5000
@@ -194,12 +194,12 @@ class SearchIndex:
     def search(self, query: str, k: int = 5) -> list[tuple[str, float]]:
         """The best ``k`` keys for ``query`` with their BM25 scores (higher is better).
 
-        Terms are OR-ed and ranked by BM25 over name, description and body. When the query's
-        terms have few postings, SQLite ranks every match (exact). Otherwise the rarest terms
-        (those that carry most of the score) select the best candidates, which are then scored
-        with every term here: a large store stays fast on natural queries whose common words
-        match most documents, and the top results are those a full ranking gives unless a
-        document matches none of the query's rarer words.
+        Terms are OR-ed and ranked by BM25 over name, description and body. SQLite picks the
+        candidates, which are then scored here with every query term (BM25 with Lucene's
+        always-positive IDF, so that tiny stores rank sensibly too). When the query's terms
+        have many postings, only the rarest terms (those that carry most of the score) pick
+        the candidates: natural queries stay fast on large stores although their common words
+        match most documents; only documents matching none of the rarer words are passed over.
         """
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms or k <= 0:
@@ -217,9 +217,6 @@ class SearchIndex:
                 break
             essential.append(t)
             postings += df[t]
-        if len(essential) == len(terms):
-            rows = self._ranked(terms, k)
-            return [(key, -score) for _, key, score in rows]
         candidates = self._ranked(essential, max(self.candidates, k))
         return self._rescore([rowid for rowid, _, _ in candidates], terms, df, k)
 
@@ -233,10 +230,11 @@ class SearchIndex:
 
     def _rescore(self, rowids: list[int], terms: list[str], df: dict[str, int], k: int
                  ) -> list[tuple[str, float]]:
-        """FTS5's BM25 (detail=column: a term counts once per column) for a few documents."""
+        """BM25 of a few documents: column-weighted presence (a term counts once per column,
+        as the index keeps no positions), length-normalised, with Lucene's IDF."""
         n_docs, n_tokens = self.db.execute("SELECT docs, tokens FROM stats").fetchone()
         avgdl = n_tokens / max(1, n_docs)
-        idf = {t: max(1e-6, math.log((n_docs - df[t] + 0.5) / (df[t] + 0.5))) for t in terms}
+        idf = {t: math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
         ids = ",".join(str(r) for r in rowids)
         rows = self.db.execute(
             f"SELECT fts.rowid, docs.key, docs.length, fts.name, fts.description, fts.body"
