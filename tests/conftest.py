@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from fakeserver import FakeLLMServer
 from memdir import MemoryStore
 from memdir.cli import main
+from memdir.config import Config
+from memdir.providers import ChatModel, make_model
 
 
 @dataclass
@@ -57,3 +59,11 @@ def llm_server() -> Iterator[FakeLLMServer]:
     server = FakeLLMServer().start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def server_model(llm_server: FakeLLMServer) -> ChatModel:
+    """A real SDK-backed memory model that talks to the fake server."""
+    config = Config(provider="anthropic", api_key="test", base_url=llm_server.url,
+                    max_retries=0, timeout=5)
+    return make_model(config, memory=True)

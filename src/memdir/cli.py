@@ -115,7 +115,8 @@ def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
     if not allow_secret:
         refuse_secrets({"description": description, "body": text})
     existed = name in c.store
-    mem = c.store.write(name, type=type_, description=description, body=text, source="cli")
+    mem = c.store.write(name, type=type_, description=description, body=text, source="cli",
+                        secrets="allow" if allow_secret else "refuse")
     click.echo(f"{'Updated' if existed else 'Saved'} {mem.name} ({mem.path}).")
 
 
@@ -267,6 +268,38 @@ def search(c: Ctx, query: tuple[str, ...], k: int, as_json: bool) -> None:
         click.echo("No matching memories.")
     for e, score in hits:
         click.echo(f"{score:6.2f}  {e.name}  ({e.type}) — {e.description}")
+
+
+@cli.command()
+@pass_ctx
+def undo(c: Ctx) -> None:
+    """Revert the last change (an extraction, a consolidation, an add…)."""
+    from .undo import undo as undo_last
+
+    target, _ = undo_last(c.store)
+    names = ", ".join(ch["name"] for ch in target.changes) or "nothing"
+    click.echo(f"Reverted {target.source} {target.id} ({names}).")
+
+
+@cli.command()
+@click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 100000),
+              help="How many of the latest operations.")
+@json_option
+@pass_ctx
+def log(c: Ctx, limit: int, as_json: bool) -> None:
+    """What changed, when and why: the latest operations, newest last."""
+    ops = c.store.log(limit)
+    if as_json:
+        emit_json([op.to_dict() for op in ops])
+        return
+    if not ops:
+        click.echo("No changes recorded yet.")
+    for op in ops:
+        click.echo(f"{op.time}  {op.id}  {op.source}" + (f" — {op.summary}" if op.summary
+                                                          else ""))
+        for ch in op.changes:
+            why = f" ({ch['reason']})" if ch.get("reason") else ""
+            click.echo(f"    {ch['action']:<6} {ch['name']}{why}")
 
 
 def _register_optional() -> None:

@@ -54,6 +54,56 @@ def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dic
     return [{"role": "user", "content": words.strip()}]
 
 
+def read_transcript(path: Path) -> list[dict[str, Any]]:
+    """Messages from a JSON list, or a JSONL transcript as coding agents write them."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MemdirError(f"cannot read {path} ({exc}) — pass a readable file") from None
+    try:
+        data = json.loads(text)
+        rows = data if isinstance(data, list) else [data]
+    except ValueError:
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                raise MemdirError(f"{path}:{n} is not JSON — pass a JSON list of messages or a"
+                                  " JSONL transcript") from None
+    messages = []
+    for row in rows:
+        msg = row.get("message", row) if isinstance(row, dict) else None
+        if (isinstance(msg, dict) and msg.get("role") in ("user", "assistant")
+                and isinstance(msg.get("content"), (str, list))):
+            messages.append({"role": msg["role"], "content": msg["content"]})
+    if not messages:
+        raise MemdirError(f"{path} holds no user or assistant messages — pass a JSON list of"
+                          " {role, content} objects or a JSONL transcript")
+    return messages
+
+
+def plan_lines(c: Ctx, plan: Any) -> list[str]:
+    """A consolidation plan as a readable diff."""
+    lines = []
+    for m in plan.merges:
+        lines.append(f"merge {' + '.join(m.sources)} -> {m.into.name}")
+        for src in m.sources:
+            try:
+                old = c.store.get(src)
+                lines.append(f"  - {src}: {old.description}")
+            except MemdirError:
+                lines.append(f"  - {src}")
+        lines.append(f"  + {m.into.name} ({m.into.type}): {m.into.description}")
+        lines += [f"  +   {line}" for line in m.into.body.splitlines()]
+    for name, why in plan.retires:
+        lines.append(f"retire {name} — {why}")
+    lines += [f"(ignored from the model's answer: {d})" for d in plan.dropped]
+    return lines
+
+
 def optional_model(c: Ctx) -> ChatModel | None:
     """The memory model, or None when no LLM is configured (recall then uses search)."""
     from .errors import LLMUnavailable
@@ -125,6 +175,57 @@ def register(group: click.Group) -> None:
                 click.echo(f" {mark} {shown}{name}")
             click.echo("")
         click.echo(block or "(no relevant memories)")
+
+    @group.command("extract")
+    @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+    @click.option("--dry-run", is_flag=True, help="Show what would be saved; change nothing.")
+    @json_option
+    @pass_ctx
+    def extract(c: Ctx, file: Path, dry_run: bool, as_json: bool) -> None:
+        """Learn memories from a conversation: a JSON list of messages or a JSONL transcript."""
+        from .extract import extract_memories
+
+        messages = read_transcript(file)
+        result = extract_memories(c.store, messages, build_model(c, memory=True),
+                                  apply=not dry_run)
+        if as_json:
+            emit_json({"changes": [ch.memory.to_dict() for ch in result.changes],
+                       "dropped": result.dropped, "new_messages": result.new_messages,
+                       "operation": result.operation.id if result.operation else None})
+            return
+        if result.new_messages == 0:
+            click.echo("Nothing new in this conversation since the last extraction.")
+            return
+        if not result.changes:
+            click.echo("Nothing worth remembering.")
+        verb = "Would save" if dry_run else "Saved"
+        for ch in result.changes:
+            click.echo(f"{verb} {ch.memory.name} ({ch.memory.type}): {ch.memory.description}")
+        if result.operation:
+            click.echo("Undo with 'memdir undo'.")
+
+    @group.command("consolidate")
+    @click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
+    @click.option("--force", is_flag=True, help="Allow retiring more than the configured share.")
+    @json_option
+    @pass_ctx
+    def consolidate(c: Ctx, dry_run: bool, force: bool, as_json: bool) -> None:
+        """Merge duplicate memories and retire stale ones (asks the memory model)."""
+        from .consolidate import consolidate_memories
+
+        plan = consolidate_memories(c.store, build_model(c, memory=True), force=force,
+                                    dry_run=dry_run)
+        if as_json:
+            emit_json(plan.to_dict())
+            return
+        for line in plan_lines(c, plan):
+            click.echo(line)
+        if plan.is_empty():
+            click.echo("Nothing to consolidate.")
+        elif dry_run:
+            click.echo("Dry run: nothing changed. Run without --dry-run to apply.")
+        else:
+            click.echo("Applied. Undo with 'memdir undo'.")
 
     @group.command("stats")
     @json_option

@@ -38,13 +38,13 @@ _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("SendGrid key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"), 0),
     ("Twilio key", re.compile(r"\bSK[0-9a-f]{32}\b"), 0),
     ("JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
-    ("password in URL", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:([^\s@/]{3,})@"), 1),
+    ("password in URL", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:([^\s@/]{3,})@"), 1),
     ("Azure connection string",
      re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})"), 1),
     ("password", re.compile(
-        r"(?i)(?:\b(?:password|passwd|pwd|passphrase|secret|secret[_-]?key|api[_-]?key|apikey"
+        r"(?i)(?:(?<![a-z0-9])(?:password|passwd|pwd|passphrase|secret|secret[_-]?key|api[_-]?key|apikey"
         r"|access[_-]?key|access[_-]?token|auth[_-]?token|token|client[_-]?secret"
-        r"|private[_-]?key)\b|密码|口令|密钥|令牌)"
+        r"|private[_-]?key)(?![a-z0-9])|密码|口令|密钥|令牌)"
         r"[\"']?\s*(?:[:=：]|\bis\b|是|为)\s*[\"']?([^\s\"',;，。]{6,})"), 1),
 ]
 
@@ -97,13 +97,13 @@ def _looks_random(token: str) -> bool:
         return False  # a path of words
     classes = sum((any(c.islower() for c in core), any(c.isupper() for c in core),
                    any(c.isdigit() for c in core)))
-    if classes < 3:
-        return False
+    digits = sum(c.isdigit() for c in core)
+    if classes < 2 or (classes == 2 and (len(core) < 32 or not 0.1 <= digits / len(core) <= 0.7)):
+        return False  # two character classes only count when long with digits mixed in
     if re.search(r"[a-z]{3,}(?:[_\-][a-z]{3,}){2,}", core, re.IGNORECASE) and _entropy(core) < 4.3:
         return False  # snake or kebab case words
     if _is_text_base64(core):
         return False
-    digits = sum(c.isdigit() for c in core)
     return _entropy(core) >= 4.0 and digits >= 2
 
 

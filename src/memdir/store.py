@@ -14,7 +14,7 @@ import os
 import secrets as _random
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,28 @@ _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
 
 def _new_op_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
+
+
+def _screen(plan: Sequence[Change], policy: str) -> _list[Change]:
+    """Refuse or redact credentials in what a plan writes (see ``secrets``)."""
+    from . import secrets
+
+    if policy == "allow":
+        return list(plan)
+    if policy not in ("refuse", "redact"):
+        raise ValueError(f"unknown secrets policy {policy!r}")
+    out: _list[Change] = []
+    for change in plan:
+        if isinstance(change, Put):
+            m = change.memory
+            if policy == "refuse":
+                secrets.refuse_secrets({"description": m.description, "body": m.body})
+            else:
+                desc, _ = secrets.redact(m.description)
+                body, _ = secrets.redact(m.body)
+                change = replace(change, memory=m.replace(description=desc, body=body))
+        out.append(change)
+    return out
 
 
 class MemoryStore:
@@ -291,10 +313,11 @@ class MemoryStore:
         expect: str | None = None,
         reason: str = "",
         source: str = "api",
+        secrets: str = "refuse",
     ) -> Memory:
         """Create or overwrite one memory; the previous version goes to history."""
         mem = Memory(name=name, type=type, description=description, body=body, extra=extra or {})
-        self.apply([Put(mem, reason=reason, expect=expect)], source=source)
+        self.apply([Put(mem, reason=reason, expect=expect)], source=source, secrets=secrets)
         return self.get(name)
 
     def delete(self, name: str, *, reason: str = "", source: str = "api") -> None:
@@ -302,18 +325,31 @@ class MemoryStore:
         self.apply([Remove(name, reason=reason)], source=source)
 
     def apply(
-        self, plan: Sequence[Change], *, source: str = "api", summary: str = ""
+        self, plan: Sequence[Change], *, source: str = "api", summary: str = "",
+        secrets: str = "refuse", undoes: str | None = None,
     ) -> Operation | None:
-        """Apply a list of changes as one transaction; None when nothing changed."""
+        """Apply a list of changes as one transaction; None when nothing changed.
+
+        ``secrets`` says what to do with credentials in the text: "refuse" (raise SecretFound,
+        the default), "redact" (automatic paths) or "allow" (the user insisted).
+        """
+        plan = _screen(plan, secrets)
         with self.locked():
             self._scan = self._do_scan()
             steps = self._prepare(plan)
             if not steps:
                 return None
             op = {"id": _new_op_id(), "time": memfmt.now(), "source": source,
-                  "summary": summary, "steps": steps}
+                  "summary": summary, "steps": steps, "undoes": undoes}
             write_atomic(self.internal / JOURNAL, json.dumps(op, ensure_ascii=False).encode())
             return self._execute(op)
+
+    def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
+        """Log an operation that changed no file (so that undo can tell it was handled)."""
+        with self.locked():
+            op = Operation(_new_op_id(), memfmt.now(), source, summary, (), undoes)
+            self._history.append_log(op)
+        return op
 
     def _prepare(self, plan: Sequence[Change]) -> _list[dict[str, Any]]:
         """Validate a plan against the current files and turn it into journal steps."""
@@ -439,7 +475,9 @@ class MemoryStore:
         mem = memfmt.loads(self.version_text(name, number))
         if mem.name != memfmt.validate_name(name):
             mem = mem.replace(name=memfmt.validate_name(name))
-        self.apply([Put(mem, reason=f"restore version {number}")], source=source,
-                   summary=f"restore {name} to version {number}")
+        # The user's own earlier text: restored as it was, even if it held a credential.
+        self.apply([Put(mem, reason=f"restore version {number}", merge_extra=False)],
+                   source=source, summary=f"restore {name} to version {number}",
+                   secrets="allow")
         return self.get(name)
 

@@ -1,0 +1,209 @@
+"""Consolidation: validated plans, pinned memories, the retire guard, crashes, undo, trigger."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, reply
+from memdir import MemoryStore
+from memdir.config import Config
+from memdir.consolidate import consolidate_memories, is_due, note_turn
+from memdir.errors import PlanError
+from memdir.providers import ChatModel
+from memdir.testing import FakeModel
+from memdir.undo import undo
+
+MERGE = {"merge": [{"from": ["pytest-a", "pytest-b"],
+                    "into": {"name": "prefer-pytest", "type": "user_preference",
+                             "description": "User runs tests with pytest, verbose",
+                             "body": "Use pytest. Always pass -v."}}],
+         "retire": [{"name": "old-deadline", "reason": "the release shipped"}]}
+
+
+def fill(store: MemoryStore, extra: int = 7) -> None:
+    store.write("pytest-a", type="user_preference", description="User uses pytest",
+                body="Use pytest.")
+    store.write("pytest-b", type="user_preference", description="pytest with -v",
+                body="Always pass -v.")
+    store.write("old-deadline", type="project_fact", description="Release due 2026-01-15",
+                body="Ship by Jan 15.")
+    for i in range(extra):
+        store.write(f"fact-{i}", type="project_fact", description=f"fact number {i}", body="x")
+
+
+def test_merge_and_retire_through_the_server(store: MemoryStore, llm_server: FakeLLMServer,
+                                             server_model: ChatModel) -> None:
+    """Merged memory written, sources and retired memory moved to history with reasons."""
+    fill(store)
+    llm_server.queue(reply(json.dumps(MERGE)))
+    plan = consolidate_memories(store, server_model)
+    names = {e.name for e in store.entries()}
+    assert "prefer-pytest" in names and not names & {"pytest-a", "pytest-b", "old-deadline"}
+    assert store.history("old-deadline")[-1].reason == "retired: the release shipped"
+    assert store.history("pytest-a")[-1].reason == "merged into prefer-pytest"
+    assert plan.operation is not None and store.log()[-1].source == "consolidate"
+    prompt = llm_server.requests[0]["body"]["messages"][0]["content"]
+    assert "Always pass -v." in prompt  # consolidation sees the bodies
+
+
+def test_undo_reverts_a_consolidation(store: MemoryStore) -> None:
+    """`undo` brings every source back and removes the merged memory."""
+    fill(store)
+    before = {m.name: m.body for m in store.list()}
+    consolidate_memories(store, FakeModel([MERGE]))
+    undo(store)
+    assert {m.name: m.body for m in store.list()} == before
+
+
+def test_invalid_parts_are_dropped_pinned_untouched(store: MemoryStore) -> None:
+    """Unknown names, pinned memories, double use and overwriting a bystander are refused."""
+    fill(store)
+    path = store.root / "fact-0.md"
+    path.write_text(path.read_text().replace("---\nx", "pinned: true\n---\nx"))
+    answer = {"merge": [
+        {"from": ["pytest-a", "ghost"], "into": {"name": "pytest-a", "type": "user_preference",
+                                                 "description": "d", "body": "b"}},
+        {"from": ["fact-1", "fact-2"], "into": {"name": "fact-3", "type": "project_fact",
+                                               "description": "d", "body": "b"}},
+        {"from": ["fact-0", "fact-4"], "into": {"name": "f04", "type": "project_fact",
+                                               "description": "d", "body": "b"}}],
+        "retire": [{"name": "pytest-a", "reason": "x"}, {"name": "ghost"},
+                   {"name": "fact-0", "reason": "pinned"}]}
+    plan = consolidate_memories(store, FakeModel([answer]), force=True)
+    assert [m.sources for m in plan.merges] == [["pytest-a"], ["fact-4"]]
+    assert plan.retires == []
+    assert (store.root / "fact-0.md").exists() and store.get("fact-3").description == \
+        "fact number 3"
+    assert any("would overwrite" in d for d in plan.dropped)
+
+
+def test_retiring_everything_is_refused_without_force(store: MemoryStore) -> None:
+    """A plan retiring more than the allowed share changes nothing unless forced."""
+    fill(store)
+    everything = {"merge": [], "retire": [{"name": e.name, "reason": "x"}
+                                          for e in store.entries()]}
+    before = sorted(e.name for e in store.entries())
+    with pytest.raises(PlanError, match=r"retires 10 of 10 memories.*--force"):
+        consolidate_memories(store, FakeModel([everything]))
+    assert sorted(e.name for e in store.entries()) == before
+    consolidate_memories(store, FakeModel([everything]), force=True)
+    assert store.entries() == [] and len(store.history("fact-1")) == 1
+
+
+def test_malformed_reply_changes_nothing(store: MemoryStore) -> None:
+    """Two unusable replies raise and leave the store as it was."""
+    fill(store)
+    with pytest.raises(Exception, match="not usable JSON twice"):
+        consolidate_memories(store, FakeModel(["merge them all", {"unrelated": 1}]))
+    assert len(store.entries()) == 10
+
+
+def test_large_store_is_consolidated_in_batches(tmp_path: Path) -> None:
+    """Past the batch size, related memories are sent together in several prompts."""
+    store = MemoryStore(tmp_path / "m", Config(dir=tmp_path / "m", consolidate_batch=10))
+    words = iter("amber birch cedar delta ember fjord grove heron ivory jasper kelp lotus "
+                 "maple nectar onyx pearl quartz raven sable tulip umber violet willow yarrow"
+                 .split())
+    for topic in ("docker", "postgres", "react"):
+        for i in range(8):
+            word = next(words)
+            store.write(f"{topic}-{i}", type="project_fact", description=f"{topic} note {word}",
+                        body=f"{topic} detail {word}")
+    model = FakeModel(default={"merge": [], "retire": []})
+    plan = consolidate_memories(store, model, dry_run=True)
+    assert plan.batches >= 3 and len(model.calls) == plan.batches
+    first = model.calls[0]["messages"][0]["content"]
+    topics = [t for t in ("docker", "postgres", "react") if f"## {t}-" in first]
+    assert len(topics) <= 2  # related memories travel together
+
+
+def test_trigger_has_hysteresis_and_cooldown(tmp_path: Path) -> None:
+    """Due past the threshold; after a run it waits for growth and for the cooldown."""
+    cfg = Config(dir=tmp_path / "m", consolidate_threshold=5, consolidate_cooldown=3)
+    store = MemoryStore(tmp_path / "m", cfg)
+    for i in range(6):
+        store.write(f"n{i}", type="project_fact", description=f"note {i}", body="b")
+    assert is_due(store)
+    consolidate_memories(store, FakeModel([{"merge": [], "retire": []}]))  # cannot shrink
+    assert not is_due(store)
+    for i in range(6, 12):
+        store.write(f"n{i}", type="project_fact", description=f"note {i}", body="b")
+    assert not is_due(store)  # grew enough, but the cooldown has not passed
+    for _ in range(3):
+        note_turn(store)
+    assert is_due(store)
+
+
+def _consolidate_then_exit(root: str) -> None:
+    store = MemoryStore(root)
+    consolidate_memories(store, FakeModel([MERGE]))
+
+
+def test_crash_while_applying_loses_nothing(tmp_path: Path) -> None:
+    """SIGKILL at random instants of a consolidation: all or nothing, every text kept."""
+    seed = tmp_path / "seed"
+    fill(MemoryStore(seed), extra=20)
+    originals = {m.name: m.body for m in MemoryStore(seed).list()}
+    rng = random.Random(5)
+    outcomes = set()
+    for i in range(25):
+        root = tmp_path / f"run{i}"
+        shutil.copytree(seed, root)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _consolidate_then_exit(str(root))
+            finally:
+                os._exit(0)
+        time.sleep(rng.uniform(0.0, 0.05))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        store = MemoryStore(root)
+        names = {e.name for e in store.entries()}
+        applied = "prefer-pytest" in names
+        outcomes.add(applied)
+        gone = {"pytest-a", "pytest-b", "old-deadline"}
+        assert (names & gone) == (set() if applied else gone), f"partial plan in run {i}"
+        for name, body in originals.items():  # each text is in a file or in history
+            in_file = name in names and store.get(name).body == body
+            in_history = any(body in store.version_text(name, v.version)
+                             for v in store.history(name))
+            assert in_file or in_history, (i, name)
+        assert not [p for p in store.problems() if p.severity == "error"]
+    assert outcomes == {True, False}
+
+
+def test_consolidate_cli_dry_run_diff_and_undo_log(cli: CliFn, llm_server: FakeLLMServer) -> None:
+    """--dry-run prints a readable diff and changes nothing; log and undo follow the change."""
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.url}
+    for name, desc in (("pytest-a", "User uses pytest"), ("pytest-b", "pytest with -v"),
+                       ("old-deadline", "Release due 2026-01-15")):
+        cli("add", name, "--type", "project_fact" if "dead" in name else "user_preference",
+            "-d", desc, "--body", desc)
+    llm_server.queue(reply(json.dumps(MERGE)), reply(json.dumps(MERGE)))
+    r = cli("consolidate", "--dry-run", "--force", env=env)
+    assert r.code == 0
+    assert "merge pytest-a + pytest-b -> prefer-pytest" in r.out
+    assert "  - pytest-a: User uses pytest" in r.out
+    assert "retire old-deadline — the release shipped" in r.out
+    assert len(cli("list", "--json").out.split('"name"')) == 4
+    r = cli("consolidate", "--force", env=env)
+    assert "Applied. Undo with 'memdir undo'." in r.out
+    assert "consolidate — merged 1 groups, retired 1" in cli("log").out
+    r = cli("undo")
+    assert r.code == 0 and r.out.startswith("Reverted consolidate ")
+    names = [e["name"] for e in json.loads(cli("list", "--json").out)]
+    assert names == ["old-deadline", "pytest-a", "pytest-b"]
+    cli("undo"), cli("undo"), cli("undo")
+    r = cli("undo")
+    assert (r.code, r.err) == (1, "memdir: error: there is nothing to undo — 'memdir log' shows"
+                                  " what was done\n")

@@ -1,0 +1,146 @@
+"""Extraction through the fake LLM server: creates, updates, dedup, cursor, secrets, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, reply
+from memdir import MemoryStore
+from memdir.errors import ReplyFormatError
+from memdir.extract import extract_memories
+from memdir.providers import ChatModel
+from memdir.undo import undo
+
+TALK = [
+    {"role": "user", "content": "记住：以后请用简体中文回复我。"},
+    {"role": "assistant", "content": "好的，我以后会用简体中文回复。"},
+]
+
+
+def answer(*items: dict[str, str]) -> str:
+    return json.dumps({"memories": list(items)}, ensure_ascii=False)
+
+
+ZH = {"action": "create", "name": "user-language-preference", "type": "user_preference",
+      "description": "用户偏好用中文交流和回复", "body": "用户希望所有回复使用简体中文。"}
+
+
+def test_create_from_explicit_request(store: MemoryStore, llm_server: FakeLLMServer,
+                                      server_model: ChatModel) -> None:
+    """An explicit '记住…' becomes a memory in the user's language; the prompt is right."""
+    llm_server.queue(reply(answer(ZH)))
+    result = extract_memories(store, TALK, server_model)
+    assert [c.memory.name for c in result.changes] == ["user-language-preference"]
+    assert store.get("user-language-preference").body == "用户希望所有回复使用简体中文。"
+    prompt = llm_server.requests[0]["body"]["messages"][0]["content"]
+    assert "以后请用简体中文回复我" in prompt and "secrets" in prompt
+    assert store.log()[-1].source == "extract"
+
+
+def test_cursor_prevents_double_extraction(store: MemoryStore, llm_server: FakeLLMServer,
+                                           server_model: ChatModel) -> None:
+    """The same messages are sent once; only new messages are sent later."""
+    llm_server.queue(reply(answer(ZH)), reply(answer()))
+    extract_memories(store, TALK, server_model)
+    again = extract_memories(store, TALK, server_model)
+    assert again.new_messages == 0 and len(llm_server.requests) == 1
+    more = [*TALK, {"role": "user", "content": "We deploy with Argo CD."}]
+    extract_memories(store, more, server_model)
+    second = llm_server.requests[1]["body"]["messages"][0]["content"]
+    assert "We deploy with Argo CD." in second and "new messages" in second
+    assert "以后请用简体中文回复我" not in second  # already processed
+
+
+def test_update_on_contradiction_keeps_history(store: MemoryStore, llm_server: FakeLLMServer,
+                                               server_model: ChatModel) -> None:
+    """An update replaces the text; the old version is in history and undo brings it back."""
+    store.write("test-runner", type="user_preference", description="User runs tests with pytest",
+                body="Use pytest.")
+    llm_server.queue(reply(answer({"action": "update", "name": "test-runner",
+                                   "type": "user_preference",
+                                   "description": "User now runs tests with nox",
+                                   "body": "Use nox sessions; pytest only inside nox."})))
+    extract_memories(store, [{"role": "user", "content": "we switched to nox, not bare pytest"}],
+                     server_model)
+    assert store.get("test-runner").description == "User now runs tests with nox"
+    assert "Use pytest." in store.version_text("test-runner", 1)
+    undo(store)
+    assert store.get("test-runner").body == "Use pytest."
+
+
+def test_create_colliding_or_duplicating_becomes_update(store: MemoryStore,
+                                                        llm_server: FakeLLMServer,
+                                                        server_model: ChatModel) -> None:
+    """Same name, or a near-identical description under another name, updates in place."""
+    store.write("user-language-preference", type="user_preference",
+                description="用户偏好用中文交流和回复", body="old")
+    dup = {**ZH, "name": "chinese-replies", "body": "新的内容"}
+    llm_server.queue(reply(answer(dup)))
+    extract_memories(store, TALK, server_model)
+    assert [e.name for e in store.entries()] == ["user-language-preference"]
+    assert store.get("user-language-preference").body == "新的内容"
+
+
+def test_hallucinated_update_and_bad_items(store: MemoryStore, llm_server: FakeLLMServer,
+                                           server_model: ChatModel) -> None:
+    """An update of an unknown name becomes a create; junk items are dropped, not fatal."""
+    llm_server.queue(reply(answer(
+        {"action": "update", "name": "does-not-exist", "type": "project_fact",
+         "description": "CI runs on GitHub Actions", "body": "Workflows in .github."},
+        {"action": "delete", "name": "x", "type": "t", "description": "d", "body": "b"},
+        {"action": "create", "name": "Bad Name!!", "type": "fact",
+         "description": "Staging is at staging.example.org", "body": ""},
+    )))
+    result = extract_memories(store, TALK, server_model)
+    assert sorted(e.name for e in store.entries()) == ["bad-name", "does-not-exist"]
+    assert store.get("bad-name").type == "project_fact"
+    assert any("unknown action" in d for d in result.dropped)
+
+
+def test_secrets_are_redacted_before_writing(store: MemoryStore, llm_server: FakeLLMServer,
+                                             server_model: ChatModel) -> None:
+    """A model that copies a key into a memory never gets it onto disk."""
+    key = "sk-ant-api03-" + "x1Y2z3" * 10
+    llm_server.queue(reply(answer({"action": "create", "name": "api-access",
+                                   "type": "reference", "description": "API access",
+                                   "body": f"The key is {key}"})))
+    extract_memories(store, [{"role": "user", "content": f"my key is {key}"}], server_model)
+    assert key not in (store.root / "api-access.md").read_text()
+    assert "[REDACTED:API key]" in store.get("api-access").body
+
+
+def test_malformed_replies_retry_then_fail_without_changes(store: MemoryStore,
+                                                           llm_server: FakeLLMServer,
+                                                           server_model: ChatModel) -> None:
+    """A bad reply is retried once with the error; two bad replies change nothing."""
+    llm_server.queue(reply("Sure! Here you go: memories = none"), reply(answer(ZH)))
+    extract_memories(store, TALK, server_model)
+    assert "could not be used" in llm_server.requests[1]["body"]["messages"][-1]["content"]
+    assert store.entries()
+    llm_server.queue(reply("nope"), reply("still nope"))
+    more = [*TALK, {"role": "user", "content": "也记住我喜欢 tabs"}]
+    with pytest.raises(ReplyFormatError, match="not usable JSON twice"):
+        extract_memories(store, more, server_model)
+    assert len(store.entries()) == 1
+
+
+def test_extract_cli_json_and_jsonl(cli: CliFn, llm_server: FakeLLMServer,
+                                    tmp_path: Path) -> None:
+    """`memdir extract` reads a JSON list or a JSONL transcript; --dry-run changes nothing."""
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.url}
+    lines = [json.dumps({"type": "user", "message": m}, ensure_ascii=False) for m in TALK]
+    (tmp_path / "t.jsonl").write_text("\n".join([*lines, '{"type": "summary"}']))
+    llm_server.queue(reply(answer(ZH)), reply(answer(ZH)))
+    r = cli("extract", "t.jsonl", "--dry-run", env=env)
+    assert r.code == 0 and "Would save user-language-preference" in r.out
+    assert cli("list").out == "No memories.\n"
+    r = cli("extract", "t.jsonl", env=env)
+    assert "Saved user-language-preference" in r.out
+    assert "user-language-preference" in cli("list").out
+    (tmp_path / "bad.json").write_text('{"nothing": 1}')
+    r = cli("extract", "bad.json", env=env)
+    assert r.code == 1 and r.err.startswith("memdir: error: bad.json holds no user or")
