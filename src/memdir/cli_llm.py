@@ -18,6 +18,7 @@ from .errors import MemdirError
 from .usage import UsageLog
 
 if TYPE_CHECKING:
+    from .agent.repl import Session
     from .cli import Ctx
     from .providers import ChatModel
 
@@ -102,6 +103,16 @@ def plan_lines(c: Ctx, plan: Any) -> list[str]:
         lines.append(f"retire {name} — {why}")
     lines += [f"(ignored from the model's answer: {d})" for d in plan.dropped]
     return lines
+
+
+def new_session(c: Ctx, out: Any = None) -> Session:
+    """An agent session in the current folder with the configured models."""
+    from .agent.repl import Session
+
+    model = build_model(c, memory=False)
+    memory_model = build_model(c, memory=True)
+    kwargs = {"out": out} if out is not None else {}
+    return Session(c.store, model, memory_model, Path.cwd(), **kwargs)
 
 
 def optional_model(c: Ctx) -> ChatModel | None:
@@ -226,6 +237,37 @@ def register(group: click.Group) -> None:
             click.echo("Dry run: nothing changed. Run without --dry-run to apply.")
         else:
             click.echo("Applied. Undo with 'memdir undo'.")
+
+    @group.command("chat")
+    @pass_ctx
+    def chat_cmd(c: Ctx) -> None:
+        """Talk to the coding agent; it remembers across sessions."""
+        from .agent.repl import chat
+
+        chat(new_session(c))
+
+    @group.command("run")
+    @click.argument("task", nargs=-1, required=True)
+    @json_option
+    @pass_ctx
+    def run_cmd(c: Ctx, task: tuple[str, ...], as_json: bool) -> None:
+        """Run one agent turn for TASK (non-interactive) and print the reply."""
+        import io
+
+        before = {op.id for op in c.store.log(50)}
+        session = new_session(c, out=io.StringIO() if as_json else None)
+        try:
+            turn = session.turn(" ".join(task), stream=not as_json)
+        finally:
+            session.close()
+        if as_json:
+            changes = [op.to_dict() for op in c.store.log(50) if op.id not in before]
+            emit_json({"reply": turn.text, "recalled": turn.recalled,
+                       "interrupted": turn.interrupted, "transcript": session.messages,
+                       "memory_changes": changes,
+                       "events": [{"kind": k, "text": t} for k, t in session.events]})
+        elif turn.interrupted:
+            raise MemdirError("the turn was interrupted")
 
     @group.command("stats")
     @json_option

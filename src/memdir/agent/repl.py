@@ -1,0 +1,204 @@
+"""``memdir chat`` and ``memdir run``: the agent for people and for scripts.
+
+The chat reads lines with editing and history (readline, when attached to a terminal), streams
+replies as they arrive, shows one line when memories were recalled or saved, and offers slash
+commands. Ctrl-C stops a running turn without ending the session.
+This module does NOT talk to the store except through the library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import MemdirError
+from ..memory import slugify
+from ..providers import ChatModel, Message
+from ..store import MemoryStore
+from .loop import MemoryWorker, Turn, agent_loop
+from .tools import Tools
+
+HELP = """Commands:
+  /memory            list memories
+  /remember TEXT     save TEXT to memory now
+  /forget NAME       delete a memory (kept in history; 'memdir restore NAME')
+  /recall            show what was injected this turn
+  /consolidate       merge duplicates and retire stale memories now
+  /help              this help
+  /exit              leave (also Ctrl-D)"""
+
+
+class Session:
+    """One chat or run: the history, the agent's parts, and where output goes."""
+
+    def __init__(self, store: MemoryStore, model: ChatModel, memory_model: ChatModel | None,
+                 root: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+        self.store = store
+        self.model = model
+        self.memory_model = memory_model
+        self.tools = Tools(root, store)
+        self.out, self.err = out, err
+        self.messages: list[Message] = []
+        self.last: Turn | None = None
+        self.events: list[tuple[str, str]] = []
+        self.worker = MemoryWorker(self.event)
+
+    def event(self, kind: str, text: str) -> None:
+        """Show a one-line notice (memory recalled/saved/failed, tool used)."""
+        self.events.append((kind, text))
+        mark = {"recalled": "◆", "memory": "◆", "memory_error": "!", "tool": "›"}.get(kind, "·")
+        print(f"{mark} {text}", file=self.err, flush=True)
+
+    def turn(self, text: str, *, stream: bool = True) -> Turn:
+        """Run one user turn."""
+        self.messages.append({"role": "user", "content": text})
+        on_text: Callable[[str], None] | None = None
+        if stream:
+            def on_text(chunk: str) -> None:
+                self.out.write(chunk)
+                self.out.flush()
+        self.last = agent_loop(self.messages, store=self.store, model=self.model,
+                               memory_model=self.memory_model, tools=self.tools,
+                               worker=self.worker, on_text=on_text, on_event=self.event)
+        if stream:
+            self.out.write("\n")
+            self.out.flush()
+        return self.last
+
+    def close(self) -> None:
+        """Let queued memory work finish before the process exits."""
+        self.worker.close()
+
+    # -- slash commands -------------------------------------------------------------------
+
+    def command(self, line: str) -> bool:
+        """Run a slash command; False means leave."""
+        name, _, arg = line[1:].partition(" ")
+        arg = arg.strip()
+        if name in ("exit", "quit"):
+            return False
+        handlers: dict[str, Callable[[str], None]] = {
+            "help": lambda _a: self.say(HELP), "memory": self.cmd_memory,
+            "remember": self.cmd_remember, "forget": self.cmd_forget,
+            "recall": self.cmd_recall, "consolidate": self.cmd_consolidate}
+        handler = handlers.get(name)
+        if handler is None:
+            self.say(f"unknown command /{name}; /help lists them")
+            return True
+        try:
+            handler(arg)
+        except MemdirError as exc:
+            self.say(f"error: {exc}")
+        return True
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def cmd_memory(self, _arg: str) -> None:
+        entries = self.store.entries()
+        self.say("\n".join(f"  {e.name} ({e.type}) — {e.description}" for e in entries)
+                 or "  (no memories)")
+
+    def cmd_remember(self, arg: str) -> None:
+        if not arg:
+            self.say("usage: /remember TEXT")
+            return
+        saved = None
+        if self.memory_model is not None:
+            from ..errors import LLMError
+            from ..extract import extract_memories
+
+            with contextlib.suppress(LLMError):
+                result = extract_memories(
+                    self.store, [{"role": "user", "content": f"Remember this: {arg}"}],
+                    self.memory_model)
+                saved = ", ".join(c.memory.name for c in result.changes) or None
+        if saved is None:  # no model, or it found nothing: keep the user's words as they are
+            name = slugify(" ".join(arg.split()[:6]))
+            self.store.write(name, type="user_preference", description=arg[:200],
+                             body=arg, source="chat", secrets="redact")
+            saved = name
+        self.event("memory", f"memory saved {saved}")
+
+    def cmd_forget(self, arg: str) -> None:
+        self.store.delete(arg, reason="forgotten in chat", source="chat")
+        self.say(f"forgot {arg} ('memdir restore {arg}' brings it back)")
+
+    def cmd_recall(self, _arg: str) -> None:
+        if self.last is None or not self.last.block:
+            self.say("(nothing was injected this turn)")
+        else:
+            self.say(self.last.block)
+
+    def cmd_consolidate(self, _arg: str) -> None:
+        if self.memory_model is None:
+            self.say("no memory model configured")
+            return
+        from ..consolidate import consolidate_memories
+
+        self.worker.drain()
+        plan = consolidate_memories(self.store, self.memory_model)
+        self.say(f"merged {len(plan.merges)} groups, retired {len(plan.retires)}"
+                 if not plan.is_empty() else "nothing to consolidate")
+
+
+def _readline(history: Path) -> None:
+    """Line editing and persistent input history when attached to a terminal."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - not on every platform
+        return
+    with contextlib.suppress(OSError):
+        readline.read_history_file(history)
+    readline.set_history_length(1000)
+    import atexit
+
+    atexit.register(lambda: _save_history(readline, history))
+
+
+def _save_history(readline: Any, history: Path) -> None:
+    with contextlib.suppress(OSError):
+        readline.write_history_file(history)
+
+
+def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
+    """The interactive loop."""
+    interactive = stdin.isatty()
+    if interactive:
+        _readline(session.store.internal / "chat_history")
+    session.say(f"memdir chat — {len(session.store.entries())} memories in {session.store.root}."
+                " /help for commands, Ctrl-D to leave.")
+    try:
+        while True:
+            try:
+                line = input("› ") if interactive else _read(stdin)
+            except KeyboardInterrupt:
+                session.say("")
+                continue
+            except EOFError:
+                break
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not session.command(line):
+                    break
+                continue
+            try:
+                interrupted = session.turn(line).interrupted
+            except KeyboardInterrupt:
+                interrupted = True
+            if interrupted:
+                session.say("(interrupted)")
+    finally:
+        session.close()
+
+
+def _read(stdin: TextIO) -> str:
+    line = stdin.readline()
+    if not line:
+        raise EOFError
+    return line

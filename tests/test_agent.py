@@ -1,0 +1,222 @@
+"""The coding agent end to end through the fake LLM server, in real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fakeserver import FakeLLMServer, Scripted, error, reply
+from memdir import MemoryStore
+from memdir.agent.repl import Session
+from memdir.agent.tools import Tools
+from memdir.config import Config
+from memdir.providers import make_model
+
+TABS = {"action": "create", "name": "prefer-tabs", "type": "user_preference",
+        "description": "User prefers tabs over spaces for indentation",
+        "body": "Indent with tabs, never spaces."}
+
+
+def system_of(req: dict[str, Any]) -> str:
+    body = req["body"]
+    if "system" in body:
+        return str(body["system"])
+    first = body["messages"][0]
+    return str(first["content"]) if first["role"] == "system" else ""
+
+
+def kind(req: dict[str, Any]) -> str:
+    system = system_of(req)
+    for k in ("select", "extract", "consolidate"):
+        if f"You {k} memories" in system or (k == "select" and "select relevant" in system):
+            return k
+    return "agent"
+
+
+def run_memdir(args: list[str], server: FakeLLMServer, cwd: Path, **kw: Any
+               ) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": server.url,
+           "MEMDIR_MAX_RETRIES": "0"}
+    env.pop("MEMDIR_DIR", None)
+    return subprocess.run([sys.executable, "-m", "memdir", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_preference_stated_then_recalled_in_a_new_process(llm_server: FakeLLMServer,
+                                                          tmp_path: Path) -> None:
+    """Session 1 states a preference; session 2 (a new process) gets it woven in."""
+    answers = {"agent": reply("Noted: tabs it is."),
+               "extract": reply(json.dumps({"memories": [TABS]})),
+               "select": reply('{"selected": ["prefer-tabs"]}')}
+    llm_server.handler = lambda req: answers[kind(req)]
+    first = run_memdir(["run", "Please remember: I prefer tabs over spaces."], llm_server,
+                       tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "Noted: tabs it is." in first.stdout
+    assert "◆ memory saved prefer-tabs" in first.stderr
+    assert (tmp_path / ".memory" / "prefer-tabs.md").is_file()
+
+    answers["agent"] = reply("Reformatted with tabs.")
+    answers["extract"] = reply('{"memories": []}')
+    llm_server.requests.clear()
+    second = run_memdir(["run", "--json", "Reformat main.py"], llm_server, tmp_path)
+    assert second.returncode == 0, second.stderr
+    data = json.loads(second.stdout)
+    assert data["recalled"] == ["prefer-tabs"] and data["reply"] == "Reformatted with tabs."
+    agent_req = next(r for r in llm_server.requests if kind(r) == "agent")
+    user = agent_req["body"]["messages"][-1]["content"]
+    assert user.startswith("<relevant_memories>") and "Indent with tabs, never spaces." in user
+    assert user.endswith("Reformat main.py")
+    assert "- prefer-tabs (user_preference): User prefers tabs" in system_of(agent_req)
+    assert data["transcript"][0] == {"role": "user", "content": "Reformat main.py"}  # clean
+    select_req = next(r for r in llm_server.requests if kind(r) == "select")
+    assert "Indent with tabs" not in json.dumps(select_req["body"])  # catalogue, not bodies
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_tool_use_turn_weaves_memories_into_every_call(llm_server: FakeLLMServer,
+                                                       tmp_path: Path, provider: str) -> None:
+    """Tools run in the project; each model call of the turn carries the memories."""
+    store = MemoryStore(tmp_path / ".memory")
+    store.write("prefer-tabs", type="user_preference", description=TABS["description"],
+                body=TABS["body"])
+    base = llm_server.url if provider == "anthropic" else llm_server.url + "/v1"
+    cfg = Config(provider=provider, api_key="k", base_url=base, max_retries=0)
+    script = iter([reply("", ("t1", "bash", {"command": "echo hello > out.txt; cat out.txt"})),
+                   reply("Done: wrote out.txt")])
+    llm_server.handler = lambda req: {"agent": None, "select": reply(
+        '{"selected": ["prefer-tabs"]}'), "extract": reply('{"memories": []}')}[kind(req)] \
+        or next(script)
+    session = Session(store, make_model(cfg), make_model(cfg, memory=True), tmp_path)
+    turn = session.turn("create out.txt", stream=provider == "openai")
+    session.close()
+    assert turn.text == "Done: wrote out.txt" and turn.tool_calls == 1
+    assert (tmp_path / "out.txt").read_text() == "hello\n"
+    agent_reqs = [r for r in llm_server.requests if kind(r) == "agent"]
+    assert len(agent_reqs) == 2
+    for r in agent_reqs:
+        assert "Indent with tabs" in json.dumps(r["body"]["messages"], ensure_ascii=False)
+    assert "hello" in json.dumps(agent_reqs[1]["body"]["messages"][-1])
+    assert "relevant_memories" not in json.dumps(session.messages)  # history stays clean
+
+
+def test_failing_extraction_does_not_break_the_turn(llm_server: FakeLLMServer,
+                                                    tmp_path: Path) -> None:
+    """The reply arrives; the memory failure is one line on stderr; exit code 0."""
+    llm_server.handler = lambda req: {"agent": reply("Here is the answer."),
+                                      "extract": error(500, "extraction exploded"),
+                                      "select": reply("{}")}[kind(req)]
+    r = run_memdir(["run", "what is 2+2?"], llm_server, tmp_path)
+    assert r.returncode == 0 and "Here is the answer." in r.stdout
+    failures = [line for line in r.stderr.splitlines() if "memory extraction failed" in line]
+    assert len(failures) == 1 and "500" in failures[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_ctrl_c_stops_a_turn_not_the_session(llm_server: FakeLLMServer, tmp_path: Path) -> None:
+    """SIGINT during a slow model call interrupts the turn; the chat goes on and exits cleanly."""
+    arrived = threading.Event()
+
+    def handler(req: dict[str, Any]) -> Scripted:
+        if kind(req) == "agent" and "slow" in json.dumps(req["body"]["messages"][-1]):
+            arrived.set()
+            return Scripted(text="too late", delay=4)
+        return reply("fast answer") if kind(req) == "agent" else reply('{"memories": []}')
+
+    llm_server.handler = handler
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": llm_server.url,
+           "MEMDIR_MAX_RETRIES": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "memdir", "chat"], cwd=tmp_path, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write("a slow question\n")
+    proc.stdin.flush()
+    assert arrived.wait(30)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    proc.stdin.write("a quick question\n/exit\n")
+    proc.stdin.flush()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "(interrupted)" in out and "fast answer" in out and "too late" not in out
+
+
+def test_chat_slash_commands(llm_server: FakeLLMServer, tmp_path: Path) -> None:
+    """/remember, /memory, /recall and /forget work in a chat session."""
+    llm_server.handler = lambda req: reply('{"memories": []}') if kind(req) == "extract" \
+        else reply('{"selected": []}') if kind(req) == "select" else reply("ok")
+    r = run_memdir(["chat"], llm_server, tmp_path,
+                   input="/remember I deploy on Fridays only\n/memory\n/recall\n/help\n"
+                         "/forget i-deploy-on-fridays-only\n/memory\n/bogus\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert "i-deploy-on-fridays-only (user_preference) — I deploy on Fridays only" in r.stdout
+    assert "(nothing was injected this turn)" in r.stdout and "/remember TEXT" in r.stdout
+    assert "forgot i-deploy-on-fridays-only" in r.stdout
+    assert "(no memories)" in r.stdout and "unknown command /bogus" in r.stdout
+
+
+def test_no_llm_configured_is_one_line(tmp_path: Path) -> None:
+    """Without a key or endpoint, chat and run exit 1 with one line naming what to set."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC", "OPENAI", "MEMDIR"))}
+    r = subprocess.run([sys.executable, "-m", "memdir", "run", "hi"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.startswith("memdir: error: no Anthropic API key — set ANTHROPIC_API_KEY")
+    assert r.stderr.count("\n") == 1
+
+
+def test_file_tools_stay_inside_the_project(tmp_path: Path) -> None:
+    """Escapes by '..', absolute paths and symlinks are refused; memory files need save_memory."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (tmp_path / "secret.txt").write_text("top secret")
+    (project / "link").symlink_to(tmp_path / "secret.txt")
+    store = MemoryStore(project / ".memory")
+    tools = Tools(project, store)
+    for path in ("../secret.txt", str(tmp_path / "secret.txt"), "link", "a/../../secret.txt"):
+        result = tools.run("read_file", {"path": path})
+        assert result.is_error and "outside the project" in result.text
+    result = tools.run("write_file", {"path": "../evil.txt", "content": "x"})
+    assert result.is_error and not (tmp_path / "evil.txt").exists()
+    result = tools.run("write_file", {"path": ".memory/x.md", "content": "x"})
+    assert result.is_error and "save_memory" in result.text
+    ok = tools.run("write_file", {"path": "src/a.py", "content": "print(1)\n"})
+    assert not ok.is_error and (project / "src" / "a.py").read_text() == "print(1)\n"
+    edit = tools.run("edit_file", {"path": "src/a.py", "old_text": "1", "new_text": "2"})
+    assert not edit.is_error and (project / "src" / "a.py").read_text() == "print(2)\n"
+    assert tools.run("edit_file", {"path": "src/a.py", "old_text": "zzz",
+                                   "new_text": ""}).is_error
+
+
+def test_bash_timeout_and_output_cap(tmp_path: Path) -> None:
+    """bash runs in the project, is killed at its timeout, and long output is capped."""
+    tools = Tools(tmp_path, MemoryStore(tmp_path / ".memory"), bash_timeout=1)
+    assert tools.run("bash", {"command": "pwd"}).text.startswith(str(tmp_path.resolve()))
+    slow = tools.run("bash", {"command": "sleep 10"})
+    assert slow.is_error and "timed out" in slow.text
+    big = tools.run("bash", {"command": "yes | head -c 100000"})
+    assert "characters cut" in big.text and len(big.text) < 21_000
+
+
+def test_save_memory_tool_validates_and_redacts(tmp_path: Path) -> None:
+    """save_memory applies the store's rules: bad names refused, secrets redacted."""
+    store = MemoryStore(tmp_path / ".memory")
+    tools = Tools(tmp_path, store)
+    bad = tools.run("save_memory", {"name": "../x", "type": "user_preference",
+                                    "description": "d", "body": "b"})
+    assert bad.is_error and "invalid memory name" in bad.text
+    key = "ghp_" + "Zz9" * 12
+    ok = tools.run("save_memory", {"name": "ci-token", "type": "reference",
+                                   "description": "CI token", "body": f"token {key}"})
+    assert ok.saved == "saved ci-token" and key not in store.get("ci-token").body
