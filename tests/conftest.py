@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fakeserver import FakeLLMServer
 from memdir import MemoryStore
 from memdir.cli import main
 from memdir.config import Config
 from memdir.providers import ChatModel, make_model
+
+from fakeserver import FakeLLMServer
 
 
 @dataclass

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from fakeserver import FakeLLMServer, Scripted, error, reply
 from memdir import MemoryStore
 from memdir.agent.repl import Session
 from memdir.agent.tools import Tools
 from memdir.config import Config
 from memdir.providers import make_model
+
+from fakeserver import FakeLLMServer, Scripted, error, reply
 
 TABS = {"action": "create", "name": "prefer-tabs", "type": "user_preference",
         "description": "User prefers tabs over spaces for indentation",

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CliFn
-from fakeserver import FakeLLMServer, reply
 from memdir import MemoryStore
 from memdir.config import Config
 from memdir.consolidate import consolidate_memories, is_due, note_turn
@@ -21,6 +19,9 @@ from memdir.errors import PlanError
 from memdir.providers import ChatModel
 from memdir.testing import FakeModel
 from memdir.undo import undo
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, reply
 
 MERGE = {"merge": [{"from": ["pytest-a", "pytest-b"],
                     "into": {"name": "prefer-pytest", "type": "user_preference",

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CliFn
-from fakeserver import FakeLLMServer, reply
 from memdir import MemoryStore
 from memdir.errors import ReplyFormatError
 from memdir.extract import extract_memories
 from memdir.providers import ChatModel
 from memdir.undo import undo
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, reply
 
 TALK = [
     {"role": "user", "content": "记住：以后请用简体中文回复我。"},

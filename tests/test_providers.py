@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from conftest import CliFn
-from fakeserver import FakeLLMServer, Scripted, error, reply
 from memdir.config import Config
 from memdir.errors import LLMError, LLMUnavailable, ReplyFormatError
 from memdir.providers import ChatModel, complete_json, make_model
 from memdir.testing import FakeModel
 from memdir.usage import UsageLog
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, Scripted, error, reply
 
 TOOLS = [{"name": "bash", "description": "Run a command",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CliFn
-from fakeserver import FakeLLMServer, Scripted, error, reply
 from memdir import MemoryStore
 from memdir.config import Config
 from memdir.errors import LLMError
@@ -23,6 +21,9 @@ from memdir.recall import (
     weave,
 )
 from memdir.testing import FakeModel
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, Scripted, error, reply
 
 ASK = [{"role": "user", "content": "请用简体中文回复我：怎么跑测试？"}]
 

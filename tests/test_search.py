@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CliFn
 from memdir import MemoryStore
 from memdir.search import Doc, SearchIndex, tokenize
+
+from conftest import CliFn
 
 
 @pytest.fixture

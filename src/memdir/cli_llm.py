@@ -174,6 +174,8 @@ def register(group: click.Group) -> None:
         model = None if no_llm else optional_model(c)
         sel = select(c.store, messages, model,
                      max_items=max_items or c.config.recall_max_items)
+        if no_llm:
+            sel.note = "--no-llm"
         block = render_block(c.store, sel.names, c.config.recall_token_budget)
         if as_json:
             emit_json({**sel.to_dict(), "block": block})

@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,11 @@ class Entry:
     file: str
     warnings: tuple[str, ...] = ()
 
+    @cached_property
+    def index_line(self) -> str:
+        """This memory's line in MEMORY.md (computed once per entry object)."""
+        return f"- [{self.name}]({self.file}) — {_one_line(self.description)} ({self.type})"
+
     def to_dict(self) -> dict[str, Any]:
         """The entry as JSON-able data."""
         return {"name": self.name, "type": self.type, "description": self.description,
@@ -66,8 +72,7 @@ class Scan:
     entries: dict[str, Entry] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     temp_files: list[str] = field(default_factory=list)  # left by writers that crashed
-    # file -> "size:mtime:inode", or None when it changed too recently to be trusted
-    identities: dict[str, str | None] = field(default_factory=dict)
+    keys: dict[str, tuple[int, ...]] = field(default_factory=dict)  # file -> stat_key
 
 
 def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
@@ -252,8 +257,7 @@ def scan(root: Path, cache: MetaCache, types: tuple[str, ...], max_bytes: int) -
             if entry is None:
                 result.problems.append(Problem(fname, error or "unreadable"))
                 continue
-            result.identities[fname] = (None if racy(st.st_mtime_ns, now_ns)
-                                        else f"{key[0]}:{key[1]}:{key[2]}")
+            result.keys[fname] = key
             if entry.name in entries:
                 duplicates.append(entry)
             else:
@@ -302,7 +306,7 @@ def group_order(entries: Iterable[Entry], types: tuple[str, ...]) -> list[tuple[
 
 def entry_line(e: Entry) -> str:
     """The index line of one memory: name, link, description and type."""
-    return f"- [{e.name}]({e.file}) — {_one_line(e.description)} ({e.type})"
+    return e.index_line
 
 
 def render(entries: Iterable[Entry], types: tuple[str, ...]) -> str:

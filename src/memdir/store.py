@@ -266,7 +266,13 @@ class MemoryStore:
         if self._search is None:
             self._search = SearchIndex(self.internal / "search.sqlite")
         by_file = {e.file: e for e in self._scan.entries.values()}
-        current = {f: self._scan.identities.get(f) for f in by_file}
+        now_ns = time.time_ns()
+        current: dict[str, str | None] = {}
+        for f in by_file:
+            key = self._scan.keys.get(f)
+            # a file changed too recently to trust its identity is re-read next time too
+            current[f] = (None if key is None or idx.racy(key[1], now_ns)
+                          else f"{key[0]}:{key[1]}:{key[2]}")
 
         def load(files: _list[str]) -> _list[Doc]:
             docs = []

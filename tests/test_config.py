@@ -1,0 +1,59 @@
+"""Configuration: defaults < config.toml < environment < flags, and clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memdir.config import Config, load_config
+from memdir.errors import ConfigError
+
+from conftest import CliFn
+
+
+def test_precedence(tmp_path: Path) -> None:
+    """config.toml overrides defaults, the environment overrides it, flags override both."""
+    store = tmp_path / "m"
+    store.mkdir()
+    (store / "config.toml").write_text('model = "from-toml"\nmemory_model = "small-toml"\n'
+                                       "consolidate_threshold = 80\n")
+    env = {"MEMDIR_DIR": str(store), "MEMDIR_MODEL": "from-env", "ANTHROPIC_API_KEY": "k"}
+    cfg = load_config({"memory_model": "small-flag"}, environ=env)
+    assert (cfg.model, cfg.memory_model, cfg.consolidate_threshold) == (
+        "from-env", "small-flag", 80)
+    assert cfg.provider == "anthropic" and cfg.api_key == "k"
+    assert load_config(environ={"MEMDIR_DIR": str(store)}).model == "from-toml"
+
+
+def test_defaults_per_provider() -> None:
+    """Sensible default models; the memory model follows an explicitly chosen main model."""
+    assert Config(provider="anthropic").chat_model.startswith("claude-")
+    assert Config(provider="openai").memory_model_name.startswith("gpt-")
+    assert Config(provider="openai", model="llama3.2").memory_model_name == "llama3.2"
+
+
+def test_openai_picked_from_its_environment() -> None:
+    """OPENAI_BASE_URL alone selects the openai provider (a local server needs no key)."""
+    cfg = load_config(environ={"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"})
+    assert (cfg.provider, cfg.base_url, cfg.api_key) == ("openai",
+                                                         "http://127.0.0.1:11434/v1", None)
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ("model = ", "is not valid TOML"),
+    ('colour = "blue"\n', "unknown setting 'colour'"),
+    ('timeout = "soon"\n', "timeout = 'soon' is not valid"),
+])
+def test_bad_config_file(tmp_path: Path, toml: str, message: str) -> None:
+    """A broken config.toml is one clear error naming the file."""
+    (tmp_path / "config.toml").write_text(toml)
+    with pytest.raises(ConfigError, match=message):
+        load_config(environ={"MEMDIR_DIR": str(tmp_path)})
+
+
+def test_unknown_provider_cli(cli: CliFn) -> None:
+    """An unknown MEMDIR_PROVIDER is a one-line error from any command."""
+    r = cli("list", env={"MEMDIR_PROVIDER": "cohere"})
+    assert (r.code, r.err) == (1, "memdir: error: unknown provider 'cohere' — set"
+                                  " MEMDIR_PROVIDER to one of anthropic, openai\n")
