@@ -66,6 +66,8 @@ def test_usage_errors_exit_2(cli: CliFn) -> None:
                                   " --help'\n")
     r = cli("frobnicate")
     assert r.code == 2 and r.err.startswith("memdir: error: No such command 'frobnicate'")
+    r = cli()
+    assert (r.code, r.err) == (2, "memdir: error: Missing command. — see 'memdir --help'\n")
 
 
 def test_secret_refused_unless_allowed(cli: CliFn) -> None:
@@ -145,6 +147,9 @@ def test_memdir_dir_env_and_python_m(tmp_path: Path) -> None:
                        text=True, check=False)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "elsewhere" / "MEMORY.md").is_file()
+    bare = subprocess.run([sys.executable, "-m", "memdir"], env=env, capture_output=True,
+                          text=True, check=False)
+    assert bare.returncode == 0 and bare.stdout.startswith("Usage: memdir")
 
 
 def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:

@@ -314,6 +314,9 @@ def main(argv: list[str] | None = None) -> None:
     _register_optional()
     try:
         cli.main(args=argv, prog_name="memdir", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `memdir` alone: show the help
+        click.echo(exc.ctx.get_help() if exc.ctx else "see 'memdir --help'")
+        sys.exit(0)
     except click.UsageError as exc:
         hint = f" — see 'memdir {exc.ctx.info_name} --help'" if exc.ctx else ""
         if exc.ctx and exc.ctx.info_name == "memdir":
