@@ -89,9 +89,12 @@ class MemoryWorker:
         self.pool.shutdown(wait=True)
 
 
-def _extract_job(store: MemoryStore, snapshot: list[Message], model: ChatModel
+def _extract_job(root: MemoryStore, snapshot: list[Message], model: ChatModel
                  ) -> Callable[[], str | None]:
     def job() -> str | None:
+        # A store object of its own: caches and the search connection are not shared with the
+        # turn running on the main thread; the file lock orders the writes of both.
+        store = MemoryStore(root.root, root.config)
         result = extract_memories(store, snapshot, model)
         note_turn(store)
         notes = []
