@@ -442,6 +442,8 @@ class MemoryStore:
             self._scan = self._do_scan()
         self._write_index()
         os.unlink(self.internal / JOURNAL)
+        if self._search is not None:  # keep an open search index in step, incrementally
+            self.search_index()
         return record
 
     def _recover(self) -> None:

@@ -44,13 +44,22 @@ class Session:
         self.messages: list[Message] = []
         self.last: Turn | None = None
         self.events: list[tuple[str, str]] = []
+        self.at_prompt: str | None = None  # the prompt shown while waiting for input, if any
         self.worker = MemoryWorker(self.event)
 
     def event(self, kind: str, text: str) -> None:
         """Show a one-line notice (memory recalled/saved/failed, tool used)."""
         self.events.append((kind, text))
-        mark = {"recalled": "◆", "memory": "◆", "memory_error": "!", "tool": "›"}.get(kind, "·")
-        print(f"{mark} {text}", file=self.err, flush=True)
+        mark = {"recalled": "◆", "memory": "◆", "memory_error": "!", "tool": "$"}.get(kind, "·")
+        line = f"{mark} {text}"
+        if self.at_prompt is not None:
+            # A background notice while the user types: print it above the input line, then
+            # redraw the prompt and what was typed so far.
+            typed = _typed_so_far()
+            self.err.write(f"\r\x1b[K{line}\n{self.at_prompt}{typed}")
+            self.err.flush()
+        else:
+            print(line, file=self.err, flush=True)
 
     def turn(self, text: str, *, stream: bool = True) -> Turn:
         """Run one user turn."""
@@ -145,6 +154,17 @@ class Session:
                  if not plan.is_empty() else "nothing to consolidate")
 
 
+PROMPT = "› "
+
+
+def _typed_so_far() -> str:
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - not on every platform
+        return ""
+    return str(readline.get_line_buffer())
+
+
 def _readline(history: Path) -> None:
     """Line editing and persistent input history when attached to a terminal."""
     try:
@@ -174,12 +194,18 @@ def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
     try:
         while True:
             try:
-                line = input("› ") if interactive else _read(stdin)
+                if interactive:
+                    session.at_prompt = PROMPT
+                    line = input(PROMPT)
+                else:
+                    line = _read(stdin)
             except KeyboardInterrupt:
                 session.say("")
                 continue
             except EOFError:
                 break
+            finally:
+                session.at_prompt = None
             line = line.strip()
             if not line:
                 continue
