@@ -161,3 +161,23 @@ def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True,
                        text=True, check=True)
     assert "IMPORTED []" in r.stdout
+
+
+def test_store_path_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    """A --dir that is a file, or an editor that cannot start, is a one-line error."""
+    (tmp_path / "notadir").write_text("x")
+    r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(tmp_path / "notadir"),
+                        "list"], capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is a file" in r.stderr
+    env = {"MEMDIR_DIR": str(tmp_path / "notadir"), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "memdir", "list"], capture_output=True, text=True,
+                       check=False, env=env)
+    assert r.returncode == 1 and r.stderr.startswith("memdir: error: ")
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_missing_editor_is_one_line(cli: CliFn) -> None:
+    """An $EDITOR that does not exist gives one line and leaves the memory as it was."""
+    cli(*ADD)
+    r = cli("edit", "user-language-preference", env={"EDITOR": "/nonexistent/editor"})
+    assert r.code == 1 and r.err.startswith("memdir: error: ") and r.err.count("\n") == 1

@@ -314,6 +314,8 @@ def main(argv: list[str] | None = None) -> None:
     _register_optional()
     try:
         cli.main(args=argv, prog_name="memdir", standalone_mode=False)
+    except BrokenPipeError:
+        sys.exit(0)
     except click.exceptions.NoArgsIsHelpError as exc:  # `memdir` alone: show the help
         click.echo(exc.ctx.get_help() if exc.ctx else "see 'memdir --help'")
         sys.exit(0)
@@ -326,6 +328,14 @@ def main(argv: list[str] | None = None) -> None:
     except MemdirError as exc:
         click.echo(f"memdir: error: {exc}", err=True)
         sys.exit(1)
+    except click.ClickException as exc:  # e.g. the editor could not be started
+        click.echo(f"memdir: error: {exc.format_message()}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        click.echo(f"memdir: error: {exc.strerror or exc}{where} — check the path and its"
+                   " permissions", err=True)
+        sys.exit(1)
     except click.Abort:
         click.echo("memdir: aborted", err=True)
         sys.exit(130)
@@ -334,5 +344,3 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
-        sys.exit(0)
