@@ -23,7 +23,7 @@ from .errors import InvalidName
 from .history import Operation
 from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
 from .providers import ChatModel, Message, complete_json
-from .recall import message_text
+from .recall import catalogue_for, message_text
 from .search import tokenize
 from .store import MemoryStore, Put
 
@@ -150,15 +150,17 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
     if start >= len(messages):
         return result
     store.refresh()
-    entries = store.entries()
+    talk = _render(messages, start, 4 * 6000)
+    # Large stores: show the memories the new talk is most likely to touch (pinned included).
+    entries = catalogue_for(store, talk, store.config.select_catalogue_max)
     catalogue = "\n".join(f"- {e.name} ({e.type}): {' '.join(e.description.split())}"
                           for e in entries) or "(none yet)"
     prompt = prompts.render("extract", catalogue=catalogue, types=", ".join(store.config.types),
-                            conversation=_render(messages, start, 4 * 6000))
+                            conversation=talk)
     items = complete_json(model, system="You extract memories and answer in JSON.",
                           messages=[{"role": "user", "content": prompt}], purpose="extract",
                           validate=_validate)
-    existing = {e.name for e in entries}
+    existing = {e.name for e in store.entries()}
     planned: dict[str, Put] = {}
     for raw in items:
         coerced = _coerce(raw, store)

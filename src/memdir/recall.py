@@ -82,7 +82,7 @@ def _query(messages: list[Message]) -> str:
     return "\n".join(users[-2:])
 
 
-def _catalogue(store: MemoryStore, query: str, limit: int) -> list[Entry]:
+def catalogue_for(store: MemoryStore, query: str, limit: int) -> list[Entry]:
     """Every memory when they fit the prompt; else pinned ones plus the best search hits."""
     entries = store.entries()
     if len(entries) <= limit:
@@ -141,7 +141,7 @@ def select(store: MemoryStore, messages: list[Message], model: ChatModel | None 
     if not store.entries():
         return Selection([], "search" if model is None else "llm", note="the store is empty")
     if model is not None:
-        catalogue = _catalogue(store, query, cfg.select_catalogue_max)
+        catalogue = catalogue_for(store, query, cfg.select_catalogue_max)
         lines = "\n".join(f"{i}. {e.name} ({e.type}) — {' '.join(e.description.split())}"
                           for i, e in enumerate(catalogue, 1))
         prompt = prompts.render("select", max_items=max_items, catalogue=lines,
