@@ -11,7 +11,8 @@ from .errors import (
     StoreLocked,
 )
 from .memory import Memory
-from .store import MemoryStore, Put, Remove
+from .plan import Put, Remove
+from .store import MemoryStore
 
 __all__ = [
     "Config",

@@ -18,7 +18,8 @@ import click
 from . import memory as memfmt
 from .config import Config, load_config
 from .errors import InvalidMemory, MemdirError
-from .store import MemoryStore, Put
+from .plan import Put
+from .store import MemoryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 

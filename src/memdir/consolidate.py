@@ -23,8 +23,9 @@ from .errors import InvalidName, LLMError, PlanError
 from .history import Operation
 from .index import Entry
 from .memory import MAX_DESCRIPTION_CHARS, Memory, validate_name
+from .plan import Change, Put, Remove
 from .providers import ChatModel, complete_json
-from .store import Change, MemoryStore, Put, Remove
+from .store import MemoryStore
 
 log = logging.getLogger("memdir.consolidate")
 STATE = "consolidate.json"

@@ -22,10 +22,11 @@ from .atomic import write_atomic
 from .errors import InvalidName
 from .history import Operation
 from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
+from .plan import Put
 from .providers import ChatModel, Message, complete_json
 from .recall import catalogue_for, message_text
 from .search import tokenize
-from .store import MemoryStore, Put
+from .store import MemoryStore
 
 log = logging.getLogger("memdir.extract")
 CURSORS = "cursors.json"

@@ -14,7 +14,7 @@ import os
 import secrets as _random
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from .config import Config
 from .errors import ConflictError, InvalidMemory, MemoryNotFound, PlanError, StoreLocked
 from .history import History, Operation, Version
 from .memory import Memory
+from .plan import Change, Put, Remove, screen
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
     from .search import SearchIndex
@@ -45,53 +46,11 @@ class Hit:
     score: float
 
 
-@dataclass(frozen=True)
-class Put:
-    """Create or update a memory. ``expect`` is the digest the caller read, if any."""
-
-    memory: Memory
-    reason: str = ""
-    expect: str | None = None
-    merge_extra: bool = True  # keep keys the current file has and the new memory lacks
-
-
-@dataclass(frozen=True)
-class Remove:
-    """Delete a memory; its last version stays in history with the reason."""
-
-    name: str
-    reason: str = ""
-    expect: str | None = None
-
-
-Change = Put | Remove
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
 
 
 def _new_op_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
-
-
-def _screen(plan: Sequence[Change], policy: str) -> _list[Change]:
-    """Refuse or redact credentials in what a plan writes (see ``secrets``)."""
-    from . import secrets
-
-    if policy == "allow":
-        return list(plan)
-    if policy not in ("refuse", "redact"):
-        raise ValueError(f"unknown secrets policy {policy!r}")
-    out: _list[Change] = []
-    for change in plan:
-        if isinstance(change, Put):
-            m = change.memory
-            if policy == "refuse":
-                secrets.refuse_secrets({"description": m.description, "body": m.body})
-            else:
-                desc, _ = secrets.redact(m.description)
-                body, _ = secrets.redact(m.body)
-                change = replace(change, memory=m.replace(description=desc, body=body))
-        out.append(change)
-    return out
 
 
 class MemoryStore:
@@ -339,7 +298,7 @@ class MemoryStore:
         ``secrets`` says what to do with credentials in the text: "refuse" (raise SecretFound,
         the default), "redact" (automatic paths) or "allow" (the user insisted).
         """
-        plan = _screen(plan, secrets)
+        plan = screen(plan, secrets)
         with self.locked():
             self._scan = self._do_scan()
             steps = self._prepare(plan)

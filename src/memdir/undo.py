@@ -11,7 +11,8 @@ from __future__ import annotations
 from .errors import MemdirError
 from .history import Operation
 from .memory import loads
-from .store import Change, MemoryStore, Put, Remove
+from .plan import Change, Put, Remove
+from .store import MemoryStore
 
 
 def last_undoable(store: MemoryStore) -> Operation | None:
