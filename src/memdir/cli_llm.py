@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from .providers import ChatModel
 
 
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
-
-
 def build_model(c: Ctx, *, memory: bool) -> ChatModel:
     """The configured model (memory model if ``memory``), logging usage into the store."""
     from .providers import make_model
@@ -127,7 +123,7 @@ def optional_model(c: Ctx) -> ChatModel | None:
 
 def register(group: click.Group) -> None:
     """Add the LLM-backed commands to ``group``."""
-    from .cli import json_option, pass_ctx
+    from .cli import emit_json, json_option, pass_ctx
 
     @group.group("llm")
     def llm() -> None:

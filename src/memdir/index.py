@@ -304,11 +304,6 @@ def group_order(entries: Iterable[Entry], types: tuple[str, ...]) -> list[tuple[
     return [(t, sorted(groups[t], key=lambda e: e.name)) for t in ordered]
 
 
-def entry_line(e: Entry) -> str:
-    """The index line of one memory: name, link, description and type."""
-    return e.index_line
-
-
 def render(entries: Iterable[Entry], types: tuple[str, ...]) -> str:
     """The text of MEMORY.md for these entries: one line per memory, grouped by type."""
     lines = [
@@ -322,5 +317,5 @@ def render(entries: Iterable[Entry], types: tuple[str, ...]) -> str:
         lines += ["", "_No memories yet._"]
     for type_, items in groups:
         lines += ["", f"## {type_}", ""]
-        lines += [entry_line(e) for e in items]
+        lines += [e.index_line for e in items]
     return "\n".join(lines) + "\n"

@@ -265,7 +265,8 @@ def weave(messages: list[Message], block: str) -> list[Message]:
 
 def index_section(store: MemoryStore, max_lines: int, max_bytes: int) -> str:
     """The memory index for the system prompt: pinned, then newest; never silently cut."""
-    entries = sorted(store.entries(), key=lambda e: (not e.pinned, _neg(e.updated or "")))
+    entries = sorted(store.entries(), key=lambda e: e.updated or "", reverse=True)
+    entries.sort(key=lambda e: not e.pinned)  # stable: pinned first, each part newest first
     if not entries:
         return "(no memories yet)"
     lines: list[str] = []
@@ -282,10 +283,6 @@ def index_section(store: MemoryStore, max_lines: int, max_bytes: int) -> str:
         lines.append(f"- … and {rest} more memories not listed here; they are reachable through"
                      " recall and search.")
     return "\n".join(lines)
-
-
-def _neg(stamp: str) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in stamp)
 
 
 def build_system(base: str, store: MemoryStore) -> str:

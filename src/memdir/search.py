@@ -112,7 +112,8 @@ class SearchIndex:
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(str(self.path), timeout=10, isolation_level=None,
                              check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA page_size")
+        if self.path != ":memory:":
+            db.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
         db.execute("PRAGMA synchronous=OFF")  # a cache: losing the tail costs a rebuild only
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:

@@ -52,6 +52,18 @@ class Reply:
         return [b for b in self.content if b.get("type") == "tool_use"]
 
 
+@dataclass(frozen=True)
+class Request:
+    """One call's inputs, as a provider receives them."""
+
+    system: str
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None
+    max_tokens: int
+    json_mode: bool
+    on_text: TextCallback | None
+
+
 class ChatModel(Protocol):
     """What every model (real or fake) offers."""
 
@@ -96,7 +108,7 @@ class RecordingModel:
         """Call the provider and record purpose, tokens and latency, also on failure."""
         start = time.perf_counter()
         try:
-            reply = self._call(system, messages, tools, max_tokens, json_mode, on_text)
+            reply = self._call(Request(system, messages, tools, max_tokens, json_mode, on_text))
         except LLMError:
             self._record(purpose, Usage(), start, ok=False)
             raise
@@ -110,15 +122,7 @@ class RecordingModel:
                 input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                 latency_ms=(time.perf_counter() - start) * 1000, ok=ok)
 
-    def _call(
-        self,
-        system: str,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None,
-        max_tokens: int,
-        json_mode: bool,
-        on_text: TextCallback | None,
-    ) -> Reply:
+    def _call(self, request: Request) -> Reply:
         raise NotImplementedError
 
 
@@ -194,6 +198,7 @@ __all__ = [
     "Message",
     "RecordingModel",
     "Reply",
+    "Request",
     "Usage",
     "complete_json",
     "complete_text",

@@ -13,7 +13,7 @@ import anthropic
 from ..config import Config
 from ..errors import LLMError
 from ..usage import UsageLog
-from . import Message, RecordingModel, Reply, TextCallback, Usage, connection_error, status_error
+from . import RecordingModel, Reply, Request, Usage, connection_error, status_error
 
 
 class AnthropicModel(RecordingModel):
@@ -28,21 +28,14 @@ class AnthropicModel(RecordingModel):
             api_key=config.api_key, base_url=config.base_url, timeout=config.timeout,
             max_retries=config.max_retries)
 
-    def _call(
-        self,
-        system: str,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None,
-        max_tokens: int,
-        json_mode: bool,
-        on_text: TextCallback | None,
-    ) -> Reply:
-        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens,
-                                  "messages": messages}
-        if system:
-            kwargs["system"] = system
-        if tools:
-            kwargs["tools"] = tools
+    def _call(self, request: Request) -> Reply:
+        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
+                                  "messages": request.messages}
+        if request.system:
+            kwargs["system"] = request.system
+        if request.tools:
+            kwargs["tools"] = request.tools
+        on_text = request.on_text
         try:
             if on_text is None:
                 message = self.client.messages.create(**kwargs)

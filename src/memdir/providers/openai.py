@@ -15,7 +15,16 @@ import openai
 from ..config import Config
 from ..errors import LLMError
 from ..usage import UsageLog
-from . import Message, RecordingModel, Reply, TextCallback, Usage, connection_error, status_error
+from . import (
+    Message,
+    RecordingModel,
+    Reply,
+    Request,
+    TextCallback,
+    Usage,
+    connection_error,
+    status_error,
+)
 from .jsonreply import extract_json
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
@@ -114,20 +123,14 @@ class OpenAIModel(RecordingModel):
         # most compatible servers know only max_tokens. A 400 naming it switches.
         self.max_tokens_param = "max_tokens" if config.base_url else "max_completion_tokens"
 
-    def _call(
-        self,
-        system: str,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None,
-        max_tokens: int,
-        json_mode: bool,
-        on_text: TextCallback | None,
-    ) -> Reply:
-        kwargs: dict[str, Any] = {"model": self.model, self.max_tokens_param: max_tokens,
-                                  "messages": to_openai_messages(system, messages)}
-        if tools:
-            kwargs["tools"] = to_openai_tools(tools)
-        if json_mode and self.json_mode_supported:
+    def _call(self, request: Request) -> Reply:
+        kwargs: dict[str, Any] = {
+            "model": self.model, self.max_tokens_param: request.max_tokens,
+            "messages": to_openai_messages(request.system, request.messages)}
+        if request.tools:
+            kwargs["tools"] = to_openai_tools(request.tools)
+        on_text = request.on_text
+        if request.json_mode and self.json_mode_supported:
             kwargs["response_format"] = {"type": "json_object"}
         for _ in range(3):  # at most two adaptations to what the endpoint accepts
             try:
