@@ -60,11 +60,16 @@ class Cursors:
     """How many messages of each conversation were already extracted (``.memdir/cursors.json``)."""
 
     def __init__(self, store: MemoryStore) -> None:
+        self.store = store
         self.path = store.internal / CURSORS
+        self.data = self._read()
+
+    def _read(self) -> dict[str, Any]:
         try:
-            self.data: dict[str, Any] = json.loads(self.path.read_text(encoding="utf-8"))
+            data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            self.data = {}
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def start(self, messages: list[Message]) -> int:
         """Index of the first message not yet processed (0 if the history was rewritten)."""
@@ -76,10 +81,13 @@ class Cursors:
         return int(rec["count"])
 
     def advance(self, messages: list[Message]) -> None:
-        """Mark every message as processed (written atomically)."""
-        self.data[conversation_key(messages)] = {"count": len(messages),
-                                                 "digest": _prefix_digest(messages)}
-        write_atomic(self.path, json.dumps(self.data).encode())
+        """Mark every message as processed; under the store lock, so that two agents
+        extracting from different conversations at once do not lose each other's cursor."""
+        with self.store.locked():
+            self.data = self._read()
+            self.data[conversation_key(messages)] = {"count": len(messages),
+                                                     "digest": _prefix_digest(messages)}
+            write_atomic(self.path, json.dumps(self.data).encode())
 
 
 def _render(messages: list[Message], start: int, max_chars: int) -> str:
