@@ -11,6 +11,7 @@ This module does NOT read memory files itself (the store hands it the texts).
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
 import re
 import sqlite3
@@ -23,11 +24,12 @@ from pathlib import Path
 import Stemmer
 
 SCHEMA_VERSION = 3
-K1, B = 1.2, 0.75  # BM25 parameters (SQLite's own, which picks the candidates)
-# Past this many postings among a query's terms, the rarest terms pick the candidates and only
-# those are scored with every term (see SearchIndex.search).
-EXACT_POSTINGS = 5000
-CANDIDATES = 100
+K1, B = 1.2, 0.75  # BM25 parameters, as Lucene and SQLite use them
+# Candidates for a query are gathered from its terms that occur in at most this share of the
+# documents (at least MIN_POSTINGS), ranked by the IDF they match, then scored exactly.
+CANDIDATE_SHARE = 0.1
+MIN_POSTINGS = 1000
+CANDIDATES = 200
 # BM25 column weights: name, description, body. The description is written to say what the
 # memory is about, so it weighs most; the name is a slug of the same idea.
 WEIGHTS = (2.0, 3.0, 1.0)
@@ -76,6 +78,10 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
 def _is_cjk(ch: str) -> bool:
     o = ord(ch)
     return (0x3040 <= o <= 0x30FF or 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF
@@ -97,10 +103,11 @@ class Doc:
 class SearchIndex:
     """An FTS5 index of documents, kept in one SQLite file (or in memory)."""
 
-    def __init__(self, path: Path | str = ":memory:", *, exact_postings: int = EXACT_POSTINGS,
-                 candidates: int = CANDIDATES) -> None:
+    def __init__(self, path: Path | str = ":memory:", *, candidate_share: float = CANDIDATE_SHARE,
+                 min_postings: int = MIN_POSTINGS, candidates: int = CANDIDATES) -> None:
         self.path = path
-        self.exact_postings = exact_postings
+        self.candidate_share = candidate_share
+        self.min_postings = min_postings
         self.candidates = candidates
         try:
             self.db = self._open()
@@ -195,12 +202,11 @@ class SearchIndex:
     def search(self, query: str, k: int = 5) -> list[tuple[str, float]]:
         """The best ``k`` keys for ``query`` with their BM25 scores (higher is better).
 
-        Terms are OR-ed and ranked by BM25 over name, description and body. SQLite picks the
-        candidates, which are then scored here with every query term (BM25 with Lucene's
-        always-positive IDF, so that tiny stores rank sensibly too). When the query's terms
-        have many postings, only the rarest terms (those that carry most of the score) pick
-        the candidates: natural queries stay fast on large stores although their common words
-        match most documents; only documents matching none of the rarer words are passed over.
+        Terms are OR-ed and ranked by BM25 over name, description and body (Lucene's IDF, so
+        that tiny stores rank sensibly too). Candidates are the documents matching the most
+        informative terms, ranked by the IDF they match; the best of them are then scored with
+        every term. Terms found in most documents add little to any score and are left out of
+        candidate gathering only, which keeps natural queries fast on large stores.
         """
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms or k <= 0:
@@ -208,34 +214,26 @@ class SearchIndex:
         marks = ",".join("?" * len(terms))
         df = dict(self.db.execute(
             f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms).fetchall())
-        terms = sorted((t for t in terms if t in df), key=lambda t: df[t])
+        terms = [t for t in terms if t in df]
         if not terms:
             return []
-        essential: list[str] = []
-        postings = 0
-        for t in terms:
-            if essential and postings + df[t] > self.exact_postings:
-                break
-            essential.append(t)
-            postings += df[t]
-        candidates = self._ranked(essential, max(self.candidates, k))
-        return self._rescore([rowid for rowid, _, _ in candidates], terms, df, k)
+        n_docs, n_tokens = self.db.execute("SELECT docs, tokens FROM stats").fetchone()
+        idf = {t: math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+        cap = max(self.min_postings, self.candidate_share * n_docs)
+        gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
+        matched: dict[int, float] = {}
+        for t in gather:
+            weight = idf[t]
+            for (rowid,) in self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?",
+                                            (_phrase(t),)):
+                matched[rowid] = matched.get(rowid, 0.0) + weight
+        best = heapq.nlargest(max(self.candidates, k), matched, key=matched.__getitem__)
+        return self._rescore(best, idf, n_tokens / max(1, n_docs), k)
 
-    def _ranked(self, terms: list[str], limit: int) -> list[tuple[int, str, float]]:
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        w = ", ".join(str(x) for x in WEIGHTS)
-        return self.db.execute(
-            f"SELECT fts.rowid, docs.key, bm25(fts, {w}) AS score FROM fts"
-            " JOIN docs ON docs.id = fts.rowid WHERE fts MATCH ?"
-            " ORDER BY score, fts.rowid LIMIT ?", (match, limit)).fetchall()
-
-    def _rescore(self, rowids: list[int], terms: list[str], df: dict[str, int], k: int
+    def _rescore(self, rowids: list[int], idf: dict[str, float], avgdl: float, k: int
                  ) -> list[tuple[str, float]]:
         """BM25 of a few documents: column-weighted presence (a term counts once per column,
-        as the index keeps no positions), length-normalised, with Lucene's IDF."""
-        n_docs, n_tokens = self.db.execute("SELECT docs, tokens FROM stats").fetchone()
-        avgdl = n_tokens / max(1, n_docs)
-        idf = {t: math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+        as the index keeps no positions), length-normalised."""
         ids = ",".join(str(r) for r in rowids)
         rows = self.db.execute(
             f"SELECT fts.rowid, docs.key, docs.length, fts.name, fts.description, fts.body"
