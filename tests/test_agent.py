@@ -221,3 +221,20 @@ def test_save_memory_tool_validates_and_redacts(tmp_path: Path) -> None:
     ok = tools.run("save_memory", {"name": "ci-token", "type": "reference",
                                    "description": "CI token", "body": f"token {key}"})
     assert ok.saved == "saved ci-token" and key not in store.get("ci-token").body
+
+
+def test_model_failure_in_chat_is_reported_and_the_session_goes_on(llm_server: FakeLLMServer,
+                                                                   tmp_path: Path) -> None:
+    """A failing model call prints one error line; the next message works; run exits 1."""
+    answers = iter([error(500, "overloaded"), reply("second try works")])
+    llm_server.handler = lambda req: next(answers) if kind(req) == "agent" \
+        else reply('{"memories": []}')
+    r = run_memdir(["chat"], llm_server, tmp_path, input="first\nsecond\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert "memdir: error: the anthropic endpoint failed (500" in r.stderr
+    assert "second try works" in r.stdout and "Traceback" not in r.stderr
+    llm_server.handler = lambda req: error(401, "bad key") if kind(req) == "agent" \
+        else reply('{"memories": []}')
+    r = run_memdir(["run", "hello"], llm_server, tmp_path)
+    assert r.returncode == 1 and r.stderr.startswith("memdir: error: the anthropic endpoint"
+                                                     " rejected the API key (401")

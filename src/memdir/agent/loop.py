@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..consolidate import consolidate_memories, is_due, note_turn
-from ..errors import MemdirError
+from ..errors import LLMError, MemdirError
 from ..extract import extract_memories
 from ..providers import ChatModel, Message, Reply, TextCallback
 from ..recall import build_system, render_block, select, weave
@@ -169,6 +169,10 @@ def agent_loop(
         messages.append({"role": "assistant", "content": "(interrupted by the user)"})
         turn.interrupted = True
         return turn
+    except LLMError as exc:
+        del messages[start:]
+        messages.append({"role": "assistant", "content": f"(the model failed: {exc})"})
+        raise
     if worker is not None and memory_model is not None:
         worker.submit("memory extraction", _extract_job(store, list(messages), memory_model))
     return turn

@@ -217,6 +217,9 @@ def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
                 interrupted = session.turn(line).interrupted
             except KeyboardInterrupt:
                 interrupted = True
+            except MemdirError as exc:  # the model failed: say so, keep the session
+                print(f"memdir: error: {exc}", file=session.err, flush=True)
+                continue
             if interrupted:
                 session.say("(interrupted)")
     finally:
