@@ -118,13 +118,16 @@ class Session:
         saved = None
         if self.memory_model is not None:
             from ..errors import LLMError
-            from ..extract import extract_memories
+            from ..extract import plan_extraction
 
-            with contextlib.suppress(LLMError):
-                result = extract_memories(
+            with contextlib.suppress(LLMError):  # no cursor: the same words may come again
+                result = plan_extraction(
                     self.store, [{"role": "user", "content": f"Remember this: {arg}"}],
                     self.memory_model)
-                saved = ", ".join(c.memory.name for c in result.changes) or None
+                if result.changes:
+                    self.store.apply(result.changes, source="chat", secrets="redact",
+                                     summary="remembered in chat")
+                    saved = ", ".join(c.memory.name for c in result.changes)
         if saved is None:  # no model, or it found nothing: keep the user's words as they are
             name = slugify(" ".join(arg.split()[:6]))
             self.store.write(name, type="user_preference", description=arg[:200],
