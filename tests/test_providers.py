@@ -268,3 +268,15 @@ def test_openai_provider_selected_by_env(llm_server: FakeLLMServer, cli: CliFn) 
     assert r.code == 0, r.err
     assert json.loads(r.out)["model"] == "llama3.2"
     assert llm_server.requests[0]["path"] == "/v1/chat/completions"
+
+
+def test_timeout_and_retry_flags(llm_server: FakeLLMServer, cli: CliFn) -> None:
+    """--max-retries and --timeout reach the SDK: no retry, and a short timeout."""
+    llm_server.queue(error(500), reply("unused"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.url}
+    r = cli("--max-retries", "0", "llm", "check", env=env)
+    assert r.code == 1 and "failed (500" in r.err and len(llm_server.requests) == 1
+    llm_server.script.clear()
+    llm_server.queue(Scripted(text="late", delay=1.5))
+    r = cli("--timeout", "0.3", "--max-retries", "0", "llm", "check", env=env)
+    assert r.code == 1 and "timed out" in r.err

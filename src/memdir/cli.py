@@ -67,13 +67,16 @@ def fail(message: str) -> NoReturn:
 @click.option("--provider", type=click.Choice(["anthropic", "openai"]), help="LLM provider.")
 @click.option("--model", help="Main (agent) model.")
 @click.option("--memory-model", help="Cheaper model for memory operations.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per model request.")
+@click.option("--max-retries", type=click.IntRange(min=0), help="Retries of a failed request.")
 @click.version_option(package_name="memdir")
 @click.pass_context
 def cli(ctx: click.Context, dir_: Path | None, provider: str | None, model: str | None,
-        memory_model: str | None) -> None:
+        memory_model: str | None, timeout: float | None, max_retries: int | None) -> None:
     """Long-term memory for LLM agents, kept as a folder of Markdown files."""
     ctx.obj = Ctx({"dir": dir_, "provider": provider, "model": model,
-                   "memory_model": memory_model})
+                   "memory_model": memory_model, "timeout": timeout,
+                   "max_retries": max_retries})
 
 
 @cli.command()
