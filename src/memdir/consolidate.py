@@ -190,8 +190,9 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
                   ) -> Consolidation:
     """Turn a model answer into a plan that is safe to apply; drop (and note) what is not."""
     plan = Consolidation()
-    pinned = {e.name for e in store.entries() if e.pinned}
-    existing = {e.name for e in store.entries()}
+    entries = store.entries()
+    pinned = {e.name for e in entries if e.pinned}
+    existing = {e.name for e in entries}
     used: set[str] = set()
     for raw in answer.get("merge", []):
         try:

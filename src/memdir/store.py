@@ -146,7 +146,7 @@ class MemoryStore:
 
     def _read_index(self) -> str | None:
         try:
-            return (self.root / idx.INDEX_FILE).read_text(encoding="utf-8")
+            return self.index_path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             return None
 

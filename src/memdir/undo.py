@@ -31,10 +31,11 @@ def undo(store: MemoryStore) -> tuple[Operation, Operation | None]:
     if target is None:
         raise MemdirError("there is nothing to undo — 'memdir log' shows what was done")
     plan: list[Change] = []
+    present = {e.name for e in store.entries()}
     for change in target.changes:
         name, before = change["name"], change.get("before")
         if before is None:  # it was created: remove it (it stays in history)
-            if name in {e.name for e in store.entries()}:
+            if name in present:
                 plan.append(Remove(name, reason=f"undo {target.id}"))
         else:
             mem = loads(store.version_text(name, int(before))).replace(name=name)
