@@ -48,8 +48,8 @@ def test_index_lists_metadata_never_bodies(store: MemoryStore) -> None:
     store.write("p", type="user_preference", description="Prefers tabs", body="SECRET-BODY")
     store.write("f", type="project_fact", description="Uses Postgres 16", body="details")
     text = store.index_path.read_text(encoding="utf-8")
-    assert "- [p](p.md) — Prefers tabs (user_preference)" in text
-    assert "- [f](f.md) — Uses Postgres 16 (project_fact)" in text
+    assert "- [p](p.md) — Prefers tabs\n" in text
+    assert "- [f](f.md) — Uses Postgres 16\n" in text
     assert text.index("## user_preference") < text.index("## project_fact")
     assert "SECRET-BODY" not in text and "details" not in text
 

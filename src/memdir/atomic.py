@@ -25,21 +25,25 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone gives 0600
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix."""
+def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
+
+    ``sync=False`` skips the fsyncs, for derived files that are rebuilt when found stale."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".part")
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(path: Path) -> None:
@@ -55,3 +59,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def append_nofollow(path: Path, data: bytes, *, sync: bool = False) -> None:
+    """Append ``data`` to ``path`` in one write, refusing to follow a symbolic link."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                 0o644)
+    try:
+        os.write(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -24,6 +24,10 @@ class MemoryNotFound(MemdirError, LookupError):
     """No memory has the requested name (or no such version exists)."""
 
 
+class StoreNotFound(MemdirError, FileNotFoundError):
+    """There is no memory store where one was expected."""
+
+
 class ConflictError(MemdirError):
     """A file changed on disk since memdir read it, or two memories claim one file."""
 

@@ -8,6 +8,7 @@ This module does NOT lock or decide anything: the store calls it holding its loc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from . import memory as memfmt
-from .atomic import write_atomic
-from .errors import MemoryNotFound
+from .atomic import TEMP_PREFIX, append_nofollow, write_atomic
+from .errors import ConflictError, MemoryNotFound
 
 
 @dataclass(frozen=True)
@@ -59,15 +60,27 @@ class History:
     def __init__(self, root: Path, log_path: Path) -> None:
         self.root = root
         self.log_path = log_path
-        root.mkdir(parents=True, exist_ok=True)
 
     def versions_dir(self, name: str) -> Path:
         return self.root / memfmt.validate_name(name)
 
+    def _ready_dir(self, name: str) -> Path:
+        """The versions folder of ``name``, created; links planted there are refused."""
+        for path in (self.root, self.versions_dir(name)):
+            if path.is_symlink():
+                raise ConflictError(
+                    f"{path} is a symbolic link — memdir keeps history only inside the store;"
+                    " remove the link (see 'memdir doctor')")
+            path.mkdir(exist_ok=True)
+        return self.versions_dir(name)
+
     def archive(self, name: str, path: Path, action: str, reason: str, op_id: str) -> int:
         """Keep the current file of ``name`` as a new history version (once per operation)."""
-        vdir = self.versions_dir(name)
-        vdir.mkdir(parents=True, exist_ok=True)
+        vdir = self._ready_dir(name)
+        for fname in os.listdir(vdir):  # a crashed writer's leftovers (we hold the lock)
+            if fname.startswith(TEMP_PREFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(vdir / fname)
         versions = self.versions(name)
         if versions and versions[-1].op == op_id:
             return versions[-1].version  # archived before a crash; the file may be new already
@@ -78,11 +91,17 @@ class History:
         write_atomic(vdir / f"{number:04d}.json", json.dumps(meta, ensure_ascii=False).encode())
         return number
 
+    def version_of(self, name: str, op_id: str) -> int | None:
+        """The version that operation ``op_id`` archived, if it archived one."""
+        found = [v.version for v in self.versions(name) if v.op == op_id]
+        return found[-1] if found else None
+
     def versions(self, name: str) -> list[Version]:
         """Earlier versions of ``name``, oldest first (also for deleted memories)."""
         vdir = self.versions_dir(name)
         out = []
-        for meta_path in sorted(vdir.glob("*.json")) if vdir.is_dir() else []:
+        real_dir = vdir.is_dir() and not vdir.is_symlink()
+        for meta_path in sorted(vdir.glob("*.json")) if real_dir else []:
             try:
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -95,25 +114,30 @@ class History:
     def text(self, name: str, version: int) -> str:
         """The file text of one history version; raise MemoryNotFound."""
         path = self.versions_dir(name) / f"{version:04d}.md"
-        if not (path.with_suffix(".json")).exists() or not path.exists():
+        if (not path.with_suffix(".json").exists() or not path.exists() or path.is_symlink()
+                or self.versions_dir(name).is_symlink()):
             raise MemoryNotFound(
                 f"memory {name!r} has no version {version} — see 'memdir history {name}'"
             )
         return path.read_text(encoding="utf-8")
 
-    def append_log(self, op: Operation) -> None:
-        path = self.log_path
+    def append_log(self, op: Operation, *, root_mtime: int | None = None) -> int | None:
+        """Append ``op`` (with the store folder's time after it) to the log; the log's new
+        size, or None if the operation was logged before a crash."""
         if any(o.id == op.id for o in self.log(limit=5)):
-            return  # logged before a crash
-        line = json.dumps(op.to_dict(), ensure_ascii=False) + "\n"
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+            return None
+        data = op.to_dict()
+        if root_mtime is not None:
+            data["root_mtime"] = root_mtime
+        line = json.dumps(data, ensure_ascii=False) + "\n"
+        append_nofollow(self.log_path, line.encode(), sync=True)
+        return os.lstat(self.log_path).st_size
 
     def log(self, limit: int | None = None) -> list[Operation]:
         """Applied operations, oldest first (the last ``limit`` of them)."""
         path = self.log_path
+        if path.is_symlink():
+            return []
         try:
             with open(path, "rb") as fh:
                 if limit is not None:

@@ -8,21 +8,25 @@ This module does NOT write memories, take the store lock or keep history.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import errno
 import json
 import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from . import memory as memfmt
-from .atomic import TEMP_PREFIX
+from .atomic import TEMP_PREFIX, append_nofollow
 from .errors import InvalidMemory
+from .safetext import for_markdown
 
 INDEX_FILE = "MEMORY.md"
 
@@ -47,7 +51,7 @@ class Entry:
     @cached_property
     def index_line(self) -> str:
         """This memory's line in MEMORY.md (computed once per entry object)."""
-        return f"- [{self.name}]({self.file}) — {_one_line(self.description)} ({self.type})"
+        return f"- [{self.name}]({quote(self.file)}) — {for_markdown(self.description)}"
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as JSON-able data."""
@@ -65,16 +69,6 @@ class Problem:
     severity: str = "error"  # "error": not listed; "warning": listed but bends a rule
 
 
-@dataclass
-class Scan:
-    """The state of the folder at one moment."""
-
-    entries: dict[str, Entry] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    temp_files: list[str] = field(default_factory=list)  # left by writers that crashed
-    keys: dict[str, tuple[int, ...]] = field(default_factory=dict)  # file -> stat_key
-
-
 def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
     return Entry(
         name=mem.name,
@@ -89,13 +83,18 @@ def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
 
 
 def read_memory(path: Path, max_bytes: int) -> memfmt.Memory:
-    """Read and parse one memory file without following symlinks; raise InvalidMemory."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    """Read and parse one memory file without following symlinks or blocking on a pipe;
+    raise InvalidMemory."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidMemory("symbolic link, not followed") from None
         raise InvalidMemory(f"cannot read the file ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidMemory("not a regular file")
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise InvalidMemory(f"larger than the {max_bytes // 1024} KiB limit")
@@ -169,8 +168,7 @@ class MetaCache:
                 self._write_snapshot()
             else:
                 lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.pending)
-                with open(self.log_path, "a", encoding="utf-8") as fh:
-                    fh.write(lines)
+                append_nofollow(self.log_path, lines.encode())
                 self.log_rows += len(self.pending)
         except OSError:
             return  # a read-only store still works, only slower
@@ -219,80 +217,262 @@ def racy(mtime_ns: int, now_ns: int) -> bool:
     return now_ns - mtime_ns < window
 
 
-def scan(root: Path, cache: MetaCache, types: tuple[str, ...], max_bytes: int) -> Scan:
-    """List the memories in ``root``, re-parsing only files that changed since the cache.
 
-    This runs on every command and every write, so the common path (a cached, unchanged file)
-    is one ``lstat`` and a tuple comparison.
+
+def _odd_file_name(fname: str) -> str | None:
+    """Why a file name cannot be listed as a memory (it would break the lines it appears on)."""
+    if not fname.isprintable():
+        return "the file name has control or invisible characters — rename the file"
+    return None
+
+
+class Catalog:
+    """What the memory files of a folder say, kept up to date change by change.
+
+    ``sweep`` looks at every file (one ``lstat`` each, re-parsing only files whose identity
+    changed since the metadata cache); ``update`` looks again at just the files named, which is
+    how writes, the operation log and file-system events keep it current without a sweep.
+    ``entries`` maps each name to the file that wins it; names claimed by several files are
+    reported by ``problems``. The type groups stay sorted, so ``render`` is a join.
+    This class does NOT watch the folder or decide when to look: the store does.
     """
-    result = Scan()
-    entries = result.entries
-    now_ns = time.time_ns()
-    files = cache.files
-    seen: set[str] = set()
-    duplicates: list[Entry] = []
-    with os.scandir(root) as it:
-        for de in it:
-            fname = de.name
-            if fname[0] == "." or not fname.endswith(".md") or fname == INDEX_FILE:
-                if fname.startswith(TEMP_PREFIX):
-                    result.temp_files.append(fname)
+
+    def __init__(self, root: Path, cache: MetaCache, types: tuple[str, ...],
+                 max_bytes: int) -> None:
+        self.root = root
+        self.cache = cache
+        self.types = types
+        self.max_bytes = max_bytes
+        self.state: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
+        self.odd: dict[str, str] = {}  # files that are not regular files, or badly named
+        self.temp_files: list[str] = []
+        self.claims: dict[str, list[str]] = {}
+        self.entries: dict[str, Entry] = {}
+        self.groups: dict[str, list[str]] = {}  # type -> sorted names
+        self.recheck: set[str] = set()  # changed too recently for the identity to be trusted
+        self.changed: set[str] = set()  # files changed since a consumer (search) last asked
+        self.skeletons: dict[str, str] = {}  # look-alike key -> listed name
+        self.version = 0  # bumped whenever the listed entries change
+
+    # -- looking at files -----------------------------------------------------------------
+
+    def sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Look at every file in the folder; parse the ones whose identity changed."""
+        now_ns = time.time_ns()
+        seen: dict[str, tuple[int, ...]] = {}
+        odd: dict[str, str] = {}
+        temps: list[str] = []
+        with os.scandir(self.root) as it:
+            for de in it:
+                fname = de.name
+                if not _is_memory_file(fname):
+                    if fname.startswith(TEMP_PREFIX):
+                        temps.append(fname)
+                    continue
+                try:
+                    st = de.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # deleted since the listing
+                why = _classify(fname, st)
+                if why is not None:
+                    odd[fname] = why
+                    continue
+                seen[fname] = stat_key(st)
+        cached = self.cache.files
+        old = self.state
+        todo = [f for f, key in seen.items()
+                if (old.get(f) or cached.get(f) or (None,))[0] != key or racy(key[1], now_ns)]
+        fresh: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
+        for i, fname in enumerate(todo):
+            fresh[fname] = self._parse(fname, seen[fname], now_ns)
+            if progress is not None:
+                progress(i + 1, len(todo))
+        state: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
+        for fname, key in seen.items():
+            prev = old.get(fname)
+            state[fname] = (fresh[fname] if fname in fresh
+                            else prev if prev is not None and prev[0] == key else cached[fname])
+        for fname in [f for f in cached if f not in seen]:
+            self.cache.forget(fname)
+        self.changed.update(f for f in old if f not in state)
+        self.changed.update(f for f in state if old.get(f) != state[f])
+        self.state, self.odd, self.temp_files = state, odd, temps
+        self.recheck &= state.keys()
+        self._rebuild()
+
+    def update(self, fnames: Iterable[str]) -> None:
+        """Look again at these files only (created, changed, deleted or renamed)."""
+        now_ns = time.time_ns()
+        for fname in set(fnames):
+            if not _is_memory_file(fname):
                 continue
-            st = de.stat(follow_symlinks=False)
-            if not stat.S_ISREG(st.st_mode):
-                if stat.S_ISLNK(st.st_mode):
-                    result.problems.append(Problem(fname, "symbolic link, not followed"))
+            try:
+                st = os.lstat(self.root / fname)
+            except (FileNotFoundError, NotADirectoryError):
+                self._drop(fname)
                 continue
-            seen.add(fname)
-            key = (st.st_size, st.st_mtime_ns, st.st_ino)
-            cached = files.get(fname)
-            entry: Entry | None
-            error: str | None
-            if cached is not None and cached[0] == key:
-                _, entry, error = cached
-            else:
-                entry, error = _parse(root / fname, max_bytes, types)
-                if not racy(st.st_mtime_ns, now_ns):
-                    cache.remember(fname, key, entry, error)
+            why = _classify(fname, st)
+            if why is not None:
+                self._drop(fname)
+                self.odd[fname] = why
+                continue
+            self.odd.pop(fname, None)
+            key = stat_key(st)
+            old = self.state.get(fname)
+            if old is not None and old[0] == key and fname not in self.recheck:
+                continue
+            self._unclaim(fname)
+            self._parse_into(fname, key, now_ns)
+            self._claim(fname)
+            if self.state.get(fname) != old:
+                self.changed.add(fname)
+
+    def names_changed(self) -> None:
+        """Look at files that appeared or disappeared (a listing, no ``lstat`` of the rest)."""
+        names = {f for f in os.listdir(self.root) if _is_memory_file(f)}
+        known = self.state.keys() | self.odd.keys()
+        self.update((names - known) | (known - names))
+
+    def recheck_recent(self) -> None:
+        """Re-read files that changed so recently that their identity could not be trusted."""
+        if self.recheck:
+            self.update(list(self.recheck))
+
+    def _parse_into(self, fname: str, key: tuple[int, ...], now_ns: int) -> None:
+        self.state[fname] = self._parse(fname, key, now_ns)
+
+    def _parse(self, fname: str, key: tuple[int, ...], now_ns: int
+               ) -> tuple[tuple[int, ...], Entry | None, str | None]:
+        try:
+            mem = read_memory(self.root / fname, self.max_bytes)
+            entry: Entry | None = entry_from(mem, fname, self.types)
+            error = None
+        except InvalidMemory as exc:
+            entry, error = None, str(exc)
+        if racy(key[1], now_ns):
+            self.recheck.add(fname)
+        else:
+            self.recheck.discard(fname)
+            self.cache.remember(fname, key, entry, error)
+        return (key, entry, error)
+
+    def note_written(self, fname: str, mem: memfmt.Memory, st: os.stat_result) -> None:
+        """Record a file memdir itself just wrote (no need to read it back)."""
+        self._unclaim(fname)
+        self.odd.pop(fname, None)
+        key = stat_key(st)
+        entry = entry_from(mem.replace(path=fname), fname, self.types)
+        self.state[fname] = (key, entry, None)
+        if racy(key[1], time.time_ns()):
+            self.recheck.add(fname)
+        else:
+            self.cache.remember(fname, key, entry, None)
+        self._claim(fname)
+        self.changed.add(fname)
+
+    def _drop(self, fname: str) -> None:
+        self.odd.pop(fname, None)
+        self.recheck.discard(fname)
+        if fname in self.state:
+            self._unclaim(fname)
+            del self.state[fname]
+            self.changed.add(fname)
+        if fname in self.cache.files:
+            self.cache.forget(fname)
+
+    # -- names and winners ----------------------------------------------------------------
+
+    def _rebuild(self) -> None:
+        self.claims, self.entries, self.groups, self.skeletons = {}, {}, {}, {}
+        self.version += 1
+        for fname, (_, entry, _) in self.state.items():
+            if entry is not None:
+                self.claims.setdefault(entry.name, []).append(fname)
+        for name in self.claims:
+            self._elect(name)
+
+    def _claim(self, fname: str) -> None:
+        entry = self.state[fname][1]
+        if entry is not None:
+            self.claims.setdefault(entry.name, []).append(fname)
+            self._elect(entry.name)
+
+    def _unclaim(self, fname: str) -> None:
+        old = self.state.get(fname)
+        if old is None or old[1] is None:
+            return
+        name = old[1].name
+        files = self.claims.get(name, [])
+        if fname in files:
+            files.remove(fname)
+        if not files:
+            self.claims.pop(name, None)
+        self._elect(name)
+
+    def _elect(self, name: str) -> None:
+        """Choose the file that holds ``name``: the one named after it, else the first."""
+        files = self.claims.get(name)
+        old = self.entries.pop(name, None)
+        self.version += 1
+        if old is not None:
+            group = self.groups[old.type]
+            del group[bisect.bisect_left(group, name)]
+            if not group:
+                del self.groups[old.type]
+            if self.skeletons.get(memfmt.skeleton(name)) == name:
+                del self.skeletons[memfmt.skeleton(name)]
+        if not files:
+            return
+        own = name + ".md"
+        winner = own if own in files else min(files)
+        entry = self.state[winner][1]
+        assert entry is not None
+        self.entries[name] = entry
+        bisect.insort(self.groups.setdefault(entry.type, []), name)
+        self.skeletons.setdefault(memfmt.skeleton(name), name)
+
+    # -- reports and rendering ------------------------------------------------------------
+
+    def key_of(self, fname: str) -> tuple[int, ...] | None:
+        """The identity of a listed file, or None while it is too recent to be trusted."""
+        rec = self.state.get(fname)
+        return None if rec is None or fname in self.recheck else rec[0]
+
+    def problems(self) -> list[Problem]:
+        """Files that are not usable memories, and memories that bend a rule."""
+        out = [Problem(f, why) for f, why in self.odd.items()]
+        for fname, (_, entry, error) in self.state.items():
             if entry is None:
-                result.problems.append(Problem(fname, error or "unreadable"))
-                continue
-            result.keys[fname] = key
-            if entry.name in entries:
-                duplicates.append(entry)
-            else:
-                entries[entry.name] = entry
-    if len(seen) != len(files):
-        for fname in [f for f in files if f not in seen]:
-            cache.forget(fname)
-    for dup in duplicates:
-        # The file named after the memory wins; the others are reported, never touched.
-        first = entries[dup.name]
-        if dup.file == dup.name + ".md" or (first.file != first.name + ".md"
-                                            and dup.file < first.file):
-            entries[dup.name], dup = dup, first
-        winner = entries[dup.name].file
-        result.problems.append(
-            Problem(dup.file, f"duplicate name {dup.name!r} (also in {winner}); not listed"))
-    for entry in entries.values():
-        if entry.warnings:
-            result.problems.extend(Problem(entry.file, w, "warning") for w in entry.warnings)
-    result.problems.sort(key=lambda p: (p.file, p.reason))
-    return result
+                out.append(Problem(fname, error or "unreadable"))
+        for name, files in self.claims.items():
+            winner = self.entries[name].file
+            out += [Problem(f, f"duplicate name {name!r} (also in {winner}); not listed")
+                    for f in files if f != winner]
+        for entry in self.entries.values():
+            out += [Problem(entry.file, w, "warning") for w in entry.warnings]
+        out.sort(key=lambda p: (p.file, p.reason))
+        return out
+
+    def render(self) -> str:
+        """The text of MEMORY.md: one line per memory, grouped by type."""
+        order = [t for t in self.types if t in self.groups]
+        order += sorted(t for t in self.groups if t not in self.types)
+        return render_groups([(t, [self.entries[n] for n in self.groups[t]]) for t in order])
 
 
-def _parse(path: Path, max_bytes: int, types: tuple[str, ...]) -> tuple[Entry | None, str | None]:
-    try:
-        mem = read_memory(path, max_bytes)
-    except InvalidMemory as exc:
-        return None, str(exc)
-    return entry_from(mem, path.name, types), None
+def _is_memory_file(fname: str) -> bool:
+    return fname[:1] != "." and fname.endswith(".md") and fname != INDEX_FILE
 
 
-def _one_line(text: str) -> str:
-    if text.isprintable() and "  " not in text:
-        return text  # the common case, cheaply
-    return " ".join(text.split())
+def _classify(fname: str, st: os.stat_result) -> str | None:
+    """Why this directory entry is not a file memdir reads, or None if it is."""
+    if stat.S_ISLNK(st.st_mode):
+        return "symbolic link, not followed"
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(st.st_mode)
+                else "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a special file")
+        return f"{kind}, not a regular file — move it out of the store"
+    return _odd_file_name(fname)
 
 
 def group_order(entries: Iterable[Entry], types: tuple[str, ...]) -> list[tuple[str, list[Entry]]]:
@@ -306,16 +486,19 @@ def group_order(entries: Iterable[Entry], types: tuple[str, ...]) -> list[tuple[
 
 def render(entries: Iterable[Entry], types: tuple[str, ...]) -> str:
     """The text of MEMORY.md for these entries: one line per memory, grouped by type."""
+    return render_groups(group_order(entries, types))
+
+
+def render_groups(groups: list[tuple[str, list[Entry]]]) -> str:
     lines = [
         "# Memory index",
         "",
         "<!-- Generated by memdir from the memory files in this folder."
         " Edit those files, not this one. -->",
     ]
-    groups = group_order(entries, types)
     if not groups:
         lines += ["", "_No memories yet._"]
     for type_, items in groups:
-        lines += ["", f"## {type_}", ""]
+        lines += ["", f"## {for_markdown(type_)}", ""]
         lines += [e.index_line for e in items]
     return "\n".join(lines) + "\n"

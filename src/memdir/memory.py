@@ -14,44 +14,67 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidMemory, InvalidName
+
+if TYPE_CHECKING:
+    pass
 
 MAX_NAME_CHARS = 100
 MAX_NAME_BYTES = 200  # keeps "<name>.md" under every filesystem's 255-byte limit
 MAX_DESCRIPTION_CHARS = 200
 INDEX_NAME = "MEMORY"
 KNOWN_KEYS = ("name", "type", "description", "created", "updated")
-_NAME_RE = re.compile(r"^\w[\w-]*$")
+_NAME_RE = re.compile(r"\w[\w-]*")
+MAX_FRONTMATTER_NODES = 10_000  # values a frontmatter may expand to (YAML aliases included)
 _WINDOWS_DEVICES = {"con", "prn", "aux", "nul"} | {
     f"{p}{i}" for p in ("com", "lpt") for i in range(10)
 }
 
-# The C loader and dumper are several times faster when PyYAML was built with libyaml.
-_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_yaml_classes: tuple[Any, Any] | None = None
 
 
-def _without_timestamps(resolvers: dict[Any, Any]) -> dict[Any, Any]:
-    return {
-        ch: [(tag, rx) for tag, rx in items if tag != "tag:yaml.org,2002:timestamp"]
-        for ch, items in resolvers.items()
-    }
+def _yaml() -> tuple[Any, Any]:
+    """The loader and dumper, built on first use (PyYAML costs start-up time)."""
+    global _yaml_classes
+    if _yaml_classes is None:
+        import yaml
 
+        # The C loader and dumper are several times faster when PyYAML was built with libyaml.
+        base_loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        base_dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
-class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
-    """SafeLoader that keeps timestamps as the strings they were written as."""
+        def without_timestamps(resolvers: dict[Any, Any]) -> dict[Any, Any]:
+            return {ch: [(tag, rx) for tag, rx in items if tag != "tag:yaml.org,2002:timestamp"]
+                    for ch, items in resolvers.items()}
 
+        class Loader(base_loader):  # type: ignore[misc,valid-type]
+            """SafeLoader that keeps timestamps as the strings they were written as, and
+            refuses tags whose values are not plain data (binary, sets, ordered pairs)."""
 
-class _Dumper(_BaseDumper):  # type: ignore[misc,valid-type]
-    """SafeDumper that writes timestamp-like strings plain, as the loader reads them back."""
+        class Dumper(base_dumper):  # type: ignore[misc,valid-type]
+            """SafeDumper that writes timestamp-like strings plain and expands aliases, so
+            each key is dumped on its own without repeating an anchor."""
 
+            def ignore_aliases(self, data: Any) -> bool:
+                return True
 
-_Loader.yaml_implicit_resolvers = _without_timestamps(yaml.SafeLoader.yaml_implicit_resolvers)
-_Dumper.yaml_implicit_resolvers = _without_timestamps(yaml.SafeDumper.yaml_implicit_resolvers)
+        def as_string(loader: Any, node: Any) -> str:
+            return str(loader.construct_scalar(node))
+
+        def refuse(loader: Any, node: Any) -> Any:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the tag {node.tag} is not supported (plain values only)",
+                node.start_mark)
+
+        Loader.yaml_implicit_resolvers = without_timestamps(yaml.SafeLoader.yaml_implicit_resolvers)
+        Dumper.yaml_implicit_resolvers = without_timestamps(yaml.SafeDumper.yaml_implicit_resolvers)
+        Loader.add_constructor("tag:yaml.org,2002:timestamp", as_string)
+        for tag in ("binary", "set", "omap", "pairs"):
+            Loader.add_constructor(f"tag:yaml.org,2002:{tag}", refuse)
+        _yaml_classes = (Loader, Dumper)
+    return _yaml_classes
 
 
 def now() -> str:
@@ -66,25 +89,63 @@ def validate_name(name: object) -> str:
             "a memory name must be a non-empty string — pass a name like 'prefer-pytest'"
         )
     norm = unicodedata.normalize("NFC", name)
-    shown = norm if len(norm) <= 40 else norm[:40] + "…"
+    shown = safe_repr(norm if len(norm) <= 40 else norm[:40] + "…")
     if "/" in norm or "\\" in norm or ".." in norm or norm.startswith("."):
         raise InvalidName(
-            f"invalid memory name {shown!r}: no path separators, '..' or leading dot"
+            f"invalid memory name {shown}: no path separators, '..' or leading dot"
             " — use letters, digits, '-' and '_'"
         )
     if len(norm) > MAX_NAME_CHARS or len(norm.encode()) > MAX_NAME_BYTES:
         raise InvalidName(
-            f"invalid memory name {shown!r}: longer than {MAX_NAME_CHARS} characters"
+            f"invalid memory name {shown}: longer than {MAX_NAME_CHARS} characters"
             f" or {MAX_NAME_BYTES} bytes — use a shorter name"
         )
-    if not _NAME_RE.match(norm):
+    if not _NAME_RE.fullmatch(norm):
         raise InvalidName(
-            f"invalid memory name {shown!r}: only letters, digits, '-' and '_' are allowed"
+            f"invalid memory name {shown}: only letters, digits, '-' and '_' are allowed"
             " and it must start with a letter or digit — rename it"
         )
-    if norm.upper() == INDEX_NAME or norm.lower() in _WINDOWS_DEVICES:
-        raise InvalidName(f"invalid memory name {shown!r}: the name is reserved — choose another")
+    plain = unicodedata.normalize("NFKC", norm)
+    if plain != norm:
+        raise InvalidName(
+            f"invalid memory name {shown}: it has compatibility characters (fullwidth,"
+            f" superscripts…) — write it as {safe_repr(plain)}"
+        )
+    if plain.upper() == INDEX_NAME or plain.lower() in _WINDOWS_DEVICES:
+        raise InvalidName(f"invalid memory name {shown}: the name is reserved — choose another")
+    scripts = _scripts(norm)
+    if len(scripts & _CONFUSABLE_SCRIPTS) > 1 or (
+            "LATIN" in scripts and scripts & (_CONFUSABLE_SCRIPTS - {"LATIN"})):
+        raise InvalidName(
+            f"invalid memory name {shown}: it mixes {' and '.join(sorted(scripts))} letters,"
+            " which can look alike — write it in one script"
+        )
     return norm
+
+
+_CONFUSABLE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
+
+
+def _scripts(name: str) -> set[str]:
+    """The scripts of the letters in ``name`` (the first word of each letter's Unicode name)."""
+    out = set()
+    for ch in name:
+        if ch.isalpha():
+            if ch.isascii():
+                out.add("LATIN")
+            else:
+                out.add(unicodedata.name(ch, "UNKNOWN").split(" ")[0])
+    return out
+
+
+def skeleton(name: str) -> str:
+    """A key under which names that differ only in case or look-alike letters collide."""
+    return unicodedata.normalize("NFKC", name).casefold().replace("_", "-")
+
+
+def safe_repr(text: str) -> str:
+    """``text`` quoted, with control and invisible characters escaped (for error messages)."""
+    return repr(text) if text.isprintable() else ascii(text)
 
 
 def filename_for(name: str) -> str:
@@ -168,16 +229,42 @@ def split_frontmatter(text: str) -> tuple[str, str]:
 
 def parse_frontmatter(head: str) -> dict[str, Any]:
     """Parse frontmatter YAML into a mapping, or raise InvalidMemory with the reason."""
+    import yaml
+
+    loader, _ = _yaml()
     try:
-        data = yaml.load(head, Loader=_Loader)
+        data = yaml.load(head, Loader=loader)
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "syntax error"
-        raise InvalidMemory(f"bad YAML in frontmatter: {first}") from None
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 2}, column {where.column + 1})" if where else ""
+        problem = getattr(exc, "problem", None) or first
+        raise InvalidMemory(f"bad YAML in frontmatter{at}: {problem}") from None
+    except RecursionError:
+        raise InvalidMemory("bad YAML in frontmatter: nested too deeply") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InvalidMemory("the frontmatter is not a mapping of keys to values")
+    if _node_count(data, {}) > MAX_FRONTMATTER_NODES:
+        raise InvalidMemory(
+            f"the frontmatter expands to more than {MAX_FRONTMATTER_NODES} values (YAML"
+            " aliases?) — write the values out or remove them")
     return data
+
+
+def _node_count(value: Any, memo: dict[int, int], depth: int = 0) -> int:
+    """How many values ``value`` stands for once aliases are expanded (shared parts counted
+    each time they are used, computed once each)."""
+    if not isinstance(value, (dict, list)):
+        return 1
+    if depth > 100:
+        return MAX_FRONTMATTER_NODES + 1
+    key = id(value)
+    if key not in memo:
+        items = value.values() if isinstance(value, dict) else value
+        memo[key] = 1 + sum(_node_count(v, memo, depth + 1) for v in items)
+    return memo[key]
 
 
 def _text_field(data: Mapping[str, Any], key: str, *, required: bool) -> str | None:
@@ -219,9 +306,11 @@ def loads(text: str) -> Memory:
 
 
 def _dump_pair(key: str, value: Any) -> str:
+    import yaml
+
     out: str = yaml.dump(
         {key: value},
-        Dumper=_Dumper,
+        Dumper=_yaml()[1],
         allow_unicode=True,
         sort_keys=False,
         width=1 << 30,

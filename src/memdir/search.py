@@ -111,6 +111,10 @@ class SearchIndex:
         self.candidates = candidates
         try:
             self.db = self._open()
+        except sqlite3.OperationalError:
+            # Cannot be written (a read-only store): keep the index in memory for this process.
+            self.path = ":memory:"
+            self.db = self._open()
         except sqlite3.DatabaseError:
             # A damaged cache: it holds nothing that cannot be rebuilt from the files.
             self._discard()
@@ -122,6 +126,8 @@ class SearchIndex:
         if self.path != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
         db.execute("PRAGMA synchronous=OFF")  # a cache: losing the tail costs a rebuild only
+        db.execute("BEGIN IMMEDIATE")  # fails now, not later, if the file cannot be written
+        db.execute("ROLLBACK")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
             db.executescript(f"""
@@ -185,14 +191,24 @@ class SearchIndex:
             self.db.execute("DELETE FROM docs WHERE id = ?", (row[0],))
             self.db.execute("UPDATE stats SET docs = docs - 1, tokens = tokens - ?", (row[1],))
 
-    def sync(self, current: dict[str, str | None], load: Callable[[list[str]], list[Doc]]
-             ) -> int:
+    def sync(self, current: dict[str, str | None], load: Callable[[list[str]], list[Doc]],
+             *, only: list[str] | None = None) -> int:
         """Bring the index in line with ``current`` (key -> identity); returns docs re-indexed.
 
         ``load`` reads the documents whose identity changed. A None identity is always
-        re-read (the file changed too recently for its identity to be trusted).
+        re-read (the file changed too recently for its identity to be trusted). With ``only``,
+        just those keys are compared (the ones known to have changed); keys among them that
+        are not in ``current`` are removed.
         """
-        indexed = self.identities()
+        if only is None:
+            indexed = self.identities()
+        else:
+            indexed = {}
+            for i in range(0, len(only), 500):
+                part = only[i : i + 500]
+                marks = ",".join("?" * len(part))
+                indexed.update(self.db.execute(
+                    f"SELECT key, identity FROM docs WHERE key IN ({marks})", part).fetchall())
         stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
         removed = [k for k in indexed if k not in current]
         if stale or removed:

@@ -1,41 +1,53 @@
 """``MemoryStore``: reading and changing the memories of one folder, safely.
 
-It owns atomic writes, the writers' lock, history of every overwritten or deleted version,
-the journal that makes multi-file changes crash-safe, the operation log, and keeping
-``MEMORY.md`` in step with the files. Every change goes through ``apply(plan)``.
+It owns the writers' lock, the journal that makes multi-file changes crash-safe, and keeping
+the catalogue of memories and ``MEMORY.md`` in step with the files at a cost that follows the
+change: a write touches its own files, one row of each cache and one search document; a read
+asks the tracker (``watch``) what changed since it last looked. Every change goes through
+``apply(plan)``. Readers never wait for the lock.
 It does NOT decide what to remember (extract, consolidate) and does NOT talk to an LLM.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets as _random
+import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import filelock
 
 from . import index as idx
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, fsync_dir, write_atomic
 from .config import Config
-from .errors import ConflictError, InvalidMemory, MemoryNotFound, PlanError, StoreLocked
+from .errors import (
+    ConflictError,
+    InvalidMemory,
+    MemoryNotFound,
+    PlanError,
+    StoreLocked,
+    StoreNotFound,
+)
 from .history import History, Operation, Version
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
+from .watch import Tracker
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
+    import filelock
+
     from .search import SearchIndex
 
 INTERNAL = ".memdir"
 JOURNAL = "journal.json"
 LOG = "log.jsonl"
-FRESH_SECONDS = 0.2  # a read this soon after a scan by the same object reuses it
+LOCK = "lock"
 
 
 @dataclass(frozen=True)
@@ -53,82 +65,158 @@ def _new_op_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
 
 
-class MemoryStore:
-    """The memories in one folder. Creates the folder and its index if missing."""
+def _not_a_link(path: Path, what: str) -> None:
+    """Refuse to work through a symbolic link planted inside the store."""
+    if path.is_symlink():
+        raise ConflictError(
+            f"{path} is a symbolic link — memdir reads and writes only inside the store;"
+            f" replace it with a real {what} (see 'memdir doctor')")
 
-    def __init__(self, path: str | os.PathLike[str] = ".memory", config: Config | None = None):
+
+class MemoryStore:
+    """The memories in one folder.
+
+    ``create``: make the folder if it is missing (else raise StoreNotFound). ``watch``: start a
+    file-system watcher at once (True), never (False), or when the process turns out to be
+    long-running (None). ``progress(done, total)`` is called while a first open parses files.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = ".memory", config: Config | None = None,
+                 *, create: bool = True, watch: bool | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.root = Path(path)
         self.config = config or Config(dir=self.root)
         if self.root.is_symlink():
             raise ConflictError(
-                f"{self.root} is a symbolic link — point memdir at the real folder"
-            )
+                f"{self.root} is a symbolic link — point memdir at the real folder")
         self.internal = self.root / INTERNAL
-        self.internal.mkdir(parents=True, exist_ok=True)
+        if not self.root.is_dir():
+            if not create:
+                raise StoreNotFound(
+                    f"no memory store at {self.root} — run 'memdir init' there, or pass --dir")
+            self.root.mkdir(parents=True, exist_ok=True)
+        _not_a_link(self.internal, "folder")
+        self.read_only = False
+        try:
+            self.internal.mkdir(exist_ok=True)
+            gitignore = self.root / ".gitignore"
+            if not os.path.lexists(gitignore):
+                write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            self.read_only = True  # a read-only mount or a checked-in store: reads still work
         self._history = History(self.internal / "history", self.internal / LOG)
-        gitignore = self.root / ".gitignore"
-        if not gitignore.exists():
-            write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
-        lock_path = str(self.internal / "lock")
-        self._lock = filelock.FileLock(lock_path, timeout=self.config.lock_timeout)
+        self._lock: filelock.FileLock | None = None
         self._cache = idx.MetaCache(self.internal / "meta.json")
-        self._scan = idx.Scan()
-        self._fresh_at = 0.0
+        self._catalog = idx.Catalog(self.root, self._cache, self.config.types,
+                                    self.config.max_file_bytes)
+        self._tracker = Tracker(self.root, self.internal / LOG, watch=watch)
         self._search: SearchIndex | None = None
-        self._verified: tuple[tuple[int, ...], dict[str, idx.Entry]] = ((), {})
+        self._sorted: tuple[int, _list[idx.Entry]] = (-1, [])
+        self._index_ok = False
         if (self.internal / JOURNAL).exists():
-            with self.locked():
-                self._recover()
-        self.refresh()
+            self._try_locked(self._recover)
+        self._sweep(progress)
 
-    # -- locking and state ------------------------------------------------------------------
+    # -- locking ----------------------------------------------------------------------------
+
+    def _filelock(self) -> filelock.FileLock:
+        if self._lock is None:
+            import filelock
+
+            path = self.internal / LOCK
+            _not_a_link(path, "file")
+            self._lock = filelock.FileLock(str(path), timeout=self.config.lock_timeout)
+        return self._lock
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the writers' lock (re-entrant within one store object)."""
+        import filelock
+
+        if self.read_only:
+            raise ConflictError(
+                f"the store at {self.root} is read-only — memdir can read it but not change it")
+        _not_a_link(self.internal / LOCK, "file")
         try:
-            with self._lock:
+            with self._filelock():
                 yield
         except filelock.Timeout:
             raise StoreLocked(
-                f"another memdir process has held {self.internal / 'lock'} for over"
+                f"another memdir process has held {self.internal / LOCK} for over"
                 f" {self.config.lock_timeout:.0f}s — wait for it to finish or stop it"
             ) from None
 
-    def refresh(self) -> idx.Scan:
-        """Re-scan the folder (cheaply) and repair MEMORY.md if it no longer matches the files."""
-        self._scan = self._do_scan()
-        internal_temps = [n for n in os.listdir(self.internal) if n.startswith(TEMP_PREFIX)]
-        if not self._index_verified() or self._scan.temp_files or internal_temps:
-            with self.locked():
-                self._scan = self._do_scan()
-                self._remove_temp_files()
-                self._write_index()
-        self._fresh_at = time.monotonic()
-        return self._scan
+    def _try_locked(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` holding the lock if it is free right now; never wait (readers use this
+        to finish a crashed writer's journal or repair MEMORY.md)."""
+        if self.read_only:
+            return False
+        import filelock
 
-    def _ensure_fresh(self) -> None:
-        """Refresh unless this object looked at the folder a moment ago (one open, one scan)."""
-        if time.monotonic() - self._fresh_at > FRESH_SECONDS:
-            self.refresh()
-
-    def _index_verified(self) -> bool:
-        """Whether MEMORY.md matches the current scan (skipping the render when nothing moved)."""
         try:
-            st = os.stat(self.index_path)
-        except FileNotFoundError:
+            lock = self._filelock()
+            lock.acquire(timeout=0)
+        except (filelock.Timeout, ConflictError, OSError):
             return False
-        key = idx.stat_key(st)
-        entries = self._scan.entries
-        last_key, last_entries = self._verified
-        if key == last_key and len(entries) == len(last_entries) and all(
-            last_entries.get(name) is e for name, e in entries.items()
-        ):
-            return True
-        if self._read_index() != idx.render(entries.values(), self.config.types):
-            return False
-        self._verified = (key, dict(entries))
+        try:
+            fn()
+        finally:
+            lock.release()
         return True
+
+    # -- keeping up with the folder ---------------------------------------------------------
+
+    def _sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
+        self._tracker.mark()
+        self._catalog.sweep(progress)
+        self._cache.save()
+        self._index_ok = False
+        self._repair()
+
+    def _catch_up(self) -> None:
+        """Bring the catalogue up to date with what changed since this object last looked."""
+        changes = self._tracker.poll()
+        if changes.full:
+            self._sweep()
+            return
+        if changes.names:
+            self._catalog.names_changed()
+        if changes.files:
+            self._catalog.update(changes.files)
+            if idx.INDEX_FILE in changes.files:
+                self._index_ok = False
+        self._catalog.recheck_recent()
+        if self._catalog.changed or changes:
+            self._cache.save()
+        if changes.names or changes.files - {idx.INDEX_FILE}:
+            self._index_ok = False
+            self._repair()
+
+    def _repair(self) -> None:
+        """Rewrite MEMORY.md (and drop crashed writers' temp files) when the lock is free."""
+        if self._index_ok or self.read_only:
+            return
+        text = self._catalog.render()
+        try:
+            internal_temps = any(f.startswith(TEMP_PREFIX) for f in os.listdir(self.internal))
+        except OSError:
+            internal_temps = False
+        if self._read_index() == text and not self._catalog.temp_files and not internal_temps:
+            self._index_ok = True
+            return
+
+        def fix() -> None:
+            self._catalog.update(self._tracker.poll().files)
+            self._remove_temp_files()
+            self._write_index()
+
+        self._try_locked(fix)
+
+    def refresh(self) -> None:
+        """Look at every file now (hand edits included) and repair MEMORY.md if needed."""
+        self._sweep()
 
     def _remove_temp_files(self) -> None:
         """Delete temporary files of crashed writers (only called holding the lock)."""
@@ -137,12 +225,7 @@ class MemoryStore:
                 if fname.startswith(TEMP_PREFIX):
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(folder / fname)
-        self._scan.temp_files.clear()
-
-    def _do_scan(self) -> idx.Scan:
-        result = idx.scan(self.root, self._cache, self.config.types, self.config.max_file_bytes)
-        self._cache.save()
-        return result
+        self._catalog.temp_files.clear()
 
     def _read_index(self) -> str | None:
         try:
@@ -151,91 +234,120 @@ class MemoryStore:
             return None
 
     def _write_index(self) -> None:
-        text = idx.render(self._scan.entries.values(), self.config.types)
+        text = self._catalog.render()
         if self._read_index() != text:
-            write_atomic(self.index_path, text.encode())
-        self._verified = (idx.stat_key(os.stat(self.index_path)), dict(self._scan.entries))
-        self._fresh_at = time.monotonic()
+            # Derived data: no fsync; a torn or stale MEMORY.md is repaired on the next open.
+            write_atomic(self.index_path, text.encode(), sync=False)
+        self._index_ok = True
 
     def rebuild(self) -> dict[str, idx.Entry]:
         """Forget the metadata cache, re-parse every file and rewrite MEMORY.md if needed."""
         with self.locked():
             self._cache.files.clear()
-            self._scan = self._do_scan()
+            self._catalog.state.clear()
+            self._tracker.mark()
+            self._catalog.sweep()
             self._cache.save(force=True)
+            self._remove_temp_files()
             self._write_index()
-        return dict(self._scan.entries)
+        return dict(self._catalog.entries)
+
+    def close(self) -> None:
+        """Stop the file-system watcher and close the search index (the store stays usable)."""
+        self._tracker.close()
+        if self._search is not None:
+            self._search.close()
+            self._search = None
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def index_path(self) -> Path:
         """The path of MEMORY.md."""
         return self.root / idx.INDEX_FILE
 
+    @property
+    def watching(self) -> bool:
+        """Whether a file-system watcher reports hand edits to this process."""
+        return self._tracker.watching
+
     # -- reading ----------------------------------------------------------------------------
 
-    def entries(self, type: str | None = None) -> list[idx.Entry]:
+    def entries(self, type: str | None = None) -> _list[idx.Entry]:
         """Metadata of every memory (no bodies), sorted by name."""
-        self._ensure_fresh()
-        items = sorted(self._scan.entries.values(), key=lambda e: e.name)
-        return [e for e in items if type is None or e.type == type]
+        self._catch_up()
+        version, items = self._sorted
+        if version != self._catalog.version:
+            items = sorted(self._catalog.entries.values(), key=lambda e: e.name)
+            self._sorted = (self._catalog.version, items)
+        return [e for e in items if e.type == type] if type is not None else list(items)
 
-    def problems(self) -> list[idx.Problem]:
+    def problems(self) -> _list[idx.Problem]:
         """Files that are not valid memories, and rules that listed memories bend."""
-        self._ensure_fresh()
-        return list(self._scan.problems)
+        self._catch_up()
+        return self._catalog.problems()
 
     def get(self, name: str) -> Memory:
         """The memory called ``name``; raise MemoryNotFound."""
         norm = memfmt.validate_name(name)
-        entry = self._scan.entries.get(norm)
-        files = [entry.file] if entry else []
-        if norm + ".md" not in files:
-            files.append(norm + ".md")
-        for fname in files:
+        self._catch_up()
+        for attempt in range(2):
+            entry = self._catalog.entries.get(norm)
+            if entry is None:
+                break
             try:
-                mem = idx.read_memory(self.root / fname, self.config.max_file_bytes)
+                mem = self._current(entry)
             except InvalidMemory:
-                continue
-            if mem.name == norm:
+                mem = None
+            if mem is not None and mem.name == norm:
                 return mem
-        self.refresh()
-        entry = self._scan.entries.get(norm)
-        if entry is not None and entry.file not in files:
-            return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
+            if attempt == 0:
+                self._catalog.update([entry.file])  # changed under us: look again
         raise MemoryNotFound(f"no memory named {norm!r} — see 'memdir list' for the names")
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in self._scan.entries
+        self._catch_up()
+        return isinstance(name, str) and name in self._catalog.entries
 
     def list(self, type: str | None = None) -> _list[Memory]:
         """Every memory, with its body, sorted by name."""
         out = []
         for e in self.entries(type):
             try:
-                out.append(idx.read_memory(self.root / e.file, self.config.max_file_bytes))
+                out.append(self._current(e))
             except InvalidMemory:
-                continue  # changed under us since the scan; the next refresh reports it
+                continue  # changed under us since the scan; the next look reports it
         return out
 
     def search_index(self) -> SearchIndex:
         """The full-text index, brought up to date with the files (incrementally)."""
         from .search import Doc, SearchIndex
 
-        self._ensure_fresh()
+        self._catch_up()
+        catalog = self._catalog
         if self._search is None:
-            self._search = SearchIndex(self.internal / "search.sqlite")
-        by_file = {e.file: e for e in self._scan.entries.values()}
-        now_ns = time.time_ns()
+            path = ":memory:" if self.read_only else self.internal / "search.sqlite"
+            self._search = SearchIndex(path)
+            files: _list[str] | None = None  # everything, compared by identity
+        else:
+            files = _list(catalog.changed | catalog.recheck)
+            if not files:
+                return self._search
         current: dict[str, str | None] = {}
-        for f in by_file:
-            key = self._scan.keys.get(f)
-            # a file changed too recently to trust its identity is re-read next time too
-            current[f] = (None if key is None or idx.racy(key[1], now_ns)
-                          else f"{key[0]}:{key[1]}:{key[2]}")
+        for f in catalog.state if files is None else files:
+            rec = catalog.state.get(f)
+            if rec is None or rec[1] is None:
+                continue  # gone, or not a valid memory: not in the index
+            key = catalog.key_of(f)
+            current[f] = None if key is None else f"{key[0]}:{key[1]}:{key[2]}"
 
-        def load(files: _list[str]) -> _list[Doc]:
+        def load(stale: _list[str]) -> _list[Doc]:
             docs = []
-            for fname in files:
+            for fname in stale:
                 try:
                     m = idx.read_memory(self.root / fname, self.config.max_file_bytes)
                 except InvalidMemory:
@@ -243,14 +355,20 @@ class MemoryStore:
                 docs.append(Doc(fname, current[fname], m.name, m.description, m.body))
             return docs
 
-        self._search.sync(current, load)
+        catalog.changed.clear()
+        self._search.sync(current, load, only=files)
         return self._search
 
     def search_entries(self, query: str, k: int = 5) -> _list[tuple[idx.Entry, float]]:
         """The ``k`` best-matching memories' metadata with scores (no bodies read)."""
-        by_file = {e.file: e for e in self._scan.entries.values()}
         hits = self.search_index().search(query, k)
-        return [(by_file[f], score) for f, score in hits if f in by_file]
+        out = []
+        for fname, score in hits:
+            rec = self._catalog.state.get(fname)
+            entry = rec[1] if rec else None
+            if entry is not None and self._catalog.entries.get(entry.name) is entry:
+                out.append((entry, score))
+        return out
 
     def search(self, query: str, k: int = 5) -> _list[Hit]:
         """The ``k`` memories that best match ``query``, best first."""
@@ -263,7 +381,8 @@ class MemoryStore:
         return out
 
     def __len__(self) -> int:
-        return len(self._scan.entries)
+        self._catch_up()
+        return len(self._catalog.entries)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -283,7 +402,7 @@ class MemoryStore:
         """Create or overwrite one memory; the previous version goes to history."""
         mem = Memory(name=name, type=type, description=description, body=body, extra=extra or {})
         self.apply([Put(mem, reason=reason, expect=expect)], source=source, secrets=secrets)
-        return self.get(name)
+        return self.get(mem.name)
 
     def delete(self, name: str, *, reason: str = "", source: str = "api") -> None:
         """Delete one memory; its last version stays in history."""
@@ -300,7 +419,7 @@ class MemoryStore:
         """
         plan = screen(plan, secrets)
         with self.locked():
-            self._scan = self._do_scan()
+            self._catch_up()
             steps = self._prepare(plan)
             if not steps:
                 return None
@@ -312,8 +431,9 @@ class MemoryStore:
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
         """Log an operation that changed no file (so that undo can tell it was handled)."""
         with self.locked():
+            self._catch_up()
             op = Operation(_new_op_id(), memfmt.now(), source, summary, (), undoes)
-            self._history.append_log(op)
+            self._log(op)
         return op
 
     def _prepare(self, plan: Sequence[Change]) -> _list[dict[str, Any]]:
@@ -321,13 +441,14 @@ class MemoryStore:
         seen: set[str] = set()
         steps: _list[dict[str, Any]] = []
         stamp = memfmt.now()
+        entries = self._catalog.entries
         for change in plan:
             raw = change.memory.name if isinstance(change, Put) else change.name
             name = memfmt.validate_name(raw)
             if name in seen:
                 raise PlanError(f"the plan changes {name!r} twice — combine those changes")
             seen.add(name)
-            entry = self._scan.entries.get(name)
+            entry = entries.get(name)
             current = self._current(entry) if entry else None
             if change.expect is not None and (current is None or current.digest != change.expect):
                 raise ConflictError(
@@ -349,30 +470,49 @@ class MemoryStore:
             created = (current.created if current else None) or new.created or stamp
             new = new.replace(created=created, updated=stamp)
             fname = entry.file if entry else memfmt.filename_for(name)
-            if entry is None and (self.root / fname).exists():
-                raise ConflictError(
-                    f"{fname} exists but is not a valid memory"
-                    " — fix or move it (see 'memdir doctor')"
-                )
+            if entry is None:
+                self._check_new_name(name, fname, seen)
+            content = memfmt.dumps(new)
+            size = len(content.encode())
+            if size > self.config.max_file_bytes:
+                raise InvalidMemory(
+                    f"memory {name!r} would be {size / 1024:.0f} KiB, over the"
+                    f" {self.config.max_file_bytes // 1024} KiB limit — shorten the body or"
+                    " split it into several memories")
             steps.append({"name": name, "file": fname,
                           "action": "update" if entry else "create",
-                          "content": memfmt.dumps(new), "reason": change.reason})
+                          "content": content, "reason": change.reason})
         return steps
+
+    def _check_new_name(self, name: str, fname: str, planned: set[str]) -> None:
+        """A new memory's file must be free, and its name must not pass for another one's."""
+        path = self.root / fname
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            what = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
+                    else "not a regular file" if not stat.S_ISREG(st.st_mode)
+                    else "not a valid memory")
+            raise ConflictError(
+                f"{fname} exists but is {what} — fix or move it (see 'memdir doctor')")
+        twin = self._catalog.skeletons.get(memfmt.skeleton(name))
+        if twin is not None and twin != name and twin not in planned:
+            raise ConflictError(
+                f"memory name {name!r} differs from the existing {twin!r} only in case or"
+                f" look-alike characters — update {twin!r} or choose a distinct name")
 
     def _current(self, entry: idx.Entry) -> Memory:
         return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
 
-    def _note_written(self, steps: _list[dict[str, Any]]) -> None:
-        """Update the scan with files this process just wrote, without re-scanning the folder."""
-        now_ns = time.time_ns()
-        for step in steps:
-            mem = memfmt.loads(step["content"])
-            entry = idx.entry_from(mem, step["file"], self.config.types)
-            self._scan.entries[mem.name] = entry
-            st = os.stat(self.root / step["file"], follow_symlinks=False)
-            if not idx.racy(st.st_mtime_ns, now_ns):
-                self._cache.remember(step["file"], idx.stat_key(st), entry, None)
-        self._cache.save()
+    def _log(self, op: Operation) -> None:
+        """Append ``op`` to the log with the folder's time, so other processes can tell
+        memdir's own changes from hand edits."""
+        root_mtime = os.lstat(self.root).st_mtime_ns
+        size = self._history.append_log(op, root_mtime=root_mtime)
+        if size is not None:
+            self._tracker.acknowledge(size, root_mtime)
 
     def _execute(self, op: dict[str, Any], *, incremental: bool = True) -> Operation:
         """Carry out a journaled operation; safe to run again after a crash at any point."""
@@ -380,27 +520,37 @@ class MemoryStore:
         for step in op["steps"]:
             path = self.root / step["file"]
             before = None
-            # A create's file can only exist here if this operation wrote it before a crash.
-            if step["action"] != "create" and path.is_file() and not path.is_symlink():
-                before = self._history.archive(step["name"], path, step["action"],
-                                               step["reason"], op["id"])
+            if step["action"] != "create":
+                if path.is_file() and not path.is_symlink():
+                    before = self._history.archive(step["name"], path, step["action"],
+                                                   step["reason"], op["id"])
+                else:  # gone already: this operation archived it before a crash
+                    before = self._history.version_of(step["name"], op["id"])
             if step["content"] is None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
             else:
                 write_atomic(path, step["content"].encode())
-            changes.append({"name": step["name"], "action": step["action"],
-                            "before": before, "reason": step["reason"]})
-        fsync_dir(self.root)
+            changes.append({"name": step["name"], "file": step["file"],
+                            "action": step["action"], "before": before,
+                            "reason": step["reason"]})
         record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
                            tuple(changes), op.get("undoes"))
-        self._history.append_log(record)
-        if incremental and all(step["content"] is not None for step in op["steps"]):
-            self._note_written(op["steps"])
-        else:  # deletes can uncover a duplicate, and a recovery knows nothing: look again
-            self._scan = self._do_scan()
+        if incremental:
+            for step in op["steps"]:
+                if step["content"] is None:
+                    self._catalog.update([step["file"]])
+                else:
+                    self._catalog.note_written(step["file"], memfmt.loads(step["content"]),
+                                               os.lstat(self.root / step["file"]))
+        else:  # a recovery knows nothing about the folder: look at all of it
+            self._tracker.mark()
+            self._catalog.sweep()
         self._write_index()
+        fsync_dir(self.root)
+        self._log(record)
         os.unlink(self.internal / JOURNAL)
+        self._cache.save()
         if self._search is not None:  # keep an open search index in step, incrementally
             self.search_index()
         return record
@@ -416,7 +566,6 @@ class MemoryStore:
             # The journal is written atomically, so this is not ours to interpret: keep it aside.
             os.replace(path, self.internal / f"journal.unreadable.{_new_op_id()}")
             return
-        self._scan = self._do_scan()
         self._execute(op, incremental=False)
 
     # -- history and log --------------------------------------------------------------------

@@ -1,0 +1,59 @@
+"""Rendering untrusted text (names, types, descriptions from hand-written files or a model) so
+that it cannot change the structure around it: a line of ``MEMORY.md``, a prompt, a terminal.
+
+Every field that reaches one of those goes through a function here. ``one_line`` is the base:
+control characters (ANSI escapes, carriage returns), line and paragraph separators, and
+invisible format characters (bidirectional overrides, zero-width joiners) become spaces or
+disappear, so one field stays one line and reads as it is stored.
+This module does NOT decide what to show; callers do.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from html import escape
+
+_MD_SPECIAL = re.compile(r"([\\`\[\]<>])")
+
+
+def _clean_char(ch: str) -> str:
+    cat = unicodedata.category(ch)
+    if cat in ("Cc", "Zl", "Zp") or ch in "\t\n\r\x0b\x0c":
+        return " "
+    if cat in ("Cf", "Co", "Cs", "Cn"):
+        return ""
+    return ch
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: controls and separators become spaces, invisible format
+    characters are dropped, runs of white space collapse."""
+    if text.isprintable() and "  " not in text:
+        return text  # the common case, cheaply
+    return " ".join("".join(_clean_char(ch) for ch in text).split())
+
+
+def for_markdown(text: str) -> str:
+    """One line of Markdown that renders as the literal text (no links, images, HTML, headings)."""
+    return _MD_SPECIAL.sub(r"\\\1", one_line(text))
+
+
+def for_prompt(text: str) -> str:
+    """One line inside an XML-tagged prompt section: it cannot open or close a tag."""
+    return escape(one_line(text), quote=False)
+
+
+def for_terminal(text: str) -> str:
+    """One line for a person's terminal: no escape sequences reach it."""
+    return one_line(text)
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal (East Asian wide characters take two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns."""
+    return text + " " * max(0, width - display_width(text))
