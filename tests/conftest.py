@@ -36,6 +36,7 @@ def store(tmp_path: Path) -> MemoryStore:
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliFn:
     """Run ``memdir`` in-process with ``--dir`` set to a fresh store; returns code/out/err."""
     monkeypatch.chdir(tmp_path)
+    MemoryStore(tmp_path / ".memory")
     for var in ("MEMDIR_DIR", "MEMDIR_PROVIDER", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
                 "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "MEMDIR_MODEL", "MEMDIR_MEMORY_MODEL"):
         monkeypatch.delenv(var, raising=False)

@@ -17,7 +17,7 @@ import click
 
 from . import memory as memfmt
 from .config import Config, load_config
-from .errors import InvalidMemory, MemdirError
+from .errors import InvalidMemory, MemdirError, StoreNotFound
 from .plan import Put
 from .store import MemoryStore
 
@@ -31,6 +31,7 @@ class Ctx:
         self.overrides = overrides
         self._config: Config | None = None
         self._store: MemoryStore | None = None
+        self.create_store = False  # commands that write set this: they may create the store
 
     @property
     def config(self) -> Config:
@@ -40,9 +41,50 @@ class Ctx:
 
     @property
     def store(self) -> MemoryStore:
+        """The store (found as git finds .git); read commands on a missing one fail."""
         if self._store is None:
-            self._store = MemoryStore(self.config.dir, self.config)
+            progress = _Progress() if sys.stderr.isatty() else None
+            try:
+                self._store = MemoryStore(self.config.dir, self.config, create=self.create_store,
+                                          watch=False, progress=progress)
+            finally:
+                if progress is not None:
+                    progress.close()
         return self._store
+
+    def store_or_none(self) -> MemoryStore | None:
+        """The store if there is one (for commands that only log to it)."""
+        try:
+            return self.store
+        except StoreNotFound:
+            return None
+
+
+class _Progress:
+    """A progress bar on the terminal for a first open that takes over a second."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.start = time.monotonic()
+        self.bar: Any = None
+        self.done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+
+        if self.bar is None:
+            if time.monotonic() - self.start < 1.0 or total - done < 100:
+                return
+            self.bar = click.progressbar(length=total, label="Reading memory files",
+                                         file=sys.stderr, show_eta=True)
+            self.bar.__enter__()
+        self.bar.update(done - self.done)
+        self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
@@ -83,6 +125,7 @@ def cli(ctx: click.Context, dir_: Path | None, provider: str | None, model: str 
 @pass_ctx
 def init(c: Ctx) -> None:
     """Create the memory folder and its index."""
+    c.create_store = True
     existed = (c.config.dir / ".memdir").is_dir()
     store = c.store
     verb = "Memory store already exists" if existed else "Created memory store"
@@ -115,6 +158,7 @@ def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
     """Create or update the memory NAME."""
     from .secrets import refuse_secrets
 
+    c.create_store = True
     text = _read_body(body, body_file)
     if not allow_secret:
         refuse_secrets({"description": description, "body": text})

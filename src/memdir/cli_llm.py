@@ -27,7 +27,9 @@ def build_model(c: Ctx, *, memory: bool) -> ChatModel:
     """The configured model (memory model if ``memory``), logging usage into the store."""
     from .providers import make_model
 
-    return make_model(c.config, memory=memory, usage_log=c.store.internal / "usage.jsonl")
+    store = c.store_or_none()
+    return make_model(c.config, memory=memory,
+                      usage_log=store.internal / "usage.jsonl" if store is not None else None)
 
 
 def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dict[str, Any]]:
@@ -194,6 +196,7 @@ def register(group: click.Group) -> None:
         """Learn memories from a conversation: a JSON list of messages or a JSONL transcript."""
         from .extract import extract_memories
 
+        c.create_store = True
         messages = read_transcript(file)
         result = extract_memories(c.store, messages, build_model(c, memory=True),
                                   apply=not dry_run)
@@ -242,6 +245,7 @@ def register(group: click.Group) -> None:
         """Talk to the coding agent; it remembers across sessions."""
         from .agent.repl import chat
 
+        c.create_store = True
         chat(new_session(c))
 
     @group.command("run")
@@ -252,6 +256,7 @@ def register(group: click.Group) -> None:
         """Run one agent turn for TASK (non-interactive) and print the reply."""
         import io
 
+        c.create_store = True
         before = {op.id for op in c.store.log(50)}
         session = new_session(c, out=io.StringIO() if as_json else None)
         try:

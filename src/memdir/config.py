@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ class Config:
     """Every setting memdir reads, with its default."""
 
     dir: Path = Path(".memory")
+    dir_source: str = "default"  # how ``dir`` was found: flag, env, found (upward) or default
     types: tuple[str, ...] = DEFAULT_TYPES
     provider: str | None = None
     model: str | None = None
@@ -99,6 +99,23 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         raise ConfigError(f"{source}: {name} = {value!r} is not valid — fix or remove it") from None
 
 
+def find_store_dir(flag: Any = None, env_dir: str | None = None,
+                   start: Path | None = None) -> tuple[Path, str]:
+    """Where the store is, and how that was decided: ``--dir``, else ``MEMDIR_DIR``, else the
+    nearest ``.memory`` folder in the working directory or a parent (as git finds ``.git``),
+    else ``./.memory`` (which only ``memdir init`` and writes create)."""
+    if flag:
+        return Path(flag), "flag"
+    if env_dir:
+        return Path(env_dir), "env"
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        candidate = folder / ".memory"
+        if candidate.is_dir():
+            return (Path(".memory") if folder == here else candidate), "found"
+    return Path(".memory"), "default"
+
+
 def load_config(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> Config:
@@ -106,9 +123,12 @@ def load_config(
     env = os.environ if environ is None else environ
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     values: dict[str, Any] = {}
-    store_dir = overrides.get("dir") or env.get("MEMDIR_DIR") or ".memory"
-    toml_path = Path(store_dir) / "config.toml"
+    store_dir, source = find_store_dir(overrides.get("dir"), env.get("MEMDIR_DIR"))
+    values["dir"], values["dir_source"] = store_dir, source
+    toml_path = store_dir / "config.toml"
     if toml_path.is_file():
+        import tomllib
+
         try:
             data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -116,14 +136,15 @@ def load_config(
         flat = dict(data.get("memdir", {}), **{k: v for k, v in data.items() if k != "memdir"})
         for key, value in flat.items():
             key = key.replace("-", "_")
-            if key not in _FIELDS or key in {"dir", "api_key"}:
+            if key not in _FIELDS or key in {"dir", "dir_source", "api_key"}:
                 raise ConfigError(f"{toml_path}: unknown setting {key!r} — remove it")
             values[key] = _coerce(key, value, str(toml_path))
     for var, key in _ENV.items():
-        if env.get(var):
+        if env.get(var) and key != "dir":
             values[key] = _coerce(key, env[var], var)
     for key, value in overrides.items():
-        values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
+        if key != "dir":
+            values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
     provider = values.get("provider")
     if provider is not None and provider not in PROVIDERS:
         raise ConfigError(

@@ -121,7 +121,8 @@ class History:
             )
         return path.read_text(encoding="utf-8")
 
-    def append_log(self, op: Operation, *, root_mtime: int | None = None) -> int | None:
+    def append_log(self, op: Operation, *, root_mtime: int | None = None,
+                   index: Any = None) -> int | None:
         """Append ``op`` (with the store folder's time after it) to the log; the log's new
         size, or None if the operation was logged before a crash."""
         if any(o.id == op.id for o in self.log(limit=5)):
@@ -129,12 +130,14 @@ class History:
         data = op.to_dict()
         if root_mtime is not None:
             data["root_mtime"] = root_mtime
+        if index:
+            data["index"] = index
         line = json.dumps(data, ensure_ascii=False) + "\n"
         append_nofollow(self.log_path, line.encode(), sync=True)
         return os.lstat(self.log_path).st_size
 
-    def log(self, limit: int | None = None) -> list[Operation]:
-        """Applied operations, oldest first (the last ``limit`` of them)."""
+    def records(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The log's lines as data, oldest first (the last ``limit`` of them)."""
         path = self.log_path
         if path.is_symlink():
             return []
@@ -156,6 +159,17 @@ class History:
                 d = json.loads(line)
             except ValueError:
                 continue  # a torn last line from a crash
-            out.append(Operation(d["id"], d["time"], d["source"], d.get("summary", ""),
-                                 tuple(d["changes"]), d.get("undoes")))
+            if isinstance(d, dict):
+                out.append(d)
+        return out
+
+    def log(self, limit: int | None = None) -> list[Operation]:
+        """Applied operations, oldest first (the last ``limit`` of them)."""
+        out = []
+        for d in self.records(limit):
+            try:
+                out.append(Operation(d["id"], d["time"], d["source"], d.get("summary", ""),
+                                     tuple(d["changes"]), d.get("undoes")))
+            except (KeyError, TypeError):
+                continue
         return out

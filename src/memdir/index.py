@@ -13,15 +13,16 @@ import contextlib
 import errno
 import json
 import os
+import re
 import stat
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, append_nofollow
@@ -51,7 +52,7 @@ class Entry:
     @cached_property
     def index_line(self) -> str:
         """This memory's line in MEMORY.md (computed once per entry object)."""
-        return f"- [{self.name}]({quote(self.file)}) — {for_markdown(self.description)}"
+        return f"- [{self.name}]({_link(self.file)}) — {for_markdown(self.description)}"
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as JSON-able data."""
@@ -251,8 +252,12 @@ class Catalog:
         self.groups: dict[str, list[str]] = {}  # type -> sorted names
         self.recheck: set[str] = set()  # changed too recently for the identity to be trusted
         self.changed: set[str] = set()  # files changed since a consumer (search) last asked
-        self.skeletons: dict[str, str] = {}  # look-alike key -> listed name
+        self._skeletons: dict[str, str] | None = None  # look-alike key -> name, when asked
         self.version = 0  # bumped whenever the listed entries change
+        self.names: list[str] = []  # listed names, sorted
+        self.fingerprint = 0  # of every file's identity: equal fingerprints, equal MEMORY.md
+        self._lines: dict[str, list[str]] = {}  # type -> its MEMORY.md lines, as groups
+        self._chunks: dict[str, bytes] = {}  # type -> those lines, joined and encoded
 
     # -- looking at files -----------------------------------------------------------------
 
@@ -363,9 +368,8 @@ class Catalog:
         key = stat_key(st)
         entry = entry_from(mem.replace(path=fname), fname, self.types)
         self.state[fname] = (key, entry, None)
-        if racy(key[1], time.time_ns()):
-            self.recheck.add(fname)
-        else:
+        self.recheck.discard(fname)  # what memdir wrote under the lock is known; a racy
+        if not racy(key[1], time.time_ns()):  # identity is only kept out of the shared cache
             self.cache.remember(fname, key, entry, None)
         self._claim(fname)
         self.changed.add(fname)
@@ -383,23 +387,41 @@ class Catalog:
     # -- names and winners ----------------------------------------------------------------
 
     def _rebuild(self) -> None:
-        self.claims, self.entries, self.groups, self.skeletons = {}, {}, {}, {}
-        self.version += 1
+        """Recompute names, winners and groups from ``state`` in bulk (after a sweep)."""
+        claims: dict[str, list[str]] = {}
         for fname, (_, entry, _) in self.state.items():
             if entry is not None:
-                self.claims.setdefault(entry.name, []).append(fname)
-        for name in self.claims:
-            self._elect(name)
+                claims.setdefault(entry.name, []).append(fname)
+        entries: dict[str, Entry] = {}
+        for name, files in claims.items():
+            own = name + ".md"
+            winner = own if own in files else min(files)
+            entries[name] = self.state[winner][1]  # type: ignore[assignment]
+        self.claims, self.entries = claims, entries
+        self.names = sorted(entries)
+        self.groups = {}
+        for name in self.names:
+            self.groups.setdefault(entries[name].type, []).append(name)
+        self._skeletons = None
+        self._chunks, self._lines = {}, {}
+        self.fingerprint = 0
+        for fname, (key, _, _) in self.state.items():
+            self.fingerprint ^= _file_hash(fname, key)
+        self.version += 1
 
     def _claim(self, fname: str) -> None:
-        entry = self.state[fname][1]
+        key, entry, _ = self.state[fname]
+        self.fingerprint ^= _file_hash(fname, key)
         if entry is not None:
             self.claims.setdefault(entry.name, []).append(fname)
             self._elect(entry.name)
 
     def _unclaim(self, fname: str) -> None:
         old = self.state.get(fname)
-        if old is None or old[1] is None:
+        if old is None:
+            return
+        self.fingerprint ^= _file_hash(fname, old[0])
+        if old[1] is None:
             return
         name = old[1].name
         files = self.claims.get(name, [])
@@ -415,12 +437,19 @@ class Catalog:
         old = self.entries.pop(name, None)
         self.version += 1
         if old is not None:
+            del self.names[bisect.bisect_left(self.names, name)]
+            self._chunks.pop(old.type, None)
             group = self.groups[old.type]
-            del group[bisect.bisect_left(group, name)]
+            at = bisect.bisect_left(group, name)
+            del group[at]
+            if old.type in self._lines:
+                del self._lines[old.type][at]
             if not group:
                 del self.groups[old.type]
-            if self.skeletons.get(memfmt.skeleton(name)) == name:
-                del self.skeletons[memfmt.skeleton(name)]
+                self._lines.pop(old.type, None)
+            if self._skeletons is not None and self._skeletons.get(
+                    memfmt.skeleton(name)) == name:
+                del self._skeletons[memfmt.skeleton(name)]
         if not files:
             return
         own = name + ".md"
@@ -428,8 +457,24 @@ class Catalog:
         entry = self.state[winner][1]
         assert entry is not None
         self.entries[name] = entry
-        bisect.insort(self.groups.setdefault(entry.type, []), name)
-        self.skeletons.setdefault(memfmt.skeleton(name), name)
+        bisect.insort(self.names, name)
+        self._chunks.pop(entry.type, None)
+        group = self.groups.setdefault(entry.type, [])
+        at = bisect.bisect_left(group, name)
+        group.insert(at, name)
+        if entry.type in self._lines:
+            self._lines[entry.type].insert(at, entry.index_line)
+        if self._skeletons is not None:
+            self._skeletons.setdefault(memfmt.skeleton(name), name)
+
+    @property
+    def skeletons(self) -> dict[str, str]:
+        """Listed names by their look-alike key (``memory.skeleton``)."""
+        if self._skeletons is None:
+            self._skeletons = {}
+            for name in self.names:
+                self._skeletons.setdefault(memfmt.skeleton(name), name)
+        return self._skeletons
 
     # -- reports and rendering ------------------------------------------------------------
 
@@ -453,11 +498,41 @@ class Catalog:
         out.sort(key=lambda p: (p.file, p.reason))
         return out
 
-    def render(self) -> str:
-        """The text of MEMORY.md: one line per memory, grouped by type."""
+    def render(self) -> bytes:
+        """MEMORY.md as UTF-8: one line per memory, grouped by type (each type's lines are
+        kept encoded, so a change re-joins only its own group)."""
         order = [t for t in self.types if t in self.groups]
         order += sorted(t for t in self.groups if t not in self.types)
-        return render_groups([(t, [self.entries[n] for n in self.groups[t]]) for t in order])
+        parts = [_INDEX_HEAD.encode()]
+        for t in order:
+            chunk = self._chunks.get(t)
+            if chunk is None:
+                lines = self._lines.get(t)
+                if lines is None:
+                    lines = self._lines[t] = [self.entries[n].index_line for n in self.groups[t]]
+                chunk = self._chunks[t] = "\n".join(lines).encode()
+            parts += [f"\n\n## {for_markdown(t)}\n\n".encode(), chunk]
+        if not order:
+            parts.append(b"\n\n_No memories yet._")
+        parts.append(b"\n")
+        return b"".join(parts)
+
+
+_PLAIN_FILE = re.compile(r"[\w.-]+")
+
+
+def _link(fname: str) -> str:
+    """A file name as a Markdown link target (percent-encoded unless plain)."""
+    if _PLAIN_FILE.fullmatch(fname) and fname.isascii():
+        return fname
+    from urllib.parse import quote
+
+    return quote(fname)
+
+
+def _file_hash(fname: str, key: tuple[int, ...]) -> int:
+    """64 bits that change when a file's name or identity changes (XOR-ed into fingerprints)."""
+    return zlib.crc32(f"{fname}\0{key}".encode()) | (key[1] & 0xFFFFFFFF) << 32
 
 
 def _is_memory_file(fname: str) -> bool:
@@ -489,13 +564,13 @@ def render(entries: Iterable[Entry], types: tuple[str, ...]) -> str:
     return render_groups(group_order(entries, types))
 
 
+_INDEX_HEAD = ("# Memory index\n\n<!-- Generated by memdir from the memory files in this folder."
+               " Edit those files, not this one. -->")
+
+
 def render_groups(groups: list[tuple[str, list[Entry]]]) -> str:
-    lines = [
-        "# Memory index",
-        "",
-        "<!-- Generated by memdir from the memory files in this folder."
-        " Edit those files, not this one. -->",
-    ]
+    """MEMORY.md's text for entries already grouped by type."""
+    lines = [_INDEX_HEAD]
     if not groups:
         lines += ["", "_No memories yet._"]
     for type_, items in groups:

@@ -8,7 +8,6 @@ This module does NOT touch the filesystem.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -205,6 +204,8 @@ class Memory:
 
 def digest_of(data: bytes) -> str:
     """Content hash used to detect that a file changed since it was read."""
+    import hashlib
+
     return hashlib.sha256(data).hexdigest()
 
 

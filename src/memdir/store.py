@@ -48,6 +48,7 @@ INTERNAL = ".memdir"
 JOURNAL = "journal.json"
 LOG = "log.jsonl"
 LOCK = "lock"
+INDEX_STATE = "index.json"  # which files MEMORY.md was last rendered from
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,11 @@ class MemoryStore:
         self._cache = idx.MetaCache(self.internal / "meta.json")
         self._catalog = idx.Catalog(self.root, self._cache, self.config.types,
                                     self.config.max_file_bytes)
-        self._tracker = Tracker(self.root, self.internal / LOG, watch=watch)
+        self._tracker = Tracker(self.root, self.internal / LOG, self.internal / JOURNAL,
+                                watch=watch)
         self._search: SearchIndex | None = None
-        self._sorted: tuple[int, _list[idx.Entry]] = (-1, [])
-        self._index_ok = False
+        self._index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version
+        self._index_record: Any = None  # what INDEX_STATE says, once read
         if (self.internal / JOURNAL).exists():
             self._try_locked(self._recover)
         self._sweep(progress)
@@ -172,7 +174,6 @@ class MemoryStore:
         self._tracker.mark()
         self._catalog.sweep(progress)
         self._cache.save()
-        self._index_ok = False
         self._repair()
 
     def _catch_up(self) -> None:
@@ -183,28 +184,63 @@ class MemoryStore:
             return
         if changes.names:
             self._catalog.names_changed()
-        if changes.files:
-            self._catalog.update(changes.files)
-            if idx.INDEX_FILE in changes.files:
-                self._index_ok = False
+        if changes.files or changes.logged:
+            self._catalog.update(changes.files | changes.logged)
         self._catalog.recheck_recent()
-        if self._catalog.changed or changes:
+        if changes:
             self._cache.save()
-        if changes.names or changes.files - {idx.INDEX_FILE}:
-            self._index_ok = False
+        if changes.names or changes.files:  # not only memdir's own writes: MEMORY.md may lag
             self._repair()
+
+    def _index_current(self) -> bool:
+        """Whether MEMORY.md says what the catalogue says: one ``lstat`` when nothing moved,
+        and on opening, a comparison with the fingerprint of the files it was written from."""
+        try:
+            key = idx.stat_key(os.lstat(self.index_path))
+        except OSError:
+            return False
+        catalog = self._catalog
+        if self._index_seen == (key, catalog.version):
+            return True
+        record = [list(key), catalog.fingerprint, list(self.config.types)]
+        if self._index_record is None:
+            saved = self._saved_index_records()
+            self._index_record = record if record in saved else (saved[0] if saved else [])
+        if self._index_record != record and self._read_index() != catalog.render():
+            return False
+        self._note_index(key)
+        return True
+
+    def _saved_index_records(self) -> _list[Any]:
+        """What MEMORY.md was last rendered from, as the last logged operation and the last
+        repair recorded it."""
+        records = [op["index"] for op in self._history.records(limit=1) if op.get("index")]
+        try:
+            records.append(json.loads((self.internal / INDEX_STATE).read_bytes()))
+        except (OSError, ValueError):
+            pass
+        return records
+
+    def _note_index(self, key: tuple[int, ...], *, save: bool = True) -> None:
+        """Remember which files MEMORY.md (with identity ``key``) was rendered from."""
+        self._index_seen = (key, self._catalog.version)
+        record = [list(key), self._catalog.fingerprint, list(self.config.types)]
+        if record != self._index_record and not self.read_only:
+            self._index_record = record
+            if not save:
+                return
+            with contextlib.suppress(OSError):
+                write_atomic(self.internal / INDEX_STATE, json.dumps(record).encode(), sync=False)
 
     def _repair(self) -> None:
         """Rewrite MEMORY.md (and drop crashed writers' temp files) when the lock is free."""
-        if self._index_ok or self.read_only:
+        if self.read_only:
             return
-        text = self._catalog.render()
         try:
             internal_temps = any(f.startswith(TEMP_PREFIX) for f in os.listdir(self.internal))
         except OSError:
             internal_temps = False
-        if self._read_index() == text and not self._catalog.temp_files and not internal_temps:
-            self._index_ok = True
+        if self._index_current() and not self._catalog.temp_files and not internal_temps:
             return
 
         def fix() -> None:
@@ -227,18 +263,20 @@ class MemoryStore:
                         os.unlink(folder / fname)
         self._catalog.temp_files.clear()
 
-    def _read_index(self) -> str | None:
+    def _read_index(self) -> bytes | None:
         try:
-            return self.index_path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            return self.index_path.read_bytes()
+        except OSError:
             return None
 
-    def _write_index(self) -> None:
-        text = self._catalog.render()
-        if self._read_index() != text:
+    def _write_index(self, *, stale: bool = False, log: bool = False) -> None:
+        """Write MEMORY.md from the catalogue (only called holding the lock); ``stale``: the
+        caller knows it changed; ``log``: the operation log will record what it was rendered
+        from (so no separate record is written)."""
+        if stale or not self._index_current():
             # Derived data: no fsync; a torn or stale MEMORY.md is repaired on the next open.
-            write_atomic(self.index_path, text.encode(), sync=False)
-        self._index_ok = True
+            write_atomic(self.index_path, self._catalog.render(), sync=False)
+            self._note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)
 
     def rebuild(self) -> dict[str, idx.Entry]:
         """Forget the metadata cache, re-parse every file and rewrite MEMORY.md if needed."""
@@ -280,11 +318,10 @@ class MemoryStore:
     def entries(self, type: str | None = None) -> _list[idx.Entry]:
         """Metadata of every memory (no bodies), sorted by name."""
         self._catch_up()
-        version, items = self._sorted
-        if version != self._catalog.version:
-            items = sorted(self._catalog.entries.values(), key=lambda e: e.name)
-            self._sorted = (self._catalog.version, items)
-        return [e for e in items if e.type == type] if type is not None else list(items)
+        entries = self._catalog.entries
+        if type is None:
+            return [entries[n] for n in self._catalog.names]
+        return [entries[n] for n in self._catalog.groups.get(type, [])]
 
     def problems(self) -> _list[idx.Problem]:
         """Files that are not valid memories, and rules that listed memories bend."""
@@ -510,7 +547,7 @@ class MemoryStore:
         """Append ``op`` to the log with the folder's time, so other processes can tell
         memdir's own changes from hand edits."""
         root_mtime = os.lstat(self.root).st_mtime_ns
-        size = self._history.append_log(op, root_mtime=root_mtime)
+        size = self._history.append_log(op, root_mtime=root_mtime, index=self._index_record)
         if size is not None:
             self._tracker.acknowledge(size, root_mtime)
 
@@ -546,8 +583,9 @@ class MemoryStore:
         else:  # a recovery knows nothing about the folder: look at all of it
             self._tracker.mark()
             self._catalog.sweep()
-        self._write_index()
-        fsync_dir(self.root)
+        self._write_index(stale=incremental, log=True)
+        if any(step["content"] is None for step in op["steps"]):
+            fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
         self._log(record)
         os.unlink(self.internal / JOURNAL)
         self._cache.save()

@@ -36,22 +36,25 @@ SWEEP_EVERY = 1.0  # without a watcher, the longest an in-place edit can go unse
 
 @dataclass
 class Changes:
-    """Where to look again: these files, every name in the folder, or everything."""
+    """Where to look again: files memdir logged, other files, every name, or everything."""
 
-    files: set[str] = field(default_factory=set)
+    logged: set[str] = field(default_factory=set)  # written by memdir (MEMORY.md follows)
+    files: set[str] = field(default_factory=set)  # seen changing by the watcher
     names: bool = False
     full: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.names or self.full)
+        return bool(self.logged or self.files or self.names or self.full)
 
 
 class Tracker:
     """Follows the operation log, the folder's time and (when started) a watcher."""
 
-    def __init__(self, root: Path, log_path: Path, *, watch: bool | None = None) -> None:
+    def __init__(self, root: Path, log_path: Path, journal_path: Path, *,
+                 watch: bool | None = None) -> None:
         self.root = root
         self.log_path = log_path
+        self.journal_path = journal_path
         self.watch = watch  # True: at once; None: when the process proves long-running
         self.opened = time.monotonic()
         self.last_sweep = self.opened
@@ -88,9 +91,10 @@ class Tracker:
             out.full = out.full or overflow
         else:
             now = _mtime(self.root)
-            if now != self._root_mtime:
-                if now != self._explained_mtime:
-                    out.names = True
+            if now != self._root_mtime and (now == self._explained_mtime
+                                            or not self.journal_path.exists()):
+                # (while a writer is at work, its log line will explain the time: wait for it)
+                out.names = now != self._explained_mtime
                 self._root_mtime = now
             if self._watch_failed and time.monotonic() - self.last_sweep >= SWEEP_EVERY:
                 out.full = True
@@ -120,7 +124,7 @@ class Tracker:
             try:
                 op: dict[str, Any] = json.loads(line)
                 for ch in op.get("changes", []):
-                    out.files.add(ch.get("file") or f"{ch['name']}.md")
+                    out.logged.add(ch.get("file") or f"{ch['name']}.md")
                 if isinstance(op.get("root_mtime"), int):
                     self._explained_mtime = op["root_mtime"]
             except (ValueError, TypeError, KeyError, AttributeError):
