@@ -60,6 +60,15 @@ class Entry:
                 "created": self.created, "updated": self.updated, "pinned": self.pinned,
                 "file": self.file, "warnings": list(self.warnings)}
 
+    @classmethod
+    def from_row(cls, row: list[Any], fname: str) -> Entry:
+        """An entry from a metadata-cache row (the cold-start path: no per-field setattr)."""
+        entry = cls.__new__(cls)
+        entry.__dict__.update(name=row[4], type=row[5], description=row[6], created=row[7],
+                              updated=row[8], pinned=row[9], file=fname,
+                              warnings=tuple(row[10]))
+        return entry
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -149,8 +158,7 @@ class MetaCache:
         elif len(row) == 5:
             self.files[fname] = (tuple(row[1:4]), None, row[4])
         else:
-            entry = Entry(row[4], row[5], row[6], row[7], row[8], row[9], fname, tuple(row[10]))
-            self.files[fname] = (tuple(row[1:4]), entry, None)
+            self.files[fname] = (tuple(row[1:4]), Entry.from_row(row, fname), None)
 
     @staticmethod
     def _row(fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None
@@ -308,11 +316,12 @@ class Catalog:
     def update(self, fnames: Iterable[str]) -> None:
         """Look again at these files only (created, changed, deleted or renamed)."""
         now_ns = time.time_ns()
+        root = str(self.root)
         for fname in set(fnames):
             if not _is_memory_file(fname):
                 continue
             try:
-                st = os.lstat(self.root / fname)
+                st = os.lstat(os.path.join(root, fname))
             except (FileNotFoundError, NotADirectoryError):
                 self._drop(fname)
                 continue
@@ -326,11 +335,7 @@ class Catalog:
             old = self.state.get(fname)
             if old is not None and old[0] == key and fname not in self.recheck:
                 continue
-            self._unclaim(fname)
-            self._parse_into(fname, key, now_ns)
-            self._claim(fname)
-            if self.state.get(fname) != old:
-                self.changed.add(fname)
+            self._replace(fname, self._parse(fname, key, now_ns))
 
     def names_changed(self) -> None:
         """Look at files that appeared or disappeared (a listing, no ``lstat`` of the rest)."""
@@ -342,9 +347,6 @@ class Catalog:
         """Re-read files that changed so recently that their identity could not be trusted."""
         if self.recheck:
             self.update(list(self.recheck))
-
-    def _parse_into(self, fname: str, key: tuple[int, ...], now_ns: int) -> None:
-        self.state[fname] = self._parse(fname, key, now_ns)
 
     def _parse(self, fname: str, key: tuple[int, ...], now_ns: int
                ) -> tuple[tuple[int, ...], Entry | None, str | None]:
@@ -363,24 +365,19 @@ class Catalog:
 
     def note_written(self, fname: str, mem: memfmt.Memory, st: os.stat_result) -> None:
         """Record a file memdir itself just wrote (no need to read it back)."""
-        self._unclaim(fname)
         self.odd.pop(fname, None)
         key = stat_key(st)
         entry = entry_from(mem.replace(path=fname), fname, self.types)
-        self.state[fname] = (key, entry, None)
         self.recheck.discard(fname)  # what memdir wrote under the lock is known; a racy
         if not racy(key[1], time.time_ns()):  # identity is only kept out of the shared cache
             self.cache.remember(fname, key, entry, None)
-        self._claim(fname)
-        self.changed.add(fname)
+        self._replace(fname, (key, entry, None))
 
     def _drop(self, fname: str) -> None:
         self.odd.pop(fname, None)
         self.recheck.discard(fname)
         if fname in self.state:
-            self._unclaim(fname)
-            del self.state[fname]
-            self.changed.add(fname)
+            self._replace(fname, None)
         if fname in self.cache.files:
             self.cache.forget(fname)
 
@@ -409,31 +406,47 @@ class Catalog:
             self.fingerprint ^= _file_hash(fname, key)
         self.version += 1
 
-    def _claim(self, fname: str) -> None:
-        key, entry, _ = self.state[fname]
-        self.fingerprint ^= _file_hash(fname, key)
-        if entry is not None:
-            self.claims.setdefault(entry.name, []).append(fname)
-            self._elect(entry.name)
-
-    def _unclaim(self, fname: str) -> None:
+    def _replace(self, fname: str,
+                 new: tuple[tuple[int, ...], Entry | None, str | None] | None) -> None:
+        """Put what ``fname`` now holds (None: gone) in place of what it held, updating the
+        claims, winners and fingerprint of just the names involved."""
         old = self.state.get(fname)
-        if old is None:
+        if old == new:
             return
-        self.fingerprint ^= _file_hash(fname, old[0])
-        if old[1] is None:
-            return
-        name = old[1].name
-        files = self.claims.get(name, [])
-        if fname in files:
-            files.remove(fname)
-        if not files:
-            self.claims.pop(name, None)
-        self._elect(name)
+        if old is not None:
+            self.fingerprint ^= _file_hash(fname, old[0])
+        if new is None:
+            del self.state[fname]
+        else:
+            self.state[fname] = new
+            self.fingerprint ^= _file_hash(fname, new[0])
+        self.changed.add(fname)
+        old_name = old[1].name if old is not None and old[1] is not None else None
+        new_name = new[1].name if new is not None and new[1] is not None else None
+        if old_name is not None and old_name != new_name:
+            files = self.claims.get(old_name, [])
+            if fname in files:
+                files.remove(fname)
+            if not files:
+                self.claims.pop(old_name, None)
+            self._elect(old_name)
+        if new_name is not None:
+            files = self.claims.setdefault(new_name, [])
+            if fname not in files:
+                files.append(fname)
+            self._elect(new_name)
 
     def _elect(self, name: str) -> None:
         """Choose the file that holds ``name``: the one named after it, else the first."""
         files = self.claims.get(name)
+        if files and name in self.entries:
+            own = name + ".md"
+            entry = self.state[own if own in files else min(files)][1]
+            same = self.entries[name]
+            if entry is not None and (entry.type, entry.description, entry.file) == (
+                    same.type, same.description, same.file):
+                self.entries[name] = entry  # same line in MEMORY.md, same group: no re-render
+                return
         old = self.entries.pop(name, None)
         self.version += 1
         if old is not None:

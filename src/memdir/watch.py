@@ -166,6 +166,8 @@ class _Watcher:
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: FileSystemEvent) -> None:
+                if event.event_type not in _CHANGES:
+                    return  # opened, read, closed without writing: memdir's own reads
                 paths = [event.src_path, getattr(event, "dest_path", "")]
                 with watcher._lock:
                     for p in paths:
@@ -188,6 +190,9 @@ class _Watcher:
 
     def stop(self) -> None:
         self._observer.stop()
+
+
+_CHANGES = {"created", "deleted", "modified", "moved", "closed"}
 
 
 def _log_identity(path: Path) -> tuple[int, int]:
