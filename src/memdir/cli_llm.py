@@ -219,14 +219,24 @@ def register(group: click.Group) -> None:
     @group.command("consolidate")
     @click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
     @click.option("--force", is_flag=True, help="Allow retiring more than the configured share.")
+    @click.option("--all", "whole", is_flag=True,
+                  help="Look at every memory, not only those changed since the last run.")
     @json_option
     @pass_ctx
-    def consolidate(c: Ctx, dry_run: bool, force: bool, as_json: bool) -> None:
-        """Merge duplicate memories and retire stale ones (asks the memory model)."""
+    def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, as_json: bool) -> None:
+        """Merge duplicate memories and retire stale ones (asks the memory model).
+
+        Without --all, only memories created or changed since the last run are looked at,
+        each with its nearest neighbours, within the configured number of model calls."""
         from .consolidate import consolidate_memories
 
+        def progress(done: int, total: int, calls: int) -> None:
+            if sys.stderr.isatty():
+                click.echo(f"\rconsolidating: batch {done} of {total}, {calls} model calls",
+                           err=True, nl=done == total)
+
         plan = consolidate_memories(c.store, build_model(c, memory=True), force=force,
-                                    dry_run=dry_run)
+                                    dry_run=dry_run, whole=whole, progress=progress)
         if as_json:
             emit_json(plan.to_dict())
             return
@@ -234,6 +244,9 @@ def register(group: click.Group) -> None:
             click.echo(line)
         if plan.is_empty():
             click.echo("Nothing to consolidate.")
+        if plan.left:
+            click.echo(f"{len(plan.left)} changed memories are left for the next run (the"
+                       " call budget ran out); 'memdir consolidate --all' looks at everything.")
         elif dry_run:
             click.echo("Dry run: nothing changed. Run without --dry-run to apply.")
         else:

@@ -50,6 +50,7 @@ class Config:
     consolidate_cooldown: int = 10
     consolidate_max_retire_share: float = 0.3
     consolidate_batch: int = 60
+    consolidate_max_calls: int = 4  # model calls per automatic run; the rest waits its turn
 
     @property
     def chat_model(self) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +24,14 @@ from .errors import InvalidName, LLMError, PlanError
 from .history import Operation
 from .index import Entry
 from .memory import MAX_DESCRIPTION_CHARS, Memory, validate_name
+from .memory import now as memory_now
 from .plan import Change, Put, Remove
 from .providers import ChatModel, complete_json
+from .search import tokenize
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.consolidate")
+MAX_RETIRE_PER_RUN = 200  # even with --force, one run retires at most this many
 STATE = "consolidate.json"
 BODY_CHARS = 1200  # per memory in the prompt
 
@@ -48,7 +52,8 @@ class Consolidation:
     retires: list[tuple[str, str]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     operation: Operation | None = None
-    batches: int = 0
+    batches: int = 0  # model calls made (one per batch of related memories)
+    left: list[str] = field(default_factory=list)  # seeds beyond the call budget, for next time
     # digests of the memories as the model saw them: a file changed since is not overwritten
     seen: dict[str, str | None] = field(default_factory=dict)
 
@@ -83,58 +88,113 @@ class Consolidation:
 def _state(store: MemoryStore) -> dict[str, Any]:
     try:
         data: dict[str, Any] = json.loads((store.internal / STATE).read_text(encoding="utf-8"))
-        return data
+        return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 
 
-def _save_state(store: MemoryStore, state: dict[str, Any]) -> None:
-    write_atomic(store.internal / STATE, json.dumps(state).encode())
+def _update_state(store: MemoryStore, **changes: Any) -> None:
+    """Change some keys of the state under the store lock (two agents lose no update)."""
+    if store.read_only:
+        return
+    with store.locked():
+        state = _state(store)
+        state.update(changes)
+        write_atomic(store.internal / STATE, json.dumps(state).encode())
 
 
 def note_turn(store: MemoryStore) -> None:
     """Count one agent turn towards the cooldown."""
+    _update_state(store, turns=int(_state(store).get("turns", 0)) + 1)
+
+
+def changed_since_last_run(store: MemoryStore, entries: list[Entry] | None = None
+                           ) -> list[Entry]:
+    """Memories created or updated since the last consolidation began, and those a previous
+    run left for later (its budget ran out)."""
     state = _state(store)
-    state["turns"] = int(state.get("turns", 0)) + 1
-    _save_state(store, state)
+    entries = store.entries() if entries is None else entries
+    since = state.get("since")
+    pending = set(state.get("pending", []))
+    if not isinstance(since, str):
+        return [e for e in entries if not e.pinned]
+    return [e for e in entries if not e.pinned
+            and (e.name in pending or (e.updated or e.created or "") >= since)]
 
 
 def is_due(store: MemoryStore) -> bool:
-    """Whether an automatic run is due: past the threshold, grown since the last run by a
-    margin (hysteresis: a store that cannot shrink below the threshold does not trigger every
-    turn), and at least the cooldown number of turns after the last run."""
+    """Whether an automatic run is due: past the threshold, something changed since the last
+    run (a store that cannot shrink does not trigger every turn), and at least the cooldown
+    number of turns after the last run."""
     cfg = store.config
-    count = len(store.entries())
-    if count <= cfg.consolidate_threshold:
+    entries = store.entries()
+    if len(entries) <= cfg.consolidate_threshold:
         return False
     state = _state(store)
-    if "after" not in state:
-        return True
-    margin = max(5, cfg.consolidate_threshold // 10)
-    return (count >= int(state["after"]) + margin
-            and int(state.get("turns", 0)) >= cfg.consolidate_cooldown)
+    if "since" in state and int(state.get("turns", 0)) < cfg.consolidate_cooldown:
+        return False
+    return bool(changed_since_last_run(store, entries))
 
 
 # -- what ---------------------------------------------------------------------------------
 
 
-def _batches(store: MemoryStore, entries: list[Entry], size: int) -> list[list[Entry]]:
-    """Groups of related memories (by search), each at most ``size``."""
+class _Neighbours:
+    """Which memories are about the same thing: an in-memory index of the informative words
+    of names and descriptions (words in many memories say little and are skipped)."""
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.terms: dict[str, set[str]] = {}
+        self.postings: dict[str, list[str]] = {}
+        for e in entries:
+            words = {w for w in tokenize(f"{e.name.replace('-', ' ')} {e.description}")
+                     if not w.isdigit()}  # numbered names say nothing about the topic
+            self.terms[e.name] = words
+            for w in words:
+                self.postings.setdefault(w, []).append(e.name)
+        n = max(1, len(entries))
+        self.idf = {w: math.log(1 + n / len(p)) for w, p in self.postings.items()}
+        self.common = max(50, n // 100)
+
+    def of(self, name: str, limit: int) -> list[str]:
+        """Up to ``limit`` memories closest to ``name``, closest first."""
+        scores: dict[str, float] = {}
+        shared = [w for w in self.terms.get(name, ()) if len(self.postings[w]) > 1]
+        words = [w for w in shared if len(self.postings[w]) <= self.common]
+        if not words and shared:  # only common words: the least common still says something
+            words = [min(shared, key=lambda w: len(self.postings[w]))]
+        for w in words:
+            for other in self.postings[w]:
+                if other != name:
+                    scores[other] = scores.get(other, 0.0) + self.idf[w]
+        if not scores:
+            return []
+        best = max(scores.values())
+        ranked = sorted(scores, key=lambda o: (-scores[o], o))[:limit]
+        return [o for o in ranked if scores[o] >= best / 2]  # weak matches share little
+
+
+def _groups(entries: list[Entry], seeds: list[Entry], size: int) -> list[list[Entry]]:
+    """Disjoint batches of related memories, each at most ``size``: every seed with its
+    nearest neighbours (a small store is one batch); a batch of one is left out."""
+    if not seeds:
+        return []
     if len(entries) <= size:
-        return [entries]
-    left = {e.name: e for e in entries}
-    groups = []
-    for seed in sorted(entries, key=lambda e: e.name):
-        if seed.name not in left:
+        return [entries] if len(entries) > 1 else []
+    by_name = {e.name: e for e in entries}
+    near = _Neighbours(entries)
+    used: set[str] = set()
+    groups: list[list[Entry]] = []
+    for seed in seeds:
+        if seed.name in used:
             continue
-        group = [left.pop(seed.name)]
-        hits = store.search_entries(f"{seed.name} {seed.description}", size * 2)
-        best = hits[0][1] if hits else 0.0
-        for e, score in hits:
-            if len(group) >= size or score < best / 2:
-                break  # weak matches share only common words: not related enough
-            if e.name in left:
-                group.append(left.pop(e.name))
+        group = [seed]
+        for other in near.of(seed.name, size * 2):
+            if len(group) >= size:
+                break
+            if other not in used and other != seed.name:
+                group.append(by_name[other])
+        used.update(e.name for e in group)
         groups.append(group)
     # Fold small groups together so each prompt has enough to compare.
     merged: list[list[Entry]] = []
@@ -143,7 +203,7 @@ def _batches(store: MemoryStore, entries: list[Entry], size: int) -> list[list[E
             merged[-1].extend(g)
         else:
             merged.append(g)
-    return merged
+    return [g for g in merged if len(g) > 1]
 
 
 def _prompt(store: MemoryStore, batch: list[Entry], seen: dict[str, str | None]) -> str:
@@ -229,19 +289,37 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
     return plan
 
 
+ProgressFn = Callable[[int, int, int], None]  # (batch done, batches, model calls so far)
+
+
 def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = False,
-                         dry_run: bool = False) -> Consolidation:
+                         dry_run: bool = False, whole: bool = False,
+                         max_calls: int | None = None,
+                         progress: ProgressFn | None = None) -> Consolidation:
     """Ask the model how to tidy the store, validate the plan, and apply it as one transaction.
 
+    By default only memories created or changed since the last run (and what an earlier run
+    left over) are looked at, each with its nearest neighbours, within ``max_calls`` model
+    calls (``consolidate_max_calls``); seeds beyond the budget are kept for the next run.
+    ``whole`` looks at every memory (``memdir consolidate --all``), without a call budget.
     Raises PlanError (changing nothing) when the plan would retire more than the configured
-    share of the store and ``force`` is not set.
+    share of the store and ``force`` is not set; even with ``force`` a run retires at most
+    ``MAX_RETIRE_PER_RUN`` memories.
     """
     cfg = store.config
     store.refresh()  # decide on the files as they are now, hand edits included
-    entries = [e for e in store.entries() if not e.pinned]
+    started = memory_now()
+    everything = store.entries()
+    entries = [e for e in everything if not e.pinned]
+    seeds = entries if whole else changed_since_last_run(store, everything)
+    budget = None if whole else (max_calls if max_calls is not None
+                                 else cfg.consolidate_max_calls)
+    batches = _groups(entries, seeds, cfg.consolidate_batch)
     plan = Consolidation()
-    for batch in _batches(store, entries, cfg.consolidate_batch):
-        if len(batch) < 2:
+    left: list[str] = []
+    for k, batch in enumerate(batches):
+        if budget is not None and plan.batches >= budget:
+            left += [e.name for e in batch if e.name in {s.name for s in seeds}]
             continue
         plan.batches += 1
         try:
@@ -250,17 +328,25 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
                 messages=[{"role": "user", "content": _prompt(store, batch, plan.seen)}],
                 purpose="consolidate", validate=_answer, max_tokens=4096)
         except LLMError as exc:
-            if plan.batches == 1 and len(entries) <= cfg.consolidate_batch:
+            if len(batches) == 1:
                 raise
             plan.dropped.append(f"a batch of {len(batch)} failed: {exc}")
             continue
+        finally:
+            if progress is not None:
+                progress(k + 1, len(batches), plan.batches)
         part = validate_plan(store, answer, {e.name for e in batch})
         plan.merges += part.merges
         plan.retires += part.retires
         plan.dropped += part.dropped
+    plan.left = left
+    if len(plan.retires) > MAX_RETIRE_PER_RUN:
+        plan.dropped += [f"retire {n}: over the {MAX_RETIRE_PER_RUN} retirements one run may"
+                         " make" for n, _ in plan.retires[MAX_RETIRE_PER_RUN:]]
+        plan.retires = plan.retires[:MAX_RETIRE_PER_RUN]
     for note in plan.dropped:
         log.info("consolidate: dropped %s", note)
-    total = len(store.entries())
+    total = len(everything)
     limit = math.floor(total * cfg.consolidate_max_retire_share)
     if len(plan.retires) > limit and not force:
         raise PlanError(
@@ -273,6 +359,6 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
         plan.operation = store.apply(
             plan.changes, source="consolidate", secrets="redact",
             summary=f"merged {len(plan.merges)} groups, retired {len(plan.retires)}")
-    # Even a run that changed nothing resets the trigger: the store must grow again first.
-    _save_state(store, {"after": len(store.entries()), "turns": 0})
+    # Even a run that changed nothing resets the trigger: something must change again first.
+    _update_state(store, since=started, pending=left, turns=0)
     return plan

@@ -10,13 +10,19 @@ turn. This module does NOT read the terminal (``repl`` does).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from ..consolidate import consolidate_memories, is_due, note_turn
 from ..errors import LLMError, MemdirError
 from ..extract import extract_memories
@@ -47,54 +53,128 @@ class Turn:
     replies: list[Reply] = field(default_factory=list)
 
 
+EXIT_WAIT = 3.0  # seconds an exiting agent waits for memory work before handing it over
+PENDING = "pending"  # .memdir/pending/: extractions handed over by an agent that exited
+
+
+@dataclass
+class _Job:
+    label: str
+    run: Callable[[], str | None]
+    handover: dict[str, Any] | None = None  # spooled if the process leaves before it ran
+
+
 class MemoryWorker:
-    """Runs memory upkeep on one background thread: never two jobs at once, all finished before
-    the process exits (``drain``)."""
+    """Runs memory upkeep on one background thread, one job at a time. An exiting agent waits
+    a few seconds for it (``close``); work not finished by then is handed over to the next
+    session through ``.memdir/pending/`` (extraction is resumable; a half-applied change is
+    finished from the journal when the store is next opened)."""
 
-    def __init__(self, on_event: EventFn) -> None:
+    def __init__(self, on_event: EventFn, spool: Path | None = None) -> None:
         self.on_event = on_event
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memdir-memory")
-        self.pending: list[Future[None]] = []
-        self.lock = threading.Lock()
+        self.spool = spool
+        self.jobs: deque[_Job] = deque()
+        self.current: _Job | None = None
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self._loop, name="memdir-memory", daemon=True)
+        self.thread.start()
 
-    def submit(self, label: str, job: Callable[[], str | None]) -> None:
+    def submit(self, label: str, job: Callable[[], str | None],
+               handover: dict[str, Any] | None = None) -> None:
         """Queue ``job``; its returned text (if any) and any failure become one-line events."""
-        def run() -> None:
+        with self.cond:
+            self.jobs.append(_Job(label, job, handover))
+            self.cond.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self.cond:
+                while not self.jobs:
+                    self.cond.wait()
+                self.current = self.jobs.popleft()
+            job = self.current
             try:
-                note = job()
+                note = job.run()
             except (MemdirError, OSError) as exc:
-                self.on_event("memory_error", f"{label} failed: {exc}")
-                return
+                self.on_event("memory_error", f"{job.label} failed: {exc}")
+                note = None
             except Exception as exc:  # a bug must not kill the session; it is still reported
-                log.exception("%s crashed", label)
-                self.on_event("memory_error", f"{label} failed: {type(exc).__name__}: {exc}")
-                return
+                log.exception("%s crashed", job.label)
+                self.on_event("memory_error", f"{job.label} failed: {type(exc).__name__}: {exc}")
+                note = None
             if note:
                 self.on_event("memory", note)
+            with self.cond:
+                self.current = None
+                self.cond.notify_all()
 
-        with self.lock:
-            self.pending = [f for f in self.pending if not f.done()]
-            self.pending.append(self.pool.submit(run))
+    def pending(self) -> list[str]:
+        """Labels of the jobs running or queued."""
+        with self.cond:
+            return ([self.current.label] if self.current else []) + [j.label for j in self.jobs]
 
-    def drain(self) -> None:
-        """Wait until every queued job has finished."""
-        with self.lock:
-            pending = list(self.pending)
-        for f in pending:
-            f.result()
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every queued job has finished (at most ``timeout`` s); True if they did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.cond:
+            while self.jobs or self.current is not None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
 
-    def close(self) -> None:
-        """Finish the queued jobs and stop the thread."""
-        self.drain()
-        self.pool.shutdown(wait=True)
+    def close(self, timeout: float = EXIT_WAIT) -> list[str]:
+        """Wait up to ``timeout`` s for the queued work; hand over what is left (its labels
+        are returned). Ctrl-C while waiting hands it over at once."""
+        try:
+            if self.drain(timeout):
+                return []
+        except KeyboardInterrupt:
+            pass
+        with self.cond:
+            left = ([self.current] if self.current else []) + list(self.jobs)
+            self.jobs.clear()
+        for job in left:
+            if job.handover is not None and self.spool is not None:
+                with contextlib.suppress(OSError):
+                    self.spool.mkdir(exist_ok=True)
+                    write_atomic(self.spool / f"{time.time_ns()}-{os.getpid()}.json",
+                                 json.dumps(job.handover, ensure_ascii=False).encode())
+        return [j.label for j in left]
 
 
-def _extract_job(root: MemoryStore, snapshot: list[Message], model: ChatModel
+def resume_handed_over(store: MemoryStore, worker: MemoryWorker, model: ChatModel) -> int:
+    """Queue the extractions an earlier agent handed over; returns how many."""
+    spool = store.internal / PENDING
+    try:
+        files = sorted(f for f in os.listdir(spool) if f.endswith(".json"))
+    except OSError:
+        return 0
+    for fname in files:
+        taken = spool / f"{fname}.taken-{os.getpid()}"
+        try:
+            os.rename(spool / fname, taken)  # claim it: two agents never take the same one
+            data = json.loads(taken.read_text(encoding="utf-8"))
+            messages = data["messages"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+
+        def job(taken: Path = taken, messages: list[Message] = messages) -> str | None:
+            note = _extract_job(store, messages, model)()
+            taken.unlink(missing_ok=True)
+            return note
+
+        worker.submit("handed-over memory extraction", job, {"messages": messages})
+    return len(files)
+
+
+def _extract_job(shared: MemoryStore, snapshot: list[Message], model: ChatModel
                  ) -> Callable[[], str | None]:
     def job() -> str | None:
         # A store object of its own: caches and the search connection are not shared with the
         # turn running on the main thread; the file lock orders the writes of both.
-        store = MemoryStore(root.root, root.config)
+        store = MemoryStore(shared.root, shared.config, watch=False)
         result = extract_memories(store, snapshot, model)
         note_turn(store)
         notes = []
@@ -174,7 +254,9 @@ def agent_loop(
         messages.append({"role": "assistant", "content": f"(the model failed: {exc})"})
         raise
     if worker is not None and memory_model is not None:
-        worker.submit("memory extraction", _extract_job(store, list(messages), memory_model))
+        snapshot = list(messages)
+        worker.submit("memory extraction", _extract_job(store, snapshot, memory_model),
+                      {"messages": snapshot})
     return turn
 
 

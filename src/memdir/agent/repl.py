@@ -18,7 +18,7 @@ from ..errors import MemdirError
 from ..memory import slugify
 from ..providers import ChatModel, Message
 from ..store import MemoryStore
-from .loop import MemoryWorker, Turn, agent_loop
+from .loop import EXIT_WAIT, PENDING, MemoryWorker, Turn, agent_loop, resume_handed_over
 from .tools import Tools
 
 HELP = """Commands:
@@ -45,7 +45,12 @@ class Session:
         self.last: Turn | None = None
         self.events: list[tuple[str, str]] = []
         self.at_prompt: str | None = None  # the prompt shown while waiting for input, if any
-        self.worker = MemoryWorker(self.event)
+        self.worker = MemoryWorker(self.event, store.internal / PENDING)
+        if memory_model is not None and not store.read_only:
+            resumed = resume_handed_over(store, self.worker, memory_model)
+            if resumed:
+                self.event("memory", f"memory: resuming {resumed} extraction(s) handed over by"
+                           " an earlier session")
 
     def event(self, kind: str, text: str) -> None:
         """Show a one-line notice (memory recalled/saved/failed, tool used)."""
@@ -78,8 +83,15 @@ class Session:
         return self.last
 
     def close(self) -> None:
-        """Let queued memory work finish before the process exits."""
-        self.worker.close()
+        """Give queued memory work a few seconds, then hand what is left to the next session."""
+        busy = self.worker.pending()
+        if busy:
+            print(f"· finishing {', '.join(busy)} (up to {EXIT_WAIT:.0f} s; Ctrl-C to leave now)",
+                  file=self.err, flush=True)
+        left = self.worker.close()
+        if left:
+            print(f"· handed over to the next session: {', '.join(left)} (nothing is lost:"
+                  " it resumes when memdir chat or run starts here)", file=self.err, flush=True)
 
     # -- slash commands -------------------------------------------------------------------
 
