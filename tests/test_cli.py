@@ -76,8 +76,8 @@ def test_secret_refused_unless_allowed(cli: CliFn) -> None:
     args = ["add", "tok", "--type", "reference", "-d", "token", "--body", f"key {token}"]
     r = cli(*args)
     assert (r.code, r.err) == (1, "memdir: error: the body looks like it contains a credential"
-                                  " (GitHub token) — remove it, or pass --allow-secret to store"
-                                  " it anyway\n")
+                                  " (GitHub token) — remove it, or store it anyway with"
+                                  " --allow-secret (secrets=\"allow\" in Python)\n")
     assert token not in r.err
     assert cli("list", "--json").out.strip() == "[]"
     assert cli(*args, "--allow-secret").code == 0

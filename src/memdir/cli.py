@@ -19,6 +19,7 @@ from . import memory as memfmt
 from .config import Config, load_config
 from .errors import InvalidMemory, MemdirError, StoreNotFound
 from .plan import Put
+from .safetext import display_width, for_terminal, for_terminal_text, pad
 from .store import MemoryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -156,12 +157,8 @@ def _read_body(body: str | None, body_file: Path | None) -> str:
 def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
         body_file: Path | None, allow_secret: bool) -> None:
     """Create or update the memory NAME."""
-    from .secrets import refuse_secrets
-
     c.create_store = True
     text = _read_body(body, body_file)
-    if not allow_secret:
-        refuse_secrets({"description": description, "body": text})
     existed = name in c.store
     mem = c.store.write(name, type=type_, description=description, body=text, source="cli",
                         secrets="allow" if allow_secret else "refuse")
@@ -181,11 +178,12 @@ def list_(c: Ctx, type_: str | None, as_json: bool) -> None:
     if not entries:
         click.echo("No memories." if type_ is None else f"No memories of type {type_}.")
         return
-    width = min(40, max(len(e.name) for e in entries))
-    twidth = max(len(e.type) for e in entries)
+    width = min(40, max(display_width(e.name) for e in entries))
+    twidth = min(30, max(display_width(for_terminal(e.type)) for e in entries))
     for e in entries:
         pin = " 📌" if e.pinned else ""
-        click.echo(f"{e.name:<{width}}  {e.type:<{twidth}}  {e.description}{pin}")
+        click.echo(f"{pad(e.name, width)}  {pad(for_terminal(e.type), twidth)}"
+                   f"  {for_terminal(e.description)}{pin}")
 
 
 @cli.command()
@@ -198,7 +196,7 @@ def show(c: Ctx, name: str, as_json: bool) -> None:
     if as_json:
         emit_json(mem.to_dict())
     else:
-        click.echo(memfmt.dumps(mem), nl=False)
+        click.echo(for_terminal_text(memfmt.dumps(mem)), nl=False)
 
 
 @cli.command()
@@ -255,7 +253,7 @@ def history(c: Ctx, name: str, as_json: bool) -> None:
     if not versions:
         click.echo(f"No history for {name}.")
     for v in versions:
-        why = f" — {v.reason}" if v.reason else ""
+        why = f" — {for_terminal(v.reason)}" if v.reason else ""
         click.echo(f"v{v.version}  {v.time}  {v.action}{why}")
 
 
@@ -315,7 +313,8 @@ def search(c: Ctx, query: tuple[str, ...], k: int, as_json: bool) -> None:
     if not hits:
         click.echo("No matching memories.")
     for e, score in hits:
-        click.echo(f"{score:6.2f}  {e.name}  ({e.type}) — {e.description}")
+        click.echo(f"{score:6.2f}  {e.name}  ({for_terminal(e.type)}) —"
+                   f" {for_terminal(e.description)}")
 
 
 @cli.command()
@@ -343,10 +342,10 @@ def log(c: Ctx, limit: int, as_json: bool) -> None:
     if not ops:
         click.echo("No changes recorded yet.")
     for op in ops:
-        click.echo(f"{op.time}  {op.id}  {op.source}" + (f" — {op.summary}" if op.summary
-                                                          else ""))
+        click.echo(f"{op.time}  {op.id}  {op.source}"
+                   + (f" — {for_terminal(op.summary)}" if op.summary else ""))
         for ch in op.changes:
-            why = f" ({ch['reason']})" if ch.get("reason") else ""
+            why = f" ({for_terminal(ch['reason'])})" if ch.get("reason") else ""
             click.echo(f"    {ch['action']:<6} {ch['name']}{why}")
 
 

@@ -20,14 +20,16 @@ from typing import Any
 
 from . import prompts
 from .atomic import write_atomic
-from .errors import InvalidName, LLMError, PlanError
+from .errors import InvalidMemory, InvalidName, LLMError, PlanError
 from .history import Operation
 from .index import Entry
-from .memory import MAX_DESCRIPTION_CHARS, Memory, validate_name
+from .memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
 from .memory import now as memory_now
 from .plan import Change, Put, Remove
 from .providers import ChatModel, complete_json
+from .safetext import for_body, for_prompt, one_line
 from .search import tokenize
+from .secrets import redact
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.consolidate")
@@ -217,8 +219,9 @@ def _prompt(store: MemoryStore, batch: list[Entry], seen: dict[str, str | None])
         body = mem.body
         if len(body) > BODY_CHARS:
             body = body[:BODY_CHARS] + " […]"
-        parts.append(f"## {e.name}\n({e.type}, updated {e.updated or 'unknown'})"
-                     f" {' '.join(e.description.split())}\n{body}")
+        body = "\n".join("  " + line for line in for_body(body).splitlines())
+        parts.append(f"## {e.name}\n({for_prompt(e.type)}, updated"
+                     f" {for_prompt(e.updated or 'unknown')}) {for_prompt(e.description)}\n{body}")
     return prompts.render("consolidate", memories="\n\n".join(parts),
                           types=", ".join(store.config.types))
 
@@ -236,14 +239,16 @@ def _memory_from(raw: Any, store: MemoryStore) -> Memory:
     if not isinstance(raw, dict):
         raise ValueError("'into' must be an object")
     name = validate_name(str(raw.get("name", "")).strip())
+    if redact(name)[1]:
+        raise ValueError("the name holds what looks like a credential")
     type_ = str(raw.get("type", "")).strip()
     if type_ not in store.config.types:
-        raise ValueError(f"unknown type {type_!r}")
-    desc = " ".join(str(raw.get("description", "")).split())[:MAX_DESCRIPTION_CHARS]
-    body = str(raw.get("body", "")).strip()
+        raise ValueError(f"unknown type {type_!r:.40}")
+    desc = " ".join(redact(str(raw.get("description", "")))[0].split())[:MAX_DESCRIPTION_CHARS]
+    body = redact(str(raw.get("body", "")).strip())[0]  # the plan shown never holds one
     if not desc or not body:
         raise ValueError("a merged memory needs a description and a body")
-    return Memory(name, type_, desc, body)
+    return store.check(Memory(name, type_, desc, body))
 
 
 def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
@@ -258,8 +263,8 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
         try:
             sources = [validate_name(str(n)) for n in (raw.get("from") or [])]
             into = _memory_from(raw.get("into"), store)
-        except (ValueError, InvalidName, AttributeError) as exc:
-            plan.dropped.append(f"merge {raw!r:.80}: {exc}")
+        except (ValueError, InvalidName, InvalidMemory, AttributeError) as exc:
+            plan.dropped.append(f"merge {safe_repr(str(raw))[:80]}: {exc}")
             continue
         bad = [n for n in sources if n not in allowed or n in pinned or n in used]
         sources = list(dict.fromkeys(n for n in sources if n not in bad))
@@ -281,8 +286,10 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
     for raw in answer.get("retire", []):
         name = str(raw.get("name", "")) if isinstance(raw, dict) else str(raw)
         reason = str(raw.get("reason", "")).strip() if isinstance(raw, dict) else ""
+        reason = one_line(redact(reason)[0])[:MAX_DESCRIPTION_CHARS]
         if name not in allowed or name in pinned or name in used:
-            plan.dropped.append(f"retire {name}: unknown, pinned or already merged")
+            plan.dropped.append(f"retire {safe_repr(name[:60])}: unknown, pinned or already"
+                                " merged")
             continue
         used.add(name)
         plan.retires.append((name, reason or "stale"))

@@ -7,11 +7,15 @@ index and caches and removes stale temporary files. It does NOT modify or delete
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from .atomic import TEMP_PREFIX
+from .memory import safe_repr
 from .store import JOURNAL, MemoryStore
 
 STALE_TEMP_SECONDS = 3600
@@ -43,30 +47,72 @@ class Report:
         return out
 
 
+def _internal_links(store: MemoryStore) -> list[str]:
+    """Symbolic links inside ``.memdir`` (two levels: its files and history/<name>)."""
+    found = []
+    for folder in (store.internal, store.internal / "history"):
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for de in entries:
+            if de.is_symlink():
+                found.append(os.path.relpath(de.path, store.root))
+            elif folder != store.internal and de.is_dir(follow_symlinks=False):
+                found += [os.path.relpath(sub.path, store.root) for sub in os.scandir(de.path)
+                          if sub.is_symlink()]
+    return found
+
+
+def _temp_files(store: MemoryStore) -> list[str]:
+    """Leftovers of killed writers: in the store, in .memdir and in every history folder."""
+    folders = [store.root, store.internal]
+    with contextlib.suppress(OSError):
+        folders += [Path(de.path) for de in os.scandir(store.internal / "history")
+                    if de.is_dir(follow_symlinks=False)]
+    out = []
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            out += [de.path for de in os.scandir(folder)
+                    if de.name.startswith((TEMP_PREFIX, ".meta-")) and de.is_file(
+                        follow_symlinks=False)]
+    return out
+
+
 def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
     """Check ``store``; with ``fix`` also repair the index, caches and temporary files."""
     report = Report()
-    stale_temps = []
+    links = _internal_links(store)
+    for link in links:
+        report.errors.append({"file": link, "reason": "symbolic link inside .memdir — memdir"
+                              " never writes through it; remove it (memdir recreates the file)"})
     now = time.time()
-    for folder in (store.root, store.internal):
-        for de in os.scandir(folder):
-            if (de.name.startswith((".tmp-", ".meta-")) and de.is_file(follow_symlinks=False)
-                    and now - de.stat(follow_symlinks=False).st_mtime > STALE_TEMP_SECONDS):
-                stale_temps.append(de.path)
-    if fix:
+    temps = _temp_files(store)
+    stale = [p for p in temps if now - os.lstat(p).st_mtime > STALE_TEMP_SECONDS]
+    if fix and not links:
         store.rebuild()
-        for path in stale_temps:
-            os.unlink(path)
-            report.fixed.append(f"removed stale temporary file {os.path.basename(path)}")
+        for path in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            report.fixed.append(f"removed stale temporary file"
+                                f" {os.path.relpath(path, store.root)}")
         report.fixed.append("rebuilt MEMORY.md and the metadata cache")
-    elif stale_temps:
-        report.warnings.append({"file": ".", "reason": f"{len(stale_temps)} stale"
-                                " temporary files (run 'memdir doctor --fix')"})
-    if (store.internal / JOURNAL).exists():
+    elif temps:
+        report.warnings.append({"file": ".", "reason": f"{len(temps)} temporary files of"
+                                f" interrupted writers ({len(stale)} older than an hour:"
+                                " 'memdir doctor --fix' removes those)"})
+    journal = store.internal / JOURNAL
+    if journal.exists() or journal.is_symlink():
         report.errors.append({"file": f".memdir/{JOURNAL}",
                               "reason": "an unfinished operation (reopen the store to finish it)"})
+    for leftover in sorted(store.internal.glob("journal.unreadable.*")):
+        report.warnings.append({"file": f".memdir/{leftover.name}", "reason": "an unreadable"
+                                " journal kept aside; inspect it, then delete it"})
+    if store.read_only:
+        report.warnings.append({"file": ".", "reason": "the store is read-only: memdir reads"
+                                " it but cannot change it"})
     for p in store.problems():
         target = report.errors if p.severity == "error" else report.warnings
-        target.append({"file": p.file, "reason": p.reason})
+        target.append({"file": safe_repr(p.file)[1:-1], "reason": p.reason})
     report.memories = len(store.entries())
     return report

@@ -14,18 +14,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import prompts
 from .atomic import write_atomic
-from .errors import InvalidName
+from .errors import InvalidMemory, InvalidName
 from .history import Operation
 from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
 from .plan import Put
 from .providers import ChatModel, Message, complete_json
 from .recall import catalogue_for, message_text
-from .search import tokenize
+from .safetext import for_body, for_prompt
+from .search import STOP_WORDS, tokenize
+from .secrets import redact
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.extract")
@@ -116,15 +119,64 @@ def _duplicate_of(store: MemoryStore, item: Memory) -> str | None:
     return None
 
 
-def _coerce(raw: Any, store: MemoryStore) -> tuple[str, Memory] | str:
-    """(action, memory) from one item of the model's answer, or the reason it was dropped."""
+MAX_ITEMS = 20  # items taken from one reply; a flood of items is a broken or hostile reply
+_PLACEHOLDERS = {"", "...", "…", "n/a", "na", "none", "null", "todo", "tbd", "body", "text",
+                 "description", "details", "content", "memory", "placeholder", "-"}
+
+
+def _short_name(text: str, taken: set[str]) -> str:
+    """A short, valid name made of the first informative words of ``text``, distinct from
+    ``taken``."""
+    words = [w for w in re.findall(r"\w+", text.lower()) if w not in STOP_WORDS][:5]
+    base = slugify(" ".join(words) or text)[:48].strip("-_") or "memory"
+    try:
+        validate_name(base)
+    except InvalidName:
+        base = f"note-{base}" if base else "note"
+        try:
+            validate_name(base)
+        except InvalidName:
+            base = "note"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def _name_for(raw_name: str, description: str, types: tuple[str, ...], taken: set[str]) -> str:
+    """The model's name when it is a usable one; else a short name derived from the text.
+
+    Not usable: invalid, a type name (``user_preference``), a stop word, or a copy of a whole
+    sentence."""
+    try:
+        name = validate_name(raw_name)
+    except InvalidName:
+        return _short_name(raw_name or description, taken)
+    words = [w for w in re.split(r"[-_]+", name.lower()) if w]
+    generic = (name.lower() in {t.lower() for t in types} or name.lower() in TYPE_ALIASES
+               or all(w in STOP_WORDS or w in _GENERIC_WORDS for w in words))
+    if generic or len(words) > 8:
+        return _short_name(description if generic else name.replace("-", " "), taken)
+    return name
+
+
+_GENERIC_WORDS = {"memory", "memories", "note", "notes", "fact", "facts", "preference",
+                  "preferences", "user", "project", "info", "information", "item", "new"}
+
+
+def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory] | str:
+    """(action, memory) from one item of the model's answer, or the reason it was dropped.
+    Text is redacted here, so the plan shown to a person never holds a credential."""
     if not isinstance(raw, dict):
         return f"not an object: {raw!r:.60}"
     action = str(raw.get("action", "create")).lower()
     if action not in ("create", "update"):
-        return f"unknown action {action!r}"
-    text = {k: str(raw.get(k) or "").strip() for k in ("name", "type", "description", "body")}
-    if not text["description"] and not text["body"]:
+        return f"unknown action {action!r:.40}"
+    text = {k: redact(str(raw.get(k) or "").strip())[0]
+            for k in ("name", "type", "description", "body")}
+    if text["body"].lower().strip(" .") in _PLACEHOLDERS:
+        text["body"] = ""
+    if not text["body"] and not text["description"]:
         return f"{text['name'] or 'an item'} has neither description nor body"
     type_ = text["type"].lower().replace(" ", "_")
     type_ = TYPE_ALIASES.get(type_, type_)
@@ -133,10 +185,7 @@ def _coerce(raw: Any, store: MemoryStore) -> tuple[str, Memory] | str:
     description = " ".join((text["description"] or text["body"]).split())
     if len(description) > MAX_DESCRIPTION_CHARS:
         description = description[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
-    try:
-        name = validate_name(text["name"])
-    except InvalidName:
-        name = slugify(text["name"] or description)
+    name = _name_for(text["name"], description, store.config.types, taken)
     return action, Memory(name, type_, description, text["body"] or description)
 
 
@@ -162,27 +211,43 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
     talk = _render(messages, start, 4 * 6000)
     # Large stores: show the memories the new talk is most likely to touch (pinned included).
     entries = catalogue_for(store, talk, store.config.select_catalogue_max)
-    catalogue = "\n".join(f"- {e.name} ({e.type}): {' '.join(e.description.split())}"
+    catalogue = "\n".join(f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}"
                           for e in entries) or "(none yet)"
     prompt = prompts.render("extract", catalogue=catalogue, types=", ".join(store.config.types),
-                            conversation=talk)
+                            conversation=for_body(talk))
     items = complete_json(model, system="You extract memories and answer in JSON.",
                           messages=[{"role": "user", "content": prompt}], purpose="extract",
                           validate=_validate)
     existing = {e.name for e in store.entries()}
+    shown = {e.name for e in entries}
     planned: dict[str, Put] = {}
+    if len(items) > MAX_ITEMS:
+        result.dropped.append(f"{len(items) - MAX_ITEMS} items past the first {MAX_ITEMS}")
+        items = items[:MAX_ITEMS]
     for raw in items:
-        coerced = _coerce(raw, store)
+        coerced = _coerce(raw, store, existing | planned.keys())
         if isinstance(coerced, str):
             result.dropped.append(coerced)
             continue
         action, mem = coerced
-        if action == "update" and mem.name not in existing:
-            action = "create"  # the model named a memory that does not exist
+        if action == "update" and mem.name not in shown:
+            action = "create"  # the model named a memory it was not shown: never overwrite
+        twin = store.twin_of(mem.name)
+        if twin is not None and twin != mem.name:
+            mem = mem.replace(name=twin)  # a look-alike of an existing name means that memory
+        if mem.name in planned:  # two items with one name: keep both
+            mem = mem.replace(name=_short_name(mem.description, existing | planned.keys()))
+        if action == "create" and mem.name in existing and mem.name not in shown:
+            mem = mem.replace(name=_short_name(mem.description, existing | planned.keys()))
         if action == "create" and mem.name not in existing:
             dup = _duplicate_of(store, mem)
-            if dup is not None:
+            if dup is not None and dup not in planned:
                 mem = mem.replace(name=dup)
+        try:
+            store.check(mem)
+        except (InvalidMemory, InvalidName) as exc:
+            result.dropped.append(f"{mem.name}: {exc}")
+            continue
         if mem.name in existing:
             current = store.get(mem.name)
             if current.pinned:

@@ -156,10 +156,16 @@ def slugify(text: str) -> str:
     """A valid memory name made from free text (used when a model proposes a sloppy name)."""
     norm = unicodedata.normalize("NFC", text).strip().lower()
     slug = re.sub(r"[^\w]+", "-", norm).strip("-_")
+    slug = unicodedata.normalize("NFKC", slug)
     slug = slug[:MAX_NAME_CHARS].rstrip("-_") or "memory"
     while len(slug.encode()) > MAX_NAME_BYTES:
         slug = slug[:-1]
-    return slug if slug.upper() != INDEX_NAME else "memory-index-note"
+    for candidate in (slug, f"note-{slug}"[:MAX_NAME_CHARS]):
+        try:
+            return validate_name(candidate)
+        except InvalidName:
+            continue
+    return "memory"
 
 
 @dataclass(frozen=True)

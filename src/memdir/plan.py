@@ -35,9 +35,34 @@ class Remove:
 Change = Put | Remove
 
 
-def screen(plan: Sequence[Change], policy: str) -> list[Change]:
-    """Refuse or redact credentials in what a plan writes (see ``secrets``)."""
+def _strings(value: object, path: str) -> list[tuple[str, str]]:
+    """Every string in a frontmatter value, with where it sits (``tags[2]``)."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in _strings(v, f"{path}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [x for i, v in enumerate(value) for x in _strings(v, f"{path}[{i}]")]
+    return []
+
+
+def _redact_value(value: object) -> object:
     from . import secrets
+
+    if isinstance(value, str):
+        return secrets.redact(value)[0]
+    if isinstance(value, dict):
+        return {k: _redact_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_value(v) for v in value]
+    return value
+
+
+def screen(plan: Sequence[Change], policy: str) -> list[Change]:
+    """Refuse or redact credentials in what a plan writes: the name, description, body and
+    every string of the other frontmatter keys (see ``secrets``)."""
+    from . import secrets
+    from .memory import slugify
 
     if policy == "allow":
         return list(plan)
@@ -47,11 +72,19 @@ def screen(plan: Sequence[Change], policy: str) -> list[Change]:
     for change in plan:
         if isinstance(change, Put):
             m = change.memory
+            extras = [x for k, v in m.extra.items() for x in _strings(v, str(k))]
             if policy == "refuse":
-                secrets.refuse_secrets({"description": m.description, "body": m.body})
+                secrets.refuse_secrets({"name": m.name, "description": m.description,
+                                        "body": m.body,
+                                        **{f"field {k!r}": v for k, v in extras}})
             else:
+                name, found = secrets.redact(m.name)
+                if found:
+                    name = slugify(name.replace("[REDACTED:", "redacted-").replace("]", ""))
                 desc, _ = secrets.redact(m.description)
                 body, _ = secrets.redact(m.body)
-                change = replace(change, memory=m.replace(description=desc, body=body))
+                extra = {k: _redact_value(v) for k, v in m.extra.items()}
+                change = replace(change, memory=m.replace(name=name, description=desc,
+                                                          body=body, extra=extra))
         out.append(change)
     return out

@@ -20,6 +20,7 @@ from . import prompts
 from .errors import InvalidMemory, LLMError
 from .index import Entry
 from .providers import ChatModel, Message, complete_json
+from .safetext import for_body, for_prompt, one_line
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.recall")
@@ -142,11 +143,11 @@ def select(store: MemoryStore, messages: list[Message], model: ChatModel | None 
         return Selection([], "search" if model is None else "llm", note="the store is empty")
     if model is not None:
         catalogue = catalogue_for(store, query, cfg.select_catalogue_max)
-        lines = "\n".join(f"{i}. {e.name} ({e.type}) — {' '.join(e.description.split())}"
+        lines = "\n".join(f"{i}. {e.name} ({for_prompt(e.type)}) — {for_prompt(e.description)}"
                           for i, e in enumerate(catalogue, 1))
+        talk = recent_conversation(messages, cfg.recall_history_chars)
         prompt = prompts.render("select", max_items=max_items, catalogue=lines,
-                                conversation=recent_conversation(messages,
-                                                                 cfg.recall_history_chars))
+                                conversation=for_body(talk))
         try:
             names = complete_json(
                 model, system="You select relevant memories and answer in JSON.",
@@ -193,8 +194,8 @@ def render_block(store: MemoryStore, names: list[str], budget_tokens: int) -> st
             mem = store.get(name)
         except (InvalidMemory, LookupError):
             continue
-        attrs = (f'name="{escape(mem.name)}" type="{escape(mem.type)}"'
-                 f' updated="{escape(mem.updated or mem.created or "unknown")}"')
+        attrs = (f'name="{escape(mem.name)}" type="{escape(one_line(mem.type))}"'
+                 f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"')
         body = escape(mem.body.strip() or mem.description, quote=False)
         head, tail = f"<memory {attrs}>\n", "\n</memory>"
         cost = estimate_tokens(head + body + tail)
@@ -272,7 +273,7 @@ def index_section(store: MemoryStore, max_lines: int, max_bytes: int) -> str:
     lines: list[str] = []
     size = 0
     for e in entries:
-        line = f"- {e.name} ({e.type}): {' '.join(e.description.split())}"
+        line = f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}"
         line_bytes = len(line.encode()) + 1
         if len(lines) + 1 >= max_lines or size + line_bytes + 120 > max_bytes:
             break

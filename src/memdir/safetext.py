@@ -44,9 +44,24 @@ def for_prompt(text: str) -> str:
     return escape(one_line(text), quote=False)
 
 
+def for_body(text: str) -> str:
+    """Several lines inside an XML-tagged prompt section: line breaks stay, tags are escaped,
+    other control characters go."""
+    clean = "".join(ch if ch == "\n" else _clean_char(ch) if not ch.isprintable() else ch
+                    for ch in text.replace("\r\n", "\n"))
+    return escape(clean, quote=False)
+
+
 def for_terminal(text: str) -> str:
     """One line for a person's terminal: no escape sequences reach it."""
     return one_line(text)
+
+
+def for_terminal_text(text: str) -> str:
+    """Several lines for a terminal: line breaks and tabs stay, escape sequences and other
+    control or invisible characters go."""
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else _clean_char(ch)
+                   for ch in text.replace("\r\n", "\n"))
 
 
 def display_width(text: str) -> int:

@@ -150,5 +150,5 @@ def refuse_secrets(fields: Mapping[str, str]) -> None:
             kinds = ", ".join(sorted({f.kind for f in findings}))
             raise SecretFound(
                 f"the {field_name} looks like it contains a credential ({kinds}) — remove it,"
-                " or pass --allow-secret to store it anyway"
+                " or store it anyway with --allow-secret (secrets=\"allow\" in Python)"
             )

@@ -117,7 +117,7 @@ class MemoryStore:
         self._search: SearchIndex | None = None
         self._index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version
         self._index_record: Any = None  # what INDEX_STATE says, once read
-        if (self.internal / JOURNAL).exists():
+        if os.path.lexists(self.internal / JOURNAL):
             self._try_locked(self._recover)
         self._sweep(progress)
 
@@ -367,7 +367,9 @@ class MemoryStore:
         self._catch_up()
         catalog = self._catalog
         if self._search is None:
-            path = ":memory:" if self.read_only else self.internal / "search.sqlite"
+            path: Path | str = self.internal / "search.sqlite"
+            if self.read_only or path.is_symlink():  # never written through a planted link
+                path = ":memory:"
             self._search = SearchIndex(path)
             files: _list[str] | None = None  # everything, compared by identity
         else:
@@ -510,16 +512,32 @@ class MemoryStore:
             if entry is None:
                 self._check_new_name(name, fname, seen)
             content = memfmt.dumps(new)
-            size = len(content.encode())
-            if size > self.config.max_file_bytes:
-                raise InvalidMemory(
-                    f"memory {name!r} would be {size / 1024:.0f} KiB, over the"
-                    f" {self.config.max_file_bytes // 1024} KiB limit — shorten the body or"
-                    " split it into several memories")
+            if len(content.encode()) > self.config.max_file_bytes:
+                self.check(new)  # raises, saying by how much
             steps.append({"name": name, "file": fname,
                           "action": "update" if entry else "create",
                           "content": content, "reason": change.reason})
         return steps
+
+    def check(self, memory: Memory) -> Memory:
+        """Validate a memory as a write would (name, type, description, size) without
+        writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
+        new = memfmt.validate_new(memory.replace(name=memfmt.validate_name(memory.name)),
+                                  self.config.types)
+        size = len(memfmt.dumps(new.replace(created=memfmt.now(), updated=memfmt.now()))
+                   .encode())
+        if size > self.config.max_file_bytes:
+            raise InvalidMemory(
+                f"memory {new.name!r} would be {size / 1024:.0f} KiB, over the"
+                f" {self.config.max_file_bytes // 1024} KiB limit — shorten the body or"
+                " split it into several memories")
+        return new
+
+    def twin_of(self, name: str) -> str | None:
+        """The listed name that ``name`` looks like (same letters but for case or look-alike
+        characters), if any."""
+        self._catch_up()
+        return self._catalog.skeletons.get(memfmt.skeleton(name))
 
     def _check_new_name(self, name: str, fname: str, planned: set[str]) -> None:
         """A new memory's file must be free, and its name must not pass for another one's."""
@@ -596,6 +614,9 @@ class MemoryStore:
     def _recover(self) -> None:
         """Finish an operation a crashed process left in the journal."""
         path = self.internal / JOURNAL
+        if path.is_symlink():  # not ours: keep it aside, never follow it
+            os.replace(path, self.internal / f"journal.unreadable.{_new_op_id()}")
+            return
         try:
             op = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:

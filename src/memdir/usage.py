@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .atomic import append_nofollow
+
 
 @dataclass
 class UsageTotals:
@@ -44,8 +46,7 @@ class UsageLog:
                "provider": provider, "model": model, "input_tokens": input_tokens,
                "output_tokens": output_tokens, "latency_ms": round(latency_ms, 1), "ok": ok}
         try:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row) + "\n")
+            append_nofollow(self.path, (json.dumps(row) + "\n").encode())
         except OSError:
             pass
 

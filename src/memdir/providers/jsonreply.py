@@ -59,12 +59,12 @@ def _loads_lenient(s: str) -> Any:
     s = s.strip()
     try:
         return json.loads(s)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     fixed = _TRAILING_COMMA.sub(r"\1", s)
     try:
         return json.loads(fixed)
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     # Python-style literals (single quotes, True/None) are a common small-model slip.
     pythonish = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False",
@@ -78,10 +78,29 @@ def _loads_lenient(s: str) -> Any:
     raise ValueError("not a JSON object or list")
 
 
+MAX_DEPTH = 64  # memdir's replies nest three or four levels; deeper is hostile or broken
+
+
+def _too_deep(text: str) -> bool:
+    """Whether brackets nest deeper than MAX_DEPTH anywhere (strings are not told apart: a
+    bracket-heavy string is as suspect as a deep value)."""
+    depth = 0
+    for ch in text:
+        if ch in "{[":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif ch in "}]":
+            depth = max(0, depth - 1)
+    return False
+
+
 def extract_json(text: str) -> Any:
     """The first JSON object or list found in ``text``; raise ValueError if there is none."""
     if not text or not text.strip():
         raise ValueError("the reply was empty")
+    if _too_deep(text):
+        raise ValueError(f"the JSON nests deeper than {MAX_DEPTH} levels")
     for candidate in _candidates(text):
         if not candidate.strip() or candidate.strip()[0] not in "{[":
             continue
