@@ -367,10 +367,9 @@ class MemoryStore:
         self._catch_up()
         catalog = self._catalog
         if self._search is None:
-            path: Path | str = self.internal / "search.sqlite"
-            if self.read_only or path.is_symlink():  # never written through a planted link
-                path = ":memory:"
-            self._search = SearchIndex(path)
+            db = self.internal / "search.sqlite"
+            # never written through a planted link; a read-only store keeps it in memory
+            self._search = SearchIndex(":memory:" if self.read_only or db.is_symlink() else db)
             files: _list[str] | None = None  # everything, compared by identity
         else:
             files = _list(catalog.changed | catalog.recheck)
