@@ -125,6 +125,10 @@ class History:
                    index: Any = None) -> int | None:
         """Append ``op`` (with the store folder's time after it) to the log; the log's new
         size, or None if the operation was logged before a crash."""
+        if self.log_path.is_symlink():
+            raise ConflictError(
+                f"{self.log_path} is a symbolic link — memdir writes its log only inside the"
+                " store; remove the link (see 'memdir doctor')")
         if any(o.id == op.id for o in self.log(limit=5)):
             return None
         data = op.to_dict()

@@ -118,7 +118,10 @@ class MemoryStore:
         self._index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version
         self._index_record: Any = None  # what INDEX_STATE says, once read
         if os.path.lexists(self.internal / JOURNAL):
-            self._try_locked(self._recover)
+            try:
+                self._try_locked(self._recover)
+            except (ConflictError, OSError):
+                pass  # left for 'memdir doctor' to report; reading still works
         self._sweep(progress)
 
     # -- locking ----------------------------------------------------------------------------
@@ -461,6 +464,7 @@ class MemoryStore:
             steps = self._prepare(plan)
             if not steps:
                 return None
+            self._preflight(steps)
             op = {"id": _new_op_id(), "time": memfmt.now(), "source": source,
                   "summary": summary, "steps": steps, "undoes": undoes}
             write_atomic(self.internal / JOURNAL, json.dumps(op, ensure_ascii=False).encode())
@@ -517,6 +521,15 @@ class MemoryStore:
                           "action": "update" if entry else "create",
                           "content": content, "reason": change.reason})
         return steps
+
+    def _preflight(self, steps: _list[dict[str, Any]]) -> None:
+        """Refuse, before the journal is written, an operation that could not finish: links
+        planted where it would write history or the log."""
+        _not_a_link(self.internal / LOG, "file")
+        _not_a_link(self.internal / "history", "folder")
+        for step in steps:
+            if step["action"] != "create":
+                _not_a_link(self._history.versions_dir(step["name"]), "folder")
 
     def check(self, memory: Memory) -> Memory:
         """Validate a memory as a write would (name, type, description, size) without
