@@ -10,7 +10,11 @@ import pytest
 from memdir import MemoryStore, SecretFound
 from memdir.secrets import redact, scan
 
-CORPUS = json.loads((Path(__file__).parent / "data" / "secrets_corpus.json").read_text())
+DATA = Path(__file__).parent / "data"
+CORPUS = {"secrets": [], "lookalikes": []}
+for _name in ("secrets_corpus.json", "secrets_holdout.json"):
+    for _key, _texts in json.loads((DATA / _name).read_text(encoding="utf-8")).items():
+        CORPUS[_key] += _texts
 
 
 @pytest.mark.parametrize("text", CORPUS["secrets"])
@@ -46,3 +50,18 @@ def test_store_refuses_by_default_and_redacts_when_asked(store: MemoryStore) -> 
                 secrets="redact")
     assert store.get("t").body == "use [REDACTED:GitHub token]"
     assert token not in (store.root / "t.md").read_text()
+
+
+def test_multi_part_tokens_are_redacted_whole() -> None:
+    """A Discord bot token (three dot-separated parts) leaves no part behind."""
+    token = "MTA5OTk4NzY1NDMyMTAxMjM0NQ.GhIjKl.abcdEFGHijklMNOPqrstUVWXyz0123456789ab"
+    out, found = redact(f"bot token: {token}")
+    assert found and not any(part in out for part in token.split("."))
+
+
+def test_code_and_prose_about_secrets_stay(store: MemoryStore) -> None:
+    """Naming a secret is not holding one: code that reads it and prose about it are kept."""
+    body = ("password = get_password_from_vault(name)\napi_key=settings.OPENAI_API_KEY\n"
+            "密码是用户自己设置的字符串。トークンは一時間ごとに更新されます。")
+    store.write("auth-notes", type="reference", description="how auth works", body=body)
+    assert store.get("auth-notes").body == body

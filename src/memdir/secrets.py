@@ -19,40 +19,117 @@ from dataclasses import dataclass
 
 from .errors import SecretFound
 
-# (kind, pattern, group holding the secret: 0 = the whole match)
+# (kind, pattern, group holding the secret: 0 = the whole match). Token formats follow the
+# prefixes their issuers document (the same ones secret scanners such as gitleaks look for).
+_TOKENS: list[tuple[str, str]] = [
+    ("AWS access key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_\w{22,255})"),
+    ("GitLab token", r"\bgl(?:pat|rt|dt|ft|cbt|ptt|oas)-[A-Za-z0-9_\-]{20,}"),
+    ("Slack token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}"),
+    ("Slack webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,}"),
+    ("Stripe key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("API key", r"\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
+    ("Google API key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    ("Google OAuth token", r"\bya29\.[0-9A-Za-z_\-]{20,}"),
+    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("PyPI token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,}"),
+    ("SendGrid key", r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+    ("Twilio key", r"\bSK[0-9a-f]{32}\b"),
+    ("Shopify token", r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"),
+    ("DigitalOcean token", r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
+    ("Vault token", r"\bhv[sbr]\.[A-Za-z0-9_\-]{24,}"),
+    ("Discord token", r"\b[MNO][A-Za-z\d_\-]{23,27}\.[A-Za-z\d_\-]{6}\.[A-Za-z\d_\-]{27,40}"),
+    ("Mailgun key", r"\bkey-[0-9a-f]{32}\b"),
+    ("Mailchimp key", r"\b[0-9a-f]{32}-us\d{1,2}\b"),
+    ("Square token", r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}"),
+    ("Databricks token", r"\bdapi[a-f0-9]{32}(?:-\d)?\b"),
+    ("Atlassian token", r"\bATATT3[A-Za-z0-9_\-=]{100,}"),
+    ("Linear key", r"\blin_api_[A-Za-z0-9]{40}\b"),
+    ("Postman key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"),
+    ("Doppler token", r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9_.\-]{40,}"),
+    ("Grafana token", r"\b(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[a-f0-9]{8})"),
+    ("New Relic key", r"\bNR(?:AK|AA|II)-[A-Z0-9]{27}\b"),
+    ("Telegram bot token", r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b"),
+    ("age key", r"\bAGE-SECRET-KEY-1[A-Z0-9]{58}\b"),
+    ("Docker token", r"\bdckr_pat_[A-Za-z0-9_\-]{27,}"),
+    ("Fly.io token", r"\bfo1_[A-Za-z0-9_\-]{43}"),
+    ("Supabase token", r"\bsbp_[a-f0-9]{40}\b"),
+    ("Pulumi token", r"\bpul-[a-f0-9]{40}\b"),
+    ("Terraform token", r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,}"),
+    ("Sentry token", r"\bsntr[ysu]_[A-Za-z0-9+/=_\-]{40,}"),
+    ("JWT", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+]
 _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("private key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
         r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"), 0),
-    ("AWS access key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AIDA|AROA)[0-9A-Z]{16}\b"), 0),
-    ("GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_\w{22,255})"), 0),
-    ("GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), 0),
-    ("Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), 0),
-    ("Slack webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/]{20,}"), 0),
-    ("Stripe key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"), 0),
-    ("API key", re.compile(r"\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"), 0),
-    ("Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), 0),
-    ("Google OAuth token", re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}"), 0),
-    ("Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}"), 0),
-    ("npm token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),
-    ("SendGrid key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"), 0),
-    ("Twilio key", re.compile(r"\bSK[0-9a-f]{32}\b"), 0),
-    ("JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
+    *[(kind, re.compile(rx), 0) for kind, rx in _TOKENS],
     ("password in URL", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:([^\s@/]{3,})@"), 1),
     ("Azure connection string",
      re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})"), 1),
+    ("HTTP credentials", re.compile(
+        r"(?i)\bAuthorization:\s*(?:Basic|Bearer|Token)\s+([A-Za-z0-9._~+/=\-]{12,})"), 1),
+    ("password", re.compile(r"(?:\bcurl\b|\bwget\b|\bhttp\b)[^\n]*?\s(?:-u|--user)[ =]"
+                            r"[\"']?[^\s:\"']+:([^\s\"']{4,})"), 1),
+    ("password", re.compile(r"\bmysql(?:dump|admin)?\b[^\n]*?\s-p([^\s\"']{4,})"), 1),
+    # NAME=value where the name says it holds a secret (shells, .env files, CI settings)
     ("password", re.compile(
-        r"(?i)(?:(?<![a-z0-9])(?:password|passwd|pwd|passphrase|secret|secret[_-]?key|api[_-]?key|apikey"
-        r"|access[_-]?key|access[_-]?token|auth[_-]?token|token|client[_-]?secret"
-        r"|private[_-]?key)(?![a-z0-9])|密码|口令|密钥|令牌)"
-        r"[\"']?\s*(?:[:=：]|\bis\b|是|为)\s*[\"']?([^\s\"',;，。]{6,})"), 1),
+        r"(?i)\b[A-Z0-9_]*(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_?KEY"
+        r"|PRIVATE_?KEY|_PWD|PGPASS)[A-Z0-9_]*\s*[:=]\s*[\"']?([^\s\"',;]{6,})"), 1),
+    # prose and config in English: "the password for X is Y", "api key: Y", "login is u / Y"
+    ("password", re.compile(
+        r"(?i)(?<![a-z0-9])(?:password|passwd|pwd|pw|passphrase|pass ?code|secret(?:[ _-]?key)?"
+        r"|api[ _-]?key|access[ _-]?(?:key|token)|auth[ _-]?token|token|client[ _-]?secret"
+        r"|private[ _-]?key|credentials?|login)(?![a-z0-9])"
+        r"(?:\s+(?:for|of|on|to|at)\s+[^\n.:=]{1,40}?)?"
+        r"[\"']?\s*(?:(?:\bis\b|\bare\b)\s*[:=]?|[:=])\s*[\"']?"
+        r"(?:[^\s/:\"']{1,32}\s*(?:/|:)\s*)?([^\s\"',;]{6,})"), 1),
+    ("password", re.compile(r"(?i)\b(?:credentials?|login)\s+(?:is\s+|are\s+)?"
+                            r"[^\s/]{1,32}\s*/\s*([^\s\"',;]{6,})"), 1),
+    # no separator at all: "api key 4caf…", "password D3ploy#Stg" (only values shaped like keys)
+    ("API key", re.compile(r"(?i)\b(?:api[ _-]?key|access[ _-]?token|secret[ _-]?key)\s+"
+                           r"(?=[a-z0-9_\-]*\d)([A-Za-z0-9_\-]{32,})\b"), 1),
+    ("password", re.compile(r"(?i)\b(?:password|passwd|passphrase)\s+"
+                            r"(?=\S*\d)(?=\S*[A-Z!@#$%^&*])([^\s\"',;]{6,})"), 1),
+    # Chinese and Japanese: 密码是 Y, パスワードは Y, ログインは u / Y
+    ("password", re.compile(
+        r"(?:密码|口令|密钥|令牌|秘钥|Secret|パスワード|暗証番号|APIキー|トークン|ログイン)"
+        r"[^\n:：=是为は]{0,6}\s*(?:[:：=]|是|为|は)\s*"
+        r"(?:[^\s/:：]{1,32}\s*/\s*)?([^\s\"',;，。、]{6,})"), 1),
 ]
 
 _PLACEHOLDER = re.compile(
     r"^(?:[$<{%(\[]|\*+$|x+$|\.{3}|os\.|env\.|process\.env|getenv|none$|null$|true$|false$"
-    r"|required$|optional$|redacted|example|placeholder|your[_-]|changeme$|secret$|password$)",
+    r"|required$|optional$|redacted|example|placeholder|your[_-]|changeme$|secret$|password$"
+    r"|bearer$|basic$|token$)",
     re.IGNORECASE,
 )
+_CJK_OR_KANA = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_CODE_VALUE = re.compile(
+    r"^[A-Za-z_][\w.]*\(|\[[\"']|^[\[{(]|^[A-Za-z_]\w*(?:\.\w+)+$"  # call, index, attribute
+    r"|^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$"  # another setting's NAME
+    r"|^[a-z][a-z_]*$"  # a lowercase identifier or word
+)
+
+
+_WORDS_VALUE = re.compile(r"^[A-Za-z]+(?:-[A-Za-z]+)+$|^[a-z0-9_\-]+(?:/[a-z0-9_\-.]+)+$")
+
+
+def _plausible_secret(value: str) -> bool:
+    """Whether the value after a 'password is' names a secret rather than code or prose."""
+    value = value.strip("\"'`").rstrip(".!?,;)")
+    if len(value) < 6 or _PLACEHOLDER.match(value) or _CJK_OR_KANA.search(value):
+        return False
+    if (value[0] in "?&*|>" or re.match(r"![A-Za-z]+$", value) or "${" in value
+            or "}" in value or _WORDS_VALUE.match(value)):
+        return False  # a YAML tag or anchor, a shell expansion, a path or a name of words
+    if _CODE_VALUE.search(value) and not (any(c.isdigit() for c in value)
+                                          and not re.search(r"^[\w.]*\(|^[\[{(]", value)):
+        return False
+    return not (value.isalpha() and value.islower())
+
+
 _CANDIDATE = re.compile(r"(?<![\w/+=\-.])[A-Za-z0-9+/_\-]{24,}={0,2}(?![\w/+=\-])")
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -88,6 +165,17 @@ def _is_text_base64(token: str) -> bool:
     return printable >= 0.95 * max(1, len(decoded))
 
 
+# What stands right before a random-looking value that is public by nature: go.sum and SRI/npm
+# integrity hashes, SSH public keys, fingerprints, base64 data URIs.
+_PUBLIC_BEFORE = re.compile(
+    r"(?:\bh1:|\bsha(?:1|256|384|512)-|\bSHA(?:1|256|384|512):|;base64,"
+    r"|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)\s+)$")
+# Object ids of payment and chat APIs: random, but names of things, not keys to them.
+_ID_PREFIX = re.compile(r"sha(?:1|256|384|512)-"
+                        r"|(?:cus|pi|ch|sub|prod|price|evt|acct|in|txn|seti|src|pm|re|po|ii|il"
+                        r"|cs_live|cs_test|plink|card|ba|btok|file|sku)_[A-Za-z0-9]{8,}$")
+
+
 def _looks_random(token: str) -> bool:
     """High-entropy token test, tuned to spare hashes, UUIDs, identifiers and paths."""
     core = token.rstrip("=")
@@ -118,12 +206,17 @@ def scan(text: str) -> list[Finding]:
         for m in pattern.finditer(text):
             start, end = m.span(group)
             value = m.group(group)
-            if kind == "password" and (_PLACEHOLDER.match(value) or (value.isalpha() and
-                                       value.islower() and len(value) < 10)):
+            if kind in ("password", "HTTP credentials") and not _plausible_secret(value):
+                continue
+            if kind == "password in URL" and _PLACEHOLDER.match(value):
                 continue
             if not overlaps(start, end):
                 found.append(Finding(kind, start, end))
     for m in _CANDIDATE.finditer(text):
+        if _PUBLIC_BEFORE.search(text, max(0, m.start() - 40), m.start()):
+            continue  # a checksum, a public key, inline data: random by design, not secret
+        if _ID_PREFIX.match(m.group(0)):
+            continue
         if _looks_random(m.group(0)) and not overlaps(*m.span()):
             found.append(Finding("high-entropy token", *m.span()))
     found.sort(key=lambda f: f.start)
