@@ -103,14 +103,18 @@ def plan_lines(c: Ctx, plan: Any) -> list[str]:
     return lines
 
 
-def new_session(c: Ctx, out: Any = None) -> Session:
-    """An agent session in the current folder with the configured models."""
-    from .agent.repl import Session
+def new_session(c: Ctx, out: Any = None, *, yes: bool = False, interactive: bool = False
+                ) -> Session:
+    """An agent session in the current folder with the configured models. Commands and file
+    changes need approval: asked on a terminal, else allowed by --yes or the 'allow' rules."""
+    from .agent.permissions import Gate
+    from .agent.repl import Session, ask_on_terminal
 
     model = build_model(c, memory=False)
     memory_model = build_model(c, memory=True)
+    gate = Gate(rules=c.config.allow, yes=yes, ask=ask_on_terminal if interactive else None)
     kwargs = {"out": out} if out is not None else {}
-    return Session(c.store, model, memory_model, Path.cwd(), **kwargs)
+    return Session(c.store, model, memory_model, Path.cwd(), gate=gate, **kwargs)
 
 
 def optional_model(c: Ctx) -> ChatModel | None:
@@ -253,25 +257,31 @@ def register(group: click.Group) -> None:
             click.echo("Applied. Undo with 'memdir undo'.")
 
     @group.command("chat")
+    @click.option("--yes", "-y", is_flag=True,
+                  help="Let the agent run commands and write files without asking.")
     @pass_ctx
-    def chat_cmd(c: Ctx) -> None:
-        """Talk to the coding agent; it remembers across sessions."""
+    def chat_cmd(c: Ctx, yes: bool) -> None:
+        """Talk to the coding agent; it remembers across sessions. It asks before it runs a
+        command or writes a file (once, always for this session, or no)."""
         from .agent.repl import chat
 
         c.create_store = True
-        chat(new_session(c))
+        chat(new_session(c, yes=yes, interactive=sys.stdin.isatty()))
 
     @group.command("run")
     @click.argument("task", nargs=-1, required=True)
+    @click.option("--yes", "-y", is_flag=True,
+                  help="Let the agent run commands and write files (else only what the"
+                       " 'allow' rules in config.toml permit).")
     @json_option
     @pass_ctx
-    def run_cmd(c: Ctx, task: tuple[str, ...], as_json: bool) -> None:
+    def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
         """Run one agent turn for TASK (non-interactive) and print the reply."""
         import io
 
         c.create_store = True
         before = {op.id for op in c.store.log(50)}
-        session = new_session(c, out=io.StringIO() if as_json else None)
+        session = new_session(c, out=io.StringIO() if as_json else None, yes=yes)
         try:
             turn = session.turn(" ".join(task), stream=not as_json)
         finally:

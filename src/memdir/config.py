@@ -51,6 +51,7 @@ class Config:
     consolidate_max_retire_share: float = 0.3
     consolidate_batch: int = 60
     consolidate_max_calls: int = 4  # model calls per automatic run; the rest waits its turn
+    allow: tuple[str, ...] = ()  # agent approvals: "bash:pytest*", "write:src/**"
 
     @property
     def chat_model(self) -> str:
@@ -86,7 +87,7 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     try:
         if name == "dir":
             return Path(value)
-        if name == "types":
+        if name in ("types", "allow"):
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(str(t).strip() for t in items if str(t).strip())
         if isinstance(default, bool):

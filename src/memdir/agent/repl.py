@@ -19,6 +19,7 @@ from ..memory import slugify
 from ..providers import ChatModel, Message
 from ..store import MemoryStore
 from .loop import EXIT_WAIT, PENDING, MemoryWorker, Turn, agent_loop, resume_handed_over
+from .permissions import Gate
 from .tools import Tools
 
 HELP = """Commands:
@@ -35,11 +36,12 @@ class Session:
     """One chat or run: the history, the agent's parts, and where output goes."""
 
     def __init__(self, store: MemoryStore, model: ChatModel, memory_model: ChatModel | None,
-                 root: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+                 root: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+                 gate: Gate | None = None) -> None:
         self.store = store
         self.model = model
         self.memory_model = memory_model
-        self.tools = Tools(root, store)
+        self.tools = Tools(root, store, gate=gate)
         self.out, self.err = out, err
         self.messages: list[Message] = []
         self.last: Turn | None = None
@@ -170,6 +172,25 @@ class Session:
 
 
 PROMPT = "› "
+
+
+def ask_on_terminal(kind: str, what: str) -> str:
+    """Ask the person at the terminal whether the agent may go ahead."""
+    shown = " ".join(what.split())
+    shown = shown if len(shown) <= 200 else shown[:197] + "…"
+    label = "run" if kind == "bash" else "write"
+    while True:
+        try:
+            answer = input(f"? allow the agent to {label}: {shown}\n  [y] once  [a] always this"
+                           " session  [n] no › ").strip().lower()
+        except EOFError:
+            return "deny"
+        if answer in ("y", "yes"):
+            return "once"
+        if answer in ("a", "always"):
+            return "always"
+        if answer in ("n", "no", ""):
+            return "deny"
 
 
 def _typed_so_far() -> str:

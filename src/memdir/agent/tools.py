@@ -1,14 +1,18 @@
 """The agent's tools: bash, read_file, write_file, edit_file and save_memory.
 
-Paths are confined to the project folder (symlinks resolved, so no link leads out), and the
-memory folder is written only through save_memory, which applies the same validation and
-secret redaction as every other write. Each tool returns text for the model; a refused or
-failed call returns an error text (``is_error``) instead of raising.
-This module does NOT call the model.
+Paths are confined to the project folder: files are opened step by step from the project's
+folder handle without following symbolic links, so neither a link nor a folder swapped for one
+between a check and the write leads out. The memory folder is written only through
+save_memory, which applies the same validation and secret redaction as every other write.
+Commands and file changes go through the session's ``Gate`` (the user approves them, or a
+rule does); commands run without the model provider's keys in their environment. Each tool
+returns text for the model; a refused or failed call returns an error text (``is_error``)
+instead of raising. This module does NOT call the model.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -19,6 +23,7 @@ from typing import Any
 
 from ..errors import MemdirError
 from ..store import MemoryStore
+from .permissions import Gate
 
 OUTPUT_CAP = 20_000
 BASH_TIMEOUT = 120.0
@@ -76,10 +81,12 @@ def _cap(text: str, limit: int = OUTPUT_CAP) -> str:
 class Tools:
     """The tools of one agent, bound to a project folder and a memory store."""
 
-    def __init__(self, root: Path, store: MemoryStore, *, bash_timeout: float = BASH_TIMEOUT):
+    def __init__(self, root: Path, store: MemoryStore, *, bash_timeout: float = BASH_TIMEOUT,
+                 gate: Gate | None = None) -> None:
         self.root = root.resolve()
         self.store = store
         self.bash_timeout = bash_timeout
+        self.gate = gate or Gate(yes=True)  # library use: the caller decided; the CLI asks
         self.memory_root = store.root.resolve()
         self._handlers: dict[str, Callable[[dict[str, Any]], ToolResult]] = {
             "bash": self.bash, "read_file": self.read_file, "write_file": self.write_file,
@@ -87,8 +94,14 @@ class Tools:
 
     @property
     def schemas(self) -> list[dict[str, Any]]:
-        """The tool schemas to send to the model."""
-        return SCHEMAS
+        """The tool schemas to send to the model (memory types as configured)."""
+        out = [dict(s) for s in SCHEMAS]
+        save = next(s for s in out if s["name"] == "save_memory")
+        schema = save["input_schema"]
+        props = {**schema["properties"],
+                 "type": {"type": "string", "enum": list(self.store.config.types)}}
+        save["input_schema"] = {**schema, "properties": props}
+        return out
 
     def run(self, name: str, args: dict[str, Any]) -> ToolResult:
         """Run one tool call; errors become error results, never exceptions."""
@@ -115,13 +128,53 @@ class Tools:
             raise ToolError("refused: memory files are written with the save_memory tool")
         return path
 
+    def _open(self, raw: Any, flags: int) -> tuple[int, str]:
+        """Open a project file from the project's folder handle, one component at a time,
+        never following a link (``O_NOFOLLOW``); folders are created for writes. Returns the
+        descriptor and the path relative to the project."""
+        path = self.resolve(raw, writing=bool(flags & (os.O_WRONLY | os.O_RDWR)))
+        rel = path.relative_to(self.root)
+        parts = rel.parts
+        if not parts:
+            raise ToolError(f"{raw} is the project folder, not a file")
+        nofollow = getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(self.root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            for part in parts[:-1]:
+                if flags & os.O_CREAT:
+                    try:
+                        os.mkdir(part, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                nxt = os.open(part, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow,
+                              dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+            try:
+                return os.open(parts[-1], flags | nofollow, 0o644, dir_fd=fd), str(rel)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise ToolError(f"refused: {raw} is a symbolic link") from None
+                raise
+        except NotADirectoryError:
+            raise ToolError(f"refused: a folder on the way to {raw} is a symbolic link or a"
+                            " file") from None
+        finally:
+            os.close(fd)
+
+    def _approve(self, kind: str, what: str) -> None:
+        refusal = self.gate.check(kind, what)
+        if refusal is not None:
+            raise ToolError(refusal)
+
     def bash(self, args: dict[str, Any]) -> ToolResult:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             raise ToolError("a non-empty 'command' is required")
+        self._approve("bash", command)
         proc = subprocess.Popen(["bash", "-c", command], cwd=self.root, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=command_environment())
         try:
             out, _ = proc.communicate(timeout=self.bash_timeout)
         except subprocess.TimeoutExpired:
@@ -138,43 +191,63 @@ class Tools:
         return ToolResult(_cap(text) + f"\n[exit code {proc.returncode}]",
                           is_error=proc.returncode != 0)
 
+    def _read(self, raw: Any) -> str:
+        try:
+            fd, _ = self._open(raw, os.O_RDONLY)
+        except (FileNotFoundError, IsADirectoryError):
+            raise ToolError(f"no such file: {raw}") from None
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(READ_CAP).decode("utf-8", errors="replace")
+
+    def _write(self, raw: Any, text: str) -> str:
+        rel = str(self.resolve(raw, writing=True).relative_to(self.root))
+        self._approve("write", rel)
+        fd, rel = self._open(raw, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return rel
+
     def read_file(self, args: dict[str, Any]) -> ToolResult:
-        path = self.resolve(args.get("path"))
-        if not path.is_file():
-            raise ToolError(f"no such file: {args.get('path')}")
-        data = path.read_bytes()[:READ_CAP]
-        return ToolResult(_cap(data.decode("utf-8", errors="replace")))
+        return ToolResult(_cap(self._read(args.get("path"))))
 
     def write_file(self, args: dict[str, Any]) -> ToolResult:
-        path = self.resolve(args.get("path"), writing=True)
         content = args.get("content")
         if not isinstance(content, str):
             raise ToolError("'content' must be text")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-        return ToolResult(f"wrote {len(content)} characters to {path.relative_to(self.root)}")
+        rel = self._write(args.get("path"), content)
+        return ToolResult(f"wrote {len(content)} characters to {rel}")
 
     def edit_file(self, args: dict[str, Any]) -> ToolResult:
-        path = self.resolve(args.get("path"), writing=True)
         old, new = args.get("old_text"), args.get("new_text")
         if not isinstance(old, str) or not old or not isinstance(new, str):
             raise ToolError("'old_text' (non-empty) and 'new_text' are required")
-        if not path.is_file():
-            raise ToolError(f"no such file: {args.get('path')}")
-        text = path.read_text(encoding="utf-8")
+        text = self._read(args.get("path"))
         count = text.count(old)
         if count != 1:
             raise ToolError(f"old_text occurs {count} times in {args.get('path')}; it must occur"
                             " exactly once — include more context")
-        path.write_text(text.replace(old, new, 1), encoding="utf-8")
-        return ToolResult(f"edited {path.relative_to(self.root)}")
+        rel = self._write(args.get("path"), text.replace(old, new, 1))
+        return ToolResult(f"edited {rel}")
 
     def save_memory(self, args: dict[str, Any]) -> ToolResult:
         fields = {k: str(args.get(k) or "").strip() for k in ("name", "type", "description",
                                                                "body")}
         existed = fields["name"] in self.store
+        before = self.store.get(fields["name"]).digest if existed else None
         mem = self.store.write(fields["name"], type=fields["type"],
                                description=fields["description"], body=fields["body"],
                                source="agent", secrets="redact", reason="saved by the agent")
+        if existed and mem.digest == before:
+            return ToolResult(f"memory {mem.name} already holds exactly this; nothing changed."
+                              " Memories shown in <relevant_memories> are already saved.")
         verb = "updated" if existed else "saved"
         return ToolResult(f"{verb} memory {mem.name}", saved=f"{verb} {mem.name}")
+
+
+_PROVIDER_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY",
+                  "MEMDIR_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def command_environment() -> dict[str, str]:
+    """The environment commands run with: this process's, without model provider keys."""
+    return {k: v for k, v in os.environ.items() if k not in _PROVIDER_VARS}
