@@ -27,6 +27,16 @@ class Result:
 CliFn = Callable[..., Result]
 
 
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the developer's memdir settings, provider keys or endpoints."""
+    import os
+
+    for var in list(os.environ):
+        if var.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_")):
+            monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> MemoryStore:
     return MemoryStore(tmp_path / ".memory")

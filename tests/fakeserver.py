@@ -77,7 +77,9 @@ class FakeLLMServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # a short poll: shutdown() waits for the loop to look up, once per test
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
+                                       daemon=True)
 
     @property
     def url(self) -> str:

@@ -295,6 +295,21 @@ def register(group: click.Group) -> None:
         elif turn.interrupted:
             raise MemdirError("the turn was interrupted")
 
+    @group.command("mcp")
+    @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+    @click.option("--host", help="Address to listen on with --http (default 127.0.0.1 only).")
+    @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
+                  help="Port for --http.")
+    @pass_ctx
+    def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int) -> None:
+        """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp)."""
+        try:
+            from .integrations.mcp import serve
+        except ImportError:
+            raise MemdirError("the MCP server needs the mcp package — install memdir[mcp]"
+                              " (pip install 'memdir[mcp]')") from None
+        serve(c.config, http=http, host=host or "127.0.0.1", port=port)
+
     @group.command("stats")
     @json_option
     @pass_ctx

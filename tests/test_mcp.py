@@ -1,0 +1,233 @@
+"""`memdir mcp` through the SDK's own client: over stdio against a spawned server, and over
+streamable HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from memdir import MemoryStore
+from memdir import memory as memfmt
+from memdir.memory import Memory
+
+GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_"))}
+
+
+def stdio(root: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "memdir", "--dir", str(root), "mcp"], env=_env())
+
+
+def run(root: Path, body: Callable[[Client], Awaitable[Any]], server: Any = None) -> Any:
+    async def main() -> Any:
+        async with Client(server or stdio(root), read_timeout_seconds=30) as client:
+            return await body(client)
+    return asyncio.run(main())
+
+
+def text(result: Any) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+async def call(client: Client, tool: str, **args: Any) -> tuple[str, bool]:
+    result = await client.call_tool(tool, args)
+    return text(result), bool(result.is_error)
+
+
+def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
+    """Every tool works end to end; bad arguments are one-line tool errors and the server
+    keeps answering; aliases a model guesses are accepted; hand edits are seen."""
+    root = tmp_path / ".memory"
+
+    async def body(client: Client) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) >= {"recall", "search", "list", "read", "remember", "edit", "forget",
+                              "history", "restore"}
+        assert tools["read"].annotations.read_only_hint is True
+        assert tools["forget"].annotations.destructive_hint is True
+        out, err = await call(client, "list")
+        assert err and "no memory store" in out and "remember" in out
+        out, err = await call(client, "remember", type="user_preference",
+                              description="User prefers tabs over spaces",
+                              body="Indent with tabs.\nKeep lines short.\nTabs in Makefiles too.")
+        assert not err and out == "Saved memory user-prefers-tabs-over-spaces."
+        out, err = await call(client, "remember", name="db", type="project_fact",
+                              description="Staging runs Postgres 16", body="Postgres 16.")
+        assert not err
+        out, err = await call(client, "search", q="postgres")
+        assert not err and out.startswith("db (project_fact")
+        out, err = await call(client, "recall", text="how should I indent?")
+        assert not err and "<relevant_memories>" in out and "Indent with tabs." in out
+        out, err = await call(client, "read", id="db")
+        assert not err and "name: db" in out
+        out, err = await call(client, "edit", name="db", old="Postgres 16.", new="Postgres 17.")
+        assert not err and MemoryStore(root).get("db").body == "Postgres 17."
+        out, err = await call(client, "edit", memory="user-prefers-tabs-over-spaces",
+                              old="Spaces!", new="x")
+        assert err and "does not occur" in out
+        out, err = await call(client, "edit", name="user-prefers-tabs-over-spaces", old="s",
+                              new="z")
+        assert err and "appears" in out and "lines 1, 2, 3" in out
+        out, err = await call(client, "remember", type="reference", description="CI token",
+                              body=f"token {GHP}")
+        assert err and "credential" in out and GHP not in out and "\n" not in out
+        out, err = await call(client, "remember", type="nonsense", description="d", body="b")
+        assert err and "unknown type 'nonsense'" in out
+        out, err = await call(client, "read", name="../etc/passwd")
+        assert err and "invalid memory name" in out
+        out, err = await call(client, "search")
+        assert err and "missing query" in out
+        out, err = await call(client, "forget", name="db", reason="moved to the wiki")
+        assert not err
+        out, err = await call(client, "history", name="db")
+        assert not err and "delete — moved to the wiki" in out
+        out, err = await call(client, "restore", name="db")
+        assert not err and "db" in {e.name for e in MemoryStore(root).entries()}
+        (root / "db.md").write_text(memfmt.dumps(Memory(
+            "db", "project_fact", "Staging runs Postgres 18", "edited by hand")))
+        out, err = await call(client, "read", name="db")
+        assert "edited by hand" in out
+        (root / "broken.md").write_text("---\nname: [oops\n---\n")
+        out, err = await call(client, "list")
+        assert not err and "3 memories." not in out and "2 memories." in out
+        index = await client.read_resource("memory://index")
+        assert "- [db](db.md)" in index.contents[0].text
+        one = await client.read_resource("memory://db")
+        assert "edited by hand" in one.contents[0].text
+        prompts = await client.list_prompts()
+        assert [p.name for p in prompts.prompts] == ["remember"]
+
+    run(root, body)
+
+
+def test_list_pages_stay_within_the_budget(tmp_path: Path) -> None:
+    """A store of thousands is listed page by page; no page is over the budget and every
+    memory appears once."""
+    from memdir.integrations.mcp import PAGE_TOKENS
+    from memdir.recall import estimate_tokens
+
+    root = tmp_path / ".memory"
+    root.mkdir()
+    for i in range(3000):
+        m = Memory(f"fact-{i:04d}", "project_fact", f"Fact number {i} about the billing service",
+                   "b", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+        (root / f"{m.name}.md").write_text(memfmt.dumps(m))
+
+    async def body(client: Client) -> None:
+        seen: list[str] = []
+        cursor = None
+        for _ in range(100):
+            args = {"cursor": cursor} if cursor else {}
+            out, err = await call(client, "list", **args)
+            assert not err and estimate_tokens(out) <= PAGE_TOKENS
+            seen += [line[2:].split(" ")[0] for line in out.splitlines()
+                     if line.startswith("- ")]
+            if "(more: call list with cursor" not in out:
+                break
+            cursor = out.rsplit('cursor "', 1)[1].split('"')[0]
+        assert len(seen) == 3000 == len(set(seen))
+        out, err = await call(client, "list", cursor="bogus")
+        assert err and "cursor" in out
+
+    run(root, body)
+
+
+def _writer(root: str, tag: str) -> None:
+    async def body(client: Client) -> None:
+        for i in range(25):
+            out, err = await call(client, "remember", name=f"{tag}-{i}", type="project_fact",
+                                  description=f"{tag} fact {i}", body=f"{tag} {i}")
+            assert not err, out
+    asyncio.run(_with(Path(root), body))
+
+
+async def _with(root: Path, body: Callable[[Client], Awaitable[Any]]) -> Any:
+    async with Client(stdio(root), read_timeout_seconds=30) as client:
+        return await body(client)
+
+
+def test_two_clients_and_the_cli_write_at_once(tmp_path: Path) -> None:
+    """Two MCP servers on one store and a CLI writer at the same time lose nothing."""
+    import multiprocessing
+
+    root = tmp_path / ".memory"
+    MemoryStore(root)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(root), tag)) for tag in ("a", "b")]
+    for p in procs:
+        p.start()
+    for i in range(15):
+        subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "add", f"cli-{i}",
+                        "--type", "project_fact", "-d", f"cli fact {i}", "--body", "x"],
+                       check=True, env=_env(), capture_output=True)
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    names = {e.name for e in MemoryStore(root).entries()}
+    assert len(names) == 65
+    assert {f"a-{i}" for i in range(25)} | {f"cli-{i}" for i in range(15)} <= names
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    root = tmp_path / ".memory"
+    MemoryStore(root).write("tabs", type="user_preference", description="Prefers tabs",
+                            body="Indent with tabs.")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(root), "mcp",
+                             "--http", "--port", str(port)], env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", root
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_streamable_http(http_server: tuple[str, Path]) -> None:
+    """The same tools over streamable HTTP, on loopback."""
+    url, root = http_server
+
+    async def body(client: Client) -> None:
+        out, err = await call(client, "recall", message="tabs or spaces?")
+        assert not err and "Indent with tabs." in out
+        out, err = await call(client, "remember", name="ci", type="project_fact",
+                              description="CI runs on every push", body="GitHub Actions.")
+        assert not err
+        out, err = await call(client, "edit", name="nope", old="a", new="b")
+        assert err and "no memory named 'nope'" in out
+        out, err = await call(client, "list")
+        assert not err and "ci (project_fact)" in out
+
+    run(root, body, server=url)
+    assert "ci" in {e.name for e in MemoryStore(root).entries()}
