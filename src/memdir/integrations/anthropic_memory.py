@@ -1,0 +1,224 @@
+"""A memdir store as the backend of Anthropic's memory tool (``memory_20250818``).
+
+``MemdirMemoryTool`` subclasses the SDK's ``BetaAbstractMemoryTool``, so the SDK's tool runner
+uses it unchanged: ``client.beta.messages.tool_runner(..., tools=[MemdirMemoryTool(store)])``.
+``/memories/<name>.md`` is the memory ``<name>``; the folder is flat. ``view`` shows files as
+they are on disk, with line numbers; a file the model creates without frontmatter gets one (a
+type guessed from the words, the first line as the description). Every change goes through
+the store (lock, journal, history, undo, secret screening); a refused change is a tool error
+that says why. Paths outside ``/memories``, ``..`` (also percent-encoded), subfolders and
+anything but ``<name>.md`` are refused. Return strings follow the SDK's own implementation.
+This module does NOT call the model: the SDK's runner does.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import unquote
+
+from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+from anthropic.types.beta import (
+    BetaMemoryTool20250818CreateCommand,
+    BetaMemoryTool20250818DeleteCommand,
+    BetaMemoryTool20250818InsertCommand,
+    BetaMemoryTool20250818RenameCommand,
+    BetaMemoryTool20250818StrReplaceCommand,
+    BetaMemoryTool20250818ViewCommand,
+)
+
+from ..errors import MemdirError, MemoryNotFound, SecretFound
+from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, validate_name
+from ..plan import Put, Remove
+from ..store import MemoryStore
+
+ROOT = "/memories"
+WIDTH = 6  # line-number width, as the SDK's local-filesystem tool prints it
+_PREFERENCE = re.compile(r"(?i)\b(?:prefer|prefers|like|likes|always|never|want|wants)\b|喜欢|偏好")
+
+
+def _size(n: int) -> str:
+    """Sizes as the SDK's tool prints them: 512B, 1.5K, 2.0M."""
+    if n < 1024:
+        return f"{n}B"
+    value = float(n)
+    for unit in ("K", "M", "G"):
+        value /= 1024
+        if value < 1024 or unit == "G":
+            break
+    return f"{value:.1f}{unit}"
+
+
+class MemdirMemoryTool(BetaAbstractMemoryTool):
+    """The memory tool over a memdir store."""
+
+    def __init__(self, store: MemoryStore, *, default_type: str = "reference",
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.store = store
+        self.default_type = (default_type if default_type in store.config.types
+                             else store.config.types[0])
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def _name(self, path: str, *, allow_root: bool = False) -> str | None:
+        """The memory a path names (None for the /memories folder itself)."""
+        raw = unquote(unquote(path or "")).replace("\\", "/")
+        if raw.rstrip("/") == ROOT and allow_root:
+            return None
+        if not raw.startswith(ROOT + "/"):
+            raise ToolError(f"Path must start with {ROOT}, got: {path}")
+        rest = raw[len(ROOT) + 1:]
+        if ".." in rest.split("/") or "/" in rest or not rest:
+            raise ToolError(f"Path {path} would escape {ROOT} or names a folder: memories are"
+                            f" files directly in {ROOT}, like {ROOT}/<name>.md")
+        if not rest.endswith(".md"):
+            raise ToolError(f"Path {path} is not a memory file: use {ROOT}/<name>.md")
+        try:
+            return validate_name(rest[:-3])
+        except MemdirError as exc:
+            raise ToolError(str(exc)) from None
+
+    def _text(self, name: str, path: str) -> str:
+        try:
+            mem = self.store.get(name)
+        except MemoryNotFound:
+            raise ToolError(f"The path {path} does not exist. Please provide a valid path.")
+        return (self.store.root / str(mem.path)).read_text(encoding="utf-8")
+
+    def _write(self, changes: list[Any], summary: str) -> None:
+        try:
+            self.store.apply(changes, source="memory-tool", summary=summary)
+        except SecretFound as exc:
+            raise ToolError(f"refused: {str(exc).split(' — ')[0]} — leave the secret out and"
+                            " write the rest") from None
+        except MemdirError as exc:
+            raise ToolError(str(exc)) from None
+
+    def _parse(self, name: str, text: str, path: str) -> Memory:
+        """The memory a file's new text describes; frontmatter is added when missing."""
+        if text.lstrip("\ufeff").startswith("---\n"):
+            try:
+                mem = loads(text)
+            except MemdirError as exc:
+                raise ToolError(f"{path} would not be a valid memory: {exc}") from None
+            if mem.name != name:
+                raise ToolError(f"the frontmatter names {mem.name!r} but the path names"
+                                f" {name!r} — keep them the same, or use rename")
+            return mem
+        first = next((ln.strip(" #\t") for ln in text.splitlines() if ln.strip()), name)
+        kind = "user_preference" if _PREFERENCE.search(text) else self.default_type
+        if kind not in self.store.config.types:
+            kind = self.default_type
+        return Memory(name, kind, first[:MAX_DESCRIPTION_CHARS], text.strip("\n"))
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        name = self._name(command.path, allow_root=True)
+        if name is None:
+            lines = [f"{_size(4096)}\t{ROOT}"]
+            for e in self.store.entries():
+                try:
+                    size = (self.store.root / e.file).lstat().st_size
+                except OSError:
+                    continue
+                lines.append(f"{_size(size)}\t{ROOT}/{e.name}.md")
+            return ("Here're the files and directories up to 2 levels deep in"
+                    f" {command.path}, excluding hidden items:\n" + "\n".join(lines))
+        text = self._text(name, command.path)
+        lines = text.split("\n")
+        start = 1
+        if command.view_range and len(command.view_range) == 2:
+            first, last = command.view_range
+            start = max(1, first)
+            lines = lines[start - 1: len(lines) if last == -1 else last]
+        numbered = [f"{str(i + start).rjust(WIDTH)}\t{line}" for i, line in enumerate(lines)]
+        return f"Here's the content of {command.path} with line numbers:\n" + "\n".join(numbered)
+
+    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        name = self._name(command.path)
+        assert name is not None
+        if name in self.store:
+            raise ToolError(f"File {command.path} already exists")
+        self._write([Put(self._parse(name, command.file_text, command.path),
+                         reason="created with the memory tool")], f"create {name}")
+        return f"File created successfully at: {command.path}"
+
+    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        name = self._name(command.path)
+        assert name is not None
+        text = self._text(name, command.path)
+        count = text.count(command.old_str) if command.old_str else 0
+        if count == 0:
+            raise ToolError(f"No replacement was performed, old_str `{command.old_str}` did not"
+                            f" appear verbatim in {command.path}.")
+        if count > 1:
+            lines, at = [], text.find(command.old_str)
+            while at != -1:
+                lines.append(text[:at].count("\n") + 1)
+                at = text.find(command.old_str, at + 1)
+            raise ToolError(f"No replacement was performed. Multiple occurrences of old_str"
+                            f" `{command.old_str}` in lines: {', '.join(map(str, lines))}."
+                            " Please ensure it is unique")
+        at = text.find(command.old_str)
+        new = text.replace(command.old_str, command.new_str, 1)
+        current = self.store.get(name)
+        self._write([Put(self._parse(name, new, command.path), reason="edited with the memory"
+                         " tool", expect=current.digest, merge_extra=False)], f"edit {name}")
+        shown = self._text(name, command.path).split("\n")
+        line = text[:at].count("\n")
+        snippet = [f"{str(n).rjust(WIDTH)}\t{shown[n - 1]}"
+                   for n in range(max(1, line - 1), min(len(shown), line + 3) + 1)]
+        return ("The memory file has been edited. Here is the snippet showing the change (with"
+                " line numbers):\n" + "\n".join(snippet))
+
+    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        name = self._name(command.path)
+        assert name is not None
+        text = self._text(name, command.path)
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()
+        if command.insert_line < 0 or command.insert_line > len(lines):
+            raise ToolError(f"Invalid `insert_line` parameter: {command.insert_line}. It should"
+                            f" be within the range [0, {len(lines)}].")
+        lines.insert(command.insert_line, command.insert_text.rstrip("\n"))
+        current = self.store.get(name)
+        self._write([Put(self._parse(name, "\n".join(lines) + "\n", command.path),
+                         reason="edited with the memory tool", expect=current.digest,
+                         merge_extra=False)], f"insert into {name}")
+        return f"The file {command.path} has been edited."
+
+    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        name = self._name(command.path, allow_root=True)
+        if name is None:
+            raise ToolError(f"Cannot delete the {ROOT} directory itself")
+        if name not in self.store:
+            raise ToolError(f"The path {command.path} does not exist")
+        self._write([Remove(name, reason="deleted with the memory tool")], f"delete {name}")
+        return f"Successfully deleted {command.path}"
+
+    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        old = self._name(command.old_path, allow_root=True)
+        new = self._name(command.new_path)
+        if old is None:
+            raise ToolError(f"Cannot rename the {ROOT} directory itself")
+        assert new is not None
+        if old not in self.store:
+            raise ToolError(f"The path {command.old_path} does not exist")
+        if new in self.store:
+            raise ToolError(f"The destination {command.new_path} already exists")
+        current = self.store.get(old)
+        self._write([Put(current.replace(name=new), reason=f"renamed from {old}",
+                         merge_extra=False),
+                     Remove(old, reason=f"renamed to {new}", expect=current.digest)],
+                    f"rename {old} to {new}")
+        return f"Successfully renamed {command.old_path} to {command.new_path}"
+
+    def clear_all_memory(self) -> str:
+        """Refused: memdir never deletes everything at once (use `memdir rm` per memory)."""
+        raise ToolError("clearing all memory is not supported — delete memories one by one")
+
+
+__all__ = ["MemdirMemoryTool"]
