@@ -83,7 +83,8 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         try:
             mem = self.store.get(name)
         except MemoryNotFound:
-            raise ToolError(f"The path {path} does not exist. Please provide a valid path.") from None
+            raise ToolError(
+                f"The path {path} does not exist. Please provide a valid path.") from None
         return (self.store.root / str(mem.path)).read_text(encoding="utf-8")
 
     def _write(self, changes: list[Any], summary: str) -> None:
