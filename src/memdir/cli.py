@@ -107,7 +107,8 @@ def fail(message: str) -> NoReturn:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--dir", "dir_", type=click.Path(file_okay=False, path_type=Path),
               help="The memory folder (default ./.memory, or $MEMDIR_DIR).")
-@click.option("--provider", type=click.Choice(["anthropic", "openai"]), help="LLM provider.")
+@click.option("--provider", type=click.Choice(["anthropic", "openai", "claude-code", "codex"]),
+              help="LLM provider (claude-code and codex run the host's CLI headless).")
 @click.option("--model", help="Main (agent) model.")
 @click.option("--memory-model", help="Cheaper model for memory operations.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per model request.")
@@ -289,6 +290,7 @@ def doctor(c: Ctx, fix: bool, as_json: bool) -> None:
     from .doctor import diagnose
 
     report = diagnose(c.store, fix=fix)
+    _hook_report(c.store, report)
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -296,6 +298,24 @@ def doctor(c: Ctx, fix: bool, as_json: bool) -> None:
             click.echo(line)
     if report.errors:
         sys.exit(1)
+
+
+def _hook_report(store: MemoryStore, report: Any) -> None:
+    """Which host hooks are installed, and how the last learn ended."""
+    from .integrations.hooks import installed, last_learn
+
+    places = installed(store.root.absolute().parent)
+    report.hooks = places
+    if places:
+        report.notes.append("hooks installed: " + "; ".join(places))
+    last = last_learn(store.root)
+    if last is not None:
+        how = ("ok" if last.get("status") == "ok"
+               else f"failed: {last.get('error', 'unknown error')}")
+        report.notes.append(f"last learn hook: {last.get('time')} ({last.get('host')}) {how}")
+        if last.get("status") != "ok":
+            report.warnings.append({"file": ".memdir/hooks.jsonl",
+                                    "reason": f"the last learn hook failed: {last.get('error')}"})
 
 
 @cli.command()
@@ -351,9 +371,10 @@ def log(c: Ctx, limit: int, as_json: bool) -> None:
 
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import cli_llm
+    from . import cli_hooks, cli_llm
 
     cli_llm.register(cli)
+    cli_hooks.register(cli)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -52,17 +52,19 @@ class Config:
     consolidate_batch: int = 60
     consolidate_max_calls: int = 4  # model calls per automatic run; the rest waits its turn
     allow: tuple[str, ...] = ()  # agent approvals: "bash:pytest*", "write:src/**"
+    hook_budget: float = 2.0  # seconds the prompt hook gives the memory model before search
 
     @property
     def chat_model(self) -> str:
         """The main (agent) model name, or the provider's default."""
-        return self.model or DEFAULT_MODELS[self.provider or "anthropic"][0]
+        return self.model or DEFAULT_MODELS.get(self.provider or "anthropic", ("", ""))[0]
 
     @property
     def memory_model_name(self) -> str:
         """The model for memory operations: set explicitly, else the main model if one was set
         (a local endpoint rarely serves the provider's default), else the cheaper default."""
-        return self.memory_model or self.model or DEFAULT_MODELS[self.provider or "anthropic"][1]
+        return (self.memory_model or self.model
+                or DEFAULT_MODELS.get(self.provider or "anthropic", ("", ""))[1])
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
@@ -78,7 +80,7 @@ _ENV = {
     "MEMDIR_CONSOLIDATE_THRESHOLD": "consolidate_threshold",
     "MEMDIR_RECALL_TOKEN_BUDGET": "recall_token_budget",
 }
-PROVIDERS = ("anthropic", "openai")
+PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -159,7 +161,7 @@ def load_config(
         elif env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"):
             values["provider"] = "openai"
     chosen = values.get("provider") or "anthropic"
-    prefix = "ANTHROPIC" if chosen == "anthropic" else "OPENAI"
+    prefix = "ANTHROPIC" if chosen in ("anthropic", "claude-code") else "OPENAI"
     values.setdefault("api_key", env.get(f"{prefix}_API_KEY") or None)
     values.setdefault("base_url", env.get(f"{prefix}_BASE_URL") or None)
     return Config(**values)

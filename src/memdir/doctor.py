@@ -29,6 +29,8 @@ class Report:
     errors: list[dict[str, str]] = field(default_factory=list)
     warnings: list[dict[str, str]] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    hooks: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-able data."""
@@ -40,6 +42,7 @@ class Report:
         out += [f"error: {e['file']}: {e['reason']}" for e in self.errors]
         out += [f"warning: {w['file']}: {w['reason']}" for w in self.warnings]
         out += [f"fixed: {f}" for f in self.fixed]
+        out += self.notes
         if not self.errors and not self.warnings:
             out.append("No problems found.")
         elif self.errors:

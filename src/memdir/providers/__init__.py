@@ -132,6 +132,11 @@ def make_model(config: Config, *, memory: bool = False, usage_log: Path | None =
     provider = config.provider or "anthropic"
     name = config.memory_model_name if memory else config.chat_model
     log = UsageLog(usage_log) if usage_log else None
+    if provider in ("claude-code", "codex"):
+        from .host_cli import HostCLIModel
+
+        return HostCLIModel(provider, config.memory_model or config.model or "", log,
+                            timeout=max(config.timeout, 60.0))
     if provider == "anthropic":
         if not config.api_key:
             raise LLMUnavailable(

@@ -1,0 +1,308 @@
+"""Hooks for Claude Code and Codex: recall before every prompt, learn after every turn.
+
+``prompt`` (UserPromptSubmit) reads the event on stdin, recalls for the prompt (and the last
+turns of the session file it names) and prints the ``<relevant_memories>`` block as
+``hookSpecificOutput.additionalContext`` — the field both hosts add to the model's context.
+The memory model gets a fixed budget (``hook_budget``, 2 s); past it, search chooses.
+``learn`` (Stop, SessionEnd, PreCompact) hands the session file to a detached process that
+extracts from where the last run stopped (the extraction cursor), then consolidates when due;
+the host is never held up. A hook never blocks or breaks its host: whatever goes wrong, it
+exits 0 with one line on stderr and a line in ``.memdir/hooks.jsonl``.
+``install``/``uninstall`` merge memdir's entries into the host's settings file and take out
+exactly those. This module does NOT parse session files (``transcripts`` does).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..atomic import append_nofollow, write_atomic
+from ..config import Config, find_store_dir, load_config
+from ..errors import LLMUnavailable, MemdirError
+from ..store import MemoryStore
+from .transcripts import read_session
+
+HOSTS = ("claude-code", "codex")
+MARKER = "-m memdir hook "  # how memdir's own entries are told from the user's
+LOG = "hooks.jsonl"
+SPOOL = "learn"
+
+
+class HookError(MemdirError):
+    """The event could not be used; the hook says why and exits 0."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A host settings file memdir's hooks go into."""
+
+    host: str
+    path: Path
+    events: dict[str, str]  # event name -> memdir hook subcommand
+
+
+def target(host: str, *, user: bool, project: Path) -> Target:
+    """Where ``host`` reads hooks: the project's settings, or the user's."""
+    home = Path.home()
+    if host == "claude-code":
+        path = (home if user else project) / ".claude" / "settings.json"
+        events = {"UserPromptSubmit": "prompt", "Stop": "learn", "SessionEnd": "learn",
+                  "PreCompact": "learn"}
+    elif host == "codex":
+        path = (home if user else project) / ".codex" / "hooks.json"
+        events = {"UserPromptSubmit": "prompt", "Stop": "learn", "PreCompact": "learn"}
+    else:
+        raise MemdirError(f"unknown host {host!r} — use one of {', '.join(HOSTS)}")
+    return Target(host, path, events)
+
+
+def _command(sub: str, host: str) -> str:
+    return f"{shlex.quote(sys.executable)} -m memdir hook {sub} --host {host}"
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise MemdirError(f"{path} is not valid JSON ({exc}) — fix it first; memdir leaves it"
+                          " as it is") from None
+    if not isinstance(data, dict):
+        raise MemdirError(f"{path} does not hold a JSON object — fix it first")
+    return data
+
+
+def _without_memdir(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with memdir's hook entries taken out (and groups and events left empty)."""
+    out = dict(data)
+    hooks = out.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    kept: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept[event] = groups
+            continue
+        new_groups = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                handlers = [h for h in group["hooks"]
+                            if not (isinstance(h, dict) and MARKER in str(h.get("command", "")))]
+                if handlers:
+                    new_groups.append({**group, "hooks": handlers})
+            else:
+                new_groups.append(group)
+        if new_groups:
+            kept[event] = new_groups
+    if kept:
+        out["hooks"] = kept
+    else:
+        out.pop("hooks", None)
+    return out
+
+
+def install(host: str, *, user: bool, project: Path, timeout: int = 10) -> tuple[Path, str]:
+    """Add memdir's hooks to the host's settings (again: no change); the file and a diff."""
+    t = target(host, user=user, project=project)
+    before = _read_settings(t.path)
+    data = _without_memdir(before)
+    hooks = data.setdefault("hooks", {})
+    for event, sub in t.events.items():
+        hooks.setdefault(event, []).append(
+            {"hooks": [{"type": "command", "command": _command(sub, host), "timeout": timeout}]})
+    return t.path, _save(t.path, before, data)
+
+
+def uninstall(host: str, *, user: bool, project: Path) -> tuple[Path, str]:
+    """Take exactly memdir's entries out of the host's settings; the file and a diff."""
+    t = target(host, user=user, project=project)
+    before = _read_settings(t.path)
+    if not before:
+        return t.path, ""
+    return t.path, _save(t.path, before, _without_memdir(before))
+
+
+def _save(path: Path, before: dict[str, Any], after: dict[str, Any]) -> str:
+    old = json.dumps(before, indent=2, ensure_ascii=False) + "\n" if before else ""
+    new = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
+    if old == new:
+        return ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, new.encode())
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        str(path), str(path)))
+
+
+def installed(project: Path) -> list[str]:
+    """Where memdir's hooks are installed (for ``memdir doctor``)."""
+    out = []
+    for host in HOSTS:
+        for user in (False, True):
+            t = target(host, user=user, project=project)
+            try:
+                text = t.path.read_text(encoding="utf-8")
+            except OSError:
+                continue
+            if MARKER in text:
+                out.append(f"{host} ({'user' if user else 'project'}: {t.path})")
+    return out
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def read_event(raw: str) -> dict[str, Any]:
+    """The hook event from stdin; HookError when it is not one."""
+    try:
+        event = json.loads(raw) if raw.strip() else None
+    except ValueError:
+        raise HookError("the hook input is not JSON — the host should send one JSON"
+                        " object") from None
+    if not isinstance(event, dict):
+        raise HookError("the hook input is not a JSON object")
+    return event
+
+
+def _config_for(event: dict[str, Any]) -> Config:
+    """The configuration of the store for the event's working folder."""
+    cwd = event.get("cwd")
+    start = Path(cwd) if isinstance(cwd, str) and os.path.isdir(cwd) else None
+    folder, _ = find_store_dir(None, os.environ.get("MEMDIR_DIR"), start)
+    if start is not None and not folder.is_absolute():
+        folder = start / folder
+    return load_config({"dir": folder})
+
+
+def log_line(store_dir: Path, record: dict[str, Any]) -> None:
+    """One line of ``.memdir/hooks.jsonl`` (best effort)."""
+    try:
+        append_nofollow(store_dir / ".memdir" / LOG,
+                        (json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                     **record}, ensure_ascii=False) + "\n").encode())
+    except OSError:
+        pass
+
+
+def _memory_model(config: Config, host: str | None) -> Any:
+    """The configured memory model; without one, the host's own CLI; else None."""
+    from ..providers import make_model
+
+    try:
+        return make_model(config, memory=True)
+    except LLMUnavailable:
+        if host in HOSTS and config.provider is None:
+            try:
+                return make_model(Config(**{**config.__dict__, "provider": host}), memory=True)
+            except LLMUnavailable:
+                return None
+        return None
+
+
+def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
+    """The hook's stdout for a UserPromptSubmit event ('' when nothing applies)."""
+    from ..recall import render_block, select
+
+    said = event.get("prompt")
+    if not isinstance(said, str):
+        raise HookError("the event has no 'prompt' text — is this hook on UserPromptSubmit?")
+    config = _config_for(event)
+    store = MemoryStore(config.dir, config, create=False, watch=False)
+    messages: list[Any] = []
+    path = event.get("transcript_path")
+    if isinstance(path, str) and os.path.isfile(path):
+        messages = read_session(Path(path))[-6:]
+    messages.append({"role": "user", "content": said})
+    model = _memory_model(config, None) if budget > 0 else None  # a host CLI is too slow here
+    chosen: list[Any] = []
+    if model is not None:
+        def choose() -> None:
+            chosen.append(select(store_copy, messages, model,
+                                 max_items=config.recall_max_items))
+        store_copy = MemoryStore(config.dir, config, create=False, watch=False)
+        worker = threading.Thread(target=choose, daemon=True)
+        worker.start()
+        worker.join(budget)
+    selection = chosen[0] if chosen else select(store, messages, None,
+                                                max_items=config.recall_max_items)
+    block = render_block(store, selection.names, config.recall_token_budget)
+    if not block:
+        return ""
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                              "additionalContext": block}}, ensure_ascii=False)
+
+
+def learn(event: dict[str, Any], *, host: str | None) -> Path:
+    """Spool the event and start the detached worker; returns the spool file."""
+    path = event.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        raise HookError("the event names no transcript_path — nothing to learn from")
+    config = _config_for(event)
+    store = MemoryStore(config.dir, config, create=True, watch=False)
+    spool = store.internal / SPOOL
+    spool.mkdir(exist_ok=True)
+    job = spool / f"{time.time_ns()}-{os.getpid()}.json"
+    write_atomic(job, json.dumps({"event": event, "host": host}).encode())
+    subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(config.dir), "hook",
+                      "learn", "--worker", str(job)], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, cwd=str(config.dir.parent))
+    return job
+
+
+def learn_worker(job: Path, config: Config) -> dict[str, Any]:
+    """Extract from the session a spooled event names, then consolidate when due; the record
+    written to the hook log."""
+    from ..consolidate import consolidate_memories, is_due
+    from ..extract import extract_memories
+
+    data = json.loads(job.read_text(encoding="utf-8"))
+    event, host = data["event"], data.get("host")
+    record: dict[str, Any] = {"hook": "learn", "host": host,
+                              "event": event.get("hook_event_name")}
+    store = MemoryStore(config.dir, config, create=True, watch=False)
+    try:
+        messages = read_session(Path(event["transcript_path"]))
+        model = _memory_model(config, host)
+        if model is None:
+            raise HookError("no memory model: set an API key, or install the host's CLI")
+        result = extract_memories(store, messages, model)
+        record.update(status="ok", new_messages=result.new_messages,
+                      saved=[c.memory.name for c in result.changes], dropped=result.dropped)
+        if is_due(store):
+            plan = consolidate_memories(store, model)
+            record["consolidated"] = {"merged": len(plan.merges), "retired": len(plan.retires)}
+    except (MemdirError, OSError, KeyError, ValueError) as exc:
+        record.update(status="error", error=str(exc))
+    finally:
+        job.unlink(missing_ok=True)
+    log_line(store.root, record)
+    return record
+
+
+def last_learn(store_dir: Path) -> dict[str, Any] | None:
+    """The newest learn record of the hook log (for ``memdir doctor``)."""
+    try:
+        lines = (store_dir / ".memdir" / LOG).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("hook") == "learn":
+            return dict(rec)
+    return None

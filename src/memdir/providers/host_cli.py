@@ -1,0 +1,102 @@
+"""The agent host itself as the memory model: ``claude -p`` or ``codex exec``, headless.
+
+For people who run Claude Code or Codex on a subscription and have no API key: the memory
+model's prompt (system and messages, flattened to text) goes to the host's headless mode and
+its final answer comes back as the reply. Text only: no tools, no streaming. Each call starts
+the host's CLI, so it takes seconds and counts against the subscription like any other prompt.
+This module does NOT find or install the host: its command must be on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import Any
+
+from ..errors import LLMError, LLMUnavailable
+from ..usage import UsageLog
+from . import RecordingModel, Reply, Request, Usage
+
+HOSTS = {"claude-code": "claude", "codex": "codex"}
+
+
+def _flatten(request: Request) -> str:
+    parts = [request.system.strip()] if request.system.strip() else []
+    for msg in request.messages:
+        content = msg.get("content", "")
+        text = content if isinstance(content, str) else "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        parts.append(f"{msg.get('role', 'user')}: {text}")
+    if request.json_mode:
+        parts.append("Answer with only the JSON object.")
+    return "\n\n".join(parts)
+
+
+class HostCLIModel(RecordingModel):
+    """A model call answered by ``claude -p --output-format json`` or ``codex exec --json``."""
+
+    def __init__(self, host: str, model: str, usage_log: UsageLog | None,
+                 timeout: float = 120.0) -> None:
+        super().__init__(model, usage_log)
+        if host not in HOSTS:
+            raise LLMUnavailable(f"unknown host {host!r} — use one of {', '.join(HOSTS)}")
+        self.provider = host
+        self.command = HOSTS[host]
+        self.timeout = timeout
+        if shutil.which(self.command) is None:
+            raise LLMUnavailable(f"'{self.command}' is not on PATH — install {host} or"
+                                 " configure an API key for the memory model")
+
+    def _argv(self) -> list[str]:
+        if self.provider == "claude-code":
+            argv = [self.command, "-p", "--output-format", "json"]
+            return argv + (["--model", self.model] if self.model else [])
+        argv = [self.command, "exec", "--json", "--skip-git-repo-check"]
+        return argv + (["--model", self.model] if self.model else []) + ["-"]
+
+    def _call(self, request: Request) -> Reply:
+        try:
+            proc = subprocess.run(self._argv(), input=_flatten(request), capture_output=True,
+                                  text=True, timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            raise LLMError(f"{self.command} did not answer within {self.timeout:.0f}s") from None
+        except OSError as exc:
+            raise LLMUnavailable(f"cannot run {self.command} ({exc.strerror})") from None
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            raise LLMError(f"{self.command} failed with exit code {proc.returncode}: {last}")
+        text, usage = (self._claude(proc.stdout) if self.provider == "claude-code"
+                       else self._codex(proc.stdout))
+        return Reply([{"type": "text", "text": text}], usage=usage, model=self.model)
+
+    def _claude(self, out: str) -> tuple[str, Usage]:
+        try:
+            data: Any = json.loads(out)
+        except ValueError:
+            raise LLMError("claude -p did not print JSON — is it an old version?") from None
+        if isinstance(data, list):  # some versions print every event
+            data = next((d for d in reversed(data) if d.get("type") == "result"), {})
+        if not isinstance(data, dict) or data.get("is_error"):
+            raise LLMError(f"claude -p reported an error: {str(data.get('result', ''))[:200]}")
+        usage = data.get("usage") or {}
+        return str(data.get("result", "")), Usage(int(usage.get("input_tokens", 0)),
+                                                  int(usage.get("output_tokens", 0)))
+
+    def _codex(self, out: str) -> tuple[str, Usage]:
+        text, usage = "", Usage()
+        for line in out.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            item = event.get("item") if isinstance(event, dict) else None
+            if isinstance(item, dict) and item.get("type") in ("agent_message",
+                                                               "assistant_message"):
+                text = str(item.get("text", text))
+            if isinstance(event, dict) and event.get("type") == "turn.completed":
+                u = event.get("usage") or {}
+                usage = Usage(int(u.get("input_tokens", 0)), int(u.get("output_tokens", 0)))
+        if not text:
+            raise LLMError("codex exec gave no answer")
+        return text, usage

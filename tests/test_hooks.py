@@ -1,0 +1,231 @@
+"""Host hooks as the hosts run them: `memdir hook …` subprocesses fed documented payloads and
+session files in both hosts' formats; `memdir hooks install/uninstall`; the host CLI as the
+memory model (fake `claude` and `codex` scripts on PATH)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import MemoryStore
+from memdir.integrations.transcripts import read_session
+
+DATA = Path(__file__).parent / "data"
+PNPM = {"memories": [{"action": "create", "name": "use-pnpm", "type": "user_preference",
+                      "description": "Use pnpm, never npm, in this repo",
+                      "body": "The user asked to always use pnpm instead of npm."}]}
+PG = {"memories": [{"action": "create", "name": "staging-postgres", "type": "project_fact",
+                    "description": "Staging database is Postgres 16 on db-staging.internal",
+                    "body": "Staging runs Postgres 16 at db-staging.internal."}]}
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_"))}
+    env["HOME"] = str(tmp_path / "home")
+    env.update(extra)
+    return env
+
+
+def hook(args: list[str], payload: Any, cwd: Path, env: dict[str, str]
+         ) -> subprocess.CompletedProcess[str]:
+    raw = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run([sys.executable, "-m", "memdir", "hook", *args], input=raw,
+                          capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
+
+
+def fake_host(bindir: Path, name: str, answer: dict[str, Any]) -> None:
+    """A `claude` or `codex` that answers every prompt with ``answer`` as the hosts print."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(answer)
+    if name == "claude":
+        out = json.dumps({"type": "result", "subtype": "success", "is_error": False,
+                          "result": text, "usage": {"input_tokens": 50, "output_tokens": 20}})
+    else:
+        out = "\n".join(json.dumps(e) for e in [
+            {"type": "thread.started", "thread_id": "t1"},
+            {"type": "item.completed", "item": {"id": "i1", "type": "agent_message",
+                                                "text": text}},
+            {"type": "turn.completed", "usage": {"input_tokens": 50, "output_tokens": 20}}])
+    script = bindir / name
+    script.write_text(f"#!/bin/sh\ncat > \"{bindir}/{name}.stdin\"\ncat <<'EOF'\n{out}\nEOF\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+def test_prompt_hook_adds_memories_for_both_hosts(tmp_path: Path) -> None:
+    """Claude Code's and Codex's UserPromptSubmit payloads get the block as additionalContext;
+    the session file's last turns count too."""
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory").write(
+        "use-pnpm", type="user_preference", description="Use pnpm, never npm, in this repo",
+        body="Always pnpm.")
+    env = _env(tmp_path)
+    claude = {"session_id": "7f0c", "transcript_path": str(DATA / "claude_session.jsonl"),
+              "cwd": str(project), "permission_mode": "default",
+              "hook_event_name": "UserPromptSubmit", "prompt": "add the lodash package"}
+    r = hook(["prompt", "--host", "claude-code"], claude, tmp_path, env)
+    assert r.returncode == 0 and r.stderr == ""
+    out = json.loads(r.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "UserPromptSubmit"
+    assert "<relevant_memories>" in out["additionalContext"] and "Always pnpm." in \
+        out["additionalContext"]  # found through the earlier turn about pnpm
+    codex = {"session_id": "0199", "turn_id": "t1", "transcript_path": None,
+             "cwd": str(project / "src"), "hook_event_name": "UserPromptSubmit",
+             "model": "gpt-5.5", "permission_mode": "default", "prompt": "npm or pnpm?"}
+    (project / "src").mkdir()
+    r = hook(["prompt", "--host", "codex"], codex, tmp_path, env)
+    assert r.returncode == 0 and "Always pnpm." in r.stdout
+    r = hook(["prompt"], {**codex, "prompt": "what is the weather on mars"}, tmp_path, env)
+    assert r.returncode == 0 and r.stdout == ""
+
+
+@pytest.mark.parametrize("payload, message", [
+    ("not json", "the hook input is not JSON"),
+    ("[1, 2]", "not a JSON object"),
+    ({"hook_event_name": "UserPromptSubmit"}, "no 'prompt' text"),
+])
+def test_bad_payloads_never_break_the_host(tmp_path: Path, payload: Any, message: str
+                                           ) -> None:
+    """Malformed or unknown input: exit 0, nothing on stdout, one line on stderr."""
+    r = hook(["prompt"], payload, tmp_path, _env(tmp_path))
+    assert r.returncode == 0 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and message in r.stderr
+
+
+def test_missing_store_and_locked_store_never_break_the_host(tmp_path: Path) -> None:
+    """No store: exit 0 with one line saying so; a held lock does not hold up recall."""
+    event = {"prompt": "hi", "cwd": str(tmp_path), "hook_event_name": "UserPromptSubmit"}
+    r = hook(["prompt"], event, tmp_path, _env(tmp_path))
+    assert r.returncode == 0 and "no memory store" in r.stderr and r.stdout == ""
+    store = MemoryStore(tmp_path / ".memory")
+    store.write("hi-note", type="reference", description="Say hi back", body="hi")
+    import filelock
+
+    with filelock.FileLock(str(tmp_path / ".memory" / ".memdir" / "lock")):
+        t0 = time.monotonic()
+        r = hook(["prompt"], event, tmp_path, _env(tmp_path))
+        assert r.returncode == 0 and "Say hi back" not in r.stderr and "hi" in r.stdout
+        assert time.monotonic() - t0 < 10
+
+
+def _wait_for(fn: Any, seconds: float = 30) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.2)
+    return fn()
+
+
+@pytest.mark.parametrize("host, binary, session, answer, name", [
+    ("claude-code", "claude", "claude_session.jsonl", PNPM, "use-pnpm"),
+    ("codex", "codex", "codex_session.jsonl", PG, "staging-postgres"),
+])
+def test_learn_hook_extracts_in_the_background_with_the_host_cli(
+        tmp_path: Path, host: str, binary: str, session: str, answer: dict[str, Any],
+        name: str) -> None:
+    """The Stop hook returns at once; a detached worker reads the session file, asks the host's
+    own CLI (no API key set) and saves the memory; a second run finds nothing new."""
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    bindir = tmp_path / "bin"
+    fake_host(bindir, binary, answer)
+    env = _env(tmp_path, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    event = {"session_id": "s1", "transcript_path": str(DATA / session), "cwd": str(project),
+             "hook_event_name": "Stop", "stop_hook_active": False}
+    t0 = time.monotonic()
+    r = hook(["learn", "--host", host], event, tmp_path, env)
+    assert r.returncode == 0 and r.stderr == "" and time.monotonic() - t0 < 10
+    store = MemoryStore(project / ".memory")
+    assert _wait_for(lambda: name in {e.name for e in store.entries()})
+    sent = (bindir / f"{binary}.stdin").read_text()
+    assert "<environment_context>" not in sent and "/clear" not in sent
+    log = (project / ".memory" / ".memdir" / "hooks.jsonl")
+    assert _wait_for(lambda: log.exists() and '"status": "ok"' in log.read_text())
+    r = hook(["learn", "--host", host], event, tmp_path, env)
+    assert _wait_for(lambda: log.read_text().count('"status": "ok"') == 2)
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["new_messages"] == 0 and last["saved"] == []
+    r = subprocess.run([sys.executable, "-m", "memdir", "doctor"], cwd=project, env=env,
+                       capture_output=True, text=True)
+    assert f"last learn hook: {last['time']} ({host}) ok" in r.stdout
+
+
+def test_learn_failure_is_logged_not_raised(tmp_path: Path) -> None:
+    """No model at all: the worker logs the failure; doctor shows it."""
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    env = _env(tmp_path, PATH="/usr/bin:/bin")
+    event = {"transcript_path": str(DATA / "claude_session.jsonl"), "cwd": str(project),
+             "hook_event_name": "SessionEnd"}
+    r = hook(["learn", "--host", "claude-code"], event, tmp_path, env)
+    assert r.returncode == 0
+    log = project / ".memory" / ".memdir" / "hooks.jsonl"
+    assert _wait_for(lambda: log.exists() and "error" in log.read_text())
+    r = subprocess.run([sys.executable, "-m", "memdir", "doctor"], cwd=project, env=env,
+                       capture_output=True, text=True)
+    assert "the last learn hook failed: no memory model" in r.stdout
+
+
+def test_sessions_of_both_hosts_are_read(tmp_path: Path) -> None:
+    """User and assistant turns, tool calls and results; injected context and meta lines are
+    skipped; a torn last line is ignored."""
+    claude = read_session(DATA / "claude_session.jsonl")
+    assert [m["role"] for m in claude] == ["user", "assistant", "user", "assistant"]
+    codex = read_session(DATA / "codex_session.jsonl")
+    assert codex[0] == {"role": "user", "content": "Note for later: the staging database is"
+                        " Postgres 16 on db-staging.internal."}
+    assert codex[1]["content"][0]["type"] == "tool_use"
+    assert codex[2]["content"][0]["type"] == "tool_result"
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text((DATA / "claude_session.jsonl").read_text() + '{"type": "user", "mess')
+    assert len(read_session(torn)) == 4
+
+
+@pytest.mark.parametrize("host, rel", [("claude-code", ".claude/settings.json"),
+                                       ("codex", ".codex/hooks.json")])
+def test_install_merges_idempotently_and_uninstall_removes_only_ours(
+        tmp_path: Path, host: str, rel: str) -> None:
+    """The user's own hooks and settings stay; a second install changes nothing; uninstall
+    takes out exactly what install added; a broken settings file is left alone."""
+    project = tmp_path / "app"
+    settings = project / rel
+    settings.parent.mkdir(parents=True)
+    mine = {"model": "x", "hooks": {"Stop": [{"hooks": [{"type": "command",
+                                                        "command": "notify-send done"}]}]}}
+    settings.write_text(json.dumps(mine))
+    env = _env(tmp_path)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "memdir", "hooks", *args], cwd=project,
+                              env=env, capture_output=True, text=True)
+
+    r = run("install", host)
+    assert r.returncode == 0 and "+" in r.stdout and "Installed memdir's hooks" in r.stdout
+    data = json.loads(settings.read_text())
+    assert data["model"] == "x"
+    stop = [h["command"] for g in data["hooks"]["Stop"] for h in g["hooks"]]
+    assert "notify-send done" in stop and any("memdir hook learn" in c for c in stop)
+    prompt_cmd = data["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    assert prompt_cmd.endswith(f"-m memdir hook prompt --host {host}")
+    assert "nothing changed" in run("install", host).stdout
+    r = subprocess.run([sys.executable, "-m", "memdir", "init"], cwd=project, env=env,
+                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "memdir", "doctor"], cwd=project, env=env,
+                       capture_output=True, text=True)
+    assert f"hooks installed: {host} (project: {settings})" in r.stdout
+    run("uninstall", host)
+    assert json.loads(settings.read_text()) == mine
+    settings.write_text("{broken")
+    r = run("install", host)
+    assert r.returncode == 1 and "is not valid JSON" in r.stderr
+    assert settings.read_text() == "{broken"
