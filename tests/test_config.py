@@ -56,4 +56,5 @@ def test_unknown_provider_cli(cli: CliFn) -> None:
     """An unknown MEMDIR_PROVIDER is a one-line error from any command."""
     r = cli("list", env={"MEMDIR_PROVIDER": "cohere"})
     assert (r.code, r.err) == (1, "memdir: error: unknown provider 'cohere' — set"
-                                  " MEMDIR_PROVIDER to one of anthropic, openai, claude-code, codex\n")
+                                  " MEMDIR_PROVIDER to one of anthropic, openai, claude-code,"
+                                  " codex\n")
