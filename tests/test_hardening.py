@@ -408,3 +408,12 @@ def test_config_for_read_only_reference(tmp_path: Path) -> None:
     assert find_store_dir("x", "y") == (Path("x"), "flag")
     assert find_store_dir(None, "y") == (Path("y"), "env")
     assert Config().dir_source == "default"
+
+
+def test_doctor_warns_about_invisible_characters(store: MemoryStore) -> None:
+    """A description carrying escape sequences or bidi overrides is listed with a warning."""
+    (store.root / "odd.md").write_text("---\nname: odd\ntype: reference\n"
+                                       "description: \"plain \\e[31mred\\u202e\"\n---\nb\n")
+    store.refresh()
+    assert any(p.file == "odd.md" and "invisible characters" in p.reason
+               for p in store.problems())

@@ -351,6 +351,10 @@ def check(memory: Memory, types: tuple[str, ...]) -> list[str]:
         warnings.append("empty description")
     if "\n" in memory.description:
         warnings.append("description spans several lines")
+    if any(not ch.isprintable() for ch in memory.description.replace("\n", "")
+           + memory.type):
+        warnings.append("control or invisible characters in the type or description (shown"
+                        " escaped in MEMORY.md, prompts and the terminal)")
     if len(memory.description) > MAX_DESCRIPTION_CHARS:
         warnings.append(f"description longer than {MAX_DESCRIPTION_CHARS} characters")
     if memory.created is None or memory.updated is None:
