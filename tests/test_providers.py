@@ -280,3 +280,47 @@ def test_timeout_and_retry_flags(llm_server: FakeLLMServer, cli: CliFn) -> None:
     llm_server.queue(Scripted(text="late", delay=1.5))
     r = cli("--timeout", "0.3", "--max-retries", "0", "llm", "check", env=env)
     assert r.code == 1 and "timed out" in r.err
+
+
+def test_structured_output_with_fallback_remembered(llm_server: FakeLLMServer,
+                                                    tmp_path: Path) -> None:
+    """A JSON schema is sent where the endpoint takes it; an endpoint that refuses it gets JSON
+    mode instead, and the refusal is remembered beside the usage log (no repeated failures)."""
+    from memdir.recall import SELECT_SCHEMA
+
+    refused: list[str] = []
+
+    def handler(req: dict[str, Any]) -> Scripted:
+        fmt = req["body"].get("response_format", {}).get("type")
+        if fmt == "json_schema":
+            refused.append(fmt)
+            return error(400, "response_format json_schema is not supported by this model")
+        return reply('{"selected": ["a"]}')
+
+    llm_server.handler = handler
+    cfg = Config(provider="openai", api_key="k", base_url=llm_server.url + "/v1",
+                 max_retries=0)
+    usage = tmp_path / "usage.jsonl"
+    for _ in range(2):  # two processes' worth of models
+        model = make_model(cfg, memory=True, usage_log=usage)
+        out = complete_json(model, system="s", messages=[{"role": "user", "content": "x"}],
+                            purpose="select", validate=lambda v: v, schema=SELECT_SCHEMA)
+        assert out == {"selected": ["a"]}
+    assert refused == ["json_schema"]  # asked once, then remembered
+    formats = [r["body"].get("response_format", {}).get("type") for r in llm_server.requests]
+    assert formats == ["json_schema", "json_object", "json_object"]
+    sent = llm_server.requests[0]["body"]["response_format"]["json_schema"]["schema"]
+    assert sent == SELECT_SCHEMA
+
+
+def test_structured_output_accepted(llm_server: FakeLLMServer) -> None:
+    """An endpoint that takes a schema gets it on every call."""
+    llm_server.handler = lambda req: reply('{"selected": []}')
+    cfg = Config(provider="openai", api_key="k", base_url=llm_server.url + "/v1",
+                 max_retries=0)
+    model = make_model(cfg, memory=True)
+    for _ in range(2):
+        complete_json(model, system="s", messages=[{"role": "user", "content": "x"}],
+                      purpose="select", validate=lambda v: v, schema={"type": "object"})
+    assert [r["body"]["response_format"]["type"] for r in llm_server.requests] == [
+        "json_schema", "json_schema"]

@@ -226,6 +226,22 @@ def _prompt(store: MemoryStore, batch: list[Entry], seen: dict[str, str | None])
                           types=", ".join(store.config.types))
 
 
+def _schema(types: tuple[str, ...]) -> dict[str, Any]:
+    """The consolidation reply's shape, for endpoints that enforce a JSON schema."""
+    memory = {"type": "object", "required": ["name", "type", "description", "body"],
+              "properties": {"name": {"type": "string"},
+                             "type": {"type": "string", "enum": list(types)},
+                             "description": {"type": "string"}, "body": {"type": "string"}}}
+    return {"type": "object", "required": ["merge", "retire"], "properties": {
+        "merge": {"type": "array", "items": {
+            "type": "object", "required": ["from", "into"],
+            "properties": {"from": {"type": "array", "items": {"type": "string"}},
+                           "into": memory}}},
+        "retire": {"type": "array", "items": {
+            "type": "object", "required": ["name", "reason"],
+            "properties": {"name": {"type": "string"}, "reason": {"type": "string"}}}}}}
+
+
 def _answer(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict) or not ({"merge", "retire"} & value.keys()):
         raise ValueError('expected {"merge": [...], "retire": [...]}')
@@ -333,7 +349,8 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
             answer = complete_json(
                 model, system="You consolidate memories and answer in JSON.",
                 messages=[{"role": "user", "content": _prompt(store, batch, plan.seen)}],
-                purpose="consolidate", validate=_answer, max_tokens=4096)
+                purpose="consolidate", validate=_answer, max_tokens=4096,
+                schema=_schema(cfg.types))
         except LLMError as exc:
             if len(batches) == 1:
                 raise

@@ -189,6 +189,17 @@ def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory]
     return action, Memory(name, type_, description, text["body"] or description)
 
 
+def extract_schema(types: tuple[str, ...]) -> dict[str, Any]:
+    """The extraction reply's shape, for endpoints that enforce a JSON schema."""
+    item = {"type": "object", "required": ["action", "name", "type", "description", "body"],
+            "properties": {"action": {"type": "string", "enum": ["create", "update"]},
+                           "name": {"type": "string"},
+                           "type": {"type": "string", "enum": list(types)},
+                           "description": {"type": "string"}, "body": {"type": "string"}}}
+    return {"type": "object", "required": ["memories"],
+            "properties": {"memories": {"type": "array", "items": item}}}
+
+
 def _validate(value: Any) -> list[Any]:
     if isinstance(value, list):
         return value
@@ -217,7 +228,7 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
                             conversation=for_body(talk))
     items = complete_json(model, system="You extract memories and answer in JSON.",
                           messages=[{"role": "user", "content": prompt}], purpose="extract",
-                          validate=_validate)
+                          validate=_validate, schema=extract_schema(store.config.types))
     existing = {e.name for e in store.entries()}
     shown = {e.name for e in entries}
     planned: dict[str, Put] = {}

@@ -24,6 +24,10 @@ from .safetext import for_body, for_prompt, one_line
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.recall")
+# The reply shapes of DESIGN.md, for endpoints that enforce a JSON schema.
+SELECT_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["selected"],
+    "properties": {"selected": {"type": "array", "items": {"type": "string"}}}}
 
 
 @dataclass
@@ -152,7 +156,8 @@ def select(store: MemoryStore, messages: list[Message], model: ChatModel | None 
             names = complete_json(
                 model, system="You select relevant memories and answer in JSON.",
                 messages=[{"role": "user", "content": prompt}], purpose="select",
-                validate=_validator(catalogue, max_items), max_tokens=512)
+                validate=_validator(catalogue, max_items), max_tokens=512,
+                schema=SELECT_SCHEMA)
             return Selection(names, "llm", [(e.name, None) for e in catalogue])
         except LLMError as exc:
             log.warning("memory selection fell back to search: %s", exc)

@@ -47,10 +47,12 @@ class FakeModel:
         purpose: str = "agent",
         json_mode: bool = False,
         on_text: TextCallback | None = None,
+        schema: dict[str, Any] | None = None,
     ) -> Reply:
         """Record the call and return (or raise) the next scripted reply."""
         call = {"system": system, "messages": json.loads(json.dumps(messages)), "tools": tools,
-                "max_tokens": max_tokens, "purpose": purpose, "json_mode": json_mode}
+                "max_tokens": max_tokens, "purpose": purpose, "json_mode": json_mode,
+                "schema": schema}
         self.calls.append(call)
         if self.replies:
             item = self.replies.pop(0)

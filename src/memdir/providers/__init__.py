@@ -62,6 +62,7 @@ class Request:
     max_tokens: int
     json_mode: bool
     on_text: TextCallback | None
+    schema: dict[str, Any] | None = None  # the JSON reply's shape, for structured output
 
 
 class ChatModel(Protocol):
@@ -80,8 +81,10 @@ class ChatModel(Protocol):
         purpose: str = "agent",
         json_mode: bool = False,
         on_text: TextCallback | None = None,
+        schema: dict[str, Any] | None = None,
     ) -> Reply:
-        """One model call. ``on_text`` streams text as it arrives."""
+        """One model call. ``on_text`` streams text as it arrives; ``schema`` asks for a JSON
+        reply of that shape where the endpoint can enforce one."""
         ...
 
 
@@ -104,11 +107,13 @@ class RecordingModel:
         purpose: str = "agent",
         json_mode: bool = False,
         on_text: TextCallback | None = None,
+        schema: dict[str, Any] | None = None,
     ) -> Reply:
         """Call the provider and record purpose, tokens and latency, also on failure."""
         start = time.perf_counter()
         try:
-            reply = self._call(Request(system, messages, tools, max_tokens, json_mode, on_text))
+            reply = self._call(Request(system, messages, tools, max_tokens, json_mode, on_text,
+                                       schema))
         except LLMError:
             self._record(purpose, Usage(), start, ok=False)
             raise
@@ -175,6 +180,7 @@ def complete_json(
     purpose: str,
     validate: Callable[[Any], T],
     max_tokens: int = 2048,
+    schema: dict[str, Any] | None = None,
 ) -> T:
     """One call whose reply must be JSON accepted by ``validate`` (which raises ValueError).
 
@@ -185,7 +191,7 @@ def complete_json(
     error = ""
     for attempt in range(2):
         reply = model.complete(system=system, messages=convo, purpose=purpose,
-                               max_tokens=max_tokens, json_mode=True)
+                               max_tokens=max_tokens, json_mode=True, schema=schema)
         try:
             return validate(extract_json(reply.text))
         except ValueError as exc:

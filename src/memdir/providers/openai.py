@@ -12,6 +12,7 @@ from typing import Any
 
 import openai
 
+from ..atomic import write_atomic
 from ..config import Config
 from ..errors import LLMError
 from ..usage import UsageLog
@@ -26,6 +27,44 @@ from . import (
     status_error,
 )
 from .jsonreply import extract_json
+
+
+def _about_format(message: str) -> bool:
+    return any(w in message for w in ("response_format", "json_schema", "schema",
+                                      "json_object"))
+
+
+class _EndpointNotes:
+    """What an endpoint was found not to support, kept in ``endpoints.json`` beside the usage
+    log so that a new process does not repeat a failing request."""
+
+    def __init__(self, usage_log: UsageLog | None, key: str) -> None:
+        self.path = usage_log.path.parent / "endpoints.json" if usage_log else None
+        self.key = key
+
+    def _all(self) -> dict[str, Any]:
+        if self.path is None:
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, name: str, default: bool) -> bool:
+        value = self._all().get(self.key, {}).get(name, default)
+        return bool(value)
+
+    def set(self, name: str, value: bool) -> None:
+        if self.path is None:
+            return
+        data = self._all()
+        data.setdefault(self.key, {})[name] = value
+        try:
+            write_atomic(self.path, json.dumps(data).encode(), sync=False)
+        except OSError:
+            pass  # a read-only store: the next process asks once more
+
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
                 "length": "max_tokens", "content_filter": "end_turn"}
@@ -119,6 +158,10 @@ class OpenAIModel(RecordingModel):
             api_key=config.api_key or "not-needed", base_url=config.base_url,
             timeout=config.timeout, max_retries=config.max_retries)
         self.json_mode_supported = True
+        # Structured output (a JSON schema): OpenAI, vLLM and llama.cpp enforce it; an endpoint
+        # that refuses it once is remembered (per endpoint and model, next to the usage log).
+        self._endpoints = _EndpointNotes(usage_log, f"{config.base_url or 'openai'}|{model}")
+        self.schema_supported = self._endpoints.get("json_schema", True)
         # OpenAI's own API wants max_completion_tokens (reasoning models refuse max_tokens);
         # most compatible servers know only max_tokens. A 400 naming it switches.
         self.max_tokens_param = "max_tokens" if config.base_url else "max_completion_tokens"
@@ -130,14 +173,22 @@ class OpenAIModel(RecordingModel):
         if request.tools:
             kwargs["tools"] = to_openai_tools(request.tools)
         on_text = request.on_text
-        if request.json_mode and self.json_mode_supported:
+        if request.schema is not None and self.schema_supported:
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "reply", "schema": request.schema, "strict": False}}
+        elif request.json_mode and self.json_mode_supported:
             kwargs["response_format"] = {"type": "json_object"}
-        for _ in range(3):  # at most two adaptations to what the endpoint accepts
+        for _ in range(4):  # at most three adaptations to what the endpoint accepts
             try:
                 return self._request(kwargs, on_text)
             except openai.BadRequestError as exc:
                 message = str(exc.message)
-                if "response_format" in kwargs and "response_format" in message:
+                fmt = kwargs.get("response_format", {}).get("type")
+                if fmt == "json_schema" and _about_format(message):
+                    self.schema_supported = False  # no structured output: JSON mode instead
+                    self._endpoints.set("json_schema", False)
+                    kwargs["response_format"] = {"type": "json_object"}
+                elif fmt == "json_object" and _about_format(message):
                     self.json_mode_supported = False  # an endpoint without JSON mode
                     del kwargs["response_format"]
                 elif self.max_tokens_param in message and "max_" in message:
