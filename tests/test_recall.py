@@ -191,3 +191,19 @@ def test_recall_cli_explain_and_no_llm(cli: CliFn, llm_server: FakeLLMServer) ->
     assert data["path"] == "search" and data["selected"] == ["prefer-pytest"]
     assert len(llm_server.requests) == 1
     assert cli("recall", "zzz unrelated", "--no-llm").out == "(no relevant memories)\n"
+
+
+def test_lexical_guard_drops_unrelated_picks(tmp_path: Path) -> None:
+    """With the guard on (the default for models on this machine), a pick that shares no word
+    with the conversation is dropped and the selection says so; with it off, it is kept."""
+    from memdir.config import Config
+    from memdir.testing import FakeModel
+
+    for mode, expected in (("lexical", []), ("none", ["staging-db"])):
+        store = MemoryStore(tmp_path / mode, Config(dir=tmp_path / mode, select_guard=mode))
+        store.write("staging-db", type="project_fact", description="Staging runs Postgres 16",
+                    body="db-staging.internal")
+        sel = select(store, [{"role": "user", "content": "What is the capital of France?"}],
+                     FakeModel([{"selected": ["staging-db"]}]))
+        assert sel.names == expected
+        assert ("no word in common" in sel.note) == (mode == "lexical")

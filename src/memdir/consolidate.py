@@ -371,7 +371,8 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
     for note in plan.dropped:
         log.info("consolidate: dropped %s", note)
     total = len(everything)
-    limit = math.floor(total * cfg.consolidate_max_retire_share)
+    # a small store may always lose one memory: 30% of three is none
+    limit = max(1, math.floor(total * cfg.consolidate_max_retire_share))
     if len(plan.retires) > limit and not force:
         raise PlanError(
             f"the plan retires {len(plan.retires)} of {total} memories, more than the"

@@ -189,6 +189,21 @@ def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory]
     return action, Memory(name, type_, description, text["body"] or description)
 
 
+_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def _in_users_language(mem: Memory, said: str) -> Memory:
+    """A memory from a Chinese, Japanese or Korean conversation that the model wrote in
+    another language keeps the user's own words too (small models often translate)."""
+    letters = [ch for ch in said if ch.isalpha()]
+    if not letters or len(_CJK_CHAR.findall(said)) < 0.3 * len(letters):
+        return mem
+    if _CJK_CHAR.search(mem.description + mem.body):
+        return mem
+    words = redact(" ".join(said.split()))[0][:500]
+    return mem.replace(body=f"{mem.body}\n\n> {words}")
+
+
 def extract_schema(types: tuple[str, ...]) -> dict[str, Any]:
     """The extraction reply's shape, for endpoints that enforce a JSON schema."""
     item = {"type": "object", "required": ["action", "name", "type", "description", "body"],
@@ -235,12 +250,14 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
     if len(items) > MAX_ITEMS:
         result.dropped.append(f"{len(items) - MAX_ITEMS} items past the first {MAX_ITEMS}")
         items = items[:MAX_ITEMS]
+    said = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
     for raw in items:
         coerced = _coerce(raw, store, existing | planned.keys())
         if isinstance(coerced, str):
             result.dropped.append(coerced)
             continue
         action, mem = coerced
+        mem = _in_users_language(mem, said)
         if action == "update" and mem.name not in shown:
             action = "create"  # the model named a memory it was not shown: never overwrite
         twin = store.twin_of(mem.name)

@@ -158,12 +158,44 @@ def select(store: MemoryStore, messages: list[Message], model: ChatModel | None 
                 messages=[{"role": "user", "content": prompt}], purpose="select",
                 validate=_validator(catalogue, max_items), max_tokens=512,
                 schema=SELECT_SCHEMA)
-            return Selection(names, "llm", [(e.name, None) for e in catalogue])
+            note = ""
+            if _guarded(cfg, model):
+                names, dropped = _lexical_guard(store, names, talk)
+                if dropped:
+                    note = f"dropped the model's picks {dropped}: no word in common"
+            return Selection(names, "llm", [(e.name, None) for e in catalogue], note)
         except LLMError as exc:
             log.warning("memory selection fell back to search: %s", exc)
             note = f"the model failed ({exc}); used search"
             return _search_selection(store, query, max_items, "search-fallback", note)
     return _search_selection(store, query, max_items, "search", "no model configured")
+
+
+def _guarded(cfg: Any, model: ChatModel) -> bool:
+    """Whether the model's picks must share a word with the conversation: ``select_guard``
+    "lexical" or "none"; "auto" guards models on this machine (small local models pick
+    unrelated memories; large hosted ones find paraphrases a guard would drop)."""
+    mode = cfg.select_guard
+    if mode == "auto":
+        host = (cfg.base_url or "").split("//")[-1].split("/")[0].split(":")[0]
+        return model.provider == "openai" and host in ("localhost", "127.0.0.1", "::1", "[::1]")
+    return bool(mode == "lexical")
+
+
+def _lexical_guard(store: MemoryStore, names: list[str], talk: str
+                   ) -> tuple[list[str], list[str]]:
+    """The picks that share a (stemmed) word with the conversation, and the others."""
+    from .search import tokenize
+
+    words = set(tokenize(talk))
+    entries = {e.name: e for e in store.entries()}
+    kept: list[str] = []
+    dropped: list[str] = []
+    for name in names:
+        e = entries.get(name)
+        text = f"{name.replace('-', ' ')} {e.description}" if e else name
+        (kept if words & set(tokenize(text)) else dropped).append(name)
+    return kept, dropped
 
 
 def _search_selection(store: MemoryStore, query: str, max_items: int, path: str, note: str

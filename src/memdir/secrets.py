@@ -105,6 +105,7 @@ _PLACEHOLDER = re.compile(
     r"|bearer$|basic$|token$)",
     re.IGNORECASE,
 )
+_MARKER = re.compile(r"\[REDACTED:[^\]\n]{1,40}\]")
 _CJK_OR_KANA = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _CODE_VALUE = re.compile(
     r"^[A-Za-z_][\w.]*\(|\[[\"']|^[\[{(]|^[A-Za-z_]\w*(?:\.\w+)+$"  # call, index, attribute
@@ -198,9 +199,12 @@ def _looks_random(token: str) -> bool:
 def scan(text: str) -> list[Finding]:
     """Every credential in ``text``, by position, without overlaps."""
     found: list[Finding] = []
+    # Text redacted before (an earlier pass, a plan shown to the user) is left as it is.
+    done = [m.span() for m in _MARKER.finditer(text)]
 
     def overlaps(a: int, b: int) -> bool:
-        return any(a < f.end and f.start < b for f in found)
+        return (any(a < f.end and f.start < b for f in found)
+                or any(a < e and s < b for s, e in done))
 
     for kind, pattern, group in _PATTERNS:
         for m in pattern.finditer(text):

@@ -1,0 +1,229 @@
+"""Memory behaviour with a real model: eleven scenarios, each in a fresh store, through the
+library's public functions and the normal memdir configuration (MEMDIR_PROVIDER, MEMDIR_MODEL,
+OPENAI_BASE_URL, ANTHROPIC_API_KEY…). Prints a pass/fail table with model calls, tokens and
+seconds, and what went wrong for each failure.
+
+    OPENAI_BASE_URL=http://127.0.0.1:8088/v1 OPENAI_API_KEY=local MEMDIR_PROVIDER=openai \\
+    MEMDIR_MODEL=qwen2.5-coder-1.5b python benchmarks/model_scenarios.py [--only NAME …]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memdir import MemoryStore
+from memdir.agent.loop import agent_loop
+from memdir.agent.tools import Tools
+from memdir.config import load_config
+from memdir.consolidate import consolidate_memories
+from memdir.errors import MemdirError
+from memdir.extract import extract_memories
+from memdir.providers import ChatModel, Reply, make_model
+from memdir.recall import select
+
+SECRET = "Xk9#mP2vLq"
+
+
+class Counting:
+    """A model wrapper that counts calls and tokens."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+        self.provider, self.name = model.provider, model.model
+        self.calls = 0
+        self.tokens = 0
+
+    @property
+    def model_name(self) -> str:
+        return self.name
+
+    def complete(self, **kw: Any) -> Reply:
+        self.calls += 1
+        reply = self.model.complete(**kw)
+        self.tokens += reply.usage.input_tokens + reply.usage.output_tokens
+        return reply
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    why: str = ""
+
+
+def talk(*turns: str) -> list[dict[str, Any]]:
+    roles = ["user", "assistant"]
+    return [{"role": roles[i % 2], "content": t} for i, t in enumerate(turns)]
+
+
+def everything(store: MemoryStore) -> str:
+    return "\n".join(f"{m.name} {m.description} {m.body}" for m in store.list())
+
+
+def explicit(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    extract_memories(store, talk("Remember that I always want type hints in Python code.",
+                                 "Got it, I'll add type hints."), model)
+    text = everything(store).lower()
+    return Outcome("type hint" in text, f"saved: {text[:120]!r}")
+
+
+def correction(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    extract_memories(store, talk(
+        "Write a function that adds two numbers.", "def add(a, b):\n    return a + b",
+        "No — indent with tabs, not spaces. Fix it.", "def add(a, b):\n\treturn a + b"), model)
+    text = everything(store).lower()
+    return Outcome(bool(re.search(r"\btabs?\b", text)), f"saved: {text[:120]!r}")
+
+
+def project_fact(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    extract_memories(store, talk("FYI our staging database runs Postgres 16 on"
+                                 " db-staging.internal; production is still on 14.",
+                                 "Thanks, noted."), model)
+    text = everything(store)
+    return Outcome("16" in text and "ostgres" in text, f"saved: {text[:120]!r}")
+
+
+def secret(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    extract_memories(store, talk(f"The staging DB password is {SECRET}, and we deploy with"
+                                 " Argo CD.", "Understood."), model)
+    files = "".join(p.read_text(encoding="utf-8") for p in store.root.rglob("*.md"))
+    return Outcome(SECRET not in files, "the password reached a file" if SECRET in files
+                   else f"saved: {everything(store)[:100]!r}")
+
+
+def small_talk(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    extract_memories(store, talk("Thanks, that worked! Have a nice weekend.",
+                                 "You too, enjoy the weekend!"), model)
+    names = [e.name for e in store.entries()]
+    return Outcome(not names, f"saved {names}")
+
+
+def contradiction(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    store.write("test-runner", type="project_fact", description="Tests run with unittest",
+                body="The project's tests use unittest.")
+    extract_memories(store, talk("Actually we switched to pytest last month; unittest is gone"
+                                 " from the project.", "Noted: pytest from now on."), model)
+    entries = store.entries()
+    runner = [m for m in store.list() if "pytest" in (m.description + m.body).lower()]
+    stale = [m.name for m in store.list() if "unittest" in m.description.lower()
+             and "pytest" not in (m.description + m.body).lower()]
+    ok = bool(runner) and not stale and bool(store.history("test-runner"))
+    return Outcome(ok, f"{len(entries)} memories; still stale: {stale};"
+                       f" history of test-runner: {len(store.history('test-runner'))}")
+
+
+def recall_paraphrase(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    store.write("prefer-tabs", type="user_preference",
+                description="User prefers tabs over spaces for indentation",
+                body="Indent with tabs, never spaces.")
+    store.write("staging-db", type="project_fact", description="Staging runs Postgres 16",
+                body="db-staging.internal")
+    sel = select(store, talk("What should the leading whitespace of each line look like?"),
+                 model)
+    return Outcome(sel.names[:2].count("prefer-tabs") == 1, f"{sel.path}: {sel.names}")
+
+
+def no_recall(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    store.write("prefer-tabs", type="user_preference",
+                description="User prefers tabs over spaces for indentation", body="Tabs.")
+    store.write("staging-db", type="project_fact", description="Staging runs Postgres 16",
+                body="db-staging.internal")
+    sel = select(store, talk("What is the capital of France?"), model)
+    return Outcome(not sel.names, f"{sel.path}: {sel.names}")
+
+
+def duplicates(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    store.write("pytest-flags", type="user_preference", description="Run pytest with -x",
+                body="Use pytest and stop at the first failure with -x.")
+    store.write("pytest-verbose", type="user_preference",
+                description="Run pytest verbosely with -v and --tb=short",
+                body="Always pass -v and --tb=short to pytest.")
+    store.write("staging-db", type="project_fact", description="Staging runs Postgres 16",
+                body="db-staging.internal")
+    consolidate_memories(store, model)
+    pytest_notes = [m for m in store.list() if "pytest" in (m.description + m.body).lower()]
+    merged = len(pytest_notes) == 1
+    body = (pytest_notes[0].description + pytest_notes[0].body) if merged else ""
+    kept = all(flag in body for flag in ("-x", "-v", "--tb=short"))
+    return Outcome(merged and kept, f"{len(pytest_notes)} pytest memories; kept every flag:"
+                                    f" {kept}")
+
+
+def chinese(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    extract_memories(store, talk("记住：我希望你以后都用中文回复，代码注释也写中文。",
+                                 "好的，以后我都用中文回复。"), model)
+    text = everything(store)
+    cjk = bool(re.search(r"[\u4e00-\u9fff]", text))
+    return Outcome(bool(text) and cjk, f"saved: {text[:80]!r}")
+
+
+def answer_from_memory(store: MemoryStore, model: Counting, agent: Counting) -> Outcome:
+    store.write("prefer-tabs", type="user_preference",
+                description="User prefers tabs over spaces for indentation",
+                body="Indent Python with tabs, never spaces.")
+    before = {m.name: m.digest for m in store.list()}
+    messages: list[Any] = [{"role": "user", "content": "How should I indent Python code in"
+                            " this project? Answer in one sentence."}]
+    turn = agent_loop(messages, store=store, model=agent, memory_model=model,
+                      tools=Tools(store.root.parent, store))
+    saved = [b for m in messages if m["role"] == "assistant" and isinstance(m["content"], list)
+             for b in m["content"] if b.get("type") == "tool_use"
+             and b.get("name") == "save_memory"]
+    after = {m.name: m.digest for m in store.list()}
+    ok = "tab" in turn.text.lower() and not saved and before == after
+    return Outcome(ok, f"reply {turn.text[:80]!r}; save_memory calls: {len(saved)}")
+
+
+SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
+    "explicit remember": explicit, "implicit preference (correction)": correction,
+    "project fact": project_fact, "secret never saved": secret,
+    "small talk saves nothing": small_talk, "contradiction updates": contradiction,
+    "recall without shared words": recall_paraphrase, "no recall when unrelated": no_recall,
+    "consolidate duplicates, keep details": duplicates, "Chinese conversation": chinese,
+    "agent answers from memory": answer_from_memory,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*", help="Run only scenarios whose name contains these.")
+    args = ap.parse_args()
+    config = load_config()
+    memory_model = make_model(config, memory=True)
+    agent_model = make_model(config)
+    print(f"provider {memory_model.provider}, model {memory_model.model}")
+    print("| scenario | result | calls | tokens | seconds |")
+    print("|---|---|---:|---:|---:|")
+    passed = 0
+    notes = []
+    chosen = {k: v for k, v in SCENARIOS.items()
+              if not args.only or any(o.lower() in k.lower() for o in args.only)}
+    for name, fn in chosen.items():
+        tmp = Path(tempfile.mkdtemp(prefix="memdir-scenario-"))
+        mem, agent = Counting(memory_model), Counting(agent_model)
+        t0 = time.perf_counter()
+        try:
+            out = fn(MemoryStore(tmp / ".memory", config.__class__(**{
+                **config.__dict__, "dir": tmp / ".memory"})), mem, agent)
+        except MemdirError as exc:
+            out = Outcome(False, f"error: {exc}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        seconds = time.perf_counter() - t0
+        passed += out.ok
+        print(f"| {name} | {'pass' if out.ok else 'FAIL'} | {mem.calls + agent.calls} |"
+              f" {mem.tokens + agent.tokens} | {seconds:.1f} |")
+        notes.append(f"- {name}: {out.why}")
+    print(f"\n{passed} of {len(chosen)} passed")
+    print("\n".join(notes))
+
+
+if __name__ == "__main__":
+    main()
