@@ -1,0 +1,177 @@
+"""Memory quality with a model in the loop, on LoCoMo (DEV): feed a conversation session by
+session through ``extract_memories`` (consolidation on its normal trigger), then answer each
+question with the same model from (a) no memory, (b) memdir recall by search, (c) memdir recall
+with the model's selection, (d) the whole conversation truncated to the model's context.
+Scores token-level F1 against the gold answers (LoCoMo's QA metric), and reports injected
+tokens per question and model time. Uses the normal memdir configuration.
+
+    OPENAI_BASE_URL=http://127.0.0.1:8088/v1 OPENAI_API_KEY=local MEMDIR_PROVIDER=openai \\
+    MEMDIR_MODEL=qwen2.5-coder-1.5b python benchmarks/locomo_qa.py --conversations 0 --limit 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import string
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from memdir import MemoryStore
+from memdir.config import Config, load_config
+from memdir.consolidate import consolidate_memories, is_due, note_turn
+from memdir.extract import extract_memories
+from memdir.providers import ChatModel, make_model
+from memdir.recall import estimate_tokens, render_block, select
+
+SYSTEM = ("You answer questions about two people's past conversations. Answer with a short"
+          " phrase only (a name, a date, a few words). If the notes do not say, answer your"
+          " best guess in a few words.")
+
+
+def normalize(text: str) -> list[str]:
+    """LoCoMo's answer normalisation: lower case, no punctuation, no articles."""
+    text = text.lower().replace(",", "")
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the|and)\b", " ", text)
+    return text.split()
+
+
+def f1(prediction: str, gold: str) -> float:
+    p, g = normalize(prediction), normalize(gold)
+    common = sum((Counter(p) & Counter(g)).values())
+    if not p or not g or common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+class Timed:
+    """Counts the model's time and calls."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.inner, self.provider, self.model = model, model.provider, model.model
+        self.seconds = 0.0
+        self.calls = 0
+
+    def complete(self, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.complete(**kw)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.calls += 1
+
+
+def answer(model: Timed, context: str, question: str) -> str:
+    content = (f"{context}\n\nQuestion: {question}\nShort answer:" if context
+               else f"Question: {question}\nShort answer:")
+    reply = model.complete(system=SYSTEM, messages=[{"role": "user", "content": content}],
+                           max_tokens=32, purpose="qa")
+    return reply.text.strip().splitlines()[0] if reply.text.strip() else ""
+
+
+def sessions_of(turns: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    by: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for t in turns:
+        by[t["session"]].append(t)
+    return [(by[s][0]["date"], by[s]) for s in sorted(by)]
+
+
+def transcript(turns: list[dict[str, Any]], budget_tokens: int) -> str:
+    """The whole conversation with session dates, cut from the start to fit the budget."""
+    lines: list[str] = []
+    for date, session in sessions_of(turns):
+        lines.append(f"[session of {date}]")
+        lines += [t["text"] for t in session]
+    text = "\n".join(lines)
+    while estimate_tokens(text) > budget_tokens:
+        text = text[len(text) // 10:]
+    return text
+
+
+def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int,
+                     context_tokens: int) -> dict[str, Any]:
+    turns = [m for m in data["memories"] if m["conv"] == conv]
+    questions = [q for q in data["queries"] if q["conv"] == conv][:limit]
+    tmp = Path(tempfile.mkdtemp(prefix="memdir-locomo-"))
+    try:
+        cfg = Config(**{**config.__dict__, "dir": tmp / ".memory"})
+        store = MemoryStore(tmp / ".memory", cfg, watch=False)
+        memory_model = Timed(make_model(cfg, memory=True))
+        t0 = time.perf_counter()
+        messages: list[Any] = []
+        for date, session in sessions_of(turns):
+            messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
+            messages += [{"role": "user", "content": t["text"]} for t in session]
+            extract_memories(store, messages, memory_model)
+            note_turn(store)
+            if is_due(store):
+                consolidate_memories(store, memory_model)
+        learn_seconds = time.perf_counter() - t0
+        learn_calls = memory_model.calls
+        whole = transcript(turns, context_tokens)
+        rows: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        seconds: dict[str, float] = defaultdict(float)
+        for q in questions:
+            asked = [{"role": "user", "content": q["question"]}]
+            for method in ("none", "search", "model", "full"):
+                before = memory_model.seconds
+                if method == "none":
+                    context = ""
+                elif method == "full":
+                    context = whole
+                else:
+                    sel = select(store, asked, memory_model if method == "model" else None,
+                                 max_items=cfg.recall_max_items)
+                    context = render_block(store, sel.names, cfg.recall_token_budget)
+                reply = answer(memory_model, context, q["question"])
+                seconds[method] += memory_model.seconds - before
+                rows[method].append((f1(reply, q["answer"]), estimate_tokens(context)))
+        return {"conv": conv, "memories": len(store.entries()), "questions": len(questions),
+                "learn_seconds": learn_seconds, "learn_calls": learn_calls, "rows": rows,
+                "seconds": seconds}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bench-dir", type=Path, default=Path(__file__).resolve().parents[2]
+                    / "shared" / "bench")
+    ap.add_argument("--conversations", type=int, nargs="+", default=[0])
+    ap.add_argument("--limit", type=int, default=40, help="Questions per conversation.")
+    ap.add_argument("--context-tokens", type=int, default=12000,
+                    help="Budget of method (d), the whole conversation.")
+    args = ap.parse_args()
+    data = json.loads((args.bench_dir / "locomo" / "turns_dev.json").read_text())
+    config = load_config()
+    results = [run_conversation(c, data, config, args.limit, args.context_tokens)
+               for c in args.conversations]
+    names = {"none": "(a) no memory", "search": "(b) memdir recall, search",
+             "model": "(c) memdir recall, model selection",
+             "full": "(d) whole conversation (truncated)"}
+    print(f"model {config.memory_model_name}; conversations {args.conversations};"
+          f" {sum(r['questions'] for r in results)} questions;"
+          f" {sum(r['memories'] for r in results)} memories learned with"
+          f" {sum(r['learn_calls'] for r in results)} calls in"
+          f" {sum(r['learn_seconds'] for r in results):.0f} s")
+    print("| method | F1 | injected tokens / question | model time / question |")
+    print("|---|---:|---:|---:|")
+    n = sum(r["questions"] for r in results)
+    for key, label in names.items():
+        scores = [s for r in results for s, _ in r["rows"][key]]
+        tokens = [t for r in results for _, t in r["rows"][key]]
+        secs = sum(r["seconds"][key] for r in results) / max(1, n)
+        print(f"| {label} | {statistics.mean(scores):.3f} | {statistics.mean(tokens):.0f} |"
+              f" {secs:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()
