@@ -8,86 +8,83 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from .cli import Ctx
+from .cli_context import Ctx, pass_ctx
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
 
-def register(group: click.Group) -> None:
-    """Add the hook commands to ``group``."""
-    from .cli import pass_ctx
+@click.command("hook")
+@click.argument("kind", type=click.Choice(["prompt", "learn"]))
+@click.option("--host", type=HOST_CHOICE, help="The host that runs the hook.")
+@click.option("--worker", "job", type=click.Path(path_type=Path), hidden=True)
+@pass_ctx
+def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
+    """Run as a host hook: KIND is prompt (UserPromptSubmit) or learn (Stop, SessionEnd,
+    PreCompact). Reads the event JSON on stdin; always exits 0."""
+    from .integrations import hooks
 
-    @group.command("hook")
-    @click.argument("kind", type=click.Choice(["prompt", "learn"]))
-    @click.option("--host", type=HOST_CHOICE, help="The host that runs the hook.")
-    @click.option("--worker", "job", type=click.Path(path_type=Path), hidden=True)
-    @pass_ctx
-    def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
-        """Run as a host hook: KIND is prompt (UserPromptSubmit) or learn (Stop, SessionEnd,
-        PreCompact). Reads the event JSON on stdin; always exits 0."""
-        from .integrations import hooks
+    event = None
+    try:
+        if job is not None:
+            hooks.learn_worker(job, c.config)
+            return
+        event = hooks.read_event(sys.stdin.read())
+        if kind == "prompt":
+            out = hooks.prompt(event, host=host, budget=c.config.hook_budget)
+            if out:
+                click.echo(out)
+        else:
+            hooks.learn(event, host=host)
+    except Exception as exc:  # a hook must never break its host: report and go on
+        line = f"memdir hook {kind}: {exc}".splitlines()[0]
+        click.echo(line, err=True)
+        if event is not None:
+            try:
+                store_dir = hooks._config_for(event).dir
+                if (store_dir / ".memdir").is_dir():
+                    hooks.log_line(store_dir, {"hook": kind, "host": host,
+                                               "status": "error", "error": str(exc)})
+            except Exception:  # the log is best effort
+                pass
 
-        event = None
-        try:
-            if job is not None:
-                hooks.learn_worker(job, c.config)
-                return
-            event = hooks.read_event(sys.stdin.read())
-            if kind == "prompt":
-                out = hooks.prompt(event, host=host, budget=c.config.hook_budget)
-                if out:
-                    click.echo(out)
-            else:
-                hooks.learn(event, host=host)
-        except Exception as exc:  # a hook must never break its host: report and go on
-            line = f"memdir hook {kind}: {exc}".splitlines()[0]
-            click.echo(line, err=True)
-            if event is not None:
-                try:
-                    store_dir = hooks._config_for(event).dir
-                    if (store_dir / ".memdir").is_dir():
-                        hooks.log_line(store_dir, {"hook": kind, "host": host,
-                                                   "status": "error", "error": str(exc)})
-                except Exception:  # the log is best effort
-                    pass
+@click.group("hooks")
+def hooks_group() -> None:
+    """Install memdir's hooks into Claude Code or Codex."""
 
-    @group.group("hooks")
-    def hooks_group() -> None:
-        """Install memdir's hooks into Claude Code or Codex."""
+def _where(user: bool) -> str:
+    return "user" if user else "project"
 
-    def _where(user: bool) -> str:
-        return "user" if user else "project"
+@hooks_group.command("install")
+@click.argument("host", type=HOST_CHOICE)
+@click.option("--user", is_flag=True, help="For every project (~/.claude, ~/.codex).")
+@click.option("--project", "project_flag", is_flag=True,
+              help="For this project only (the default).")
+def install(host: str, user: bool, project_flag: bool) -> None:
+    """Add recall (UserPromptSubmit) and learning (Stop…) hooks to HOST's settings."""
+    from .integrations import hooks
 
-    @hooks_group.command("install")
-    @click.argument("host", type=HOST_CHOICE)
-    @click.option("--user", is_flag=True, help="For every project (~/.claude, ~/.codex).")
-    @click.option("--project", "project_flag", is_flag=True,
-                  help="For this project only (the default).")
-    def install(host: str, user: bool, project_flag: bool) -> None:
-        """Add recall (UserPromptSubmit) and learning (Stop…) hooks to HOST's settings."""
-        from .integrations import hooks
+    path, diff = hooks.install(host, user=user, project=Path.cwd())
+    click.echo(diff.rstrip() or f"memdir's hooks are already in {path}; nothing changed.")
+    if diff:
+        click.echo(f"Installed memdir's hooks for {host} ({_where(user)}) in {path}.")
+    if host == "codex":
+        click.echo("Codex runs hooks only with its hooks feature on: add [features]"
+                   " hooks = true (codex_hooks = true in older versions) to"
+                   " ~/.codex/config.toml.")
 
-        path, diff = hooks.install(host, user=user, project=Path.cwd())
-        click.echo(diff.rstrip() or f"memdir's hooks are already in {path}; nothing changed.")
-        if diff:
-            click.echo(f"Installed memdir's hooks for {host} ({_where(user)}) in {path}.")
-        if host == "codex":
-            click.echo("Codex runs hooks only with its hooks feature on: add [features]"
-                       " hooks = true (codex_hooks = true in older versions) to"
-                       " ~/.codex/config.toml.")
+@hooks_group.command("uninstall")
+@click.argument("host", type=HOST_CHOICE)
+@click.option("--user", is_flag=True, help="From the user's settings.")
+@click.option("--project", "project_flag", is_flag=True, help="From this project's.")
+def uninstall(host: str, user: bool, project_flag: bool) -> None:
+    """Take exactly memdir's entries out of HOST's settings."""
+    from .integrations import hooks
 
-    @hooks_group.command("uninstall")
-    @click.argument("host", type=HOST_CHOICE)
-    @click.option("--user", is_flag=True, help="From the user's settings.")
-    @click.option("--project", "project_flag", is_flag=True, help="From this project's.")
-    def uninstall(host: str, user: bool, project_flag: bool) -> None:
-        """Take exactly memdir's entries out of HOST's settings."""
-        from .integrations import hooks
+    path, diff = hooks.uninstall(host, user=user, project=Path.cwd())
+    click.echo(diff.rstrip() or f"No memdir hooks in {path}; nothing changed.")
 
-        path, diff = hooks.uninstall(host, user=user, project=Path.cwd())
-        click.echo(diff.rstrip() or f"No memdir hooks in {path}; nothing changed.")
+
+COMMANDS = [hook, hooks_group]

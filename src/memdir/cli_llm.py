@@ -1,4 +1,4 @@
-"""Commands that may talk to a language model, registered on the main group.
+"""Commands that may talk to a language model; ``cli`` adds ``COMMANDS`` to the main group.
 
 SDKs are imported inside the commands (through ``providers.make_model``), never when this
 module is imported, so ``memdir list`` stays fast.
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .cli_context import Ctx, emit_json, json_option, pass_ctx
 from .errors import MemdirError
 from .usage import UsageLog
 
 if TYPE_CHECKING:
     from .agent.repl import Session
-    from .cli import Ctx
     from .providers import ChatModel
 
 
@@ -127,211 +127,210 @@ def optional_model(c: Ctx) -> ChatModel | None:
         return None
 
 
-def register(group: click.Group) -> None:
-    """Add the LLM-backed commands to ``group``."""
-    from .cli import emit_json, json_option, pass_ctx
+@click.group("llm")
+def llm() -> None:
+    """Language-model configuration."""
 
-    @group.group("llm")
-    def llm() -> None:
-        """Language-model configuration."""
+@llm.command("check")
+@click.option("--memory", "memory", is_flag=True, help="Check the memory model instead.")
+@json_option
+@pass_ctx
+def llm_check(c: Ctx, memory: bool, as_json: bool) -> None:
+    """Send one tiny request and report provider, model, latency and tokens."""
+    model = build_model(c, memory=memory)
+    start = time.perf_counter()
+    reply = model.complete(system="You are a connectivity check.", purpose="check",
+                           messages=[{"role": "user", "content": "Reply with the word: ok"}],
+                           max_tokens=16)
+    latency = (time.perf_counter() - start) * 1000
+    data = {"provider": model.provider, "model": reply.model or model.model,
+            "latency_ms": round(latency), "input_tokens": reply.usage.input_tokens,
+            "output_tokens": reply.usage.output_tokens, "reply": reply.text.strip()}
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"provider: {data['provider']}\nmodel: {data['model']}\n"
+               f"latency: {data['latency_ms']} ms\n"
+               f"tokens: {data['input_tokens']} in, {data['output_tokens']} out\n"
+               f"reply: {data['reply']}")
 
-    @llm.command("check")
-    @click.option("--memory", "memory", is_flag=True, help="Check the memory model instead.")
-    @json_option
-    @pass_ctx
-    def llm_check(c: Ctx, memory: bool, as_json: bool) -> None:
-        """Send one tiny request and report provider, model, latency and tokens."""
-        model = build_model(c, memory=memory)
-        start = time.perf_counter()
-        reply = model.complete(system="You are a connectivity check.", purpose="check",
-                               messages=[{"role": "user", "content": "Reply with the word: ok"}],
-                               max_tokens=16)
-        latency = (time.perf_counter() - start) * 1000
-        data = {"provider": model.provider, "model": reply.model or model.model,
-                "latency_ms": round(latency), "input_tokens": reply.usage.input_tokens,
-                "output_tokens": reply.usage.output_tokens, "reply": reply.text.strip()}
-        if as_json:
-            emit_json(data)
-            return
-        click.echo(f"provider: {data['provider']}\nmodel: {data['model']}\n"
-                   f"latency: {data['latency_ms']} ms\n"
-                   f"tokens: {data['input_tokens']} in, {data['output_tokens']} out\n"
-                   f"reply: {data['reply']}")
+@click.command("recall")
+@click.argument("text", nargs=-1)
+@click.option("--messages", "messages_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="A JSON list of messages (Anthropic format) instead of TEXT.")
+@click.option("--no-llm", is_flag=True, help="Select with search only.")
+@click.option("--explain", is_flag=True, help="Show candidates, scores and the path taken.")
+@click.option("-k", "max_items", type=click.IntRange(1, 50), help="At most this many.")
+@json_option
+@pass_ctx
+def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bool,
+           explain: bool, max_items: int | None, as_json: bool) -> None:
+    """Print the <relevant_memories> block that would be injected for TEXT (or stdin)."""
+    from .recall import render_block, select
 
-    @group.command("recall")
-    @click.argument("text", nargs=-1)
-    @click.option("--messages", "messages_file", type=click.Path(dir_okay=False, path_type=Path),
-                  help="A JSON list of messages (Anthropic format) instead of TEXT.")
-    @click.option("--no-llm", is_flag=True, help="Select with search only.")
-    @click.option("--explain", is_flag=True, help="Show candidates, scores and the path taken.")
-    @click.option("-k", "max_items", type=click.IntRange(1, 50), help="At most this many.")
-    @json_option
-    @pass_ctx
-    def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bool,
-               explain: bool, max_items: int | None, as_json: bool) -> None:
-        """Print the <relevant_memories> block that would be injected for TEXT (or stdin)."""
-        from .recall import render_block, select
+    messages = read_messages(text, messages_file)
+    model = None if no_llm else optional_model(c)
+    sel = select(c.store, messages, model,
+                 max_items=max_items or c.config.recall_max_items)
+    if no_llm:
+        sel.note = "--no-llm"
+    block = render_block(c.store, sel.names, c.config.recall_token_budget)
+    if as_json:
+        emit_json({**sel.to_dict(), "block": block})
+        return
+    if explain:
+        click.echo(f"path: {sel.path}" + (f" ({sel.note})" if sel.note else ""))
+        for name, score in sel.candidates:
+            mark = "*" if name in sel.names else " "
+            shown = "" if score is None else f"{score:7.2f}  "
+            click.echo(f" {mark} {shown}{name}")
+        click.echo("")
+    click.echo(block or "(no relevant memories)")
 
-        messages = read_messages(text, messages_file)
-        model = None if no_llm else optional_model(c)
-        sel = select(c.store, messages, model,
-                     max_items=max_items or c.config.recall_max_items)
-        if no_llm:
-            sel.note = "--no-llm"
-        block = render_block(c.store, sel.names, c.config.recall_token_budget)
-        if as_json:
-            emit_json({**sel.to_dict(), "block": block})
-            return
-        if explain:
-            click.echo(f"path: {sel.path}" + (f" ({sel.note})" if sel.note else ""))
-            for name, score in sel.candidates:
-                mark = "*" if name in sel.names else " "
-                shown = "" if score is None else f"{score:7.2f}  "
-                click.echo(f" {mark} {shown}{name}")
-            click.echo("")
-        click.echo(block or "(no relevant memories)")
+@click.command("extract")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Show what would be saved; change nothing.")
+@json_option
+@pass_ctx
+def extract(c: Ctx, file: Path, dry_run: bool, as_json: bool) -> None:
+    """Learn memories from a conversation: a JSON list of messages or a JSONL transcript."""
+    from .extract import extract_memories
 
-    @group.command("extract")
-    @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-    @click.option("--dry-run", is_flag=True, help="Show what would be saved; change nothing.")
-    @json_option
-    @pass_ctx
-    def extract(c: Ctx, file: Path, dry_run: bool, as_json: bool) -> None:
-        """Learn memories from a conversation: a JSON list of messages or a JSONL transcript."""
-        from .extract import extract_memories
+    c.create_store = True
+    messages = read_transcript(file)
+    result = extract_memories(c.store, messages, build_model(c, memory=True),
+                              apply=not dry_run)
+    if as_json:
+        emit_json({"changes": [ch.memory.to_dict() for ch in result.changes],
+                   "dropped": result.dropped, "new_messages": result.new_messages,
+                   "operation": result.operation.id if result.operation else None})
+        return
+    if result.new_messages == 0:
+        click.echo("Nothing new in this conversation since the last extraction.")
+        return
+    if not result.changes:
+        click.echo("Nothing worth remembering.")
+    verb = "Would save" if dry_run else "Saved"
+    for ch in result.changes:
+        click.echo(f"{verb} {ch.memory.name} ({ch.memory.type}): {ch.memory.description}")
+    if result.operation:
+        click.echo("Undo with 'memdir undo'.")
 
-        c.create_store = True
-        messages = read_transcript(file)
-        result = extract_memories(c.store, messages, build_model(c, memory=True),
-                                  apply=not dry_run)
-        if as_json:
-            emit_json({"changes": [ch.memory.to_dict() for ch in result.changes],
-                       "dropped": result.dropped, "new_messages": result.new_messages,
-                       "operation": result.operation.id if result.operation else None})
-            return
-        if result.new_messages == 0:
-            click.echo("Nothing new in this conversation since the last extraction.")
-            return
-        if not result.changes:
-            click.echo("Nothing worth remembering.")
-        verb = "Would save" if dry_run else "Saved"
-        for ch in result.changes:
-            click.echo(f"{verb} {ch.memory.name} ({ch.memory.type}): {ch.memory.description}")
-        if result.operation:
-            click.echo("Undo with 'memdir undo'.")
+@click.command("consolidate")
+@click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
+@click.option("--force", is_flag=True, help="Allow retiring more than the configured share.")
+@click.option("--all", "whole", is_flag=True,
+              help="Look at every memory, not only those changed since the last run.")
+@json_option
+@pass_ctx
+def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, as_json: bool) -> None:
+    """Merge duplicate memories and retire stale ones (asks the memory model).
 
-    @group.command("consolidate")
-    @click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
-    @click.option("--force", is_flag=True, help="Allow retiring more than the configured share.")
-    @click.option("--all", "whole", is_flag=True,
-                  help="Look at every memory, not only those changed since the last run.")
-    @json_option
-    @pass_ctx
-    def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, as_json: bool) -> None:
-        """Merge duplicate memories and retire stale ones (asks the memory model).
+    Without --all, only memories created or changed since the last run are looked at,
+    each with its nearest neighbours, within the configured number of model calls."""
+    from .consolidate import consolidate_memories
 
-        Without --all, only memories created or changed since the last run are looked at,
-        each with its nearest neighbours, within the configured number of model calls."""
-        from .consolidate import consolidate_memories
+    def progress(done: int, total: int, calls: int) -> None:
+        if sys.stderr.isatty():
+            click.echo(f"\rconsolidating: batch {done} of {total}, {calls} model calls",
+                       err=True, nl=done == total)
 
-        def progress(done: int, total: int, calls: int) -> None:
-            if sys.stderr.isatty():
-                click.echo(f"\rconsolidating: batch {done} of {total}, {calls} model calls",
-                           err=True, nl=done == total)
+    plan = consolidate_memories(c.store, build_model(c, memory=True), force=force,
+                                dry_run=dry_run, whole=whole, progress=progress)
+    if as_json:
+        emit_json(plan.to_dict())
+        return
+    for line in plan_lines(c, plan):
+        click.echo(line)
+    if plan.is_empty():
+        click.echo("Nothing to consolidate.")
+    if plan.left:
+        click.echo(f"{len(plan.left)} changed memories are left for the next run (the"
+                   " call budget ran out); 'memdir consolidate --all' looks at everything.")
+    elif dry_run:
+        click.echo("Dry run: nothing changed. Run without --dry-run to apply.")
+    else:
+        click.echo("Applied. Undo with 'memdir undo'.")
 
-        plan = consolidate_memories(c.store, build_model(c, memory=True), force=force,
-                                    dry_run=dry_run, whole=whole, progress=progress)
-        if as_json:
-            emit_json(plan.to_dict())
-            return
-        for line in plan_lines(c, plan):
-            click.echo(line)
-        if plan.is_empty():
-            click.echo("Nothing to consolidate.")
-        if plan.left:
-            click.echo(f"{len(plan.left)} changed memories are left for the next run (the"
-                       " call budget ran out); 'memdir consolidate --all' looks at everything.")
-        elif dry_run:
-            click.echo("Dry run: nothing changed. Run without --dry-run to apply.")
-        else:
-            click.echo("Applied. Undo with 'memdir undo'.")
+@click.command("chat")
+@click.option("--yes", "-y", is_flag=True,
+              help="Let the agent run commands and write files without asking.")
+@pass_ctx
+def chat_cmd(c: Ctx, yes: bool) -> None:
+    """Talk to the coding agent; it remembers across sessions. It asks before it runs a
+    command or writes a file (once, always for this session, or no)."""
+    from .agent.repl import chat
 
-    @group.command("chat")
-    @click.option("--yes", "-y", is_flag=True,
-                  help="Let the agent run commands and write files without asking.")
-    @pass_ctx
-    def chat_cmd(c: Ctx, yes: bool) -> None:
-        """Talk to the coding agent; it remembers across sessions. It asks before it runs a
-        command or writes a file (once, always for this session, or no)."""
-        from .agent.repl import chat
+    c.create_store = True
+    chat(new_session(c, yes=yes, interactive=sys.stdin.isatty()))
 
-        c.create_store = True
-        chat(new_session(c, yes=yes, interactive=sys.stdin.isatty()))
+@click.command("run")
+@click.argument("task", nargs=-1, required=True)
+@click.option("--yes", "-y", is_flag=True,
+              help="Let the agent run commands and write files (else only what the"
+                   " 'allow' rules in config.toml permit).")
+@json_option
+@pass_ctx
+def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
+    """Run one agent turn for TASK (non-interactive) and print the reply."""
+    import io
 
-    @group.command("run")
-    @click.argument("task", nargs=-1, required=True)
-    @click.option("--yes", "-y", is_flag=True,
-                  help="Let the agent run commands and write files (else only what the"
-                       " 'allow' rules in config.toml permit).")
-    @json_option
-    @pass_ctx
-    def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
-        """Run one agent turn for TASK (non-interactive) and print the reply."""
-        import io
+    c.create_store = True
+    before = {op.id for op in c.store.log(50)}
+    session = new_session(c, out=io.StringIO() if as_json else None, yes=yes)
+    try:
+        turn = session.turn(" ".join(task), stream=not as_json)
+    finally:
+        session.close()
+    if as_json:
+        changes = [op.to_dict() for op in c.store.log(50) if op.id not in before]
+        emit_json({"reply": turn.text, "recalled": turn.recalled,
+                   "interrupted": turn.interrupted, "transcript": session.messages,
+                   "memory_changes": changes,
+                   "events": [{"kind": k, "text": t} for k, t in session.events]})
+    elif turn.interrupted:
+        raise MemdirError("the turn was interrupted")
 
-        c.create_store = True
-        before = {op.id for op in c.store.log(50)}
-        session = new_session(c, out=io.StringIO() if as_json else None, yes=yes)
-        try:
-            turn = session.turn(" ".join(task), stream=not as_json)
-        finally:
-            session.close()
-        if as_json:
-            changes = [op.to_dict() for op in c.store.log(50) if op.id not in before]
-            emit_json({"reply": turn.text, "recalled": turn.recalled,
-                       "interrupted": turn.interrupted, "transcript": session.messages,
-                       "memory_changes": changes,
-                       "events": [{"kind": k, "text": t} for k, t in session.events]})
-        elif turn.interrupted:
-            raise MemdirError("the turn was interrupted")
+@click.command("mcp")
+@click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option("--host", help="Address to listen on with --http (default 127.0.0.1 only).")
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
+              help="Port for --http.")
+@pass_ctx
+def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int) -> None:
+    """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp)."""
+    try:
+        from .integrations.mcp import serve
+    except ImportError:
+        raise MemdirError("the MCP server needs the mcp package — install memdir[mcp]"
+                          " (pip install 'memdir[mcp]')") from None
+    serve(c.config, http=http, host=host or "127.0.0.1", port=port)
 
-    @group.command("mcp")
-    @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
-    @click.option("--host", help="Address to listen on with --http (default 127.0.0.1 only).")
-    @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
-                  help="Port for --http.")
-    @pass_ctx
-    def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int) -> None:
-        """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp)."""
-        try:
-            from .integrations.mcp import serve
-        except ImportError:
-            raise MemdirError("the MCP server needs the mcp package — install memdir[mcp]"
-                              " (pip install 'memdir[mcp]')") from None
-        serve(c.config, http=http, host=host or "127.0.0.1", port=port)
+@click.command("stats")
+@json_option
+@pass_ctx
+def stats(c: Ctx, as_json: bool) -> None:
+    """Model usage per purpose (memory operations next to the agent's own calls)."""
+    totals = UsageLog(c.store.internal / "usage.jsonl").totals()
+    if as_json:
+        emit_json([t.to_dict() for t in totals])
+        return
+    if not totals:
+        click.echo("No model calls recorded yet.")
+        return
+    click.echo(f"{'purpose':<12} {'calls':>6} {'failed':>6} {'tokens in':>10}"
+               f" {'tokens out':>10} {'avg ms':>8}")
+    for t in totals:
+        click.echo(f"{t.purpose:<12} {t.calls:>6} {t.failures:>6} {t.input_tokens:>10}"
+                   f" {t.output_tokens:>10} {t.latency_ms / max(1, t.calls):>8.0f}")
+    total_in = sum(t.input_tokens for t in totals)
+    total_out = sum(t.output_tokens for t in totals)
+    memory_share = sum(t.input_tokens + t.output_tokens for t in totals
+                       if t.purpose not in ("agent", "check"))
+    share = memory_share / max(1, total_in + total_out)
+    click.echo(f"{'total':<12} {sum(t.calls for t in totals):>6}"
+               f" {sum(t.failures for t in totals):>6} {total_in:>10} {total_out:>10}")
+    click.echo(f"memory operations: {share:.0%} of all tokens")
 
-    @group.command("stats")
-    @json_option
-    @pass_ctx
-    def stats(c: Ctx, as_json: bool) -> None:
-        """Model usage per purpose (memory operations next to the agent's own calls)."""
-        totals = UsageLog(c.store.internal / "usage.jsonl").totals()
-        if as_json:
-            emit_json([t.to_dict() for t in totals])
-            return
-        if not totals:
-            click.echo("No model calls recorded yet.")
-            return
-        click.echo(f"{'purpose':<12} {'calls':>6} {'failed':>6} {'tokens in':>10}"
-                   f" {'tokens out':>10} {'avg ms':>8}")
-        for t in totals:
-            click.echo(f"{t.purpose:<12} {t.calls:>6} {t.failures:>6} {t.input_tokens:>10}"
-                       f" {t.output_tokens:>10} {t.latency_ms / max(1, t.calls):>8.0f}")
-        total_in = sum(t.input_tokens for t in totals)
-        total_out = sum(t.output_tokens for t in totals)
-        memory_share = sum(t.input_tokens + t.output_tokens for t in totals
-                           if t.purpose not in ("agent", "check"))
-        share = memory_share / max(1, total_in + total_out)
-        click.echo(f"{'total':<12} {sum(t.calls for t in totals):>6}"
-                   f" {sum(t.failures for t in totals):>6} {total_in:>10} {total_out:>10}")
-        click.echo(f"memory operations: {share:.0%} of all tokens")
+
+COMMANDS = [llm, recall, extract, consolidate, chat_cmd, run_cmd, mcp_cmd, stats]

@@ -1,0 +1,99 @@
+"""The command line's shared pieces: the context every command gets (configuration and
+store, resolved once), ``--json`` output and one-line failures.
+
+This module does NOT define commands (``cli``, ``cli_llm`` and ``cli_hooks`` do).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from .config import Config, load_config
+from .errors import MemdirError, StoreNotFound
+from .store import MemoryStore
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Ctx:
+    """What the group callback resolved, handed to every command."""
+
+    def __init__(self, overrides: dict[str, Any]) -> None:
+        self.overrides = overrides
+        self._config: Config | None = None
+        self._store: MemoryStore | None = None
+        self.create_store = False  # commands that write set this: they may create the store
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.overrides)
+        return self._config
+
+    @property
+    def store(self) -> MemoryStore:
+        """The store (found as git finds .git); read commands on a missing one fail."""
+        if self._store is None:
+            progress = _Progress() if sys.stderr.isatty() else None
+            try:
+                self._store = MemoryStore(self.config.dir, self.config, create=self.create_store,
+                                          watch=False, progress=progress)
+            finally:
+                if progress is not None:
+                    progress.close()
+        return self._store
+
+    def store_or_none(self) -> MemoryStore | None:
+        """The store if there is one (for commands that only log to it)."""
+        try:
+            return self.store
+        except StoreNotFound:
+            return None
+
+
+class _Progress:
+    """A progress bar on the terminal for a first open that takes over a second."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.start = time.monotonic()
+        self.bar: Any = None
+        self.done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+
+        if self.bar is None:
+            if time.monotonic() - self.start < 1.0 or total - done < 100:
+                return
+            self.bar = click.progressbar(length=total, label="Reading memory files",
+                                         file=sys.stderr, show_eta=True)
+            self.bar.__enter__()
+        self.bar.update(done - self.done)
+        self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+def json_option(f: F) -> F:
+    """Add ``--json`` to a read command."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(f)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def fail(message: str) -> NoReturn:
+    raise MemdirError(message)
