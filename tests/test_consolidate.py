@@ -15,7 +15,7 @@ import pytest
 from memdir import MemoryStore
 from memdir.config import Config
 from memdir.consolidate import consolidate_memories, is_due, note_turn
-from memdir.errors import PlanError
+from memdir.errors import PlanError, ReplyFormatError
 from memdir.providers import ChatModel
 from memdir.testing import FakeModel
 from memdir.undo import undo
@@ -103,7 +103,7 @@ def test_retiring_everything_is_refused_without_force(store: MemoryStore) -> Non
 def test_malformed_reply_changes_nothing(store: MemoryStore) -> None:
     """Two unusable replies raise and leave the store as it was."""
     fill(store)
-    with pytest.raises(Exception, match="not usable JSON twice"):
+    with pytest.raises(ReplyFormatError, match="not usable JSON twice"):
         consolidate_memories(store, FakeModel(["merge them all", {"unrelated": 1}]))
     assert len(store.entries()) == 10
 

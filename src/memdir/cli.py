@@ -16,6 +16,7 @@ import click
 from . import memory as memfmt
 from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
 from .errors import InvalidMemory, MemdirError
+from .layout import INTERNAL
 from .plan import Put
 from .safetext import display_width, for_terminal, for_terminal_text, pad
 from .store import MemoryStore
@@ -45,7 +46,7 @@ def cli(ctx: click.Context, dir_: Path | None, provider: str | None, model: str 
 def init(c: Ctx) -> None:
     """Create the memory folder and its index."""
     c.create_store = True
-    existed = (c.config.dir / ".memdir").is_dir()
+    existed = (c.config.dir / INTERNAL).is_dir()
     store = c.store
     verb = "Memory store already exists" if existed else "Created memory store"
     click.echo(f"{verb} in {store.root} ({len(store)} memories).")

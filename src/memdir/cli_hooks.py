@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from .cli_context import Ctx, pass_ctx
+from .layout import INTERNAL
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
@@ -44,7 +45,7 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
         if event is not None:
             try:
                 store_dir = hooks._config_for(event).dir
-                if (store_dir / ".memdir").is_dir():
+                if (store_dir / INTERNAL).is_dir():
                     hooks.log_line(store_dir, {"hook": kind, "host": host,
                                                "status": "error", "error": str(exc)})
             except Exception:  # the log is best effort

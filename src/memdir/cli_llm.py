@@ -16,6 +16,7 @@ import click
 
 from .cli_context import Ctx, emit_json, json_option, pass_ctx
 from .errors import MemdirError
+from .layout import USAGE
 from .usage import UsageLog
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def build_model(c: Ctx, *, memory: bool) -> ChatModel:
 
     store = c.store_or_none()
     return make_model(c.config, memory=memory,
-                      usage_log=store.internal / "usage.jsonl" if store is not None else None)
+                      usage_log=store.internal / USAGE if store is not None else None)
 
 
 def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dict[str, Any]]:
@@ -311,7 +312,7 @@ def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int) -> None:
 @pass_ctx
 def stats(c: Ctx, as_json: bool) -> None:
     """Model usage per purpose (memory operations next to the agent's own calls)."""
-    totals = UsageLog(c.store.internal / "usage.jsonl").totals()
+    totals = UsageLog(c.store.internal / USAGE).totals()
     if as_json:
         emit_json([t.to_dict() for t in totals])
         return

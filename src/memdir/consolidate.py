@@ -23,6 +23,7 @@ from .atomic import write_atomic
 from .errors import InvalidMemory, InvalidName, LLMError, PlanError
 from .history import Operation
 from .index import Entry
+from .layout import CONSOLIDATE as STATE
 from .memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
 from .memory import now as memory_now
 from .plan import Change, Put, Remove
@@ -34,7 +35,6 @@ from .store import MemoryStore
 
 log = logging.getLogger("memdir.consolidate")
 MAX_RETIRE_PER_RUN = 200  # even with --force, one run retires at most this many
-STATE = "consolidate.json"
 BODY_CHARS = 1200  # per memory in the prompt
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import TEMP_PREFIX
+from .layout import HISTORY, JOURNAL
 from .memory import safe_repr
-from .store import JOURNAL, MemoryStore
+from .store import MemoryStore
 
 STALE_TEMP_SECONDS = 3600
 
@@ -53,7 +54,7 @@ class Report:
 def _internal_links(store: MemoryStore) -> list[str]:
     """Symbolic links inside ``.memdir`` (two levels: its files and history/<name>)."""
     found = []
-    for folder in (store.internal, store.internal / "history"):
+    for folder in (store.internal, store.internal / HISTORY):
         try:
             entries = list(os.scandir(folder))
         except OSError:
@@ -71,7 +72,7 @@ def _temp_files(store: MemoryStore) -> list[str]:
     """Leftovers of killed writers: in the store, in .memdir and in every history folder."""
     folders = [store.root, store.internal]
     with contextlib.suppress(OSError):
-        folders += [Path(de.path) for de in os.scandir(store.internal / "history")
+        folders += [Path(de.path) for de in os.scandir(store.internal / HISTORY)
                     if de.is_dir(follow_symlinks=False)]
     out = []
     for folder in folders:

@@ -22,17 +22,17 @@ from . import prompts
 from .atomic import write_atomic
 from .errors import InvalidMemory, InvalidName
 from .history import Operation
+from .layout import CURSORS
 from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
 from .plan import Put
 from .providers import ChatModel, Message, complete_json
 from .recall import catalogue_for, message_text
-from .safetext import for_body, for_prompt
+from .safetext import CJK_CHAR, for_body, for_prompt
 from .search import STOP_WORDS, tokenize
 from .secrets import redact
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.extract")
-CURSORS = "cursors.json"
 TYPE_ALIASES = {"preference": "user_preference", "user": "user_preference",
                 "fact": "project_fact", "project": "project_fact", "correction": "feedback",
                 "pointer": "reference", "link": "reference"}
@@ -189,16 +189,13 @@ def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory]
     return action, Memory(name, type_, description, text["body"] or description)
 
 
-_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-
-
 def _in_users_language(mem: Memory, said: str) -> Memory:
     """A memory from a Chinese, Japanese or Korean conversation that the model wrote in
     another language keeps the user's own words too (small models often translate)."""
     letters = [ch for ch in said if ch.isalpha()]
-    if not letters or len(_CJK_CHAR.findall(said)) < 0.3 * len(letters):
+    if not letters or len(CJK_CHAR.findall(said)) < 0.3 * len(letters):
         return mem
-    if _CJK_CHAR.search(mem.description + mem.body):
+    if CJK_CHAR.search(mem.description + mem.body):
         return mem
     words = redact(" ".join(said.split()))[0][:500]
     return mem.replace(body=f"{mem.body}\n\n> {words}")

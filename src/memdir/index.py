@@ -15,7 +15,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import memory as memfmt
-from .atomic import TEMP_PREFIX, append_nofollow
+from .atomic import TEMP_PREFIX, append_nofollow, write_atomic
 from .errors import InvalidMemory
 from .safetext import for_markdown
 
@@ -186,15 +185,7 @@ class MetaCache:
     def _write_snapshot(self) -> None:
         rows = [self._row(f, *rec) for f, rec in self.files.items()]
         data = json.dumps({"version": CACHE_VERSION, "rows": rows}, ensure_ascii=False)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".meta-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-            os.replace(tmp, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(self.path, data.encode(), sync=False)  # a cache: no fsync
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.log_path)
         self.log_rows = 0

@@ -14,6 +14,13 @@ import re
 import unicodedata
 from html import escape
 
+# Chinese, Japanese and Korean scripts, as one regex character class (search indexes them as
+# bigrams; extraction and secret detection tell CJK text apart with it).
+CJK = ("\u3040-\u30ff"  # hiragana, katakana
+       "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+       "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af")  # hangul
+CJK_CHAR = re.compile(f"[{CJK}]")
+
 _MD_SPECIAL = re.compile(r"([\\`\[\]<>])")
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import Stemmer
 
+from .safetext import CJK, CJK_CHAR
+
 SCHEMA_VERSION = 3
 K1, B = 1.2, 0.75  # BM25 parameters, as Lucene and SQLite use them
 # Candidates for a query are gathered from its terms that occur in at most this share of the
@@ -34,11 +36,7 @@ CANDIDATES = 200
 # memory is about, so it weighs most; the name is a slug of the same idea.
 WEIGHTS = (2.0, 3.0, 1.0)
 
-_CJK = (
-    "\u3040-\u30ff"  # hiragana, katakana
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
-    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"  # hangul
-)
+_CJK = CJK
 _TOKEN = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+(?:'[^\\W_{_CJK}]+)?")
 
 STOP_WORDS = frozenset("""
@@ -83,10 +81,7 @@ def _phrase(term: str) -> str:
 
 
 def _is_cjk(ch: str) -> bool:
-    o = ord(ch)
-    return (0x3040 <= o <= 0x30FF or 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF
-            or 0xF900 <= o <= 0xFAFF or 0x1100 <= o <= 0x11FF or 0x3130 <= o <= 0x318F
-            or 0xAC00 <= o <= 0xD7AF)
+    return CJK_CHAR.match(ch) is not None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .errors import SecretFound
+from .safetext import CJK_CHAR
 
 # (kind, pattern, group holding the secret: 0 = the whole match). Token formats follow the
 # prefixes their issuers document (the same ones secret scanners such as gitleaks look for).
@@ -106,7 +107,6 @@ _PLACEHOLDER = re.compile(
     re.IGNORECASE,
 )
 _MARKER = re.compile(r"\[REDACTED:[^\]\n]{1,40}\]")
-_CJK_OR_KANA = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _CODE_VALUE = re.compile(
     r"^[A-Za-z_][\w.]*\(|\[[\"']|^[\[{(]|^[A-Za-z_]\w*(?:\.\w+)+$"  # call, index, attribute
     r"|^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$"  # another setting's NAME
@@ -120,7 +120,7 @@ _WORDS_VALUE = re.compile(r"^[A-Za-z]+(?:-[A-Za-z]+)+$|^[a-z0-9_\-]+(?:/[a-z0-9_
 def _plausible_secret(value: str) -> bool:
     """Whether the value after a 'password is' names a secret rather than code or prose."""
     value = value.strip("\"'`").rstrip(".!?,;)")
-    if len(value) < 6 or _PLACEHOLDER.match(value) or _CJK_OR_KANA.search(value):
+    if len(value) < 6 or _PLACEHOLDER.match(value) or CJK_CHAR.search(value):
         return False
     if (value[0] in "?&*|>" or re.match(r"![A-Za-z]+$", value) or "${" in value
             or "}" in value or _WORDS_VALUE.match(value)):

@@ -35,6 +35,7 @@ from .errors import (
     StoreNotFound,
 )
 from .history import History, Operation, Version
+from .layout import HISTORY, INDEX_STATE, INTERNAL, JOURNAL, LOCK, LOG, META, SEARCH
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
 from .watch import Tracker
@@ -44,11 +45,6 @@ if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost star
 
     from .search import SearchIndex
 
-INTERNAL = ".memdir"
-JOURNAL = "journal.json"
-LOG = "log.jsonl"
-LOCK = "lock"
-INDEX_STATE = "index.json"  # which files MEMORY.md was last rendered from
 
 
 @dataclass(frozen=True)
@@ -107,9 +103,9 @@ class MemoryStore:
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise
             self.read_only = True  # a read-only mount or a checked-in store: reads still work
-        self._history = History(self.internal / "history", self.internal / LOG)
+        self._history = History(self.internal / HISTORY, self.internal / LOG)
         self._lock: filelock.FileLock | None = None
-        self._cache = idx.MetaCache(self.internal / "meta.json")
+        self._cache = idx.MetaCache(self.internal / META)
         self._catalog = idx.Catalog(self.root, self._cache, self.config.types,
                                     self.config.max_file_bytes)
         self._tracker = Tracker(self.root, self.internal / LOG, self.internal / JOURNAL,
@@ -370,7 +366,7 @@ class MemoryStore:
         self._catch_up()
         catalog = self._catalog
         if self._search is None:
-            db = self.internal / "search.sqlite"
+            db = self.internal / SEARCH
             # never written through a planted link; a read-only store keeps it in memory
             self._search = SearchIndex(":memory:" if self.read_only or db.is_symlink() else db)
             files: _list[str] | None = None  # everything, compared by identity
@@ -526,7 +522,7 @@ class MemoryStore:
         """Refuse, before the journal is written, an operation that could not finish: links
         planted where it would write history or the log."""
         _not_a_link(self.internal / LOG, "file")
-        _not_a_link(self.internal / "history", "folder")
+        _not_a_link(self.internal / HISTORY, "folder")
         for step in steps:
             if step["action"] != "create":
                 _not_a_link(self._history.versions_dir(step["name"]), "folder")

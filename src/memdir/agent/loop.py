@@ -26,6 +26,7 @@ from ..atomic import write_atomic
 from ..consolidate import consolidate_memories, is_due, note_turn
 from ..errors import LLMError, MemdirError
 from ..extract import extract_memories
+from ..layout import PENDING
 from ..providers import ChatModel, Message, Reply, TextCallback
 from ..recall import build_system, render_block, select, weave
 from ..store import MemoryStore
@@ -54,7 +55,6 @@ class Turn:
 
 
 EXIT_WAIT = 3.0  # seconds an exiting agent waits for memory work before handing it over
-PENDING = "pending"  # .memdir/pending/: extractions handed over by an agent that exited
 
 
 @dataclass

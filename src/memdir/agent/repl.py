@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import MemdirError
+from ..layout import CHAT_HISTORY, PENDING
 from ..memory import slugify
 from ..providers import ChatModel, Message
 from ..store import MemoryStore
-from .loop import EXIT_WAIT, PENDING, MemoryWorker, Turn, agent_loop, resume_handed_over
+from .loop import EXIT_WAIT, MemoryWorker, Turn, agent_loop, resume_handed_over
 from .permissions import Gate
 from .tools import Tools
 
@@ -224,7 +225,7 @@ def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
     """The interactive loop."""
     interactive = stdin.isatty()
     if interactive:
-        _readline(session.store.internal / "chat_history")
+        _readline(session.store.internal / CHAT_HISTORY)
     session.say(f"memdir chat — {len(session.store.entries())} memories in {session.store.root}."
                 " /help for commands, Ctrl-D to leave.")
     try:

@@ -29,13 +29,14 @@ from typing import Any
 from ..atomic import append_nofollow, write_atomic
 from ..config import Config, find_store_dir, load_config
 from ..errors import LLMUnavailable, MemdirError
+from ..layout import HOOK_LOG as LOG
+from ..layout import HOOK_SPOOL as SPOOL
+from ..layout import INTERNAL
 from ..store import MemoryStore
 from .transcripts import read_session
 
 HOSTS = ("claude-code", "codex")
 MARKER = "-m memdir hook "  # how memdir's own entries are told from the user's
-LOG = "hooks.jsonl"
-SPOOL = "learn"
 
 
 class HookError(MemdirError):
@@ -189,7 +190,7 @@ def _config_for(event: dict[str, Any]) -> Config:
 def log_line(store_dir: Path, record: dict[str, Any]) -> None:
     """One line of ``.memdir/hooks.jsonl`` (best effort)."""
     try:
-        append_nofollow(store_dir / ".memdir" / LOG,
+        append_nofollow(store_dir / INTERNAL / LOG,
                         (json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                      **record}, ensure_ascii=False) + "\n").encode())
     except OSError:
@@ -295,7 +296,7 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
 def last_learn(store_dir: Path) -> dict[str, Any] | None:
     """The newest learn record of the hook log (for ``memdir doctor``)."""
     try:
-        lines = (store_dir / ".memdir" / LOG).read_text(encoding="utf-8").splitlines()
+        lines = (store_dir / INTERNAL / LOG).read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
     for line in reversed(lines):

@@ -15,6 +15,7 @@ import openai
 from ..atomic import write_atomic
 from ..config import Config
 from ..errors import LLMError
+from ..layout import ENDPOINTS
 from ..usage import UsageLog
 from . import (
     Message,
@@ -39,7 +40,7 @@ class _EndpointNotes:
     log so that a new process does not repeat a failing request."""
 
     def __init__(self, usage_log: UsageLog | None, key: str) -> None:
-        self.path = usage_log.path.parent / "endpoints.json" if usage_log else None
+        self.path = usage_log.path.parent / ENDPOINTS if usage_log else None
         self.key = key
 
     def _all(self) -> dict[str, Any]:

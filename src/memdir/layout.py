@@ -1,0 +1,24 @@
+"""The names of everything memdir keeps under a store's ``.memdir/`` folder, in one place.
+
+Everything here except ``HISTORY`` can be rebuilt from the memory files or is disposable
+state; ARCHITECTURE.md says what each holds. This module does NOT read or write them.
+"""
+
+from __future__ import annotations
+
+INTERNAL = ".memdir"
+LOCK = "lock"  # the writers' lock
+JOURNAL = "journal.json"  # the operation in flight
+LOG = "log.jsonl"  # every applied operation
+HISTORY = "history"  # history/<name>/NNNN.md and NNNN.json
+META = "meta.json"  # the metadata cache snapshot (meta.log beside it)
+INDEX_STATE = "index.json"  # what MEMORY.md was last rendered from, after a repair
+SEARCH = "search.sqlite"  # the full-text index
+USAGE = "usage.jsonl"  # model calls
+ENDPOINTS = "endpoints.json"  # what an endpoint was found not to support
+CURSORS = "cursors.json"  # how far each conversation was extracted
+CONSOLIDATE = "consolidate.json"  # when consolidation last ran, what it left for next time
+PENDING = "pending"  # extractions handed over by an agent that exited
+HOOK_SPOOL = "learn"  # hook events waiting for their worker
+HOOK_LOG = "hooks.jsonl"  # what the host hooks did
+CHAT_HISTORY = "chat_history"  # the chat's input history
