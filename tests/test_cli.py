@@ -181,3 +181,35 @@ def test_missing_editor_is_one_line(cli: CliFn) -> None:
     cli(*ADD)
     r = cli("edit", "user-language-preference", env={"EDITOR": "/nonexistent/editor"})
     assert r.code == 1 and r.err.startswith("memdir: error: ") and r.err.count("\n") == 1
+
+
+def test_versions_diff_rename_and_pin(cli: CliFn) -> None:
+    """show NAME@vN, diff, history with what each version held, mv keeps the history, pin."""
+    cli("add", "db", "--type", "project_fact", "-d", "Staging runs Postgres 15", "--body", "15")
+    cli("add", "db", "--type", "project_fact", "-d", "Staging runs Postgres 16", "--body", "16")
+    r = cli("show", "db@v1")
+    assert r.code == 0 and "Postgres 15" in r.out
+    r = cli("show", "db.md")
+    assert "Postgres 16" in r.out
+    r = cli("diff", "db")
+    assert "-description: Staging runs Postgres 15" in r.out
+    assert "+description: Staging runs Postgres 16" in r.out
+    assert cli("diff", "db", "v1", "v1").out == "No differences.\n"
+    r = cli("history", "db")
+    assert "v1" in r.out and "      Staging runs Postgres 15" in r.out
+    r = cli("mv", "db", "staging-db")
+    assert r.code == 0 and r.out == "Renamed db to staging-db.\n"
+    r = cli("history", "staging-db")
+    assert "Staging runs Postgres 15" in r.out  # the history moved with the name
+    assert cli("show", "staging-db@v1").code == 0
+    r = cli("mv", "staging-db", "Staging-DB")
+    assert r.code == 0  # a case-only rename of itself is not a look-alike twin
+    assert cli("pin", "Staging-DB").out == "Pinned Staging-DB.\n"
+    assert cli("pin", "Staging-DB").out == "Staging-DB was already pinned; unchanged.\n"
+    assert "📌" in cli("list").out
+    assert cli("unpin", "Staging-DB").out == "Unpinned Staging-DB.\n"
+    r = cli("show", "db@x")
+    assert r.code == 1 and "is not NAME@vN" in r.err
+    cli("add", "other", "--type", "reference", "-d", "o", "--body", "o")
+    r = cli("mv", "other", "Staging-DB")
+    assert r.code == 1 and "exists" in r.err

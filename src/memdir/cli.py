@@ -7,6 +7,7 @@ the commands that use it. This module does NOT contain memory logic.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -105,17 +106,99 @@ def list_(c: Ctx, type_: str | None, as_json: bool) -> None:
                    f"  {for_terminal(e.description)}{pin}")
 
 
+def _name_and_version(spec: str) -> tuple[str, int | None]:
+    """``NAME`` or ``NAME@vN`` (``NAME.md`` is accepted for a file name)."""
+    name, _, ver = spec.partition("@")
+    name = name[:-3] if name.endswith(".md") else name
+    if not ver:
+        return name, None
+    if not re.fullmatch(r"v?\d+", ver):
+        fail(f"{spec!r} is not NAME@vN — see 'memdir history {name}' for the versions")
+    return name, int(ver.lstrip("v"))
+
+
 @cli.command()
 @click.argument("name")
 @json_option
 @pass_ctx
 def show(c: Ctx, name: str, as_json: bool) -> None:
-    """Print the memory NAME."""
+    """Print the memory NAME (NAME@v2: an earlier version, see 'memdir history')."""
+    name, version = _name_and_version(name)
+    if version is not None:
+        text = c.store.version_text(name, version)
+        if as_json:
+            emit_json({**memfmt.loads(text).to_dict(), "version": version})
+        else:
+            click.echo(for_terminal_text(text), nl=False)
+        return
     mem = c.store.get(name)
     if as_json:
         emit_json(mem.to_dict())
     else:
         click.echo(for_terminal_text(memfmt.dumps(mem)), nl=False)
+
+
+@cli.command()
+@click.argument("name")
+@click.argument("versions", nargs=-1)
+@pass_ctx
+def diff(c: Ctx, name: str, versions: tuple[str, ...]) -> None:
+    """Show what changed: between the latest earlier version and now, between version V1 and
+    now, or between V1 and V2 (numbers from 'memdir history NAME')."""
+    import difflib
+
+    store = c.store
+    name = _name_and_version(name)[0]
+    if len(versions) > 2:
+        raise click.UsageError("give at most two versions")
+
+    def text_of(v: str | None) -> tuple[str, str]:
+        if v is None or v in ("current", "now"):
+            return memfmt.dumps(store.get(name)), "current"
+        if not re.fullmatch(r"v?\d+", v):
+            fail(f"{v!r} is not a version number — see 'memdir history {name}'")
+        n = int(v.lstrip("v"))
+        return store.version_text(name, n), f"v{n}"
+
+    if versions:
+        a, b = text_of(versions[0]), text_of(versions[1] if len(versions) > 1 else None)
+    else:
+        past = store.history(name)
+        if not past:
+            fail(f"memory {name!r} has no earlier version — nothing to compare")
+        a, b = text_of(str(past[-1].version)), text_of(None)
+    lines = list(difflib.unified_diff(a[0].splitlines(True), b[0].splitlines(True),
+                                      f"{name}@{a[1]}", f"{name}@{b[1]}"))
+    click.echo(for_terminal_text("".join(lines)) if lines else "No differences.", nl=not lines)
+
+
+@cli.command()
+@click.argument("old")
+@click.argument("new")
+@pass_ctx
+def mv(c: Ctx, old: str, new: str) -> None:
+    """Rename the memory OLD to NEW; its history moves with it."""
+    mem = c.store.rename(old, new, source="cli")
+    click.echo(f"Renamed {old} to {mem.name}.")
+
+
+@cli.command()
+@click.argument("name")
+@pass_ctx
+def pin(c: Ctx, name: str) -> None:
+    """Pin NAME: shown first in the system prompt's index, never changed by extraction or
+    consolidation (`pinned: true` in its frontmatter)."""
+    changed = c.store.set_pinned(name, True, source="cli")
+    click.echo(f"Pinned {name}." if changed else f"{name} was already pinned; unchanged.")
+
+
+@cli.command()
+@click.argument("name")
+@pass_ctx
+def unpin(c: Ctx, name: str) -> None:
+    """Unpin NAME."""
+    changed = c.store.set_pinned(name, False, source="cli")
+    click.echo(f"Unpinned {name}." if changed else f"{name} was not pinned; unchanged.")
 
 
 @cli.command()
@@ -173,7 +256,11 @@ def history(c: Ctx, name: str, as_json: bool) -> None:
         click.echo(f"No history for {name}.")
     for v in versions:
         why = f" — {for_terminal(v.reason)}" if v.reason else ""
-        click.echo(f"v{v.version}  {v.time}  {v.action}{why}")
+        try:
+            held = memfmt.loads(c.store.version_text(name, v.version)).description
+        except MemdirError:
+            held = "(unreadable)"
+        click.echo(f"v{v.version}  {v.time}  {v.action}{why}\n      {for_terminal(held)}")
 
 
 @cli.command()

@@ -480,6 +480,7 @@ class MemoryStore:
         steps: _list[dict[str, Any]] = []
         stamp = memfmt.now()
         entries = self._catalog.entries
+        removed = {c.name for c in plan if isinstance(c, Remove)}
         for change in plan:
             raw = change.memory.name if isinstance(change, Put) else change.name
             name = memfmt.validate_name(raw)
@@ -509,7 +510,7 @@ class MemoryStore:
             new = new.replace(created=created, updated=stamp)
             fname = entry.file if entry else memfmt.filename_for(name)
             if entry is None:
-                self._check_new_name(name, fname, seen)
+                self._check_new_name(name, fname, seen | removed)
             content = memfmt.dumps(new)
             if len(content.encode()) > self.config.max_file_bytes:
                 self.check(new)  # raises, saying by how much
@@ -648,6 +649,41 @@ class MemoryStore:
     def log(self, limit: int | None = None) -> _list[Operation]:
         """Applied operations, oldest first (the last ``limit`` of them)."""
         return self._history.log(limit)
+
+    def rename(self, old: str, new: str, *, source: str = "api") -> Memory:
+        """Give a memory a new name; its history moves with it (``history(new)`` lists the
+        versions it had under the old name too)."""
+        old, new = memfmt.validate_name(old), memfmt.validate_name(new)
+        with self.locked():
+            current = self.get(old)
+            if new in self:
+                raise ConflictError(f"a memory named {new!r} exists — choose another name or"
+                                    f" remove it first")
+            self._check_new_name(new, memfmt.filename_for(new), {old})
+            before, after = self._history.versions_dir(old), self._history.versions_dir(new)
+            _not_a_link(before, "folder")
+            if before.is_dir() and not os.path.lexists(after):
+                os.rename(before, after)  # the past follows the name (same folder: atomic)
+            self.apply([Put(current.replace(name=new), reason=f"renamed from {old}",
+                            merge_extra=False),
+                        Remove(old, reason=f"renamed to {new}", expect=current.digest)],
+                       source=source, summary=f"rename {old} to {new}", secrets="allow")
+        return self.get(new)
+
+    def set_pinned(self, name: str, pinned: bool, *, source: str = "api") -> bool:
+        """Pin (never consolidated or changed automatically) or unpin a memory; False when it
+        already was."""
+        current = self.get(name)
+        if current.pinned == pinned:
+            return False
+        extra = {k: v for k, v in current.extra.items() if k != "pinned"}
+        if pinned:
+            extra["pinned"] = True
+        self.apply([Put(current.replace(extra=extra), expect=current.digest, merge_extra=False,
+                        reason="pinned" if pinned else "unpinned")],
+                   source=source, summary=f"{'pin' if pinned else 'unpin'} {current.name}",
+                   secrets="allow")
+        return True
 
     def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory:
         """Bring back a history version (the latest by default); the current one is kept too."""
