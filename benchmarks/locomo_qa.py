@@ -26,6 +26,7 @@ from typing import Any
 from memdir import MemoryStore
 from memdir.config import Config, load_config
 from memdir.consolidate import consolidate_memories, is_due, note_turn
+from memdir.errors import LLMError
 from memdir.extract import extract_memories
 from memdir.providers import ChatModel, make_model
 from memdir.recall import estimate_tokens, render_block, select
@@ -107,13 +108,17 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
         memory_model = Timed(make_model(cfg, memory=True))
         t0 = time.perf_counter()
         messages: list[Any] = []
+        failures: list[str] = []
         for date, session in sessions_of(turns):
             messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
             messages += [{"role": "user", "content": t["text"]} for t in session]
-            extract_memories(store, messages, memory_model)
-            note_turn(store)
-            if is_due(store):
-                consolidate_memories(store, memory_model)
+            try:
+                extract_memories(store, messages, memory_model)
+                note_turn(store)
+                if is_due(store):
+                    consolidate_memories(store, memory_model)
+            except LLMError as exc:  # counted and reported: the run goes on
+                failures.append(f"session of {date}: {exc}")
         learn_seconds = time.perf_counter() - t0
         learn_calls = memory_model.calls
         whole = transcript(turns, context_tokens)
@@ -131,12 +136,16 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
                     sel = select(store, asked, memory_model if method == "model" else None,
                                  max_items=cfg.recall_max_items)
                     context = render_block(store, sel.names, cfg.recall_token_budget)
-                reply = answer(memory_model, context, q["question"])
+                try:
+                    reply = answer(memory_model, context, q["question"])
+                except LLMError as exc:
+                    reply = ""
+                    failures.append(f"{q['id']} {method}: {exc}")
                 seconds[method] += memory_model.seconds - before
                 rows[method].append((f1(reply, q["answer"]), estimate_tokens(context)))
         return {"conv": conv, "memories": len(store.entries()), "questions": len(questions),
                 "learn_seconds": learn_seconds, "learn_calls": learn_calls, "rows": rows,
-                "seconds": seconds}
+                "seconds": seconds, "failures": failures}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -171,6 +180,9 @@ def main() -> None:
         secs = sum(r["seconds"][key] for r in results) / max(1, n)
         print(f"| {label} | {statistics.mean(scores):.3f} | {statistics.mean(tokens):.0f} |"
               f" {secs:.1f} s |")
+    failures = [f for r in results for f in r["failures"]]
+    print(f"\n{len(failures)} failed model calls (scored 0)" + "".join(
+        f"\n- {f}" for f in failures[:20]))
 
 
 if __name__ == "__main__":
