@@ -128,7 +128,7 @@ def test_doctor_reports_and_fix_keeps_files(cli: CliFn, tmp_path: Path) -> None:
     assert bad.read_text() == "---\nname: [\n---\n"
     bad.unlink()
     r = cli("doctor")
-    assert (r.code, r.out) == (0, "1 memories.\nNo problems found.\n")
+    assert (r.code, r.out) == (0, "1 memory.\nNo problems found.\n")
 
 
 def test_index_command(cli: CliFn, tmp_path: Path) -> None:
@@ -213,3 +213,34 @@ def test_versions_diff_rename_and_pin(cli: CliFn) -> None:
     cli("add", "other", "--type", "reference", "-d", "o", "--body", "o")
     r = cli("mv", "other", "Staging-DB")
     assert r.code == 1 and "exists" in r.err
+
+
+def test_consistent_input_and_friendly_errors(cli: CliFn, tmp_path: Path) -> None:
+    """Stdin for run and extract, JSONL for recall --messages, JSON errors with --json,
+    did-you-mean, 'unchanged', plural forms, negative settings refused, invalid files counted."""
+    assert cli("add", "prefer-tabs", "--type", "user_preference", "-d", "Tabs",
+               "--body", "tabs").code == 0
+    r = cli("add", "prefer-tabs", "--type", "user_preference", "-d", "Tabs", "--body", "tabs")
+    assert r.out == "Unchanged prefer-tabs: it already says exactly this.\n"
+    r = cli("show", "prefer-tab")
+    assert r.err == "memdir: error: no memory named 'prefer-tab' — did you mean 'prefer-tabs'?\n"
+    r = cli("show", "nope", "--json")
+    assert r.code == 1 and json.loads(r.out)["kind"] == "MemoryNotFound"
+    jsonl = tmp_path / "talk.jsonl"
+    jsonl.write_text(json.dumps({"role": "user", "content": "tabs please"}) + "\n")
+    r = cli("recall", "--no-llm", "--messages", str(jsonl))
+    assert r.code == 0 and "prefer-tabs" in r.out
+    r = cli("run", input="")
+    assert r.code == 2 and "give the TASK" in r.err
+    r = cli("extract", "-", "--dry-run", input="not json")
+    assert r.code == 1 and "is not JSON" in r.err
+    (tmp_path / ".memory" / "broken.md").write_text("---\nname: [\n---\n")
+    r = cli("list")
+    assert r.err == "1 invalid file skipped — see 'memdir doctor'\n"
+    assert cli("doctor").out.startswith("1 memory.\n")
+    r = cli("list", env={"MEMDIR_RECALL_TOKEN_BUDGET": "-5"})
+    assert r.code == 1 and "MEMDIR_RECALL_TOKEN_BUDGET: recall_token_budget = '-5' is not valid" \
+        in r.err
+    (tmp_path / ".memory" / "config.toml").write_text("recal_token_budget = 100\n")
+    r = cli("list")
+    assert r.code == 1 and "did you mean 'recall_token_budget'?" in r.err

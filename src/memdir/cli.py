@@ -19,7 +19,7 @@ from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
 from .errors import InvalidMemory, MemdirError
 from .layout import INTERNAL
 from .plan import Put
-from .safetext import display_width, for_terminal, for_terminal_text, pad
+from .safetext import display_width, for_terminal, for_terminal_text, pad, plural
 from .store import MemoryStore
 
 
@@ -50,7 +50,7 @@ def init(c: Ctx) -> None:
     existed = (c.config.dir / INTERNAL).is_dir()
     store = c.store
     verb = "Memory store already exists" if existed else "Created memory store"
-    click.echo(f"{verb} in {store.root} ({len(store)} memories).")
+    click.echo(f"{verb} in {store.root} ({plural(len(store), 'memory', 'memories')}).")
 
 
 def _read_body(body: str | None, body_file: Path | None) -> str:
@@ -79,9 +79,14 @@ def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
     """Create or update the memory NAME."""
     c.create_store = True
     text = _read_body(body, body_file)
-    existed = name in c.store
-    mem = c.store.write(name, type=type_, description=description, body=text, source="cli",
-                        secrets="allow" if allow_secret else "refuse")
+    store = c.store
+    existed = name in store
+    before = store.get(name).digest if existed else None
+    mem = store.write(name, type=type_, description=description, body=text, source="cli",
+                      secrets="allow" if allow_secret else "refuse")
+    if existed and mem.digest == before:
+        click.echo(f"Unchanged {mem.name}: it already says exactly this.")
+        return
     click.echo(f"{'Updated' if existed else 'Saved'} {mem.name} ({mem.path}).")
 
 
@@ -95,6 +100,9 @@ def list_(c: Ctx, type_: str | None, as_json: bool) -> None:
     if as_json:
         emit_json([e.to_dict() for e in entries])
         return
+    invalid = sum(p.severity == "error" for p in c.store.problems())
+    if invalid:
+        click.echo(f"{plural(invalid, 'invalid file')} skipped — see 'memdir doctor'", err=True)
     if not entries:
         click.echo("No memories." if type_ is None else f"No memories of type {type_}.")
         return
@@ -399,6 +407,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"memdir: error: {exc.format_message()}{hint}", err=True)
         sys.exit(2)
     except MemdirError as exc:
+        if "--json" in (argv if argv is not None else sys.argv[1:]):
+            emit_json({"error": str(exc), "kind": type(exc).__name__})
         click.echo(f"memdir: error: {exc}", err=True)
         sys.exit(1)
     except click.ClickException as exc:  # e.g. the editor could not be started

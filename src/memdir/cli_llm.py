@@ -34,30 +34,23 @@ def build_model(c: Ctx, *, memory: bool) -> ChatModel:
 
 
 def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dict[str, Any]]:
-    """Messages from a JSON file, from TEXT, or from stdin; one clear error otherwise."""
+    """Messages from a file (JSON list or JSONL, as ``extract`` takes), from TEXT, or from
+    stdin; one clear error otherwise."""
     if messages_file is not None:
-        try:
-            data = json.loads(messages_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise MemdirError(f"cannot read messages from {messages_file} ({exc})"
-                              " — pass a JSON list of {role, content} objects") from None
-        if not isinstance(data, list) or not all(
-                isinstance(m, dict) and "role" in m and "content" in m for m in data):
-            raise MemdirError(f"{messages_file} is not a JSON list of {{role, content}} objects"
-                              " — fix the file")
-        return data
+        return read_transcript(messages_file)
     words = " ".join(text)
     if not words and not sys.stdin.isatty():
         words = sys.stdin.read()
     if not words.strip():
-        raise click.UsageError("give TEXT, pipe it on stdin, or pass --messages FILE.json")
+        raise click.UsageError("give TEXT, pipe it on stdin, or pass --messages FILE")
     return [{"role": "user", "content": words.strip()}]
 
 
 def read_transcript(path: Path) -> list[dict[str, Any]]:
-    """Messages from a JSON list, or a JSONL transcript as coding agents write them."""
+    """Messages from a JSON list, or a JSONL transcript as coding agents write them ('-' reads
+    stdin)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise MemdirError(f"cannot read {path} ({exc}) — pass a readable file") from None
     try:
@@ -83,6 +76,21 @@ def read_transcript(path: Path) -> list[dict[str, Any]]:
         raise MemdirError(f"{path} holds no user or assistant messages — pass a JSON list of"
                           " {role, content} objects or a JSONL transcript")
     return messages
+
+
+def read_session_file(path: Path) -> list[dict[str, Any]]:
+    """A conversation from a host's session file or memdir's own formats."""
+    if str(path) != "-":
+        from .integrations.transcripts import read_session
+
+        try:
+            messages = read_session(path)
+        except OSError as exc:
+            raise MemdirError(f"cannot read {path} ({exc.strerror}) — pass a readable"
+                              " file") from None
+        if messages:
+            return messages
+    return read_transcript(path)
 
 
 def plan_lines(c: Ctx, plan: Any) -> list[str]:
@@ -189,16 +197,17 @@ def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bo
     click.echo(block or "(no relevant memories)")
 
 @click.command("extract")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Show what would be saved; change nothing.")
 @json_option
 @pass_ctx
 def extract(c: Ctx, file: Path, dry_run: bool, as_json: bool) -> None:
-    """Learn memories from a conversation: a JSON list of messages or a JSONL transcript."""
+    """Learn memories from a conversation: a JSON list of messages or a JSONL transcript
+    (Claude Code's and Codex's session files too); '-' reads stdin."""
     from .extract import extract_memories
 
     c.create_store = True
-    messages = read_transcript(file)
+    messages = read_session_file(file)
     result = extract_memories(c.store, messages, build_model(c, memory=True),
                               apply=not dry_run)
     if as_json:
@@ -266,16 +275,22 @@ def chat_cmd(c: Ctx, yes: bool) -> None:
     chat(new_session(c, yes=yes, interactive=sys.stdin.isatty()))
 
 @click.command("run")
-@click.argument("task", nargs=-1, required=True)
+@click.argument("task", nargs=-1)
 @click.option("--yes", "-y", is_flag=True,
               help="Let the agent run commands and write files (else only what the"
                    " 'allow' rules in config.toml permit).")
 @json_option
 @pass_ctx
 def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
-    """Run one agent turn for TASK (non-interactive) and print the reply."""
+    """Run one agent turn for TASK (or the task piped on stdin) and print the reply."""
     import io
 
+    words = " ".join(task).strip()
+    if not words and not sys.stdin.isatty():
+        words = sys.stdin.read().strip()
+    if not words:
+        raise click.UsageError("give the TASK as arguments or pipe it on stdin")
+    task = (words,)
     c.create_store = True
     before = {op.id for op in c.store.log(50)}
     session = new_session(c, out=io.StringIO() if as_json else None, yes=yes)

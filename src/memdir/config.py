@@ -95,10 +95,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             return tuple(str(t).strip() for t in items if str(t).strip())
         if isinstance(default, bool):
             return value if isinstance(value, bool) else str(value).lower() in {"1", "true", "yes"}
-        if isinstance(default, int):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
+        if isinstance(default, (int, float)):
+            number = int(value) if isinstance(default, int) else float(value)
+            if number < 0:
+                raise ValueError("negative")
+            return number
         return None if value in (None, "") else str(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{source}: {name} = {value!r} is not valid — fix or remove it") from None
@@ -142,7 +143,12 @@ def load_config(
         for key, value in flat.items():
             key = key.replace("-", "_")
             if key not in _FIELDS or key in {"dir", "dir_source", "api_key"}:
-                raise ConfigError(f"{toml_path}: unknown setting {key!r} — remove it")
+                import difflib
+
+                close = difflib.get_close_matches(key, [f for f in _FIELDS if f not in {
+                    "dir", "dir_source", "api_key"}], n=1)
+                fix = f"did you mean {close[0]!r}?" if close else "remove it"
+                raise ConfigError(f"{toml_path}: unknown setting {key!r} — {fix}")
             values[key] = _coerce(key, value, str(toml_path))
     for var, key in _ENV.items():
         if env.get(var) and key != "dir":

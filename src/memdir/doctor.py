@@ -17,6 +17,7 @@ from typing import Any
 from .atomic import TEMP_PREFIX
 from .layout import HISTORY, JOURNAL
 from .memory import safe_repr
+from .safetext import plural
 from .store import MemoryStore
 
 STALE_TEMP_SECONDS = 3600
@@ -39,7 +40,7 @@ class Report:
 
     def lines(self) -> list[str]:
         """The report as lines for a person."""
-        out = [f"{self.memories} memories."]
+        out = [plural(self.memories, "memory", "memories") + "."]
         out += [f"error: {e['file']}: {e['reason']}" for e in self.errors]
         out += [f"warning: {w['file']}: {w['reason']}" for w in self.warnings]
         out += [f"fixed: {f}" for f in self.fixed]

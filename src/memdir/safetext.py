@@ -79,3 +79,8 @@ def display_width(text: str) -> int:
 def pad(text: str, width: int) -> str:
     """``text`` padded with spaces to ``width`` terminal columns."""
     return text + " " * max(0, width - display_width(text))
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 memory``, ``2 memories``."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"

@@ -11,6 +11,7 @@ It does NOT decide what to remember (extract, consolidate) and does NOT talk to 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import json
 import os
@@ -343,7 +344,9 @@ class MemoryStore:
                 return mem
             if attempt == 0:
                 self._catalog.update([entry.file])  # changed under us: look again
-        raise MemoryNotFound(f"no memory named {norm!r} — see 'memdir list' for the names")
+        close = difflib.get_close_matches(norm, self._catalog.names, n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]!r}?" if close else "see 'memdir list' for the names"
+        raise MemoryNotFound(f"no memory named {norm!r} — {hint}")
 
     def __contains__(self, name: object) -> bool:
         self._catch_up()
