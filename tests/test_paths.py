@@ -1,0 +1,156 @@
+"""Paths that every large store or unusual endpoint takes and that nothing else exercises: a
+held lock, the catalogue past its limit, the OpenAI token-parameter switch, the tool-step cap,
+pinned memories under extraction, the metadata cache's log, /consolidate, and the README's own
+Python example."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import filelock
+import pytest
+
+from memdir import MemoryStore, StoreLocked
+from memdir.agent.loop import MAX_STEPS, agent_loop
+from memdir.agent.repl import Session
+from memdir.agent.tools import Tools
+from memdir.config import Config
+from memdir.extract import extract_memories
+from memdir.providers import make_model
+from memdir.recall import catalogue_for
+from memdir.testing import FakeModel, tool_reply
+
+from fakeserver import FakeLLMServer, Scripted, error, reply
+
+
+def test_a_held_lock_is_a_one_line_error(tmp_path: Path) -> None:
+    """A writer waits lock_timeout seconds, then names the lock and the fix."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, lock_timeout=0.2))
+    with filelock.FileLock(str(root / ".memdir" / "lock")), \
+            pytest.raises(StoreLocked, match=r"held .*lock for over 0s — wait for it"):
+        store.write("x", type="reference", description="d", body="b")
+    store.write("x", type="reference", description="d", body="b")  # free again
+
+
+def test_catalogue_past_its_limit_keeps_pinned_and_best_hits(tmp_path: Path) -> None:
+    """Over the limit, the catalogue is pinned memories first, then the best search hits,
+    then the newest, never more than the limit."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root)
+    for i in range(30):
+        store.write(f"note-{i}", type="project_fact", description=f"ordinary note {i}",
+                    body="x")
+    store.write("kafka-retention", type="project_fact", description="Kafka keeps 7 days",
+                body="retention")
+    store.write("house-rules", type="user_preference", description="Answer briefly",
+                body="b", extra={"pinned": True})
+    out = catalogue_for(store, "how long does kafka keep messages", 5)
+    assert len(out) == 5 and out[0].name == "house-rules" and out[1].name == "kafka-retention"
+
+
+def test_openai_switches_token_parameter_once(llm_server: FakeLLMServer) -> None:
+    """An endpoint that refuses max_tokens gets max_completion_tokens, and keeps getting it."""
+    def handler(req: dict[str, Any]) -> Scripted:
+        if "max_tokens" in req["body"]:
+            return error(400, "Unsupported parameter: 'max_tokens' is not supported with this"
+                              " model. Use 'max_completion_tokens' instead.")
+        return reply("ok")
+
+    llm_server.handler = handler
+    model = make_model(Config(provider="openai", api_key="k", base_url=llm_server.url + "/v1",
+                              max_retries=0))
+    for _ in range(2):
+        assert model.complete(system="s", messages=[{"role": "user", "content": "x"}]).text == "ok"
+    sent = [("max_tokens" in r["body"], "max_completion_tokens" in r["body"])
+            for r in llm_server.requests]
+    assert sent == [(True, False), (False, True), (False, True)]
+
+
+def test_tool_step_cap_ends_a_runaway_turn(tmp_path: Path) -> None:
+    """A model that never stops calling tools is stopped after MAX_STEPS calls."""
+    store = MemoryStore(tmp_path / ".memory")
+    model = FakeModel(default=tool_reply(("bash", {"command": "true"})))
+    messages: list[Any] = [{"role": "user", "content": "loop forever"}]
+    turn = agent_loop(messages, store=store, model=model, tools=Tools(tmp_path, store))
+    assert turn.text == f"(stopped after {MAX_STEPS} tool steps)"
+    assert turn.tool_calls == MAX_STEPS
+
+
+def test_extraction_leaves_pinned_memories_alone(store: MemoryStore) -> None:
+    """An update of a pinned memory is dropped with a note; the file stays as it was."""
+    store.write("house-rules", type="user_preference", description="Answer briefly",
+                body="Short answers.", extra={"pinned": True})
+    before = (store.root / "house-rules.md").read_text()
+    item = {"action": "update", "name": "house-rules", "type": "user_preference",
+            "description": "Answer at length", "body": "Long answers."}
+    result = extract_memories(store, [{"role": "user", "content": "be verbose"}],
+                              FakeModel([{"memories": [item]}]))
+    assert result.changes == [] and any("pinned" in d for d in result.dropped)
+    assert (store.root / "house-rules.md").read_text() == before
+
+
+def test_metadata_cache_log_is_folded_into_its_snapshot(tmp_path: Path) -> None:
+    """Changes are appended to meta.log and folded into meta.json once the log grows; a new
+    process reads both and re-parses nothing."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, watch=False)
+    for i in range(130):
+        store.write(f"n{i}", type="reference", description=f"note {i}", body="b")
+        old = 1_700_000_000 + i
+        import os
+
+        os.utime(root / f"n{i}.md", (old, old))  # out of the racy window: cacheable
+    store.refresh()
+    meta, log = root / ".memdir" / "meta.json", root / ".memdir" / "meta.log"
+    assert meta.exists()
+    rows = json.loads(meta.read_text())["rows"]
+    logged = log.read_text().splitlines() if log.exists() else []
+    assert len(rows) + len(logged) >= 130
+    fresh = MemoryStore(root, watch=False)
+    assert len(fresh.entries()) == 130
+    assert fresh._catalog.recheck == set()
+
+
+def test_chat_consolidate_command(tmp_path: Path) -> None:
+    """/consolidate in chat runs consolidation with the memory model and reports the result."""
+    store = MemoryStore(tmp_path / ".memory")
+    store.write("a", type="project_fact", description="A fact", body="a")
+    store.write("b", type="project_fact", description="Same fact", body="b")
+    out: list[str] = []
+
+    class Out:
+        def write(self, s: str) -> None:
+            out.append(s)
+
+        def flush(self) -> None:
+            pass
+
+    merge = {"merge": [{"from": ["a", "b"], "into": {
+        "name": "ab", "type": "project_fact", "description": "A fact", "body": "a and b"}}],
+        "retire": []}
+    session = Session(store, FakeModel(), FakeModel([merge]), tmp_path, out=Out(), err=Out())
+    assert session.command("/consolidate")
+    session.close()
+    assert "merged 1 groups, retired 0" in "".join(out)
+    assert [e.name for e in store.entries()] == ["ab"]
+
+
+def test_readme_python_example_runs(llm_server: FakeLLMServer, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python API example, as written, against the fake server."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Python API", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert code is not None
+    llm_server.handler = lambda req: reply('{"selected": [], "memories": []}')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
+    namespace: dict[str, Any] = {}
+    exec(compile(code.group(1), "README.md", "exec"), namespace)
+    assert namespace["request"][-1]["content"] == "How do I run the tests?"
+    assert "uses-postgres" in {e.name for e in namespace["store"].entries()}
