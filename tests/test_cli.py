@@ -244,3 +244,25 @@ def test_consistent_input_and_friendly_errors(cli: CliFn, tmp_path: Path) -> Non
     (tmp_path / ".memory" / "config.toml").write_text("recal_token_budget = 100\n")
     r = cli("list")
     assert r.code == 1 and "did you mean 'recall_token_budget'?" in r.err
+
+
+def test_global_options_after_the_command(tmp_path: Path) -> None:
+    """`memdir init --dir X` and `memdir list --json --dir X` work like the option first."""
+    from memdir.cli import hoist_global_options
+
+    assert hoist_global_options(["list", "--json", "--dir", "X"]) == [
+        "--dir", "X", "list", "--json"]
+    assert hoist_global_options(["--dir", "X", "add", "n", "--model=m"]) == [
+        "--dir", "X", "--model=m", "add", "n"]
+    assert hoist_global_options(["run", "--", "--dir", "x"]) == ["run", "--", "--dir", "x"]
+    target = tmp_path / "elsewhere" / ".memory"
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMDIR_")}
+    r = subprocess.run([sys.executable, "-m", "memdir", "init", "--dir", str(target)],
+                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0 and (target / ".memdir").is_dir()
+    r = subprocess.run([sys.executable, "-m", "memdir", "list", "--json", "--dir",
+                        str(target)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout) == []

@@ -390,11 +390,48 @@ def _register_optional() -> None:
         cli.add_command(command)
 
 
+GLOBAL_OPTIONS = {"--dir", "--provider", "--model", "--memory-model", "--timeout",
+                  "--max-retries"}
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move global options written after the command (``memdir list --dir X``) in front of
+    it, where click looks for them. Arguments after ``--`` are left alone."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    seen_command = False
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        name = arg.split("=", 1)[0]
+        if seen_command and name in GLOBAL_OPTIONS:
+            if "=" in arg or i + 1 >= len(args):
+                front.append(arg)
+            else:
+                front += [arg, args[i + 1]]
+                i += 1
+        elif not seen_command and name in GLOBAL_OPTIONS:
+            front.append(arg)
+            if "=" not in arg and i + 1 < len(args):
+                front.append(args[i + 1])
+                i += 1
+        else:
+            if not arg.startswith("-"):
+                seen_command = True
+            (rest if seen_command else front).append(arg)
+        i += 1
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, rendering errors as one line."""
     _register_optional()
+    args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     try:
-        cli.main(args=argv, prog_name="memdir", standalone_mode=False)
+        cli.main(args=args, prog_name="memdir", standalone_mode=False)
     except BrokenPipeError:
         sys.exit(0)
     except click.exceptions.NoArgsIsHelpError as exc:  # `memdir` alone: show the help
@@ -407,7 +444,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"memdir: error: {exc.format_message()}{hint}", err=True)
         sys.exit(2)
     except MemdirError as exc:
-        if "--json" in (argv if argv is not None else sys.argv[1:]):
+        if "--json" in args:
             emit_json({"error": str(exc), "kind": type(exc).__name__})
         click.echo(f"memdir: error: {exc}", err=True)
         sys.exit(1)
