@@ -242,3 +242,41 @@ def _openai_chunks(item: Scripted, model: str) -> list[tuple[str | None, Any]]:
                                  "total_tokens": sum(item.usage)}}))
     out.append((None, "[DONE]"))
     return out
+
+
+# -- the README session, runnable ---------------------------------------------------------------
+
+README_TABS = {"action": "create", "name": "prefer-tabs", "type": "user_preference",
+               "description": "User prefers tabs over spaces for indentation",
+               "body": "Indent Python with tabs, never spaces; keep lines under 100 characters."}
+
+
+def readme_handler(req: dict[str, Any]) -> Scripted:
+    """The replies behind the README's console session."""
+    body = json.dumps(req["body"], ensure_ascii=False)
+    system = json.dumps(req["body"].get("system", ""))
+    if "You extract memories" in system or "You extract memories" in body[:2000]:
+        wanted = "I prefer tabs over spaces" in body and "Reformat" not in body
+        return reply(json.dumps({"memories": [README_TABS] if wanted else []}))
+    if "You select relevant memories" in system or "select relevant" in body[:2000]:
+        return reply(json.dumps({"selected": ["prefer-tabs"] if "prefer-tabs" in body else []}))
+    last = json.dumps(req["body"]["messages"][-1], ensure_ascii=False)
+    if "Reformat main.py" in last:
+        return reply("Done: main.py now uses tabs for indentation.")
+    return reply("Noted — I'll indent with tabs from now on.")
+
+
+def main() -> None:
+    """Serve the README session's replies until Ctrl-C (python tests/fakeserver.py)."""
+    server = FakeLLMServer()
+    server.handler = readme_handler
+    server.start()
+    print(f"export ANTHROPIC_BASE_URL={server.url} ANTHROPIC_API_KEY=fake", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -321,3 +322,35 @@ def test_save_memory_says_when_nothing_changed(tmp_path: Path) -> None:
     assert "already holds exactly this" in again.text and again.saved is None
     save = next(s for s in tools.schemas if s["name"] == "save_memory")
     assert save["input_schema"]["properties"]["type"]["enum"] == ["user_preference", "team_rule"]
+
+
+def test_readme_console_session(tmp_path: Path) -> None:
+    """The README's console session, command by command, against the runnable fake server:
+    the same output (timestamps and scores aside)."""
+    from fakeserver import readme_handler
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## A session", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    server = FakeLLMServer()
+    server.handler = readme_handler
+    server.start()
+    try:
+        env = {**os.environ, "ANTHROPIC_API_KEY": "fake", "ANTHROPIC_BASE_URL": server.url,
+               "MEMDIR_MAX_RETRIES": "0"}
+        env.pop("MEMDIR_DIR", None)
+        chunks = block.split("$ memdir ")[1:]
+        for chunk in chunks:
+            command, _, expected = chunk.partition("\n")
+            args = [a.strip('"') for a in
+                    __import__("shlex").split(command)]
+            r = subprocess.run([sys.executable, "-m", "memdir", *args], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=60)
+
+            def norm(text: str) -> str:
+                text = re.sub(r'updated="[^"]*"', 'updated=""', text)
+                return re.sub(r"\d+\.\d\d  ", "S  ", text).strip()
+
+            assert norm(r.stdout) == norm(expected), (command, r.stdout)
+    finally:
+        server.stop()

@@ -154,3 +154,31 @@ def test_readme_python_example_runs(llm_server: FakeLLMServer, tmp_path: Path,
     exec(compile(code.group(1), "README.md", "exec"), namespace)
     assert namespace["request"][-1]["content"] == "How do I run the tests?"
     assert "uses-postgres" in {e.name for e in namespace["store"].entries()}
+
+
+def test_chat_clear_model_and_cost(tmp_path: Path) -> None:
+    """/clear empties the conversation, /model names the models, /cost sums this session."""
+    store = MemoryStore(tmp_path / ".memory")
+    out: list[str] = []
+
+    class Out:
+        def write(self, s: str) -> None:
+            out.append(s)
+
+        def flush(self) -> None:
+            pass
+
+    session = Session(store, FakeModel(), None, tmp_path, out=Out(), err=Out())
+    session.messages.append({"role": "user", "content": "hi"})
+    session.command("/clear")
+    assert session.messages == [] and "new conversation" in "".join(out)
+    session.command("/model")
+    assert "memory: none (recall by search)" in "".join(out)
+    session.command("/cost")
+    assert "no model calls yet" in "".join(out)
+    (store.internal / "usage.jsonl").write_text(json.dumps({
+        "time": "2999-01-01T00:00:00Z", "purpose": "agent", "input_tokens": 10,
+        "output_tokens": 3}) + "\n")
+    session.command("/cost")
+    assert "agent: 1 calls, 10 tokens in, 3 out" in "".join(out)
+    session.close()

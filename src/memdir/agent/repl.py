@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import MemdirError
-from ..layout import CHAT_HISTORY, PENDING
+from ..layout import CHAT_HISTORY, PENDING, USAGE
 from ..memory import slugify
 from ..providers import ChatModel, Message
 from ..store import MemoryStore
@@ -29,6 +30,9 @@ HELP = """Commands:
   /forget NAME       delete a memory (kept in history; 'memdir restore NAME')
   /recall            show what was injected this turn
   /consolidate       merge duplicates and retire stale memories now
+  /clear             start a new conversation (memories stay)
+  /model             which models answer and tend memory
+  /cost              tokens used in this session, per purpose
   /help              this help
   /exit              leave (also Ctrl-D)"""
 
@@ -49,6 +53,7 @@ class Session:
         self.events: list[tuple[str, str]] = []
         self.at_prompt: str | None = None  # the prompt shown while waiting for input, if any
         self.worker = MemoryWorker(self.event, store.internal / PENDING)
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if memory_model is not None and not store.read_only:
             resumed = resume_handed_over(store, self.worker, memory_model)
             if resumed:
@@ -87,6 +92,12 @@ class Session:
 
     def close(self) -> None:
         """Give queued memory work a few seconds, then hand what is left to the next session."""
+        try:
+            if self.worker.drain(0.5):  # the usual case: done by now, nothing to say
+                self.worker.close(0)
+                return
+        except KeyboardInterrupt:
+            pass
         busy = self.worker.pending()
         if busy:
             print(f"· finishing {', '.join(busy)} (up to {EXIT_WAIT:.0f} s; Ctrl-C to leave now)",
@@ -107,7 +118,8 @@ class Session:
         handlers: dict[str, Callable[[str], None]] = {
             "help": lambda _a: self.say(HELP), "memory": self.cmd_memory,
             "remember": self.cmd_remember, "forget": self.cmd_forget,
-            "recall": self.cmd_recall, "consolidate": self.cmd_consolidate}
+            "recall": self.cmd_recall, "consolidate": self.cmd_consolidate,
+            "clear": self.cmd_clear, "model": self.cmd_model, "cost": self.cmd_cost}
         handler = handlers.get(name)
         if handler is None:
             self.say(f"unknown command /{name}; /help lists them")
@@ -159,6 +171,33 @@ class Session:
             self.say("(nothing was injected this turn)")
         else:
             self.say(self.last.block)
+
+    def cmd_clear(self, _arg: str) -> None:
+        self.messages.clear()
+        self.last = None
+        self.say("(new conversation; memories stay)")
+
+    def cmd_model(self, _arg: str) -> None:
+        memory = (f"{self.memory_model.provider} {self.memory_model.model}"
+                  if self.memory_model is not None else "none (recall by search)")
+        self.say(f"agent: {self.model.provider} {self.model.model}\nmemory: {memory}")
+
+    def cmd_cost(self, _arg: str) -> None:
+        from ..usage import UsageLog
+
+        rows = [r for r in UsageLog(self.store.internal / USAGE).rows()
+                if r.get("time", "") >= self.started]
+        if not rows:
+            self.say("no model calls yet in this session")
+            return
+        by: dict[str, list[int]] = {}
+        for r in rows:
+            t = by.setdefault(str(r.get("purpose")), [0, 0, 0])
+            t[0] += 1
+            t[1] += int(r.get("input_tokens", 0))
+            t[2] += int(r.get("output_tokens", 0))
+        self.say("\n".join(f"  {p}: {n} calls, {i} tokens in, {o} out"
+                           for p, (n, i, o) in sorted(by.items())))
 
     def cmd_consolidate(self, _arg: str) -> None:
         if self.memory_model is None:
