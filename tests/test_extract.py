@@ -145,3 +145,28 @@ def test_extract_cli_json_and_jsonl(cli: CliFn, llm_server: FakeLLMServer,
     (tmp_path / "bad.json").write_text('{"nothing": 1}')
     r = cli("extract", "bad.json", env=env)
     assert r.code == 1 and r.err.startswith("memdir: error: bad.json holds no user or")
+
+
+def test_fact_style_for_small_models(tmp_path: Path) -> None:
+    """With extract_style "facts" the model only lists facts; memdir names and types them,
+    drops repeats and never stores a secret."""
+    from memdir.config import Config
+    from memdir.testing import FakeModel
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, extract_style="facts"))
+    model = FakeModel([{"facts": [
+        "The user prefers tabs over spaces.", "Staging runs Postgres 16 since 2 May 2026.",
+        "Staging runs Postgres 16 since 2 May 2026.", "The wifi password is Wifi2026!pw"]}])
+    result = extract_memories(store, [{"role": "user", "content": "notes"}], model)
+    assert "You extract facts" in model.calls[0]["system"]
+    assert model.calls[0]["schema"]["required"] == ["facts"]
+    kinds = {m.description: m.type for m in store.list()}
+    assert kinds["The user prefers tabs over spaces."] == "user_preference"
+    assert kinds["Staging runs Postgres 16 since 2 May 2026."] == "project_fact"
+    assert len(store.entries()) == 3 and any("repeats" in d for d in result.dropped)
+    assert "Wifi2026!pw" not in "".join(p.read_text() for p in root.glob("*.md"))
+    again = FakeModel([{"facts": ["The user prefers tabs over spaces."]}])
+    extract_memories(store, [{"role": "user", "content": "notes"},
+                             {"role": "user", "content": "more"}], again)
+    assert len(store.entries()) == 3  # a fact already remembered is not saved twice

@@ -61,3 +61,10 @@ def test_nothing_usable_raises_value_error(text: str) -> None:
     """Without JSON the caller gets a ValueError it can hand back to the model."""
     with pytest.raises(ValueError):
         extract_json(text)
+
+
+def test_reply_cut_by_the_token_limit_keeps_its_whole_items() -> None:
+    """A reply truncated mid-item is closed after its last complete item."""
+    assert extract_json('{"facts": ["one", "two", "thr') == {"facts": ["one", "two"]}
+    cut = '{"memories": [{"name": "x", "body": "y"}, {"name": "z", "bo'
+    assert extract_json(cut) == {"memories": [{"name": "x", "body": "y"}]}

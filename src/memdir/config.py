@@ -52,6 +52,7 @@ class Config:
     consolidate_batch: int = 60
     consolidate_max_calls: int = 4  # model calls per automatic run; the rest waits its turn
     allow: tuple[str, ...] = ()  # agent approvals: "bash:pytest*", "write:src/**"
+    extract_style: str = "auto"  # "memories", "facts", or "auto" (facts for local endpoints)
     select_guard: str = "auto"  # "lexical", "none", or "auto" (lexical for local endpoints)
     hook_budget: float = 2.0  # seconds the prompt hook gives the memory model before search
 

@@ -212,6 +212,43 @@ def extract_schema(types: tuple[str, ...]) -> dict[str, Any]:
             "properties": {"memories": {"type": "array", "items": item}}}
 
 
+FACTS_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["facts"],
+    "properties": {"facts": {"type": "array", "items": {"type": "string"}}}}
+_PREFERENCE = re.compile(r"(?i)\b(?:prefers?|likes?|wants?|always|never|don'?t|from now on)\b"
+                         r"|喜欢|偏好|希望|不要|好み|してほしい")
+
+
+def _fact_style(config: Any, model: ChatModel) -> bool:
+    """Whether to ask for plain facts (``extract_style``): small models list facts well but
+    fill the five-field memory shape with invented text. "auto" asks models on this machine."""
+    if config.extract_style == "auto":
+        host = (config.base_url or "").split("//")[-1].split("/")[0].split(":")[0]
+        return model.provider == "openai" and host in ("localhost", "127.0.0.1", "::1", "[::1]")
+    return bool(config.extract_style == "facts")
+
+
+def _validate_facts(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        value = value.get("facts", value.get("memories"))
+    if not isinstance(value, list):
+        raise ValueError('expected {"facts": ["...", ...]}')
+    out = []
+    for f in value:
+        text = str(f.get("body") or f.get("description") or "") if isinstance(f, dict) else str(f)
+        if text.strip():
+            out.append(" ".join(text.split()))
+    return out
+
+
+def _fact_item(fact: str, types: tuple[str, ...]) -> dict[str, Any]:
+    """A memory item from one fact: a preference or correction, or a fact."""
+    kind = "user_preference" if _PREFERENCE.search(fact) else "project_fact"
+    if kind not in types:
+        kind = types[0]
+    return {"action": "create", "name": "", "type": kind, "description": fact, "body": fact}
+
+
 def _validate(value: Any) -> list[Any]:
     if isinstance(value, list):
         return value
@@ -236,11 +273,18 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
     entries = catalogue_for(store, talk, store.config.select_catalogue_max)
     catalogue = "\n".join(f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}"
                           for e in entries) or "(none yet)"
-    prompt = prompts.render("extract", catalogue=catalogue, types=", ".join(store.config.types),
-                            conversation=for_body(talk))
-    items = complete_json(model, system="You extract memories and answer in JSON.",
-                          messages=[{"role": "user", "content": prompt}], purpose="extract",
-                          validate=_validate, schema=extract_schema(store.config.types))
+    if _fact_style(store.config, model):
+        prompt = prompts.render("extract_facts", catalogue=catalogue, conversation=for_body(talk))
+        facts = complete_json(model, system="You extract facts and answer in JSON.",
+                              messages=[{"role": "user", "content": prompt}], purpose="extract",
+                              validate=_validate_facts, schema=FACTS_SCHEMA)
+        items = [_fact_item(f, store.config.types) for f in facts]
+    else:
+        prompt = prompts.render("extract", catalogue=catalogue,
+                                types=", ".join(store.config.types), conversation=for_body(talk))
+        items = complete_json(model, system="You extract memories and answer in JSON.",
+                              messages=[{"role": "user", "content": prompt}], purpose="extract",
+                              validate=_validate, schema=extract_schema(store.config.types))
     existing = {e.name for e in store.entries()}
     shown = {e.name for e in entries}
     planned: dict[str, Put] = {}
@@ -266,8 +310,15 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
             mem = mem.replace(name=_short_name(mem.description, existing | planned.keys()))
         if action == "create" and mem.name not in existing:
             dup = _duplicate_of(store, mem)
-            if dup is not None and dup not in planned:
+            if dup is not None and dup in planned:
+                result.dropped.append(f"{mem.name}: repeats {dup}")
+                continue
+            if dup is not None:
                 mem = mem.replace(name=dup)
+        if any(p.memory.description == mem.description and p.memory.body == mem.body
+               for p in planned.values()):
+            result.dropped.append(f"{mem.name}: repeats an item of the same reply")
+            continue
         try:
             store.check(mem)
         except (InvalidMemory, InvalidName) as exc:

@@ -19,6 +19,11 @@ def _candidates(text: str) -> list[str]:
     """Substrings that may hold the JSON value, most likely first."""
     out = [m.group(1) for m in _FENCE.finditer(text)]
     out.append(text)
+    first = min((i for i in (text.find("{"), text.find("[")) if i != -1), default=-1)
+    if first != -1 and _balanced_end(text, first) is None:
+        closed = _close_truncated(text[first:])
+        if closed:
+            out.append(closed)  # a reply cut off by the token limit: keep its whole items
     for opener in "{[":
         start = text.find(opener)
         while start != -1:
@@ -28,6 +33,38 @@ def _candidates(text: str) -> list[str]:
                 break
             start = text.find(opener, start + 1)
     return out
+
+
+def _close_truncated(text: str) -> str | None:
+    """``text`` cut back to its last complete item and closed, or None."""
+    stack: list[str] = []
+    in_str = False
+    escape = False
+    cut: tuple[int, list[str]] | None = None
+    for i, ch in enumerate(text):
+        if in_str:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack:
+                return None
+            stack.pop()
+            if stack and (cut is None or len(stack) <= len(cut[1])):
+                cut = (i + 1, list(stack))
+        elif ch == "," and stack and (cut is None or len(stack) <= len(cut[1])):
+            cut = (i, list(stack))  # the latest cut at the shallowest level: whole items only
+    if cut is None:
+        return None
+    end, open_ = cut
+    return text[:end] + "".join(reversed(open_))
 
 
 def _balanced_end(text: str, start: int) -> int | None:
