@@ -157,16 +157,19 @@ def test_fact_style_for_small_models(tmp_path: Path) -> None:
     store = MemoryStore(root, Config(dir=root, extract_style="facts"))
     model = FakeModel([{"facts": [
         "The user prefers tabs over spaces.", "Staging runs Postgres 16 since 2 May 2026.",
-        "Staging runs Postgres 16 since 2 May 2026.", "The wifi password is Wifi2026!pw"]}])
-    result = extract_memories(store, [{"role": "user", "content": "notes"}], model)
+        "Staging runs Postgres 16 since 2 May 2026.", "The wifi password is Wifi2026!pw",
+        "Facts about the project, the people and their lives."]}])
+    said = [{"role": "user", "content": "Tabs over spaces please. Since 2 May 2026 staging runs"
+             " Postgres 16. The wifi password is Wifi2026!pw"}]
+    result = extract_memories(store, said, model)
     assert "You extract facts" in model.calls[0]["system"]
     assert model.calls[0]["schema"]["required"] == ["facts"]
     kinds = {m.description: m.type for m in store.list()}
     assert kinds["The user prefers tabs over spaces."] == "user_preference"
     assert kinds["Staging runs Postgres 16 since 2 May 2026."] == "project_fact"
     assert len(store.entries()) == 3 and any("repeats" in d for d in result.dropped)
+    assert any("not in the conversation" in d for d in result.dropped)  # copied the prompt
     assert "Wifi2026!pw" not in "".join(p.read_text() for p in root.glob("*.md"))
     again = FakeModel([{"facts": ["The user prefers tabs over spaces."]}])
-    extract_memories(store, [{"role": "user", "content": "notes"},
-                             {"role": "user", "content": "more"}], again)
+    extract_memories(store, [*said, {"role": "user", "content": "tabs over spaces"}], again)
     assert len(store.entries()) == 3  # a fact already remembered is not saved twice

@@ -241,6 +241,17 @@ def _validate_facts(value: Any) -> list[str]:
     return out
 
 
+_GENERIC = frozenset(tokenize("user users assistant prefer prefers want wants fact facts"
+                              " project people remember memory"))
+
+
+def _grounded(fact: str, heard: set[str]) -> bool:
+    """Whether most of a fact's informative words occur in the conversation (a small model
+    otherwise copies the prompt's own examples as facts)."""
+    words = [w for w in tokenize(fact) if w not in _GENERIC]
+    return bool(words) and sum(w in heard for w in words) >= 0.5 * len(words)
+
+
 def _fact_item(fact: str, types: tuple[str, ...]) -> dict[str, Any]:
     """A memory item from one fact: a preference or correction, or a fact."""
     kind = "user_preference" if _PREFERENCE.search(fact) else "project_fact"
@@ -278,7 +289,11 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
         facts = complete_json(model, system="You extract facts and answer in JSON.",
                               messages=[{"role": "user", "content": prompt}], purpose="extract",
                               validate=_validate_facts, schema=FACTS_SCHEMA)
-        items = [_fact_item(f, store.config.types) for f in facts]
+        heard = set(tokenize(talk))
+        grounded = [f for f in facts if _grounded(f, heard)]
+        result.dropped += [f"not in the conversation: {f[:60]}" for f in facts
+                           if f not in grounded]
+        items = [_fact_item(f, store.config.types) for f in grounded]
     else:
         prompt = prompts.render("extract", catalogue=catalogue,
                                 types=", ".join(store.config.types), conversation=for_body(talk))
