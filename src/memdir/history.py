@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, append_nofollow, write_atomic
@@ -36,6 +36,37 @@ class Version:
         return dict(self.__dict__)
 
 
+class ChangeRecord(TypedDict):
+    """One memory an operation changed, as the log keeps it."""
+
+    name: str
+    file: str
+    action: str  # "create", "update" or "delete"
+    before: int | None  # the history version it replaced (None for a create)
+    reason: str
+
+
+class Step(TypedDict):
+    """One change of an operation, as the journal keeps it before it is carried out."""
+
+    name: str
+    file: str
+    action: str
+    content: str | None  # the new file text; None for a delete
+    reason: str
+
+
+class Journal(TypedDict):
+    """An operation in flight (``.memdir/journal.json``)."""
+
+    id: str
+    time: str
+    source: str
+    summary: str
+    steps: list[Step]
+    undoes: str | None
+
+
 @dataclass(frozen=True)
 class Operation:
     """One applied plan, as recorded in the log."""
@@ -44,7 +75,7 @@ class Operation:
     time: str
     source: str
     summary: str
-    changes: tuple[dict[str, Any], ...]
+    changes: tuple[ChangeRecord, ...]
     undoes: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

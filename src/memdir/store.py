@@ -35,7 +35,7 @@ from .errors import (
     StoreLocked,
     StoreNotFound,
 )
-from .history import History, Operation, Version
+from .history import ChangeRecord, History, Journal, Operation, Step, Version
 from .layout import HISTORY, INDEX_STATE, INTERNAL, JOURNAL, LOCK, LOG, META, SEARCH
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
@@ -464,8 +464,8 @@ class MemoryStore:
             if not steps:
                 return None
             self._preflight(steps)
-            op = {"id": _new_op_id(), "time": memfmt.now(), "source": source,
-                  "summary": summary, "steps": steps, "undoes": undoes}
+            op: Journal = {"id": _new_op_id(), "time": memfmt.now(), "source": source,
+                           "summary": summary, "steps": steps, "undoes": undoes}
             write_atomic(self.internal / JOURNAL, json.dumps(op, ensure_ascii=False).encode())
             return self._execute(op)
 
@@ -477,10 +477,10 @@ class MemoryStore:
             self._log(op)
         return op
 
-    def _prepare(self, plan: Sequence[Change]) -> _list[dict[str, Any]]:
+    def _prepare(self, plan: Sequence[Change]) -> _list[Step]:
         """Validate a plan against the current files and turn it into journal steps."""
         seen: set[str] = set()
-        steps: _list[dict[str, Any]] = []
+        steps: _list[Step] = []
         stamp = memfmt.now()
         entries = self._catalog.entries
         removed = {c.name for c in plan if isinstance(c, Remove)}
@@ -522,7 +522,7 @@ class MemoryStore:
                           "content": content, "reason": change.reason})
         return steps
 
-    def _preflight(self, steps: _list[dict[str, Any]]) -> None:
+    def _preflight(self, steps: _list[Step]) -> None:
         """Refuse, before the journal is written, an operation that could not finish: links
         planted where it would write history or the log."""
         _not_a_link(self.internal / LOG, "file")
@@ -581,9 +581,9 @@ class MemoryStore:
         if size is not None:
             self._tracker.acknowledge(size, root_mtime)
 
-    def _execute(self, op: dict[str, Any], *, incremental: bool = True) -> Operation:
+    def _execute(self, op: Journal, *, incremental: bool = True) -> Operation:
         """Carry out a journaled operation; safe to run again after a crash at any point."""
-        changes = []
+        changes: _list[ChangeRecord] = []
         for step in op["steps"]:
             path = self.root / step["file"]
             before = None
@@ -598,9 +598,9 @@ class MemoryStore:
                     os.unlink(path)
             else:
                 write_atomic(path, step["content"].encode())
-            changes.append({"name": step["name"], "file": step["file"],
-                            "action": step["action"], "before": before,
-                            "reason": step["reason"]})
+            changes.append(ChangeRecord(name=step["name"], file=step["file"],
+                                        action=step["action"], before=before,
+                                        reason=step["reason"]))
         record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
                            tuple(changes), op.get("undoes"))
         if incremental:
