@@ -266,3 +266,16 @@ def test_global_options_after_the_command(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "memdir", "list", "--json", "--dir",
                         str(target)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0 and json.loads(r.stdout) == []
+
+
+def test_help_lines_are_whole() -> None:
+    """No command's one-line help is cut off in an 80-column terminal."""
+    import os
+    import subprocess
+    import sys
+
+    for args in ([], ["hooks"], ["llm"]):
+        r = subprocess.run([sys.executable, "-m", "memdir", *args, "--help"],
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+        commands = r.stdout.split("Commands:", 1)[1]
+        assert "..." not in commands, commands

@@ -125,7 +125,7 @@ def _name_and_version(spec: str) -> tuple[str, int | None]:
     return name, int(ver.lstrip("v"))
 
 
-@cli.command()
+@cli.command(short_help="Print the memory NAME (or NAME@vN).")
 @click.argument("name")
 @json_option
 @pass_ctx
@@ -146,7 +146,7 @@ def show(c: Ctx, name: str, as_json: bool) -> None:
         click.echo(for_terminal_text(memfmt.dumps(mem)), nl=False)
 
 
-@cli.command()
+@cli.command(short_help="Show what changed between versions.")
 @click.argument("name")
 @click.argument("versions", nargs=-1)
 @pass_ctx
@@ -190,7 +190,7 @@ def mv(c: Ctx, old: str, new: str) -> None:
     click.echo(f"Renamed {old} to {mem.name}.")
 
 
-@cli.command()
+@cli.command(short_help="Pin NAME: first in the index, never auto-changed.")
 @click.argument("name")
 @pass_ctx
 def pin(c: Ctx, name: str) -> None:
@@ -209,7 +209,7 @@ def unpin(c: Ctx, name: str) -> None:
     click.echo(f"Unpinned {name}." if changed else f"{name} was not pinned; unchanged.")
 
 
-@cli.command()
+@cli.command(short_help="Edit the memory NAME in $EDITOR.")
 @click.argument("name")
 @pass_ctx
 def edit(c: Ctx, name: str) -> None:
@@ -294,7 +294,7 @@ def index(c: Ctx, as_json: bool) -> None:
         click.echo(f"Indexed {count} memories in {store.index_path}.")
 
 
-@cli.command()
+@cli.command(short_help="Check the store and report problems.")
 @click.option("--fix", is_flag=True, help="Repair what can be repaired (never memory files).")
 @json_option
 @pass_ctx
@@ -350,7 +350,7 @@ def search(c: Ctx, query: tuple[str, ...], k: int, as_json: bool) -> None:
                    f" {for_terminal(e.description)}")
 
 
-@cli.command()
+@cli.command(short_help="Revert the last change.")
 @pass_ctx
 def undo(c: Ctx) -> None:
     """Revert the last change (an extraction, a consolidation, an add…)."""
@@ -361,7 +361,7 @@ def undo(c: Ctx) -> None:
     click.echo(f"Reverted {target.source} {target.id} ({names}).")
 
 
-@cli.command()
+@cli.command(short_help="What changed, when and why.")
 @click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 100000),
               help="How many of the latest operations.")
 @json_option

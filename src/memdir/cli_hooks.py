@@ -17,7 +17,7 @@ from .layout import INTERNAL
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
 
-@click.command("hook")
+@click.command("hook", short_help="Run as a Claude Code or Codex hook.")
 @click.argument("kind", type=click.Choice(["prompt", "learn"]))
 @click.option("--host", type=HOST_CHOICE, help="The host that runs the hook.")
 @click.option("--worker", "job", type=click.Path(path_type=Path), hidden=True)
@@ -58,7 +58,7 @@ def hooks_group() -> None:
 def _where(user: bool) -> str:
     return "user" if user else "project"
 
-@hooks_group.command("install")
+@hooks_group.command("install", short_help="Add memdir's hooks to HOST's settings.")
 @click.argument("host", type=HOST_CHOICE)
 @click.option("--user", is_flag=True, help="For every project (~/.claude, ~/.codex).")
 @click.option("--project", "project_flag", is_flag=True,

@@ -140,7 +140,7 @@ def optional_model(c: Ctx) -> ChatModel | None:
 def llm() -> None:
     """Language-model configuration."""
 
-@llm.command("check")
+@llm.command("check", short_help="One tiny request: provider, model, latency.")
 @click.option("--memory", "memory", is_flag=True, help="Check the memory model instead.")
 @json_option
 @pass_ctx
@@ -163,7 +163,7 @@ def llm_check(c: Ctx, memory: bool, as_json: bool) -> None:
                f"tokens: {data['input_tokens']} in, {data['output_tokens']} out\n"
                f"reply: {data['reply']}")
 
-@click.command("recall")
+@click.command("recall", short_help="Print what would be injected for TEXT.")
 @click.argument("text", nargs=-1)
 @click.option("--messages", "messages_file", type=click.Path(dir_okay=False, path_type=Path),
               help="A JSON list of messages (Anthropic format) instead of TEXT.")
@@ -196,7 +196,7 @@ def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bo
         click.echo("")
     click.echo(block or "(no relevant memories)")
 
-@click.command("extract")
+@click.command("extract", short_help="Learn memories from a conversation file.")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Show what would be saved; change nothing.")
 @json_option
@@ -226,7 +226,7 @@ def extract(c: Ctx, file: Path, dry_run: bool, as_json: bool) -> None:
     if result.operation:
         click.echo("Undo with 'memdir undo'.")
 
-@click.command("consolidate")
+@click.command("consolidate", short_help="Merge duplicates and retire stale memories.")
 @click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
 @click.option("--force", is_flag=True, help="Allow retiring more than the configured share.")
 @click.option("--all", "whole", is_flag=True,
@@ -274,7 +274,7 @@ def chat_cmd(c: Ctx, yes: bool) -> None:
     c.create_store = True
     chat(new_session(c, yes=yes, interactive=sys.stdin.isatty()))
 
-@click.command("run")
+@click.command("run", short_help="Run one agent turn for TASK.")
 @click.argument("task", nargs=-1)
 @click.option("--yes", "-y", is_flag=True,
               help="Let the agent run commands and write files (else only what the"
@@ -307,7 +307,7 @@ def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
     elif turn.interrupted:
         raise MemdirError("the turn was interrupted")
 
-@click.command("mcp")
+@click.command("mcp", short_help="Serve the memory to an agent host over MCP.")
 @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option("--host", help="Address to listen on with --http (default 127.0.0.1 only).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
@@ -322,7 +322,7 @@ def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int) -> None:
                           " (pip install 'memdir[mcp]')") from None
     serve(c.config, http=http, host=host or "127.0.0.1", port=port)
 
-@click.command("stats")
+@click.command("stats", short_help="Model usage per purpose.")
 @json_option
 @pass_ctx
 def stats(c: Ctx, as_json: bool) -> None:
