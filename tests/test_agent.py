@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +354,20 @@ def test_readme_console_session(tmp_path: Path) -> None:
             assert norm(r.stdout) == norm(expected), (command, r.stdout)
     finally:
         server.stop()
+
+
+def test_unreachable_endpoint_is_one_line_at_start(tmp_path: Path) -> None:
+    """chat and run with an endpoint that accepts no connection fail at once, in one line."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+           "OPENAI_API_KEY": "k", "MEMDIR_PROVIDER": "openai"}
+    for args in (["run", "hi"], ["chat"]):
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "memdir", *args], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, input="", timeout=60)
+        assert r.returncode == 1 and time.monotonic() - t0 < 10
+        assert r.stderr.count("\n") == 1 and "is not reachable" in r.stderr

@@ -112,6 +112,27 @@ def plan_lines(c: Ctx, plan: Any) -> list[str]:
     return lines
 
 
+def check_endpoint(config: Any) -> None:
+    """Fail at once, in one line, when a configured endpoint does not accept connections
+    (before a chat or run starts, instead of one error per model call)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from .errors import LLMUnavailable
+
+    if not config.base_url:
+        return
+    url = urlsplit(config.base_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "localhost", port), timeout=3).close()
+    except OSError as exc:
+        var = "ANTHROPIC_BASE_URL" if config.provider in (None, "anthropic") else "OPENAI_BASE_URL"
+        raise LLMUnavailable(f"the model endpoint {config.base_url} is not reachable"
+                             f" ({exc.strerror or exc}) — start the server or fix {var}"
+                             ) from None
+
+
 def new_session(c: Ctx, out: Any = None, *, yes: bool = False, interactive: bool = False
                 ) -> Session:
     """An agent session in the current folder with the configured models. Commands and file
@@ -121,6 +142,7 @@ def new_session(c: Ctx, out: Any = None, *, yes: bool = False, interactive: bool
 
     model = build_model(c, memory=False)
     memory_model = build_model(c, memory=True)
+    check_endpoint(c.config)
     gate = Gate(rules=c.config.allow, yes=yes, ask=ask_on_terminal if interactive else None)
     kwargs = {"out": out} if out is not None else {}
     return Session(c.store, model, memory_model, Path.cwd(), gate=gate, **kwargs)
