@@ -272,6 +272,89 @@ def _validate(value: Any) -> list[Any]:
     raise ValueError('expected {"memories": [...]}')
 
 
+def _ask(store: MemoryStore, model: ChatModel, talk: str, catalogue: str,
+         result: Extraction) -> list[Any]:
+    """The model's items for the new talk: memories, or facts made into memories."""
+    if _fact_style(store.config, model):
+        prompt = prompts.render("extract_facts", catalogue=catalogue, conversation=for_body(talk))
+        facts = complete_json(model, system="You extract facts and answer in JSON.",
+                              messages=[{"role": "user", "content": prompt}], purpose="extract",
+                              validate=_validate_facts, schema=FACTS_SCHEMA)
+        heard = set(tokenize(talk))
+        grounded = [f for f in facts if _grounded(f, heard)]
+        result.dropped += [f"not in the conversation: {f[:60]}" for f in facts
+                           if f not in grounded]
+        items: list[Any] = [_fact_item(f, store.config.types) for f in grounded]
+    else:
+        prompt = prompts.render("extract", catalogue=catalogue,
+                                types=", ".join(store.config.types), conversation=for_body(talk))
+        items = complete_json(model, system="You extract memories and answer in JSON.",
+                              messages=[{"role": "user", "content": prompt}], purpose="extract",
+                              validate=_validate, schema=extract_schema(store.config.types))
+    if len(items) > MAX_ITEMS:
+        result.dropped.append(f"{len(items) - MAX_ITEMS} items past the first {MAX_ITEMS}")
+        items = items[:MAX_ITEMS]
+    return items
+
+
+@dataclass
+class _Planner:
+    """Turns the model's items into Puts one by one, against the store and each other."""
+
+    store: MemoryStore
+    shown: set[str]
+    said: str
+    result: Extraction
+    existing: set[str] = field(default_factory=set)
+    planned: dict[str, Put] = field(default_factory=dict)
+
+    def add(self, raw: Any) -> None:
+        store, planned, existing = self.store, self.planned, self.existing
+        coerced = _coerce(raw, store, existing | planned.keys())
+        if isinstance(coerced, str):
+            self.result.dropped.append(coerced)
+            return
+        action, mem = coerced
+        mem = _in_users_language(mem, self.said)
+        if action == "update" and mem.name not in self.shown:
+            action = "create"  # the model named a memory it was not shown: never overwrite
+        twin = store.twin_of(mem.name)
+        if twin is not None and twin != mem.name:
+            mem = mem.replace(name=twin)  # a look-alike of an existing name means that memory
+        if mem.name in planned or (action == "create" and mem.name in existing
+                                   and mem.name not in self.shown):
+            # two items with one name, or a name the model did not know was taken: keep both
+            mem = mem.replace(name=_short_name(mem.description, existing | planned.keys()))
+        if action == "create" and mem.name not in existing:
+            dup = _duplicate_of(store, mem)
+            if dup is not None and dup in planned:
+                self.result.dropped.append(f"{mem.name}: repeats {dup}")
+                return
+            if dup is not None:
+                mem = mem.replace(name=dup)
+        if any(p.memory.description == mem.description and p.memory.body == mem.body
+               for p in planned.values()):
+            self.result.dropped.append(f"{mem.name}: repeats an item of the same reply")
+            return
+        try:
+            store.check(mem)
+        except (InvalidMemory, InvalidName) as exc:
+            self.result.dropped.append(f"{mem.name}: {exc}")
+            return
+        self._put(mem)
+
+    def _put(self, mem: Memory) -> None:
+        if mem.name not in self.existing:
+            self.planned[mem.name] = Put(mem, reason="extracted from conversation")
+            return
+        current = self.store.get(mem.name)
+        if current.pinned:
+            self.result.dropped.append(f"{mem.name} is pinned; not changed automatically")
+            return
+        self.planned[mem.name] = Put(mem.replace(extra=dict(current.extra)),
+                                     reason="updated from conversation", expect=current.digest)
+
+
 def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatModel,
                     start: int = 0) -> Extraction:
     """Ask the model about ``messages[start:]`` and turn its answer into a safe plan."""
@@ -284,72 +367,13 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
     entries = catalogue_for(store, talk, store.config.select_catalogue_max)
     catalogue = "\n".join(f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}"
                           for e in entries) or "(none yet)"
-    if _fact_style(store.config, model):
-        prompt = prompts.render("extract_facts", catalogue=catalogue, conversation=for_body(talk))
-        facts = complete_json(model, system="You extract facts and answer in JSON.",
-                              messages=[{"role": "user", "content": prompt}], purpose="extract",
-                              validate=_validate_facts, schema=FACTS_SCHEMA)
-        heard = set(tokenize(talk))
-        grounded = [f for f in facts if _grounded(f, heard)]
-        result.dropped += [f"not in the conversation: {f[:60]}" for f in facts
-                           if f not in grounded]
-        items = [_fact_item(f, store.config.types) for f in grounded]
-    else:
-        prompt = prompts.render("extract", catalogue=catalogue,
-                                types=", ".join(store.config.types), conversation=for_body(talk))
-        items = complete_json(model, system="You extract memories and answer in JSON.",
-                              messages=[{"role": "user", "content": prompt}], purpose="extract",
-                              validate=_validate, schema=extract_schema(store.config.types))
-    existing = {e.name for e in store.entries()}
-    shown = {e.name for e in entries}
-    planned: dict[str, Put] = {}
-    if len(items) > MAX_ITEMS:
-        result.dropped.append(f"{len(items) - MAX_ITEMS} items past the first {MAX_ITEMS}")
-        items = items[:MAX_ITEMS]
+    items = _ask(store, model, talk, catalogue, result)
     said = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
+    planner = _Planner(store, {e.name for e in entries}, said, result,
+                       {e.name for e in store.entries()})
     for raw in items:
-        coerced = _coerce(raw, store, existing | planned.keys())
-        if isinstance(coerced, str):
-            result.dropped.append(coerced)
-            continue
-        action, mem = coerced
-        mem = _in_users_language(mem, said)
-        if action == "update" and mem.name not in shown:
-            action = "create"  # the model named a memory it was not shown: never overwrite
-        twin = store.twin_of(mem.name)
-        if twin is not None and twin != mem.name:
-            mem = mem.replace(name=twin)  # a look-alike of an existing name means that memory
-        if mem.name in planned:  # two items with one name: keep both
-            mem = mem.replace(name=_short_name(mem.description, existing | planned.keys()))
-        if action == "create" and mem.name in existing and mem.name not in shown:
-            mem = mem.replace(name=_short_name(mem.description, existing | planned.keys()))
-        if action == "create" and mem.name not in existing:
-            dup = _duplicate_of(store, mem)
-            if dup is not None and dup in planned:
-                result.dropped.append(f"{mem.name}: repeats {dup}")
-                continue
-            if dup is not None:
-                mem = mem.replace(name=dup)
-        if any(p.memory.description == mem.description and p.memory.body == mem.body
-               for p in planned.values()):
-            result.dropped.append(f"{mem.name}: repeats an item of the same reply")
-            continue
-        try:
-            store.check(mem)
-        except (InvalidMemory, InvalidName) as exc:
-            result.dropped.append(f"{mem.name}: {exc}")
-            continue
-        if mem.name in existing:
-            current = store.get(mem.name)
-            if current.pinned:
-                result.dropped.append(f"{mem.name} is pinned; not changed automatically")
-                continue
-            mem = mem.replace(extra=dict(current.extra))
-            planned[mem.name] = Put(mem, reason="updated from conversation",
-                                    expect=current.digest)
-        else:
-            planned[mem.name] = Put(mem, reason="extracted from conversation")
-    result.changes = list(planned.values())
+        planner.add(raw)
+    result.changes = list(planner.planned.values())
     for note in result.dropped:
         log.info("extract: dropped %s", note)
     return result

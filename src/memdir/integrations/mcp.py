@@ -95,7 +95,7 @@ class MemoryServer:
         return self._model or None
 
 
-def build_server(config: Config) -> MCPServer:
+def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per tool
     """The MCP server for the store ``config`` names."""
     mem = MemoryServer(config)
     server = MCPServer(
