@@ -20,9 +20,9 @@ from typing import Any
 
 from . import prompts
 from .atomic import write_atomic
+from .entry import Entry
 from .errors import InvalidMemory, InvalidName, LLMError, PlanError
 from .history import Operation
-from .index import Entry
 from .layout import CONSOLIDATE as STATE
 from .memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
 from .memory import now as memory_now

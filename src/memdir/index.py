@@ -9,64 +9,26 @@ This module does NOT write memories, take the store lock or keep history.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import errno
-import json
 import os
-import re
 import stat
 import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from . import memory as memfmt
-from .atomic import TEMP_PREFIX, append_nofollow, write_atomic
+from .atomic import TEMP_PREFIX
+from .entry import Entry
 from .errors import InvalidMemory
+from .metacache import MetaCache
 from .safetext import for_markdown
 
 INDEX_FILE = "MEMORY.md"
 
-CACHE_VERSION = 3
 RACY_FINE_NS = 50_000_000  # files touched this recently are not cached (mtime granularity)
 RACY_COARSE_NS = 2_000_000_000
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A memory's metadata as the index and the catalogue need it; no body."""
-
-    name: str
-    type: str
-    description: str
-    created: str | None
-    updated: str | None
-    pinned: bool
-    file: str
-    warnings: tuple[str, ...] = ()
-
-    @cached_property
-    def index_line(self) -> str:
-        """This memory's line in MEMORY.md (computed once per entry object)."""
-        return f"- [{self.name}]({_link(self.file)}) — {for_markdown(self.description)}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The entry as JSON-able data."""
-        return {"name": self.name, "type": self.type, "description": self.description,
-                "created": self.created, "updated": self.updated, "pinned": self.pinned,
-                "file": self.file, "warnings": list(self.warnings)}
-
-    @classmethod
-    def from_row(cls, row: list[Any], fname: str) -> Entry:
-        """An entry from a metadata-cache row (the cold-start path: no per-field setattr)."""
-        entry = cls.__new__(cls)
-        entry.__dict__.update(name=row[4], type=row[5], description=row[6], created=row[7],
-                              updated=row[8], pinned=row[9], file=fname,
-                              warnings=tuple(row[10]))
-        return entry
 
 
 @dataclass(frozen=True)
@@ -115,91 +77,6 @@ def read_memory(path: Path, max_bytes: int) -> memfmt.Memory:
         raise InvalidMemory("not UTF-8 text") from None
     mem = memfmt.loads(text)
     return mem.replace(path=path.name, digest=memfmt.digest_of(data))
-
-
-class MetaCache:
-    """Parsed metadata keyed by file identity (disposable): a snapshot plus an append-only log.
-
-    ``meta.json`` holds rows for every file; ``meta.log`` holds rows changed since, one JSON
-    line each, so recording one changed file costs one small append. The log is folded into
-    the snapshot when it grows. A torn or stale row only costs re-parsing one file, because
-    every row is checked against the file's current identity before it is trusted.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.log_path = path.with_suffix(".log")
-        self.files: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
-        self.pending: list[list[Any]] = []
-        self.log_rows = 0
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("version") == CACHE_VERSION:
-                for row in data["rows"]:
-                    self._load_row(row)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            self.files = {}
-        try:
-            with open(self.log_path, encoding="utf-8") as fh:
-                for line in fh:
-                    self.log_rows += 1
-                    try:
-                        self._load_row(json.loads(line))
-                    except (ValueError, TypeError, KeyError, IndexError):
-                        continue  # a torn line
-        except OSError:
-            pass
-
-    def _load_row(self, row: list[Any]) -> None:
-        fname = row[0]
-        if len(row) == 1:
-            self.files.pop(fname, None)
-        elif len(row) == 5:
-            self.files[fname] = (tuple(row[1:4]), None, row[4])
-        else:
-            self.files[fname] = (tuple(row[1:4]), Entry.from_row(row, fname), None)
-
-    @staticmethod
-    def _row(fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None
-             ) -> list[Any]:
-        if entry is None:
-            return [fname, *key, error]
-        return [fname, *key, entry.name, entry.type, entry.description, entry.created,
-                entry.updated, entry.pinned, list(entry.warnings)]
-
-    def save(self, *, force: bool = False) -> None:
-        """Persist what changed; losing a race with another process only costs re-parsing."""
-        if not self.pending and not force:
-            return
-        try:
-            if force or self.log_rows + len(self.pending) > max(100, len(self.files) // 10):
-                self._write_snapshot()
-            else:
-                lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.pending)
-                append_nofollow(self.log_path, lines.encode())
-                self.log_rows += len(self.pending)
-        except OSError:
-            return  # a read-only store still works, only slower
-        self.pending.clear()
-
-    def _write_snapshot(self) -> None:
-        rows = [self._row(f, *rec) for f, rec in self.files.items()]
-        data = json.dumps({"version": CACHE_VERSION, "rows": rows}, ensure_ascii=False)
-        write_atomic(self.path, data.encode(), sync=False)  # a cache: no fsync
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.log_path)
-        self.log_rows = 0
-
-    def remember(self, file: str, key: tuple[int, ...], entry: Entry | None,
-                 error: str | None) -> None:
-        """Record what a file with this identity parsed to."""
-        self.files[file] = (key, entry, error)
-        self.pending.append(self._row(file, key, entry, error))
-
-    def forget(self, file: str) -> None:
-        """Drop a file that no longer exists."""
-        del self.files[file]
-        self.pending.append([file])
 
 
 def stat_key(st: os.stat_result) -> tuple[int, ...]:
@@ -520,18 +397,6 @@ class Catalog:
             parts.append(b"\n\n_No memories yet._")
         parts.append(b"\n")
         return b"".join(parts)
-
-
-_PLAIN_FILE = re.compile(r"[\w.-]+")
-
-
-def _link(fname: str) -> str:
-    """A file name as a Markdown link target (percent-encoded unless plain)."""
-    if _PLAIN_FILE.fullmatch(fname) and fname.isascii():
-        return fname
-    from urllib.parse import quote
-
-    return quote(fname)
 
 
 def _file_hash(fname: str, key: tuple[int, ...]) -> int:

@@ -17,8 +17,8 @@ from html import escape
 from typing import Any
 
 from . import prompts
+from .entry import Entry
 from .errors import InvalidMemory, LLMError
-from .index import Entry
 from .providers import ChatModel, Message, complete_json
 from .safetext import for_body, for_prompt, one_line
 from .store import MemoryStore

@@ -27,6 +27,7 @@ from . import index as idx
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, fsync_dir, write_atomic
 from .config import Config
+from .entry import Entry
 from .errors import (
     ConflictError,
     InvalidMemory,
@@ -38,6 +39,7 @@ from .errors import (
 from .history import ChangeRecord, History, Journal, Operation, Step, Version
 from .layout import HISTORY, INDEX_STATE, INTERNAL, JOURNAL, LOCK, LOG, META, SEARCH
 from .memory import Memory
+from .metacache import MetaCache
 from .plan import Change, Put, Remove, screen
 from .watch import Tracker
 
@@ -106,7 +108,7 @@ class MemoryStore:
             self.read_only = True  # a read-only mount or a checked-in store: reads still work
         self._history = History(self.internal / HISTORY, self.internal / LOG)
         self._lock: filelock.FileLock | None = None
-        self._cache = idx.MetaCache(self.internal / META)
+        self._cache = MetaCache(self.internal / META)
         self._catalog = idx.Catalog(self.root, self._cache, self.config.types,
                                     self.config.max_file_bytes)
         self._tracker = Tracker(self.root, self.internal / LOG, self.internal / JOURNAL,
@@ -278,7 +280,7 @@ class MemoryStore:
             write_atomic(self.index_path, self._catalog.render(), sync=False)
             self._note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)
 
-    def rebuild(self) -> dict[str, idx.Entry]:
+    def rebuild(self) -> dict[str, Entry]:
         """Forget the metadata cache, re-parse every file and rewrite MEMORY.md if needed."""
         with self.locked():
             self._cache.files.clear()
@@ -315,7 +317,7 @@ class MemoryStore:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def entries(self, type: str | None = None) -> _list[idx.Entry]:
+    def entries(self, type: str | None = None) -> _list[Entry]:
         """Metadata of every memory (no bodies), sorted by name."""
         self._catch_up()
         entries = self._catalog.entries
@@ -399,7 +401,7 @@ class MemoryStore:
         self._search.sync(current, load, only=files)
         return self._search
 
-    def search_entries(self, query: str, k: int = 5) -> _list[tuple[idx.Entry, float]]:
+    def search_entries(self, query: str, k: int = 5) -> _list[tuple[Entry, float]]:
         """The ``k`` best-matching memories' metadata with scores (no bodies read)."""
         hits = self.search_index().search(query, k)
         out = []
@@ -570,7 +572,7 @@ class MemoryStore:
                 f"memory name {name!r} differs from the existing {twin!r} only in case or"
                 f" look-alike characters — update {twin!r} or choose a distinct name")
 
-    def _current(self, entry: idx.Entry) -> Memory:
+    def _current(self, entry: Entry) -> Memory:
         return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
 
     def _log(self, op: Operation) -> None:

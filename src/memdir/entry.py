@@ -1,0 +1,58 @@
+"""``Entry``: a memory's metadata as the index and the catalogue need it, without the body.
+
+This module does NOT read files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from .safetext import for_markdown
+
+_PLAIN_FILE = re.compile(r"[\w.-]+")
+
+
+def _link(fname: str) -> str:
+    """A file name as a Markdown link target (percent-encoded unless plain)."""
+    if _PLAIN_FILE.fullmatch(fname) and fname.isascii():
+        return fname
+    from urllib.parse import quote
+
+    return quote(fname)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A memory's metadata as the index and the catalogue need it; no body."""
+
+    name: str
+    type: str
+    description: str
+    created: str | None
+    updated: str | None
+    pinned: bool
+    file: str
+    warnings: tuple[str, ...] = ()
+
+    @cached_property
+    def index_line(self) -> str:
+        """This memory's line in MEMORY.md (computed once per entry object)."""
+        return f"- [{self.name}]({_link(self.file)}) — {for_markdown(self.description)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as JSON-able data."""
+        return {"name": self.name, "type": self.type, "description": self.description,
+                "created": self.created, "updated": self.updated, "pinned": self.pinned,
+                "file": self.file, "warnings": list(self.warnings)}
+
+    @classmethod
+    def from_row(cls, row: list[Any], fname: str) -> Entry:
+        """An entry from a metadata-cache row (the cold-start path: no per-field setattr)."""
+        entry = cls.__new__(cls)
+        entry.__dict__.update(name=row[4], type=row[5], description=row[6], created=row[7],
+                              updated=row[8], pinned=row[9], file=fname,
+                              warnings=tuple(row[10]))
+        return entry

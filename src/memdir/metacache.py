@@ -1,0 +1,105 @@
+"""The metadata cache: what each memory file parsed to, keyed by the file's identity.
+
+A snapshot (``meta.json``) plus an append-only log of rows changed since (``meta.log``), so
+recording one changed file costs one small append. It is disposable: every row is checked
+against the file's current identity before it is trusted.
+This module does NOT read memory files (the catalogue does) or decide when to save.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .atomic import append_nofollow, write_atomic
+from .entry import Entry
+
+CACHE_VERSION = 3
+
+
+class MetaCache:
+    """Parsed metadata keyed by file identity (disposable): a snapshot plus an append-only log.
+
+    ``meta.json`` holds rows for every file; ``meta.log`` holds rows changed since, one JSON
+    line each, so recording one changed file costs one small append. The log is folded into
+    the snapshot when it grows. A torn or stale row only costs re-parsing one file, because
+    every row is checked against the file's current identity before it is trusted.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.log_path = path.with_suffix(".log")
+        self.files: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
+        self.pending: list[list[Any]] = []
+        self.log_rows = 0
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("version") == CACHE_VERSION:
+                for row in data["rows"]:
+                    self._load_row(row)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.files = {}
+        try:
+            with open(self.log_path, encoding="utf-8") as fh:
+                for line in fh:
+                    self.log_rows += 1
+                    try:
+                        self._load_row(json.loads(line))
+                    except (ValueError, TypeError, KeyError, IndexError):
+                        continue  # a torn line
+        except OSError:
+            pass
+
+    def _load_row(self, row: list[Any]) -> None:
+        fname = row[0]
+        if len(row) == 1:
+            self.files.pop(fname, None)
+        elif len(row) == 5:
+            self.files[fname] = (tuple(row[1:4]), None, row[4])
+        else:
+            self.files[fname] = (tuple(row[1:4]), Entry.from_row(row, fname), None)
+
+    @staticmethod
+    def _row(fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None
+             ) -> list[Any]:
+        if entry is None:
+            return [fname, *key, error]
+        return [fname, *key, entry.name, entry.type, entry.description, entry.created,
+                entry.updated, entry.pinned, list(entry.warnings)]
+
+    def save(self, *, force: bool = False) -> None:
+        """Persist what changed; losing a race with another process only costs re-parsing."""
+        if not self.pending and not force:
+            return
+        try:
+            if force or self.log_rows + len(self.pending) > max(100, len(self.files) // 10):
+                self._write_snapshot()
+            else:
+                lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.pending)
+                append_nofollow(self.log_path, lines.encode())
+                self.log_rows += len(self.pending)
+        except OSError:
+            return  # a read-only store still works, only slower
+        self.pending.clear()
+
+    def _write_snapshot(self) -> None:
+        rows = [self._row(f, *rec) for f, rec in self.files.items()]
+        data = json.dumps({"version": CACHE_VERSION, "rows": rows}, ensure_ascii=False)
+        write_atomic(self.path, data.encode(), sync=False)  # a cache: no fsync
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.log_path)
+        self.log_rows = 0
+
+    def remember(self, file: str, key: tuple[int, ...], entry: Entry | None,
+                 error: str | None) -> None:
+        """Record what a file with this identity parsed to."""
+        self.files[file] = (key, entry, error)
+        self.pending.append(self._row(file, key, entry, error))
+
+    def forget(self, file: str) -> None:
+        """Drop a file that no longer exists."""
+        del self.files[file]
+        self.pending.append([file])
