@@ -56,6 +56,7 @@ class Consolidation:
     operation: Operation | None = None
     batches: int = 0  # model calls made (one per batch of related memories)
     left: list[str] = field(default_factory=list)  # seeds beyond the call budget, for next time
+    started: str = ""  # when the run began: what changes after it counts for the next run
     # digests of the memories as the model saw them: a file changed since is not overwritten
     seen: dict[str, str | None] = field(default_factory=dict)
 
@@ -378,12 +379,19 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
             f"the plan retires {len(plan.retires)} of {total} memories, more than the"
             f" {cfg.consolidate_max_retire_share:.0%} allowed — review it with --dry-run,"
             " then rerun with --force")
+    plan.started = started
     if dry_run:
         return plan
+    return apply_plan(store, plan)
+
+
+def apply_plan(store: MemoryStore, plan: Consolidation) -> Consolidation:
+    """Apply a plan (one ``consolidate_memories(dry_run=True)`` made and a person approved)
+    as one transaction, and reset the trigger."""
     if not plan.is_empty():
         plan.operation = store.apply(
             plan.changes, source="consolidate", secrets="redact",
             summary=f"merged {len(plan.merges)} groups, retired {len(plan.retires)}")
     # Even a run that changed nothing resets the trigger: something must change again first.
-    _update_state(store, since=started, pending=left, turns=0)
+    _update_state(store, since=plan.started or memory_now(), pending=plan.left, turns=0)
     return plan

@@ -47,6 +47,7 @@ class Session:
         self.model = model
         self.memory_model = memory_model
         self.tools = Tools(root, store, gate=gate)
+        self.confirm: Callable[[str], bool] | None = None  # asks the person, in a chat
         self.out, self.err = out, err
         self.messages: list[Message] = []
         self.last: Turn | None = None
@@ -203,12 +204,23 @@ class Session:
         if self.memory_model is None:
             self.say("no memory model configured")
             return
-        from ..consolidate import consolidate_memories
+        from ..consolidate import apply_plan, consolidate_memories
 
         self.worker.drain()
-        plan = consolidate_memories(self.store, self.memory_model)
+        plan = consolidate_memories(self.store, self.memory_model, dry_run=True)
+        if plan.is_empty():
+            self.say("nothing to consolidate")
+            return
+        for m in plan.merges:
+            self.say(f"  merge {', '.join(m.sources)} -> {m.into.name}: {m.into.description}")
+        for name, why in plan.retires:
+            self.say(f"  retire {name}: {why}")
+        if self.confirm is not None and not self.confirm("apply this plan?"):
+            self.say("left as it was")
+            return
+        apply_plan(self.store, plan)
         self.say(f"merged {len(plan.merges)} groups, retired {len(plan.retires)}"
-                 if not plan.is_empty() else "nothing to consolidate")
+                 " ('memdir undo' reverts it)")
 
 
 PROMPT = "› "
@@ -265,6 +277,7 @@ def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
     interactive = stdin.isatty()
     if interactive:
         _readline(session.store.internal / CHAT_HISTORY)
+        session.confirm = _confirm
     session.say(f"memdir chat — {len(session.store.entries())} memories in {session.store.root}."
                 " /help for commands, Ctrl-D to leave.")
     try:
@@ -300,6 +313,13 @@ def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
                 session.say("(interrupted)")
     finally:
         session.close()
+
+
+def _confirm(question: str) -> bool:
+    try:
+        return input(f"? {question} [y/N] › ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
 
 
 def _read(stdin: TextIO) -> str:
