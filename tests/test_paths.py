@@ -182,3 +182,20 @@ def test_chat_clear_model_and_cost(tmp_path: Path) -> None:
     session.command("/cost")
     assert "agent: 1 calls, 10 tokens in, 3 out" in "".join(out)
     session.close()
+
+
+def test_spinner_turns_then_clears_its_line() -> None:
+    """The thinking spinner draws frames until stopped, then erases itself."""
+    import io
+    import time
+
+    from memdir.agent.repl import Spinner
+
+    err = io.StringIO()
+    spinner = Spinner(err)
+    spinner.start()
+    time.sleep(0.35)
+    spinner.stop()
+    spinner.stop()  # twice is harmless
+    out = err.getvalue()
+    assert out.count("thinking…") >= 2 and out.endswith("\r\x1b[K")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,7 @@ class Session:
         self.memory_model = memory_model
         self.tools = Tools(root, store, gate=gate)
         self.confirm: Callable[[str], bool] | None = None  # asks the person, in a chat
+        self.spin = False  # a spinner on the terminal while the model thinks
         self.out, self.err = out, err
         self.messages: list[Message] = []
         self.last: Turn | None = None
@@ -73,19 +75,28 @@ class Session:
             self.err.write(f"\r\x1b[K{line}\n{self.at_prompt}{typed}")
             self.err.flush()
         else:
-            print(line, file=self.err, flush=True)
+            print(("\r\x1b[K" if self.spin else "") + line, file=self.err, flush=True)
 
     def turn(self, text: str, *, stream: bool = True) -> Turn:
         """Run one user turn."""
         self.messages.append({"role": "user", "content": text})
         on_text: Callable[[str], None] | None = None
+        spinner = Spinner(self.err) if self.spin else None
         if stream:
             def on_text(chunk: str) -> None:
+                if spinner is not None:
+                    spinner.stop()
                 self.out.write(chunk)
                 self.out.flush()
-        self.last = agent_loop(self.messages, store=self.store, model=self.model,
-                               memory_model=self.memory_model, tools=self.tools,
-                               worker=self.worker, on_text=on_text, on_event=self.event)
+        if spinner is not None:
+            spinner.start()
+        try:
+            self.last = agent_loop(self.messages, store=self.store, model=self.model,
+                                   memory_model=self.memory_model, tools=self.tools,
+                                   worker=self.worker, on_text=on_text, on_event=self.event)
+        finally:
+            if spinner is not None:
+                spinner.stop()
         if stream:
             self.out.write("\n")
             self.out.flush()
@@ -226,6 +237,35 @@ class Session:
 PROMPT = "› "
 
 
+class Spinner:
+    """A line on the terminal that turns while the model thinks, gone at the first word."""
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+    def __init__(self, err: TextIO) -> None:
+        self.err = err
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self.done.wait(0.1):
+            self.err.write(f"\r{self.FRAMES[i % len(self.FRAMES)]} thinking…")
+            self.err.flush()
+            i += 1
+
+    def stop(self) -> None:
+        if not self.done.is_set():
+            self.done.set()
+            if self.thread.is_alive():
+                self.thread.join()
+            self.err.write("\r\x1b[K")
+            self.err.flush()
+
+
 def ask_on_terminal(kind: str, what: str) -> str:
     """Ask the person at the terminal whether the agent may go ahead."""
     shown = " ".join(what.split())
@@ -278,6 +318,7 @@ def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
     if interactive:
         _readline(session.store.internal / CHAT_HISTORY)
         session.confirm = _confirm
+        session.spin = session.err.isatty()
     session.say(f"memdir chat — {len(session.store.entries())} memories in {session.store.root}."
                 " /help for commands, Ctrl-D to leave.")
     try:
