@@ -199,3 +199,19 @@ def test_spinner_turns_then_clears_its_line() -> None:
     spinner.stop()  # twice is harmless
     out = err.getvalue()
     assert out.count("thinking…") >= 2 and out.endswith("\r\x1b[K")
+
+
+def test_prompt_toolkit_reader_reads_lines_and_keeps_history(tmp_path: Path) -> None:
+    """With memdir[chat], the chat reads lines through prompt_toolkit, with a history file."""
+    pytest.importorskip("prompt_toolkit")
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from memdir.agent.repl import prompt_toolkit_reader
+
+    with create_pipe_input() as pipe:
+        read = prompt_toolkit_reader(tmp_path / "history", input=pipe, output=DummyOutput())
+        assert read is not None
+        pipe.send_text("remember tabs\n")
+        assert read("› ") == "remember tabs"
+    assert "remember tabs" in (tmp_path / "history").read_text()

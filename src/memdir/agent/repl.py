@@ -285,6 +285,24 @@ def ask_on_terminal(kind: str, what: str) -> str:
             return "deny"
 
 
+def prompt_toolkit_reader(history: Path, **io: Any) -> Callable[[str], str] | None:
+    """A line reader built on prompt_toolkit (``memdir[chat]``): editing and history on every
+    platform, and notices printed by other threads land above the prompt. None without it."""
+    try:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory
+        from prompt_toolkit.patch_stdout import patch_stdout
+    except ImportError:
+        return None
+    prompt_session: Any = PromptSession(history=FileHistory(str(history)), **io)
+
+    def read(prompt: str) -> str:
+        with patch_stdout(raw=True):
+            return str(prompt_session.prompt(prompt))
+
+    return read
+
+
 def _typed_so_far() -> str:
     try:
         import readline
@@ -315,8 +333,13 @@ def _save_history(readline: Any, history: Path) -> None:
 def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
     """The interactive loop."""
     interactive = stdin.isatty()
+    read_line: Callable[[str], str] = input
     if interactive:
-        _readline(session.store.internal / CHAT_HISTORY)
+        toolkit = prompt_toolkit_reader(session.store.internal / CHAT_HISTORY)
+        if toolkit is not None:
+            read_line = toolkit  # redraws itself around background notices
+        else:
+            _readline(session.store.internal / CHAT_HISTORY)
         session.confirm = _confirm
         session.spin = session.err.isatty()
     session.say(f"memdir chat — {len(session.store.entries())} memories in {session.store.root}."
@@ -325,8 +348,8 @@ def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
         while True:
             try:
                 if interactive:
-                    session.at_prompt = PROMPT
-                    line = input(PROMPT)
+                    session.at_prompt = PROMPT if read_line is input else None
+                    line = read_line(PROMPT)
                 else:
                     line = _read(stdin)
             except KeyboardInterrupt:
