@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import index as idx
 from . import memory as memfmt
-from .atomic import TEMP_PREFIX, fsync_dir, write_atomic
+from .atomic import fsync_dir, write_atomic
 from .config import Config
 from .entry import Entry
 from .errors import (
@@ -36,12 +36,11 @@ from .errors import (
     StoreLocked,
     StoreNotFound,
 )
+from .folder import Folder
 from .history import ChangeRecord, History, Journal, Operation, Step, Version
-from .layout import HISTORY, INDEX_STATE, INTERNAL, JOURNAL, LOCK, LOG, META, SEARCH
+from .layout import HISTORY, INTERNAL, JOURNAL, LOCK, LOG, SEARCH
 from .memory import Memory
-from .metacache import MetaCache
 from .plan import Change, Put, Remove, screen
-from .watch import Tracker
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
     import filelock
@@ -108,20 +107,18 @@ class MemoryStore:
             self.read_only = True  # a read-only mount or a checked-in store: reads still work
         self._history = History(self.internal / HISTORY, self.internal / LOG)
         self._lock: filelock.FileLock | None = None
-        self._cache = MetaCache(self.internal / META)
-        self._catalog = idx.Catalog(self.root, self._cache, self.config.types,
-                                    self.config.max_file_bytes)
-        self._tracker = Tracker(self.root, self.internal / LOG, self.internal / JOURNAL,
-                                watch=watch)
+        self._folder = Folder(self.root, self.internal, self.config, self._history,
+                              read_only=self.read_only, watch=watch,
+                              try_locked=self._try_locked)
+        self._cache, self._catalog = self._folder.cache, self._folder.catalog
+        self._tracker = self._folder.tracker
         self._search: SearchIndex | None = None
-        self._index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version
-        self._index_record: Any = None  # what INDEX_STATE says, once read
         if os.path.lexists(self.internal / JOURNAL):
             try:
                 self._try_locked(self._recover)
             except (ConflictError, OSError):
                 pass  # left for 'memdir doctor' to report; reading still works
-        self._sweep(progress)
+        self._folder.sweep(progress)
 
     # -- locking ----------------------------------------------------------------------------
 
@@ -172,113 +169,9 @@ class MemoryStore:
 
     # -- keeping up with the folder ---------------------------------------------------------
 
-    def _sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
-        self._tracker.mark()
-        self._catalog.sweep(progress)
-        self._cache.save()
-        self._repair()
-
-    def _catch_up(self) -> None:
-        """Bring the catalogue up to date with what changed since this object last looked."""
-        changes = self._tracker.poll()
-        if changes.full:
-            self._sweep()
-            return
-        if changes.names:
-            self._catalog.names_changed()
-        if changes.files or changes.logged:
-            self._catalog.update(changes.files | changes.logged)
-        self._catalog.recheck_recent()
-        if changes:
-            self._cache.save()
-        if changes.names or changes.files:  # not only memdir's own writes: MEMORY.md may lag
-            self._repair()
-
-    def _index_current(self) -> bool:
-        """Whether MEMORY.md says what the catalogue says: one ``lstat`` when nothing moved,
-        and on opening, a comparison with the fingerprint of the files it was written from."""
-        try:
-            key = idx.stat_key(os.lstat(self.index_path))
-        except OSError:
-            return False
-        catalog = self._catalog
-        if self._index_seen == (key, catalog.version):
-            return True
-        record = [list(key), catalog.fingerprint, list(self.config.types)]
-        if self._index_record is None:
-            saved = self._saved_index_records()
-            self._index_record = record if record in saved else (saved[0] if saved else [])
-        if self._index_record != record and self._read_index() != catalog.render():
-            return False
-        self._note_index(key)
-        return True
-
-    def _saved_index_records(self) -> _list[Any]:
-        """What MEMORY.md was last rendered from, as the last logged operation and the last
-        repair recorded it."""
-        records = [op["index"] for op in self._history.records(limit=1) if op.get("index")]
-        try:
-            records.append(json.loads((self.internal / INDEX_STATE).read_bytes()))
-        except (OSError, ValueError):
-            pass
-        return records
-
-    def _note_index(self, key: tuple[int, ...], *, save: bool = True) -> None:
-        """Remember which files MEMORY.md (with identity ``key``) was rendered from."""
-        self._index_seen = (key, self._catalog.version)
-        record = [list(key), self._catalog.fingerprint, list(self.config.types)]
-        if record != self._index_record and not self.read_only:
-            self._index_record = record
-            if not save:
-                return
-            with contextlib.suppress(OSError):
-                write_atomic(self.internal / INDEX_STATE, json.dumps(record).encode(), sync=False)
-
-    def _repair(self) -> None:
-        """Rewrite MEMORY.md (and drop crashed writers' temp files) when the lock is free."""
-        if self.read_only:
-            return
-        try:
-            internal_temps = any(f.startswith(TEMP_PREFIX) for f in os.listdir(self.internal))
-        except OSError:
-            internal_temps = False
-        if self._index_current() and not self._catalog.temp_files and not internal_temps:
-            return
-
-        def fix() -> None:
-            self._catalog.update(self._tracker.poll().files)
-            self._remove_temp_files()
-            self._write_index()
-
-        self._try_locked(fix)
-
     def refresh(self) -> None:
         """Look at every file now (hand edits included) and repair MEMORY.md if needed."""
-        self._sweep()
-
-    def _remove_temp_files(self) -> None:
-        """Delete temporary files of crashed writers (only called holding the lock)."""
-        for folder in (self.root, self.internal):
-            for fname in os.listdir(folder):
-                if fname.startswith(TEMP_PREFIX):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(folder / fname)
-        self._catalog.temp_files.clear()
-
-    def _read_index(self) -> bytes | None:
-        try:
-            return self.index_path.read_bytes()
-        except OSError:
-            return None
-
-    def _write_index(self, *, stale: bool = False, log: bool = False) -> None:
-        """Write MEMORY.md from the catalogue (only called holding the lock); ``stale``: the
-        caller knows it changed; ``log``: the operation log will record what it was rendered
-        from (so no separate record is written)."""
-        if stale or not self._index_current():
-            # Derived data: no fsync; a torn or stale MEMORY.md is repaired on the next open.
-            write_atomic(self.index_path, self._catalog.render(), sync=False)
-            self._note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)
+        self._folder.sweep()
 
     def rebuild(self) -> dict[str, Entry]:
         """Forget the metadata cache, re-parse every file and rewrite MEMORY.md if needed."""
@@ -288,8 +181,8 @@ class MemoryStore:
             self._tracker.mark()
             self._catalog.sweep()
             self._cache.save(force=True)
-            self._remove_temp_files()
-            self._write_index()
+            self._folder.remove_temp_files()
+            self._folder.write_index()
         return dict(self._catalog.entries)
 
     def close(self) -> None:
@@ -319,7 +212,7 @@ class MemoryStore:
 
     def entries(self, type: str | None = None) -> _list[Entry]:
         """Metadata of every memory (no bodies), sorted by name."""
-        self._catch_up()
+        self._folder.catch_up()
         entries = self._catalog.entries
         if type is None:
             return [entries[n] for n in self._catalog.names]
@@ -327,13 +220,13 @@ class MemoryStore:
 
     def problems(self) -> _list[idx.Problem]:
         """Files that are not valid memories, and rules that listed memories bend."""
-        self._catch_up()
+        self._folder.catch_up()
         return self._catalog.problems()
 
     def get(self, name: str) -> Memory:
         """The memory called ``name``; raise MemoryNotFound."""
         norm = memfmt.validate_name(name)
-        self._catch_up()
+        self._folder.catch_up()
         for attempt in range(2):
             entry = self._catalog.entries.get(norm)
             if entry is None:
@@ -351,7 +244,7 @@ class MemoryStore:
         raise MemoryNotFound(f"no memory named {norm!r} — {hint}")
 
     def __contains__(self, name: object) -> bool:
-        self._catch_up()
+        self._folder.catch_up()
         return isinstance(name, str) and name in self._catalog.entries
 
     def list(self, type: str | None = None) -> _list[Memory]:
@@ -368,7 +261,7 @@ class MemoryStore:
         """The full-text index, brought up to date with the files (incrementally)."""
         from .search import Doc, SearchIndex
 
-        self._catch_up()
+        self._folder.catch_up()
         catalog = self._catalog
         if self._search is None:
             db = self.internal / SEARCH
@@ -423,7 +316,7 @@ class MemoryStore:
         return out
 
     def __len__(self) -> int:
-        self._catch_up()
+        self._folder.catch_up()
         return len(self._catalog.entries)
 
     # -- writing ----------------------------------------------------------------------------
@@ -461,7 +354,7 @@ class MemoryStore:
         """
         plan = screen(plan, secrets)
         with self.locked():
-            self._catch_up()
+            self._folder.catch_up()
             steps = self._prepare(plan)
             if not steps:
                 return None
@@ -474,7 +367,7 @@ class MemoryStore:
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
         """Log an operation that changed no file (so that undo can tell it was handled)."""
         with self.locked():
-            self._catch_up()
+            self._folder.catch_up()
             op = Operation(_new_op_id(), memfmt.now(), source, summary, (), undoes)
             self._log(op)
         return op
@@ -550,7 +443,7 @@ class MemoryStore:
     def twin_of(self, name: str) -> str | None:
         """The listed name that ``name`` looks like (same letters but for case or look-alike
         characters), if any."""
-        self._catch_up()
+        self._folder.catch_up()
         return self._catalog.skeletons.get(memfmt.skeleton(name))
 
     def _check_new_name(self, name: str, fname: str, planned: set[str]) -> None:
@@ -579,7 +472,7 @@ class MemoryStore:
         """Append ``op`` to the log with the folder's time, so other processes can tell
         memdir's own changes from hand edits."""
         root_mtime = os.lstat(self.root).st_mtime_ns
-        size = self._history.append_log(op, root_mtime=root_mtime, index=self._index_record)
+        size = self._history.append_log(op, root_mtime=root_mtime, index=self._folder.index_record)
         if size is not None:
             self._tracker.acknowledge(size, root_mtime)
 
@@ -615,7 +508,7 @@ class MemoryStore:
         else:  # a recovery knows nothing about the folder: look at all of it
             self._tracker.mark()
             self._catalog.sweep()
-        self._write_index(stale=incremental, log=True)
+        self._folder.write_index(stale=incremental, log=True)
         if any(step["content"] is None for step in op["steps"]):
             fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
         self._log(record)

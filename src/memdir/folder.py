@@ -1,0 +1,149 @@
+"""The live view of a store's folder: the catalogue of files kept current, and MEMORY.md.
+
+``Folder`` sweeps once, then asks the tracker (``watch``) what changed and looks at just that;
+it verifies MEMORY.md against the fingerprint of the files it was rendered from and rewrites
+it when the writers' lock is free (``try_locked`` never waits). It also removes temporary
+files crashed writers left behind.
+This module does NOT change memory files or take the lock itself: the store does both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import index as idx
+from .atomic import TEMP_PREFIX, write_atomic
+from .config import Config
+from .history import History
+from .layout import INDEX_STATE, JOURNAL, LOG, META
+from .metacache import MetaCache
+from .watch import Tracker
+
+
+class Folder:
+    """The catalogue, metadata cache and change tracker of one store folder."""
+
+    def __init__(self, root: Path, internal: Path, config: Config, history: History, *,
+                 read_only: bool, watch: bool | None,
+                 try_locked: Callable[[Callable[[], None]], bool]) -> None:
+        self.root, self.internal, self.config, self.history = root, internal, config, history
+        self.read_only = read_only
+        self.try_locked = try_locked
+        self.cache = MetaCache(internal / META)
+        self.catalog = idx.Catalog(root, self.cache, config.types, config.max_file_bytes)
+        self.tracker = Tracker(root, internal / LOG, internal / JOURNAL, watch=watch)
+        self.index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version
+        self.index_record: Any = None  # what INDEX_STATE says, once read
+
+    @property
+    def index_path(self) -> Path:
+        return self.root / idx.INDEX_FILE
+
+    def sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
+        self.tracker.mark()
+        self.catalog.sweep(progress)
+        self.cache.save()
+        self.repair()
+
+    def catch_up(self) -> None:
+        """Bring the catalogue up to date with what changed since this object last looked."""
+        changes = self.tracker.poll()
+        if changes.full:
+            self.sweep()
+            return
+        if changes.names:
+            self.catalog.names_changed()
+        if changes.files or changes.logged:
+            self.catalog.update(changes.files | changes.logged)
+        self.catalog.recheck_recent()
+        if changes:
+            self.cache.save()
+        if changes.names or changes.files:  # not only memdir's own writes: MEMORY.md may lag
+            self.repair()
+
+    def index_current(self) -> bool:
+        """Whether MEMORY.md says what the catalogue says: one ``lstat`` when nothing moved,
+        and on opening, a comparison with the fingerprint of the files it was written from."""
+        try:
+            key = idx.stat_key(os.lstat(self.index_path))
+        except OSError:
+            return False
+        catalog = self.catalog
+        if self.index_seen == (key, catalog.version):
+            return True
+        record = [list(key), catalog.fingerprint, list(self.config.types)]
+        if self.index_record is None:
+            saved = self._saved_index_records()
+            self.index_record = record if record in saved else (saved[0] if saved else [])
+        if self.index_record != record and self.read_index() != catalog.render():
+            return False
+        self.note_index(key)
+        return True
+
+    def _saved_index_records(self) -> list[Any]:
+        """What MEMORY.md was last rendered from, as the last logged operation and the last
+        repair recorded it."""
+        records = [op["index"] for op in self.history.records(limit=1) if op.get("index")]
+        try:
+            records.append(json.loads((self.internal / INDEX_STATE).read_bytes()))
+        except (OSError, ValueError):
+            pass
+        return records
+
+    def note_index(self, key: tuple[int, ...], *, save: bool = True) -> None:
+        """Remember which files MEMORY.md (with identity ``key``) was rendered from."""
+        self.index_seen = (key, self.catalog.version)
+        record = [list(key), self.catalog.fingerprint, list(self.config.types)]
+        if record != self.index_record and not self.read_only:
+            self.index_record = record
+            if not save:
+                return
+            with contextlib.suppress(OSError):
+                write_atomic(self.internal / INDEX_STATE, json.dumps(record).encode(), sync=False)
+
+    def repair(self) -> None:
+        """Rewrite MEMORY.md (and drop crashed writers' temp files) when the lock is free."""
+        if self.read_only:
+            return
+        try:
+            internal_temps = any(f.startswith(TEMP_PREFIX) for f in os.listdir(self.internal))
+        except OSError:
+            internal_temps = False
+        if self.index_current() and not self.catalog.temp_files and not internal_temps:
+            return
+
+        def fix() -> None:
+            self.catalog.update(self.tracker.poll().files)
+            self.remove_temp_files()
+            self.write_index()
+
+        self.try_locked(fix)
+
+    def remove_temp_files(self) -> None:
+        """Delete temporary files of crashed writers (only called holding the lock)."""
+        for folder in (self.root, self.internal):
+            for fname in os.listdir(folder):
+                if fname.startswith(TEMP_PREFIX):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(folder / fname)
+        self.catalog.temp_files.clear()
+
+    def read_index(self) -> bytes | None:
+        try:
+            return self.index_path.read_bytes()
+        except OSError:
+            return None
+
+    def write_index(self, *, stale: bool = False, log: bool = False) -> None:
+        """Write MEMORY.md from the catalogue (only called holding the lock); ``stale``: the
+        caller knows it changed; ``log``: the operation log will record what it was rendered
+        from (so no separate record is written)."""
+        if stale or not self.index_current():
+            # Derived data: no fsync; a torn or stale MEMORY.md is repaired on the next open.
+            write_atomic(self.index_path, self.catalog.render(), sync=False)
+            self.note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)
