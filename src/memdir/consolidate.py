@@ -261,7 +261,7 @@ def _memory_from(raw: Any, store: MemoryStore) -> Memory:
     type_ = str(raw.get("type", "")).strip()
     if type_ not in store.config.types:
         raise ValueError(f"unknown type {type_!r:.40}")
-    desc = " ".join(redact(str(raw.get("description", "")))[0].split())[:MAX_DESCRIPTION_CHARS]
+    desc = one_line(redact(str(raw.get("description", "")))[0])[:MAX_DESCRIPTION_CHARS]
     body = redact(str(raw.get("body", "")).strip())[0]  # the plan shown never holds one
     if not desc or not body:
         raise ValueError("a merged memory needs a description and a body")

@@ -27,7 +27,7 @@ from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
 from .plan import Put
 from .providers import ChatModel, Message, complete_json
 from .recall import catalogue_for, message_text
-from .safetext import CJK_CHAR, for_body, for_prompt
+from .safetext import CJK_CHAR, for_body, for_prompt, one_line
 from .search import STOP_WORDS, tokenize
 from .secrets import redact
 from .store import MemoryStore
@@ -182,7 +182,7 @@ def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory]
     type_ = TYPE_ALIASES.get(type_, type_)
     if type_ not in store.config.types:
         type_ = "project_fact" if "project_fact" in store.config.types else store.config.types[0]
-    description = " ".join((text["description"] or text["body"]).split())
+    description = one_line(text["description"] or text["body"])
     if len(description) > MAX_DESCRIPTION_CHARS:
         description = description[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
     name = _name_for(text["name"], description, store.config.types, taken)
@@ -197,7 +197,7 @@ def _in_users_language(mem: Memory, said: str) -> Memory:
         return mem
     if CJK_CHAR.search(mem.description + mem.body):
         return mem
-    words = redact(" ".join(said.split()))[0][:500]
+    words = redact(one_line(said))[0][:500]
     return mem.replace(body=f"{mem.body}\n\n> {words}")
 
 
@@ -237,7 +237,7 @@ def _validate_facts(value: Any) -> list[str]:
     for f in value:
         text = str(f.get("body") or f.get("description") or "") if isinstance(f, dict) else str(f)
         if text.strip():
-            out.append(" ".join(text.split()))
+            out.append(one_line(text))
     return out
 
 

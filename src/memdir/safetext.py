@@ -36,7 +36,7 @@ def _clean_char(ch: str) -> str:
 def one_line(text: str) -> str:
     """``text`` as one printable line: controls and separators become spaces, invisible format
     characters are dropped, runs of white space collapse."""
-    if text.isprintable() and "  " not in text:
+    if text.isprintable() and "  " not in text and text == text.strip():
         return text  # the common case, cheaply
     return " ".join("".join(_clean_char(ch) for ch in text).split())
 

@@ -29,6 +29,7 @@ from ..extract import extract_memories
 from ..layout import PENDING
 from ..providers import ChatModel, Message, Reply, TextCallback
 from ..recall import build_system, render_block, select, weave
+from ..safetext import one_line
 from ..store import MemoryStore
 from .tools import Tools
 
@@ -262,5 +263,5 @@ def agent_loop(
 
 def _short(args: Any) -> str:
     text = " ".join(str(v) for v in args.values()) if isinstance(args, dict) else str(args)
-    text = " ".join(text.split())
+    text = one_line(text)
     return text if len(text) <= 60 else text[:57] + "…"

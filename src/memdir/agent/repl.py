@@ -20,6 +20,7 @@ from ..errors import MemdirError
 from ..layout import CHAT_HISTORY, PENDING, USAGE
 from ..memory import slugify
 from ..providers import ChatModel, Message
+from ..safetext import one_line
 from ..store import MemoryStore
 from .loop import EXIT_WAIT, MemoryWorker, Turn, agent_loop, resume_handed_over
 from .permissions import Gate
@@ -268,7 +269,7 @@ class Spinner:
 
 def ask_on_terminal(kind: str, what: str) -> str:
     """Ask the person at the terminal whether the agent may go ahead."""
-    shown = " ".join(what.split())
+    shown = one_line(what)
     shown = shown if len(shown) <= 200 else shown[:197] + "…"
     label = "run" if kind == "bash" else "write"
     while True:
