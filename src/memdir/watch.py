@@ -84,7 +84,8 @@ class Tracker:
         self._read_log(out)
         if self._watcher is None and not self._watch_failed and self.watch is not False and (
                 self.watch or time.monotonic() - self.opened >= WATCH_AFTER):
-            out.full = self._start_watcher() or out.full  # covers the time before it ran
+            self._start_watcher()
+            out.full = True  # one sweep covers the time before the watcher ran
         if self._watcher is not None:
             files, overflow = self._watcher.drain()
             out.files |= files
@@ -130,15 +131,13 @@ class Tracker:
             except (ValueError, TypeError, KeyError, AttributeError):
                 out.full = True
 
-    def _start_watcher(self) -> bool:
+    def _start_watcher(self) -> None:
         try:
             self._watcher = _Watcher(self.root)
         except Exception as exc:  # any failure means: no watcher, sweep instead
             self._watch_failed = True
             log.info("no file-system watcher for %s (%s); sweeping at most every %ss",
                      self.root, exc, SWEEP_EVERY)
-            return True
-        return True
 
     @property
     def watching(self) -> bool:
