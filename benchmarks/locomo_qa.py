@@ -98,7 +98,7 @@ def transcript(turns: list[dict[str, Any]], budget_tokens: int) -> str:
 
 
 def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int,
-                     context_tokens: int) -> dict[str, Any]:
+                     context_tokens: int, keep: Path | None = None) -> dict[str, Any]:
     turns = [m for m in data["memories"] if m["conv"] == conv]
     questions = [q for q in data["queries"] if q["conv"] == conv][:limit]
     tmp = Path(tempfile.mkdtemp(prefix="memdir-locomo-"))
@@ -124,7 +124,11 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
         whole = transcript(turns, context_tokens)
         rows: dict[str, list[tuple[float, int]]] = defaultdict(list)
         seconds: dict[str, float] = defaultdict(float)
+        details: list[dict[str, Any]] = []
         for q in questions:
+            detail: dict[str, Any] = {"question": q["question"], "gold": q["answer"],
+                                      "category": q["category"]}
+            details.append(detail)
             asked = [{"role": "user", "content": q["question"]}]
             for method in ("none", "search", "model", "full"):
                 before = memory_model.seconds
@@ -136,6 +140,7 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
                     sel = select(store, asked, memory_model if method == "model" else None,
                                  max_items=cfg.recall_max_items)
                     context = render_block(store, sel.names, cfg.recall_token_budget)
+                    detail[f"{method} recalled"] = sel.names
                 try:
                     reply = answer(memory_model, context, q["question"])
                 except LLMError as exc:
@@ -143,6 +148,11 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
                     failures.append(f"{q['id']} {method}: {exc}")
                 seconds[method] += memory_model.seconds - before
                 rows[method].append((f1(reply, q["answer"]), estimate_tokens(context)))
+                detail[method] = reply
+        if keep is not None:
+            shutil.copytree(tmp / ".memory", keep / f"conv{conv}", dirs_exist_ok=True)
+            (keep / f"conv{conv}-answers.json").write_text(
+                json.dumps(details, ensure_ascii=False, indent=1), encoding="utf-8")
         return {"conv": conv, "memories": len(store.entries()), "questions": len(questions),
                 "learn_seconds": learn_seconds, "learn_calls": learn_calls, "rows": rows,
                 "seconds": seconds, "failures": failures}
@@ -158,10 +168,11 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=40, help="Questions per conversation.")
     ap.add_argument("--context-tokens", type=int, default=12000,
                     help="Budget of method (d), the whole conversation.")
+    ap.add_argument("--keep", type=Path, help="Keep the learned store and every answer here.")
     args = ap.parse_args()
     data = json.loads((args.bench_dir / "locomo" / "turns_dev.json").read_text())
     config = load_config()
-    results = [run_conversation(c, data, config, args.limit, args.context_tokens)
+    results = [run_conversation(c, data, config, args.limit, args.context_tokens, args.keep)
                for c in args.conversations]
     names = {"none": "(a) no memory", "search": "(b) memdir recall, search",
              "model": "(c) memdir recall, model selection",
