@@ -217,7 +217,8 @@ class SearchIndex:
         that tiny stores rank sensibly too). Candidates are the documents matching the most
         informative terms, ranked by the IDF they match; the best of them are then scored with
         every term. Terms found in most documents add little to any score and are left out of
-        candidate gathering only, which keeps natural queries fast on large stores.
+        candidate gathering only, which keeps natural queries fast on large stores; when the
+        informative terms find fewer than ``k`` documents, the next rarest terms are added.
         """
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms or k <= 0:
@@ -233,13 +234,19 @@ class SearchIndex:
         cap = max(self.min_postings, self.candidate_share * n_docs)
         gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
         matched: dict[int, float] = {}
+        rest = sorted((t for t in terms if t not in gather), key=lambda t: df[t])
         for t in gather:
-            weight = idf[t]
-            for (rowid,) in self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?",
-                                            (_phrase(t),)):
-                matched[rowid] = matched.get(rowid, 0.0) + weight
+            self._gather(t, idf[t], matched)
+        while len(matched) < k and rest:  # too few: widen with the next rarest terms
+            t = rest.pop(0)
+            self._gather(t, idf[t], matched)
         best = heapq.nlargest(max(self.candidates, k), matched, key=matched.__getitem__)
         return self._rescore(best, idf, n_tokens / max(1, n_docs), k)
+
+    def _gather(self, term: str, weight: float, matched: dict[int, float]) -> None:
+        for (rowid,) in self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?",
+                                        (_phrase(term),)):
+            matched[rowid] = matched.get(rowid, 0.0) + weight
 
     def _rescore(self, rowids: list[int], idf: dict[str, float], avgdl: float, k: int
                  ) -> list[tuple[str, float]]:
