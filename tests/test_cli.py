@@ -153,10 +153,11 @@ def test_memdir_dir_env_and_python_m(tmp_path: Path) -> None:
 
 
 def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:
-    """`memdir list` does not pay for anthropic or openai imports."""
+    """`memdir list` does not pay for the SDKs, the watcher or the chat's terminal library."""
     code = ("import sys; from memdir.cli import main\n"
             "try:\n    main(['--dir', sys.argv[1], 'list'])\nexcept SystemExit:\n    pass\n"
-            "bad = [m for m in ('anthropic', 'openai', 'httpx', 'httpx2') if m in sys.modules]\n"
+            "bad = [m for m in ('anthropic', 'openai', 'httpx', 'httpx2', 'mcp', 'watchdog',"
+            " 'prompt_toolkit') if m in sys.modules]\n"
             "print('IMPORTED', bad)")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True,
                        text=True, check=True)
@@ -164,7 +165,7 @@ def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:
 
 
 def test_store_path_that_is_a_file_is_one_line(tmp_path: Path) -> None:
-    """A --dir that is a file, or an editor that cannot start, is a one-line error."""
+    """A --dir (or MEMDIR_DIR) that is a file is a one-line error, never a traceback."""
     (tmp_path / "notadir").write_text("x")
     r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(tmp_path / "notadir"),
                         "list"], capture_output=True, text=True, check=False)
@@ -179,8 +180,10 @@ def test_store_path_that_is_a_file_is_one_line(tmp_path: Path) -> None:
 def test_missing_editor_is_one_line(cli: CliFn) -> None:
     """An $EDITOR that does not exist gives one line and leaves the memory as it was."""
     cli(*ADD)
+    before = cli("show", "user-language-preference").out
     r = cli("edit", "user-language-preference", env={"EDITOR": "/nonexistent/editor"})
     assert r.code == 1 and r.err.startswith("memdir: error: ") and r.err.count("\n") == 1
+    assert cli("show", "user-language-preference").out == before
 
 
 def test_versions_diff_rename_and_pin(cli: CliFn) -> None:
