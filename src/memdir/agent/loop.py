@@ -208,42 +208,10 @@ def agent_loop(
     emit = on_event or (lambda kind, text: None)
     turn = Turn()
     start = len(messages)
-    try:
-        sel = select(store, messages, memory_model, max_items=store.config.recall_max_items)
-        turn.recalled = sel.names
-        turn.block = render_block(store, sel.names, store.config.recall_token_budget)
-        if sel.path == "search-fallback":
-            emit("memory_error", f"memory selection fell back to search ({sel.note})")
-    except (MemdirError, OSError) as exc:
-        emit("memory_error", f"recall failed: {exc}")
-    if turn.recalled and turn.block:
-        emit("recalled", "recalled " + ", ".join(turn.recalled))
+    _recall(turn, store, messages, memory_model, emit)
     system = build_system((base_system or BASE_SYSTEM).format(root=tools.root), store)
-
     try:
-        for _ in range(MAX_STEPS):
-            reply = model.complete(system=system, messages=weave(messages, turn.block),
-                                   tools=tools.schemas, purpose="agent", on_text=on_text,
-                                   max_tokens=4096)
-            turn.replies.append(reply)
-            messages.append({"role": "assistant", "content": reply.content or
-                             [{"type": "text", "text": "(no reply)"}]})
-            uses = reply.tool_uses
-            if not uses:
-                turn.text = reply.text
-                break
-            results: list[dict[str, Any]] = []
-            for use in uses:
-                turn.tool_calls += 1
-                emit("tool", f"{use['name']} {_short(use.get('input', {}))}")
-                result = tools.run(use["name"], use.get("input", {}))
-                if result.saved:
-                    emit("memory", f"memory {result.saved}")
-                results.append({"type": "tool_result", "tool_use_id": use["id"],
-                                "content": result.text, "is_error": result.is_error})
-            messages.append({"role": "user", "content": results})
-        else:
-            turn.text = f"(stopped after {MAX_STEPS} tool steps)"
+        _converse(turn, messages, system, model, tools, on_text, emit)
     except KeyboardInterrupt:
         # Keep the history valid for the next turn: no dangling tool call.
         del messages[start:]
@@ -259,6 +227,49 @@ def agent_loop(
         worker.submit("memory extraction", _extract_job(store, snapshot, memory_model),
                       {"messages": snapshot})
     return turn
+
+
+def _recall(turn: Turn, store: MemoryStore, messages: list[Message],
+            memory_model: ChatModel | None, emit: EventFn) -> None:
+    """Choose the turn's memories once; a failure is one notice, never the end of the turn."""
+    try:
+        sel = select(store, messages, memory_model, max_items=store.config.recall_max_items)
+        turn.recalled = sel.names
+        turn.block = render_block(store, sel.names, store.config.recall_token_budget)
+        if sel.path == "search-fallback":
+            emit("memory_error", f"memory selection fell back to search ({sel.note})")
+    except (MemdirError, OSError) as exc:
+        emit("memory_error", f"recall failed: {exc}")
+    if turn.recalled and turn.block:
+        emit("recalled", "recalled " + ", ".join(turn.recalled))
+
+
+def _converse(turn: Turn, messages: list[Message], system: str, model: ChatModel,
+              tools: Tools, on_text: TextCallback | None, emit: EventFn) -> None:
+    """Model and tools until the model stops calling tools (at most MAX_STEPS calls); every
+    call carries the recalled memories, the stored history does not."""
+    for _ in range(MAX_STEPS):
+        reply = model.complete(system=system, messages=weave(messages, turn.block),
+                               tools=tools.schemas, purpose="agent", on_text=on_text,
+                               max_tokens=4096)
+        turn.replies.append(reply)
+        messages.append({"role": "assistant", "content": reply.content or
+                         [{"type": "text", "text": "(no reply)"}]})
+        uses = reply.tool_uses
+        if not uses:
+            turn.text = reply.text
+            return
+        results: list[dict[str, Any]] = []
+        for use in uses:
+            turn.tool_calls += 1
+            emit("tool", f"{use['name']} {_short(use.get('input', {}))}")
+            result = tools.run(use["name"], use.get("input", {}))
+            if result.saved:
+                emit("memory", f"memory {result.saved}")
+            results.append({"type": "tool_result", "tool_use_id": use["id"],
+                            "content": result.text, "is_error": result.is_error})
+        messages.append({"role": "user", "content": results})
+    turn.text = f"(stopped after {MAX_STEPS} tool steps)"
 
 
 def _short(args: Any) -> str:
