@@ -42,7 +42,7 @@ class Ctx:
             progress = _Progress() if sys.stderr.isatty() else None
             try:
                 self._store = MemoryStore(self.config.dir, self.config, create=self.create_store,
-                                          watch=False, progress=progress)
+                                          watch=None, progress=progress)
             finally:
                 if progress is not None:
                     progress.close()

@@ -47,6 +47,7 @@ class Folder:
     def sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
         self.tracker.mark()
         self.catalog.sweep(progress)
+        self.tracker.swept()
         self.cache.save()
         self.repair()
 

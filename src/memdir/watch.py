@@ -72,6 +72,11 @@ class Tracker:
         if self.watch and self._watcher is None:
             self._start_watcher()
 
+    def swept(self) -> None:
+        """A sweep just ended: a long first sweep does not make the process long-running."""
+        if self._watcher is None:
+            self.opened = time.monotonic()
+
     def acknowledge(self, log_size: int, root_mtime: int) -> None:
         """This process appended to the log itself and knows what it wrote."""
         self._log_id = (self._log_id[0] or _log_identity(self.log_path)[0], log_size)
