@@ -98,7 +98,10 @@ def transcript(turns: list[dict[str, Any]], budget_tokens: int) -> str:
 
 
 def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int,
-                     context_tokens: int, keep: Path | None = None) -> dict[str, Any]:
+                     context_tokens: int, keep: Path | None = None,
+                     learned: Path | None = None,
+                     methods: tuple[str, ...] = ("none", "search", "model", "full")
+                     ) -> dict[str, Any]:
     turns = [m for m in data["memories"] if m["conv"] == conv]
     questions = [q for q in data["queries"] if q["conv"] == conv][:limit]
     tmp = Path(tempfile.mkdtemp(prefix="memdir-locomo-"))
@@ -109,7 +112,10 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
         t0 = time.perf_counter()
         messages: list[Any] = []
         failures: list[str] = []
-        for date, session in sessions_of(turns):
+        if learned is not None:  # answer from a store an earlier run learned (--keep)
+            shutil.copytree(learned / f"conv{conv}", tmp / ".memory", dirs_exist_ok=True)
+            store = MemoryStore(tmp / ".memory", cfg, watch=False)
+        for date, session in ([] if learned is not None else sessions_of(turns)):
             messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
             messages += [{"role": "user", "content": t["text"]} for t in session]
             try:
@@ -130,7 +136,7 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
                                       "category": q["category"]}
             details.append(detail)
             asked = [{"role": "user", "content": q["question"]}]
-            for method in ("none", "search", "model", "full"):
+            for method in methods:
                 before = memory_model.seconds
                 if method == "none":
                     context = ""
@@ -169,10 +175,15 @@ def main() -> None:
     ap.add_argument("--context-tokens", type=int, default=12000,
                     help="Budget of method (d), the whole conversation.")
     ap.add_argument("--keep", type=Path, help="Keep the learned store and every answer here.")
+    ap.add_argument("--learned", type=Path,
+                    help="Answer from the stores an earlier run kept there (no learning).")
+    ap.add_argument("--methods", nargs="+", default=["none", "search", "model", "full"],
+                    choices=["none", "search", "model", "full"])
     args = ap.parse_args()
     data = json.loads((args.bench_dir / "locomo" / "turns_dev.json").read_text())
     config = load_config()
-    results = [run_conversation(c, data, config, args.limit, args.context_tokens, args.keep)
+    results = [run_conversation(c, data, config, args.limit, args.context_tokens, args.keep,
+                                args.learned, tuple(args.methods))
                for c in args.conversations]
     names = {"none": "(a) no memory", "search": "(b) memdir recall, search",
              "model": "(c) memdir recall, model selection",
@@ -186,6 +197,8 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     n = sum(r["questions"] for r in results)
     for key, label in names.items():
+        if key not in args.methods:
+            continue
         scores = [s for r in results for s, _ in r["rows"][key]]
         tokens = [t for r in results for _, t in r["rows"][key]]
         secs = sum(r["seconds"][key] for r in results) / max(1, n)
