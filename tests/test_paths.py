@@ -115,12 +115,8 @@ def test_metadata_cache_log_is_folded_into_its_snapshot(tmp_path: Path) -> None:
     assert fresh._catalog.recheck == set()
 
 
-def test_chat_consolidate_command(tmp_path: Path) -> None:
-    """/consolidate in chat runs consolidation with the memory model and reports the result."""
-    store = MemoryStore(tmp_path / ".memory")
-    store.write("a", type="project_fact", description="A fact", body="a")
-    store.write("b", type="project_fact", description="Same fact", body="b")
-    out: list[str] = []
+def _collector(out: list[str]) -> Any:
+    """A writable stream class whose writes land in ``out``."""
 
     class Out:
         def write(self, s: str) -> None:
@@ -128,6 +124,17 @@ def test_chat_consolidate_command(tmp_path: Path) -> None:
 
         def flush(self) -> None:
             pass
+
+    return Out
+
+
+def test_chat_consolidate_command(tmp_path: Path) -> None:
+    """/consolidate in chat runs consolidation with the memory model and reports the result."""
+    store = MemoryStore(tmp_path / ".memory")
+    store.write("a", type="project_fact", description="A fact", body="a")
+    store.write("b", type="project_fact", description="Same fact", body="b")
+    out: list[str] = []
+    Out = _collector(out)
 
     merge = {"merge": [{"from": ["a", "b"], "into": {
         "name": "ab", "type": "project_fact", "description": "A fact", "body": "a and b"}}],
@@ -160,13 +167,7 @@ def test_chat_clear_model_and_cost(tmp_path: Path) -> None:
     """/clear empties the conversation, /model names the models, /cost sums this session."""
     store = MemoryStore(tmp_path / ".memory")
     out: list[str] = []
-
-    class Out:
-        def write(self, s: str) -> None:
-            out.append(s)
-
-        def flush(self) -> None:
-            pass
+    Out = _collector(out)
 
     session = Session(store, FakeModel(), None, tmp_path, out=Out(), err=Out())
     session.messages.append({"role": "user", "content": "hi"})
