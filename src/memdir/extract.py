@@ -25,7 +25,7 @@ from .history import Operation
 from .layout import CURSORS
 from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
 from .plan import Put
-from .providers import ChatModel, Message, complete_json
+from .providers import ChatModel, Message, complete_json, runs_locally
 from .recall import catalogue_for, message_text
 from .safetext import CJK_CHAR, for_body, for_prompt, one_line
 from .search import STOP_WORDS, tokenize
@@ -223,8 +223,7 @@ def _fact_style(config: Any, model: ChatModel) -> bool:
     """Whether to ask for plain facts (``extract_style``): small models list facts well but
     fill the five-field memory shape with invented text. "auto" asks models on this machine."""
     if config.extract_style == "auto":
-        host = (config.base_url or "").split("//")[-1].split("/")[0].split(":")[0]
-        return model.provider == "openai" and host in ("localhost", "127.0.0.1", "::1", "[::1]")
+        return runs_locally(model, config)
     return bool(config.extract_style == "facts")
 
 

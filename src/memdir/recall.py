@@ -19,7 +19,7 @@ from typing import Any
 from . import prompts
 from .entry import Entry
 from .errors import InvalidMemory, LLMError
-from .providers import ChatModel, Message, complete_json
+from .providers import ChatModel, Message, complete_json, runs_locally
 from .safetext import for_body, for_prompt, one_line
 from .store import MemoryStore
 
@@ -177,8 +177,7 @@ def _guarded(cfg: Any, model: ChatModel) -> bool:
     unrelated memories; large hosted ones find paraphrases a guard would drop)."""
     mode = cfg.select_guard
     if mode == "auto":
-        host = (cfg.base_url or "").split("//")[-1].split("/")[0].split(":")[0]
-        return model.provider == "openai" and host in ("localhost", "127.0.0.1", "::1", "[::1]")
+        return runs_locally(model, cfg)
     return bool(mode == "lexical")
 
 

@@ -165,6 +165,16 @@ def make_model(config: Config, *, memory: bool = False, usage_log: Path | None =
     return OpenAIModel(name, config, log)
 
 
+def runs_locally(model: ChatModel, config: Config) -> bool:
+    """Whether ``model`` is an OpenAI-compatible server on this machine (Ollama, llama.cpp,
+    LM Studio): usually a small model, which memdir helps with ``extract_style`` and
+    ``select_guard`` set to "auto"."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(config.base_url or "").hostname or ""
+    return model.provider == "openai" and host in ("localhost", "127.0.0.1", "::1")
+
+
 def complete_text(model: ChatModel, *, system: str, messages: list[Message],
                   purpose: str, max_tokens: int = 1024) -> str:
     """One call, plain text out."""
