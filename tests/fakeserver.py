@@ -1,5 +1,6 @@
 """A fake LLM server on 127.0.0.1 speaking the Anthropic Messages and OpenAI Chat Completions
-wire protocols (plain and streaming), serving scripted replies and recording requests.
+wire protocols (plain and streaming), serving scripted replies and recording requests. It also
+answers OpenAI ``/embeddings`` requests with the vectors of ``embed_text`` (set by a test).
 
 The real SDKs talk to it over HTTP, so provider code runs exactly as it would in production.
 """
@@ -51,6 +52,7 @@ class FakeLLMServer:
     def __init__(self) -> None:
         self.script: list[Scripted] = []
         self.handler: Handler | None = None
+        self.embed_text: Callable[[str], list[float]] | None = None
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         server = self
@@ -99,6 +101,8 @@ class FakeLLMServer:
             self.script.extend(items)
 
     def _next(self, req: dict[str, Any]) -> Scripted:
+        if req["path"].endswith("/embeddings") and self.embed_text is not None:
+            return Scripted()
         if self.script:
             return self.script.pop(0)
         if self.handler is not None:
@@ -113,6 +117,15 @@ class FakeLLMServer:
         try:
             if item.body is not None or item.status != 200:
                 self._send(h, item.status, item.body or b"{}", "application/json", item.headers)
+                return
+            if req["path"].endswith("/embeddings") and self.embed_text is not None:
+                texts = req["body"]["input"]
+                data = [{"object": "embedding", "index": i, "embedding": self.embed_text(t)}
+                        for i, t in enumerate([texts] if isinstance(texts, str) else texts)]
+                self._send(h, 200, json.dumps({"object": "list", "data": data,
+                                               "model": req["body"].get("model"),
+                                               "usage": {"prompt_tokens": 1,
+                                                         "total_tokens": 1}}).encode())
                 return
             openai = req["path"].endswith("/chat/completions")
             stream = bool(req["body"].get("stream"))

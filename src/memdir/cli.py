@@ -331,23 +331,44 @@ def _hook_report(store: MemoryStore, report: Any) -> None:
                                     "reason": f"the last learn hook failed: {last.get('error')}"})
 
 
-@cli.command()
+@cli.command(short_help="Search memories (BM25, with meaning when memdir[embed] is in).")
 @click.argument("query", nargs=-1, required=True)
 @click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 1000),
               help="How many results.")
+@click.option("--explain", is_flag=True,
+              help="Show each method's rank and score: BM25, and embedding similarity.")
 @json_option
 @pass_ctx
-def search(c: Ctx, query: tuple[str, ...], k: int, as_json: bool) -> None:
-    """Full-text search over names, descriptions and bodies (BM25)."""
-    hits = c.store.search_entries(" ".join(query), k)
+def search(c: Ctx, query: tuple[str, ...], k: int, explain: bool, as_json: bool) -> None:
+    """Search names, descriptions and bodies: BM25, fused with embedding similarity when
+    memdir[embed] is installed (see 'embedder' in config.toml)."""
+    ranked = c.store.ranked(" ".join(query), k, explain=explain)
+    hits = []
+    for r in ranked:
+        entry = c.store.entry_of(r.key)
+        if entry is not None:
+            hits.append((entry, r))
     if as_json:
-        emit_json([{**e.to_dict(), "score": round(score, 4)} for e, score in hits])
+        emit_json([{**e.to_dict(), "score": round(r.score, 4),
+                    **({"bm25_rank": r.bm25_rank, "bm25": _round(r.bm25),
+                        "dense_rank": r.dense_rank, "cosine": _round(r.cosine)}
+                       if explain else {})} for e, r in hits])
         return
+    if explain:
+        click.echo(c.store.ranking_note())
     if not hits:
         click.echo("No matching memories.")
-    for e, score in hits:
-        click.echo(f"{score:6.2f}  {e.name}  ({for_terminal(e.type)}) —"
+    for e, r in hits:
+        click.echo(f"{r.score:6.2f}  {e.name}  ({for_terminal(e.type)}) —"
                    f" {for_terminal(e.description)}")
+        if explain:
+            bm25 = "—" if r.bm25_rank is None else f"#{r.bm25_rank} ({r.bm25:.2f})"
+            dense = "—" if r.dense_rank is None else f"#{r.dense_rank} ({r.cosine:.3f})"
+            click.echo(f"        BM25 {bm25}   dense {dense}")
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
 
 
 @cli.command(short_help="Revert the last change.")

@@ -46,6 +46,8 @@ class Ctx:
             finally:
                 if progress is not None:
                     progress.close()
+            if sys.stderr.isatty():
+                self._store.pace_embedding(_Progress("Embedding memories for search"))
         return self._store
 
     def store_or_none(self) -> MemoryStore | None:
@@ -59,9 +61,10 @@ class Ctx:
 class _Progress:
     """A progress bar on the terminal for a first open that takes over a second."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "Reading memory files") -> None:
         import time
 
+        self.label = label
         self.start = time.monotonic()
         self.bar: Any = None
         self.done = 0
@@ -72,15 +75,18 @@ class _Progress:
         if self.bar is None:
             if time.monotonic() - self.start < 1.0 or total - done < 100:
                 return
-            self.bar = click.progressbar(length=total, label="Reading memory files",
+            self.bar = click.progressbar(length=total, label=self.label,
                                          file=sys.stderr, show_eta=True)
             self.bar.__enter__()
         self.bar.update(done - self.done)
         self.done = done
+        if done >= total:
+            self.close()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
+            self.bar, self.done = None, 0
 
 
 pass_ctx = click.make_pass_decorator(Ctx)

@@ -55,6 +55,12 @@ class Config:
     extract_style: str = "auto"  # "memories", "facts", or "auto" (facts for local endpoints)
     select_guard: str = "auto"  # "lexical", "none", or "auto" (lexical for local endpoints)
     hook_budget: float = 2.0  # seconds the prompt hook gives the memory model before search
+    embedder: str = "auto"  # "auto" (MiniLM if memdir[embed] is installed), minilm, http, none
+    embed_model: str | None = None  # the endpoint's model ("http"), or an ONNX file ("minilm")
+    embed_url: str | None = None  # an OpenAI-compatible base URL for "http" (default: base_url)
+    embed_api_key: str | None = field(default=None, repr=False)
+    user_dir: Path | None = None  # the user's own store ("none": no user scope); see scopes.py
+    read_only: tuple[str, ...] = ()  # shared stores recalled from, never written
 
     @property
     def chat_model(self) -> str:
@@ -81,7 +87,14 @@ _ENV = {
     "MEMDIR_BASE_URL": "base_url",
     "MEMDIR_CONSOLIDATE_THRESHOLD": "consolidate_threshold",
     "MEMDIR_RECALL_TOKEN_BUDGET": "recall_token_budget",
+    "MEMDIR_EMBEDDER": "embedder",
+    "MEMDIR_USER_DIR": "user_dir",
+    "MEMDIR_EMBED_MODEL": "embed_model",
+    "MEMDIR_EMBED_URL": "embed_url",
+    "MEMDIR_EMBED_API_KEY": "embed_api_key",
 }
+_SECRET = {"dir", "dir_source", "api_key", "embed_api_key"}  # never from config.toml
+EMBEDDERS = ("auto", "none", "minilm", "http")
 PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
 
 
@@ -91,7 +104,9 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     try:
         if name == "dir":
             return Path(value)
-        if name in ("types", "allow"):
+        if name == "user_dir":
+            return None if value in (None, "") else Path(os.path.expanduser(str(value)))
+        if name in ("types", "allow", "read_only"):
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(str(t).strip() for t in items if str(t).strip())
         if isinstance(default, bool):
@@ -143,11 +158,11 @@ def load_config(
         flat = dict(data.get("memdir", {}), **{k: v for k, v in data.items() if k != "memdir"})
         for key, value in flat.items():
             key = key.replace("-", "_")
-            if key not in _FIELDS or key in {"dir", "dir_source", "api_key"}:
+            if key not in _FIELDS or key in _SECRET:
                 import difflib
 
-                close = difflib.get_close_matches(key, [f for f in _FIELDS if f not in {
-                    "dir", "dir_source", "api_key"}], n=1)
+                names = [f for f in _FIELDS if f not in _SECRET]
+                close = difflib.get_close_matches(key, names, n=1)
                 fix = f"did you mean {close[0]!r}?" if close else "remove it"
                 raise ConfigError(f"{toml_path}: unknown setting {key!r} — {fix}")
             values[key] = _coerce(key, value, str(toml_path))
@@ -157,6 +172,9 @@ def load_config(
     for key, value in overrides.items():
         if key != "dir":
             values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
+    if values.get("embedder", "auto") not in EMBEDDERS:
+        raise ConfigError(f"embedder = {values['embedder']!r} is not valid — use one of"
+                          f" {', '.join(EMBEDDERS)}")
     provider = values.get("provider")
     if provider is not None and provider not in PROVIDERS:
         raise ConfigError(
@@ -172,4 +190,5 @@ def load_config(
     prefix = "ANTHROPIC" if chosen in ("anthropic", "claude-code") else "OPENAI"
     values.setdefault("api_key", env.get(f"{prefix}_API_KEY") or None)
     values.setdefault("base_url", env.get(f"{prefix}_BASE_URL") or None)
+    values.setdefault("embed_api_key", env.get("OPENAI_API_KEY") or None)
     return Config(**values)

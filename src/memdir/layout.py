@@ -14,6 +14,7 @@ HISTORY = "history"  # history/<name>/NNNN.md and NNNN.json
 META = "meta.json"  # the metadata cache snapshot (meta.log beside it)
 INDEX_STATE = "index.json"  # what MEMORY.md was last rendered from, after a repair
 SEARCH = "search.sqlite"  # the full-text index
+VECTORS = "vectors.sqlite"  # embedding vectors, by content hash (memdir[embed])
 USAGE = "usage.jsonl"  # model calls
 ENDPOINTS = "endpoints.json"  # what an endpoint was found not to support
 CURSORS = "cursors.json"  # how far each conversation was extracted

@@ -210,7 +210,20 @@ class SearchIndex:
             self.update(load(stale), removed)
         return len(stale)
 
-    def search(self, query: str, k: int = 5) -> list[tuple[str, float]]:
+    def stats(self, terms: list[str]) -> tuple[dict[str, int], int, int]:
+        """Document frequencies of ``terms`` (those present), documents, tokens: what BM25
+        scores need; added up over several indexes, they make scores comparable across them."""
+        if not terms:
+            df: dict[str, int] = {}
+        else:
+            marks = ",".join("?" * len(terms))
+            df = dict(self.db.execute(
+                f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms).fetchall())
+        n_docs, n_tokens = self.db.execute("SELECT docs, tokens FROM stats").fetchone()
+        return df, int(n_docs), int(n_tokens)
+
+    def search(self, query: str, k: int = 5, *,
+               stats: tuple[dict[str, int], int, int] | None = None) -> list[tuple[str, float]]:
         """The best ``k`` keys for ``query`` with their BM25 scores (higher is better).
 
         Terms are OR-ed and ranked by BM25 over name, description and body (Lucene's IDF, so
@@ -219,18 +232,18 @@ class SearchIndex:
         every term. Terms found in most documents add little to any score and are left out of
         candidate gathering only, which keeps natural queries fast on large stores; when the
         informative terms find fewer than ``k`` documents, the next rarest terms are added.
+        ``stats`` (from ``stats`` of several indexes, summed) scores against a larger corpus.
         """
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms or k <= 0:
             return []
-        marks = ",".join("?" * len(terms))
-        df = dict(self.db.execute(
-            f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms).fetchall())
+        df, n_docs, n_tokens = self.stats(terms)
         terms = [t for t in terms if t in df]
         if not terms:
             return []
-        n_docs, n_tokens = self.db.execute("SELECT docs, tokens FROM stats").fetchone()
-        idf = {t: math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+        g_df, g_docs, g_tokens = stats or (df, n_docs, n_tokens)
+        idf = {t: math.log(1 + (g_docs - g_df.get(t, df[t]) + 0.5)
+                           / (g_df.get(t, df[t]) + 0.5)) for t in terms}
         cap = max(self.min_postings, self.candidate_share * n_docs)
         gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
         matched: dict[int, float] = {}
@@ -241,7 +254,7 @@ class SearchIndex:
             t = rest.pop(0)
             self._gather(t, idf[t], matched)
         best = heapq.nlargest(max(self.candidates, k), matched, key=matched.__getitem__)
-        return self._rescore(best, idf, n_tokens / max(1, n_docs), k)
+        return self._rescore(best, idf, g_tokens / max(1, g_docs), k)
 
     def _gather(self, term: str, weight: float, matched: dict[int, float]) -> None:
         for (rowid,) in self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?",

@@ -38,20 +38,24 @@ from .errors import (
 )
 from .folder import Folder
 from .history import ChangeRecord, History, Journal, Operation, Step, Version
-from .layout import HISTORY, INTERNAL, JOURNAL, LOCK, LOG, SEARCH
+from .layout import HISTORY, INTERNAL, JOURNAL, LOCK, LOG
+from .lookup import Lookup
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
     import filelock
 
+    from .embed import Embedder
     from .search import SearchIndex
+    from .vectors import Ranked
 
 
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result: the memory and its BM25 score (higher is better)."""
+    """A search result: the memory and its score (higher is better): BM25, or BM25 fused with
+    embedding similarity."""
 
     memory: Memory
     score: float
@@ -78,11 +82,14 @@ class MemoryStore:
     ``create``: make the folder if it is missing (else raise StoreNotFound). ``watch``: start a
     file-system watcher at once (True), never (False), or when the process turns out to be
     long-running (None). ``progress(done, total)`` is called while a first open parses files.
+    ``embedder``: embeds memories for hybrid search, instead of the one the configuration names
+    (``embed.Embedder``: a name, a dimension and ``embed(texts)``).
     """
 
     def __init__(self, path: str | os.PathLike[str] = ".memory", config: Config | None = None,
                  *, create: bool = True, watch: bool | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 embedder: Embedder | None = None) -> None:
         self.root = Path(path)
         self.config = config or Config(dir=self.root)
         if self.root.is_symlink():
@@ -112,7 +119,8 @@ class MemoryStore:
                               try_locked=self._try_locked)
         self._cache, self._catalog = self._folder.cache, self._folder.catalog
         self._tracker = self._folder.tracker
-        self._search: SearchIndex | None = None
+        self._lookup = Lookup(self.root, self.internal, self.config, self._catalog,
+                              in_memory=self.read_only, embedder=embedder)
         if os.path.lexists(self.internal / JOURNAL):
             try:
                 self._try_locked(self._recover)
@@ -188,9 +196,7 @@ class MemoryStore:
     def close(self) -> None:
         """Stop the file-system watcher and close the search index (the store stays usable)."""
         self._tracker.close()
-        if self._search is not None:
-            self._search.close()
-            self._search = None
+        self._lookup.close()
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -259,50 +265,50 @@ class MemoryStore:
 
     def search_index(self) -> SearchIndex:
         """The full-text index, brought up to date with the files (incrementally)."""
-        from .search import Doc, SearchIndex
-
         self._folder.catch_up()
-        catalog = self._catalog
-        if self._search is None:
-            db = self.internal / SEARCH
-            # never written through a planted link; a read-only store keeps it in memory
-            self._search = SearchIndex(":memory:" if self.read_only or db.is_symlink() else db)
-            files: _list[str] | None = None  # everything, compared by identity
-        else:
-            files = _list(catalog.changed | catalog.recheck)
-            if not files:
-                return self._search
-        current: dict[str, str | None] = {}
-        for f in catalog.state if files is None else files:
-            rec = catalog.state.get(f)
-            if rec is None or rec[1] is None:
-                continue  # gone, or not a valid memory: not in the index
-            key = catalog.key_of(f)
-            current[f] = None if key is None else f"{key[0]}:{key[1]}:{key[2]}"
+        return self._lookup.sync()
 
-        def load(stale: _list[str]) -> _list[Doc]:
-            docs = []
-            for fname in stale:
-                try:
-                    m = idx.read_memory(self.root / fname, self.config.max_file_bytes)
-                except InvalidMemory:
-                    continue  # changed since the scan; the next sync picks it up
-                docs.append(Doc(fname, current[fname], m.name, m.description, m.body))
-            return docs
+    def ranked(self, query: str, k: int = 5, *, explain: bool = False,
+               dense: bool = True) -> _list[Ranked]:
+        """The ``k`` best files for ``query`` with each method's rank and score: BM25 fused
+        with embedding similarity when an embedder is configured (``memdir[embed]``) and
+        ``dense``, else BM25. ``explain`` ranks the dense side over every memory (slower)."""
+        self._folder.catch_up()
+        return self._lookup.rank(query, k, explain=explain, dense=dense)
 
-        catalog.changed.clear()
-        self._search.sync(current, load, only=files)
-        return self._search
+    def entry_of(self, fname: str) -> Entry | None:
+        """The current memory in file ``fname`` (as search results name them), if any."""
+        rec = self._catalog.state.get(fname)
+        entry = rec[1] if rec else None
+        return entry if entry is not None and self._catalog.entries.get(entry.name) is entry \
+            else None
 
-    def search_entries(self, query: str, k: int = 5) -> _list[tuple[Entry, float]]:
-        """The ``k`` best-matching memories' metadata with scores (no bodies read)."""
-        hits = self.search_index().search(query, k)
+    def pace_embedding(self, progress: Callable[[int, int], None] | None = None,
+                       budget: float | None = None) -> None:
+        """How searches embed memories that have no vector yet: ``progress(done, total)`` is
+        called after each batch; with ``budget``, a search embeds for at most that many
+        seconds and ranks the rest by BM25 until a later search embeds them."""
+        self._lookup.progress, self._lookup.embed_budget = progress, budget
+
+    @property
+    def lookup(self) -> Lookup:
+        """The search index and vectors of this store (for searching several stores as one)."""
+        self._folder.catch_up()
+        return self._lookup
+
+    def ranking_note(self) -> str:
+        """How searches rank right now: BM25 alone (and why) or hybrid with which model."""
+        return self._lookup.describe()
+
+    def search_entries(self, query: str, k: int = 5, *,
+                       dense: bool = True) -> _list[tuple[Entry, float]]:
+        """The ``k`` best-matching memories' metadata with scores (no bodies read).
+        ``dense=False``: BM25 alone (a word-overlap check needs no embedder)."""
         out = []
-        for fname, score in hits:
-            rec = self._catalog.state.get(fname)
-            entry = rec[1] if rec else None
-            if entry is not None and self._catalog.entries.get(entry.name) is entry:
-                out.append((entry, score))
+        for hit in self.ranked(query, k, dense=dense):
+            entry = self.entry_of(hit.key)
+            if entry is not None:
+                out.append((entry, hit.score))
         return out
 
     def search(self, query: str, k: int = 5) -> _list[Hit]:
@@ -514,8 +520,8 @@ class MemoryStore:
         self._log(record)
         os.unlink(self.internal / JOURNAL)
         self._cache.save()
-        if self._search is not None:  # keep an open search index in step, incrementally
-            self.search_index()
+        if self._lookup.search is not None:  # keep open indexes in step, incrementally
+            self._lookup.sync()
         return record
 
     def _recover(self) -> None:

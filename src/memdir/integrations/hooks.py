@@ -221,6 +221,7 @@ def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
         raise HookError("the event has no 'prompt' text — is this hook on UserPromptSubmit?")
     config = _config_for(event)
     store = MemoryStore(config.dir, config, create=False, watch=False)
+    store.pace_embedding(budget=budget / 2)  # new memories' vectors: the learn worker's job
     messages: list[Any] = []
     path = event.get("transcript_path")
     if isinstance(path, str) and os.path.isfile(path):
@@ -233,6 +234,7 @@ def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
             chosen.append(select(store_copy, messages, model,
                                  max_items=config.recall_max_items))
         store_copy = MemoryStore(config.dir, config, create=False, watch=False)
+        store_copy.pace_embedding(budget=budget / 2)
         worker = threading.Thread(target=choose, daemon=True)
         worker.start()
         worker.join(budget)

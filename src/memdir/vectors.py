@@ -1,0 +1,325 @@
+"""Embedding vectors of memories, a cache like the search index, and hybrid ranking.
+
+Vectors live in ``.memdir/vectors.sqlite``: one float16 row per distinct content, keyed by a
+hash of the text embedded (name, description and body), so a memory renamed back, restored or
+copied costs no new embedding. A second table maps each memory file to its identity and hash,
+compared like the search index's to find what changed. The file records the embedder's name
+and dimension and is emptied when either differs. In memory, the vectors of the current files
+form one float32 matrix that a query multiplies exactly (no approximate index): about 5 ms for
+100,000 memories.
+
+Ranking fuses BM25 and cosine linearly: ``(1 - ALPHA) * cosine + ALPHA * (bm25 / best) ** 2``,
+over the BM25 candidates and the nearest vectors. A memory that shares no word with the query
+is a hit only if its cosine reaches the embedder's ``min_similarity``.
+
+This module does NOT read memory files (the store hands it the texts) and does NOT choose the
+embedder (``embed.from_config`` does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from .embed import Embedder, Vectors
+
+SCHEMA_VERSION = 1
+ALPHA = 0.3  # BM25's share of the fused score; tuned on LoCoMo DEV (benchmarks/README.md)
+DENSE_CANDIDATES = 100  # nearest vectors considered beside the BM25 candidates
+BATCH = 256  # texts embedded, then committed, at a time: an interrupted run keeps its work
+
+
+@dataclass(frozen=True)
+class Text:
+    """One memory to embed: its key (file), file identity and the text embedded."""
+
+    key: str
+    identity: str | None
+    text: str
+
+    @property
+    def digest(self) -> bytes:
+        return hashlib.blake2b(self.text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One hit of a hybrid ranking: fused score, and each method's rank (1-based) and score
+    where that method found it."""
+
+    key: Any  # a file name; (scope, file name) when several stores are ranked together
+    score: float
+    bm25_rank: int | None = None
+    bm25: float | None = None
+    dense_rank: int | None = None
+    cosine: float | None = None
+
+
+def memory_text(name: str, description: str, body: str) -> str:
+    """What is embedded for a memory: its name as words, its description, its body."""
+    return f"{name.replace('-', ' ').replace('_', ' ')}: {description}\n{body}".strip()
+
+
+class VectorIndex:
+    """The vectors of a store's memories, persisted in SQLite (or kept in memory)."""
+
+    def __init__(self, path: Path | str, embedder: Embedder) -> None:
+        self.path = path
+        self.embedder = embedder
+        try:
+            self.db = self._open()
+        except sqlite3.OperationalError:
+            self.path = ":memory:"  # a read-only store: vectors for this process only
+            self.db = self._open()
+        except sqlite3.DatabaseError:
+            self._discard()
+            self.db = self._open()
+        self._keys: list[str] = []
+        self._row: dict[str, int] = {}
+        self._matrix: Vectors | None = None
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), timeout=10, isolation_level=None,
+                             check_same_thread=False)
+        if self.path != ":memory:":
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=OFF")  # a cache: a lost tail costs re-embedding only
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ROLLBACK")
+        model = f"{self.embedder.name}/{self.embedder.dim}"
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        stored = None
+        if version == SCHEMA_VERSION:
+            row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
+            stored = row[0] if row else None
+        if stored != model:
+            db.executescript(f"""
+                DROP TABLE IF EXISTS meta;
+                DROP TABLE IF EXISTS vecs;
+                DROP TABLE IF EXISTS docs;
+                CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+                CREATE TABLE vecs (hash BLOB PRIMARY KEY, vec BLOB NOT NULL);
+                CREATE TABLE docs (key TEXT PRIMARY KEY, identity TEXT, hash BLOB NOT NULL);
+                PRAGMA user_version = {SCHEMA_VERSION};
+            """)
+            db.execute("INSERT INTO meta VALUES ('model', ?)", (model,))
+        return db
+
+    def _discard(self) -> None:
+        if self.path == ":memory:":
+            return
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(self.path) + suffix).unlink()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __len__(self) -> int:
+        return len(self._keys) if self._matrix is not None else int(
+            self.db.execute("SELECT count(*) FROM docs").fetchone()[0])
+
+    # -- keeping up with the files ----------------------------------------------------------
+
+    def sync(self, current: dict[str, str | None], load: Callable[[list[str]], list[Text]], *,
+             only: list[str] | None = None, budget: float | None = None,
+             progress: Callable[[int, int], None] | None = None) -> int:
+        """Bring the vectors in line with ``current`` (key -> identity), like
+        ``SearchIndex.sync``; returns how many memories are still without a vector (only when
+        ``budget`` seconds ran out first: they are embedded by a later sync)."""
+        if only is None:
+            indexed = dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
+        else:
+            indexed = {}
+            for i in range(0, len(only), 500):
+                part = only[i : i + 500]
+                indexed.update(self.db.execute(
+                    f"SELECT key, identity FROM docs WHERE key IN ({','.join('?' * len(part))})",
+                    part).fetchall())
+        stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
+        removed = [k for k in indexed if k not in current]
+        if removed:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany("DELETE FROM docs WHERE key = ?", [(k,) for k in removed])
+            self.db.execute("COMMIT")
+            self._drop(removed)
+        if not stale:
+            return 0
+        texts = load(stale)
+        need: dict[bytes, str] = {}
+        digests = [t.digest for t in texts]
+        have = self._have(set(digests))
+        for t, d in zip(texts, digests, strict=True):
+            if d not in have:
+                need.setdefault(d, t.text)
+        todo = list(need.items())
+        deadline = None if budget is None else time.monotonic() + budget
+        done = 0
+        for start in range(0, len(todo), BATCH):
+            if deadline is not None and start and time.monotonic() > deadline:
+                break
+            batch = todo[start : start + BATCH]
+            vectors = self.embedder.embed([text for _, text in batch])
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany("INSERT OR REPLACE INTO vecs VALUES (?, ?)",
+                                [(d, v.astype("float16").tobytes())
+                                 for (d, _), v in zip(batch, vectors, strict=True)])
+            self.db.execute("COMMIT")
+            have.update(d for d, _ in batch)
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(todo))
+        ready = [(t, d) for t, d in zip(texts, digests, strict=True) if d in have]
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany("INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
+                            [(t.key, t.identity, d) for t, d in ready])
+        self.db.execute("COMMIT")
+        if self._matrix is not None:
+            self._put([t.key for t, _ in ready], self._vectors([d for _, d in ready]))
+        return len(texts) - len(ready)
+
+    def _have(self, digests: set[bytes]) -> set[bytes]:
+        out: set[bytes] = set()
+        items = list(digests)
+        for i in range(0, len(items), 500):
+            part = items[i : i + 500]
+            out.update(h for (h,) in self.db.execute(
+                f"SELECT hash FROM vecs WHERE hash IN ({','.join('?' * len(part))})", part))
+        return out
+
+    def _vectors(self, digests: list[bytes]) -> Vectors:
+        import numpy as np
+
+        rows: dict[bytes, bytes] = {}
+        for i in range(0, len(digests), 500):
+            part = digests[i : i + 500]
+            rows.update(self.db.execute(
+                f"SELECT hash, vec FROM vecs WHERE hash IN ({','.join('?' * len(part))})", part))
+        out = np.empty((len(digests), self.embedder.dim), dtype=np.float32)
+        for i, d in enumerate(digests):
+            out[i] = np.frombuffer(rows[d], dtype=np.float16)
+        return out
+
+    # -- the in-memory matrix ----------------------------------------------------------------
+
+    def _load(self) -> Vectors:
+        if self._matrix is None:
+            import numpy as np
+
+            rows = self.db.execute(
+                "SELECT docs.key, vecs.vec FROM docs JOIN vecs ON vecs.hash = docs.hash"
+            ).fetchall()
+            self._keys = [k for k, _ in rows]
+            self._row = {k: i for i, k in enumerate(self._keys)}
+            matrix = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float16)
+            self._matrix = matrix.reshape(len(rows), self.embedder.dim).astype(np.float32)
+        return self._matrix
+
+    def _put(self, keys: list[str], vectors: Vectors) -> None:
+        import numpy as np
+
+        matrix = self._load()
+        new = [k for k in keys if k not in self._row]
+        if new:
+            matrix = np.concatenate([matrix, np.zeros((len(new), matrix.shape[1]), np.float32)])
+            for k in new:
+                self._row[k] = len(self._keys)
+                self._keys.append(k)
+        for k, v in zip(keys, vectors, strict=True):
+            matrix[self._row[k]] = v
+        self._matrix = matrix
+
+    def _drop(self, keys: Iterable[str]) -> None:
+        if self._matrix is None:
+            return
+        matrix = self._matrix
+        for k in keys:
+            i = self._row.pop(k, None)
+            if i is None:
+                continue
+            last = len(self._keys) - 1
+            if i != last:  # move the last row into the hole
+                moved = self._keys[last]
+                matrix[i] = matrix[last]
+                self._keys[i] = moved
+                self._row[moved] = i
+            self._keys.pop()
+        self._matrix = matrix[: len(self._keys)]
+
+    # -- ranking -----------------------------------------------------------------------------
+
+    def cosines(self, qvec: Vectors) -> Dense[str]:
+        """Every memory's cosine with the (unit) query vector."""
+        matrix = self._load()
+        return Dense(self._keys, matrix @ qvec, self._row.get)
+
+    def rank(self, query: str, bm25: list[tuple[str, float]], k: int,
+             *, explain: bool = False) -> list[Ranked]:
+        """The ``k`` best memories for ``query``: the BM25 hits (best first, with scores) fused
+        with the nearest vectors. With ``explain``, dense ranks are over every memory."""
+        dense = self.cosines(self.embedder.embed([query])[0])
+        return fuse(bm25, [dense], k, self.embedder.min_similarity, explain=explain)
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Dense(Generic[K]):
+    """One vector index's answer to a query: its keys, their cosines, and a key's row."""
+
+    keys: Sequence[K]
+    cos: Vectors
+    row: Callable[[K], int | None]
+
+
+def fuse(bm25: list[tuple[K, float]], dense: list[Dense[K]], k: int, floor: float,
+         *, explain: bool = False) -> list[Ranked]:
+    """Fuse BM25 hits (best first, scores on one scale) with the cosines of one or more vector
+    indexes (keys distinct across them) into the ``k`` best. Candidates: every BM25 hit, and
+    each index's nearest vectors whose cosine reaches ``floor``."""
+    import numpy as np
+
+    candidates: set[K] = {key for key, _ in bm25}
+    for d in dense:
+        n = len(d.keys)
+        near = np.argpartition(-d.cos, DENSE_CANDIDATES)[:DENSE_CANDIDATES] \
+            if n > DENSE_CANDIDATES else np.arange(n)
+        candidates.update(d.keys[i] for i in near if d.cos[i] >= floor)
+    cos_of: dict[K, float] = {}
+    for key in candidates:
+        for d in dense:
+            i = d.row(key)
+            if i is not None:
+                cos_of[key] = float(d.cos[i])
+                break
+    best = bm25[0][1] if bm25 else 1.0
+    bm25_of = {key: (i + 1, s) for i, (key, s) in enumerate(bm25)}
+    scored = []
+    for key in candidates:
+        c = cos_of.get(key)
+        b = bm25_of.get(key)
+        fused = (1 - ALPHA) * (c or 0.0) + ALPHA * ((b[1] / best) ** 2 if b else 0.0)
+        scored.append((fused, str(key), key, b, c))
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    if explain:  # ranks among every memory of every index
+        order = -np.sort(np.concatenate([d.cos for d in dense]))[::-1] if dense else None
+
+        def dense_rank(c: float | None) -> int | None:
+            if c is None or order is None:
+                return None
+            return int(np.searchsorted(order, -c, side="left")) + 1
+    else:  # ranks among the candidates
+        where = {c: i + 1 for i, c in enumerate(sorted(set(cos_of.values()), reverse=True))}
+
+        def dense_rank(c: float | None) -> int | None:
+            return None if c is None else where[c]
+    return [Ranked(key, fused, b[0] if b else None, b[1] if b else None, dense_rank(c), c)
+            for fused, _, key, b, c in scored[:k]]

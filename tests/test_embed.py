@@ -1,0 +1,326 @@
+"""Hybrid search: the MiniLM embedder, the vectors cache, fusion with BM25, the HTTP embedder
+against the fake server's /embeddings, and every way dense ranking can be unavailable."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memdir import MemoryStore
+from memdir import vectors as vectors_mod
+from memdir.config import Config, load_config
+from memdir.embed import HttpEmbedder, MiniLM, from_config
+from memdir.errors import ConfigError
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer
+
+PARAPHRASES = [  # (name, description, body, a question sharing no word with it)
+    ("staging-database", "Staging runs PostgreSQL 16",
+     "The staging environment uses PostgreSQL 16 on host pg1.",
+     "which DB version is on the preproduction server?"),
+    ("indentation", "User prefers tabs over spaces for indenting code",
+     "Use tabs, never spaces.", "how should I format whitespace at line starts?"),
+    ("answer-language", "Answer the user in Chinese", "The user wants replies in Chinese.",
+     "should you speak Mandarin to me?"),
+    ("test-runner", "Run the tests with pytest", "Use pytest, never unittest.",
+     "favourite pizza topping"),  # nothing asks about this one
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLM:
+    return MiniLM()
+
+
+def words(text: str) -> list[str]:
+    return [w.strip("?.,!").lower() for w in text.split()]
+
+
+class CountingEmbedder:
+    """Bag-of-words vectors (deterministic, fast); records every text it embeds."""
+
+    name = "counting-bow"
+    dim = 64
+    min_similarity = 0.3
+    multilingual = True
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @property
+    def memories(self) -> list[str]:
+        """The memory texts embedded ("name: description…"), not the queries."""
+        return [t for t in self.seen if ": " in t]
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.seen.extend(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in words(t):
+                out[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-9)
+
+
+def fill(store: MemoryStore, items: list[tuple[str, str, str, str]] = PARAPHRASES) -> None:
+    for name, desc, body, _ in items:
+        store.write(name, type="project_fact", description=desc, body=body)
+
+
+def test_minilm_vectors_are_unit_length_and_close_for_paraphrases(minilm: MiniLM) -> None:
+    docs = minilm.embed([PARAPHRASES[0][2], "I like pizza with mushrooms."])
+    query = minilm.embed([PARAPHRASES[0][3]])[0]
+    assert docs.shape == (2, 384) and docs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    assert docs[0] @ query > 0.35 > docs[1] @ query
+    # the order of a batch does not change a text's vector
+    again = minilm.embed(["I like pizza with mushrooms.", PARAPHRASES[0][2]])
+    assert np.allclose(again[1], docs[0], atol=1e-4)
+
+
+def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".memory")
+    fill(store)
+    for name, _, _, question in PARAPHRASES[:3]:
+        assert store.search_index().search(question, 5) == [], "BM25 should find nothing"
+        hits = store.search(question, 3)
+        assert hits and hits[0].memory.name == name
+    assert store.search("favourite pizza topping", 5) == []  # unrelated: no hit at all
+    assert "hybrid" in store.ranking_note()
+    assert (tmp_path / ".memory" / ".memdir" / "vectors.sqlite").is_file()
+
+
+def test_exact_names_still_win_through_bm25(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".memory")
+    fill(store)
+    store.write("deploy-steps", type="project_fact", description="How releases go out",
+                body="Run make release-xk7 from the main branch.")
+    top = store.ranked("release-xk7", 3)
+    assert top[0].key == "deploy-steps.md" and top[0].bm25_rank == 1
+
+
+def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    fill(store)
+    assert store.search(PARAPHRASES[0][3], 5) == []
+    assert store.search("PostgreSQL", 5)[0].memory.name == "staging-database"
+    assert not (root / ".memdir" / "vectors.sqlite").exists()
+    assert "BM25 alone" in store.ranking_note()
+
+
+def test_without_the_extra_auto_means_bm25(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import memdir.embed
+
+    monkeypatch.setattr(memdir.embed, "installed", lambda: False)
+    assert from_config(Config()) is None
+    with pytest.raises(ConfigError, match=r"memdir\[embed\]"):
+        from_config(Config(embedder="minilm"))
+    store = MemoryStore(tmp_path / ".memory")
+    fill(store)
+    assert store.search("pytest", 5)[0].memory.name == "test-runner"
+    assert "install memdir[embed]" in store.ranking_note()
+
+
+def test_vectors_are_keyed_by_content_and_follow_every_change(tmp_path: Path) -> None:
+    emb = CountingEmbedder()
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, embedder=emb)
+    fill(store)
+    store.search("anything", 1)
+    assert len(emb.memories) == 4
+    store.write("staging-database", type="project_fact", description="Staging runs MySQL 8",
+                body="Moved off Postgres.")
+    assert store.search("mysql moved", 1)[0].memory.name == "staging-database"
+    assert len(emb.memories) == 5  # only the changed memory
+    store.delete("test-runner")
+    assert all(r.key != "test-runner.md" for r in store.ranked("pytest unittest", 5))
+    # a restored version has a vector already: nothing is embedded again
+    store.restore("staging-database", 1)
+    store.search("postgresql", 1)
+    assert len(emb.memories) == 5
+    # a hand edit (no memdir write) is seen too
+    path = root / "indentation.md"
+    path.write_text(path.read_text().replace("never spaces", "never spaces, zebra"))
+    store.refresh()
+    assert store.search("zebra", 1)[0].memory.name == "indentation"
+    assert len(emb.memories) == 6
+    # a new process reuses the file: nothing to embed
+    emb2 = CountingEmbedder()
+    MemoryStore(root, embedder=emb2).search("postgresql", 1)
+    assert emb2.memories == []
+
+
+def test_vectors_from_another_model_are_rebuilt(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    fill(MemoryStore(root, embedder=CountingEmbedder()))
+    MemoryStore(root, embedder=CountingEmbedder()).search("x", 1)
+    other = CountingEmbedder()
+    other.name = "another-model"
+    MemoryStore(root, embedder=other).search("postgresql", 1)
+    assert len(other.memories) == 4
+    db = sqlite3.connect(root / ".memdir" / "vectors.sqlite")
+    assert db.execute("SELECT value FROM meta").fetchone()[0] == "another-model/64"
+    rows = db.execute("SELECT vec FROM vecs").fetchall()
+    assert len(rows) == 4 and all(len(v) == 64 * 2 for (v,) in rows)  # float16
+
+
+def test_a_damaged_vectors_file_is_rebuilt(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    fill(MemoryStore(root, embedder=CountingEmbedder()))
+    (root / ".memdir" / "vectors.sqlite").write_bytes(b"not a database" * 100)
+    emb = CountingEmbedder()
+    assert MemoryStore(root, embedder=emb).search("postgresql", 1)
+    assert len(emb.memories) == 4
+
+
+def test_a_time_budget_embeds_the_rest_on_later_searches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vectors_mod, "BATCH", 2)
+    emb = CountingEmbedder()
+    store = MemoryStore(tmp_path / ".memory", embedder=emb)
+    fill(store)
+    store.pace_embedding(budget=0.0)
+    store.search("postgresql", 1)
+    assert len(emb.memories) == 2  # one batch, then the budget ran out
+    assert store.search("postgresql", 1)[0].memory.name == "staging-database"  # BM25 still
+    store.search("postgresql", 1)
+    assert len(emb.memories) == 4
+    store.pace_embedding(budget=None)
+    seen = len(emb.memories)
+    store.search("postgresql", 1)
+    assert len(emb.memories) == seen
+
+
+def test_progress_is_reported_per_batch(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vectors_mod, "BATCH", 3)
+    calls: list[tuple[int, int]] = []
+    store = MemoryStore(tmp_path / ".memory", embedder=CountingEmbedder())
+    fill(store)
+    store.pace_embedding(progress=lambda done, total: calls.append((done, total)))
+    store.search("x", 1)
+    assert calls == [(3, 4), (4, 4)]
+
+
+def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".memory")
+    store.write("回答语言", type="user_preference", description="用中文回答用户",
+                body="用户希望所有回答都使用中文。")
+    fill(store)
+    hits = store.ranked("请用中文回答", 3)
+    assert hits and hits[0].key == "回答语言.md" and hits[0].dense_rank is None
+    assert "English-only" in store.ranking_note()
+
+
+def test_read_only_store_keeps_vectors_in_memory(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    root = tmp_path / ".memory"
+    fill(MemoryStore(root, Config(dir=root, embedder="none")))
+    shutil.rmtree(root / ".memdir")
+
+    def immutable(on: bool) -> bool:
+        return subprocess.run(["chattr", "-R", "+i" if on else "-i", str(root)],
+                              capture_output=True).returncode == 0
+
+    if not immutable(True):
+        pytest.skip("chattr +i is not available here")
+    try:
+        store = MemoryStore(root, watch=False)
+        assert store.read_only
+        assert store.search(PARAPHRASES[0][3], 1)[0].memory.name == "staging-database"
+        assert not (root / ".memdir").exists()
+    finally:
+        immutable(False)
+
+
+def bow_server(llm_server: FakeLLMServer) -> CountingEmbedder:
+    bow = CountingEmbedder()
+    llm_server.embed_text = lambda t: [float(x) * 3 for x in bow.embed([t])[0]]
+    return bow
+
+
+def test_http_embedder_against_an_openai_compatible_endpoint(
+        tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    bow_server(llm_server)
+    root = tmp_path / ".memory"
+    config = Config(dir=root, embedder="http", embed_url=llm_server.url + "/v1",
+                    embed_model="nomic-embed-text", embed_api_key="sk-test")
+    store = MemoryStore(root, config)
+    fill(store)
+    hits = store.ranked("staging environment", 2)
+    assert hits[0].key == "staging-database.md" and hits[0].cosine is not None
+    reqs = [r for r in llm_server.requests if r["path"] == "/v1/embeddings"]
+    assert reqs and reqs[0]["body"]["model"] == "nomic-embed-text"
+    assert reqs[0]["headers"]["authorization"] == "Bearer sk-test"
+    assert store._lookup.embedder is not None and store._lookup.embedder.dim == 64
+
+
+def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
+        tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    root = tmp_path / ".memory"
+    config = Config(dir=root, embedder="http", embed_url=llm_server.url + "/v1",
+                    embed_model="m")
+    store = MemoryStore(root, config)
+    fill(store)  # no embed_text: the fake server answers 500
+    hits = store.search("PostgreSQL", 2)
+    assert hits[0].memory.name == "staging-database"
+    assert "500" in store.ranking_note() and "BM25 alone" in store.ranking_note()
+    bow_server(llm_server)  # the endpoint comes back: the next search embeds
+    assert store.ranked("staging environment", 1)[0].cosine is not None
+    assert "hybrid" in store.ranking_note()
+
+
+def test_http_embedder_rejects_malformed_replies(llm_server: FakeLLMServer) -> None:
+    from memdir.embed import EmbedError
+
+    emb = HttpEmbedder(llm_server.url + "/v1", "m")
+    llm_server.embed_text = lambda t: [1.0, 2.0] if "a" in t else [1.0]
+    with pytest.raises(EmbedError, match="lengths"):
+        emb.embed(["a", "b"])
+    llm_server.embed_text = None
+    from fakeserver import Scripted
+    llm_server.queue(Scripted(body=b'{"data": "nope"}'))
+    with pytest.raises(EmbedError, match="no embeddings"):
+        emb.embed(["a"])
+
+
+def test_config_names_the_embedder_and_rejects_bad_values(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    root.mkdir()
+    (root / "config.toml").write_text('embedder = "bert"\n')
+    with pytest.raises(ConfigError, match="embedder = 'bert' is not valid"):
+        load_config({"dir": root}, environ={})
+    (root / "config.toml").write_text('embedder = "http"\n')
+    config = load_config({"dir": root}, environ={"OPENAI_API_KEY": "sk-x"})
+    assert config.embed_api_key == "sk-x"
+    with pytest.raises(ConfigError, match="embed_model"):
+        from_config(config)
+    (root / "config.toml").write_text('embed_api_key = "sk-in-a-file"\n')
+    with pytest.raises(ConfigError, match="unknown setting"):
+        load_config({"dir": root}, environ={})
+
+
+def test_cli_search_explain_shows_both_ranks(cli: CliFn, tmp_path: Path) -> None:
+    fill(MemoryStore(tmp_path / ".memory"))
+    r = cli("search", "--explain", *PARAPHRASES[0][3].split())
+    assert r.code == 0, r.err
+    assert "staging-database" in r.out and "dense #1" in r.out and "BM25 —" in r.out
+    assert r.out.startswith("ranking: hybrid")
+    r = cli("search", "--explain", "--json", "PostgreSQL")
+    top = json.loads(r.out)[0]
+    assert top["name"] == "staging-database" and top["bm25_rank"] == 1
+    assert top["dense_rank"] == 1 and 0 < top["cosine"] <= 1
+    r = cli("search", "PostgreSQL", env={"MEMDIR_EMBEDDER": "none"})
+    assert "staging-database" in r.out
