@@ -28,13 +28,15 @@ CliFn = Callable[..., Result]
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees the developer's memdir settings, provider keys or endpoints."""
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test sees the developer's memdir settings, provider keys or endpoints, or their
+    user store: each test's user store is a folder of its own (created when first written)."""
     import os
 
     for var in list(os.environ):
         if var.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_")):
             monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MEMDIR_USER_DIR", str(tmp_path / "user-store"))
 
 
 @pytest.fixture

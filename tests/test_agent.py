@@ -65,7 +65,9 @@ def test_preference_stated_then_recalled_in_a_new_process(llm_server: FakeLLMSer
     assert first.returncode == 0, first.stderr
     assert "Noted: tabs it is." in first.stdout
     assert "◆ memory saved prefer-tabs" in first.stderr
-    assert (tmp_path / ".memory" / "prefer-tabs.md").is_file()
+    # a preference is about the person: it went to their own store, not the project's
+    assert (tmp_path / "user-store" / "prefer-tabs.md").is_file()
+    assert not (tmp_path / ".memory" / "prefer-tabs.md").exists()
 
     answers["agent"] = reply("Reformatted with tabs.")
     answers["extract"] = reply('{"memories": []}')

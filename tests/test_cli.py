@@ -9,7 +9,8 @@ from pathlib import Path
 
 from conftest import CliFn
 
-ADD = ["add", "user-language-preference", "--type", "user_preference",
+# kept in the project's store (a user_preference would go to the user's own store)
+ADD = ["add", "user-language-preference", "--type", "user_preference", "--scope", "project",
        "--description", "用户偏好用中文交流和回复", "--body", "用户希望所有回复使用简体中文。"]
 
 
@@ -240,7 +241,9 @@ def test_consistent_input_and_friendly_errors(cli: CliFn, tmp_path: Path) -> Non
     (tmp_path / ".memory" / "broken.md").write_text("---\nname: [\n---\n")
     r = cli("list")
     assert r.err == "1 invalid file skipped — see 'memdir doctor'\n"
-    assert cli("doctor").out.startswith("1 memory.\n")
+    # the preference went to the user's own store; doctor checks the project's
+    assert (tmp_path / "user-store" / "prefer-tabs.md").is_file()
+    assert cli("doctor").out.startswith("0 memories.\n")
     r = cli("list", env={"MEMDIR_RECALL_TOKEN_BUDGET": "-5"})
     assert r.code == 1 and "MEMDIR_RECALL_TOKEN_BUDGET: recall_token_budget = '-5' is not valid" \
         in r.err

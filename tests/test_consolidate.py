@@ -189,7 +189,7 @@ def test_consolidate_cli_dry_run_diff_and_undo_log(cli: CliFn, llm_server: FakeL
     for name, desc in (("pytest-a", "User uses pytest"), ("pytest-b", "pytest with -v"),
                        ("old-deadline", "Release due 2026-01-15")):
         cli("add", name, "--type", "project_fact" if "dead" in name else "user_preference",
-            "-d", desc, "--body", desc)
+            "--scope", "project", "-d", desc, "--body", desc)
     llm_server.queue(reply(json.dumps(MERGE)), reply(json.dumps(MERGE)))
     r = cli("consolidate", "--dry-run", "--force", env=env)
     assert r.code == 0

@@ -261,5 +261,5 @@ def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_
     r = subprocess.run([sys.executable, "-m", "memdir", "run", "hello"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "resuming 1 extraction" in r.stderr, r.stderr
-    assert "prefer-tabs" in {e.name for e in MemoryStore(tmp_path / ".memory").entries()}
+    assert "prefer-tabs" in {e.name for e in MemoryStore(tmp_path / "user-store").entries()}
     assert not list((tmp_path / ".memory" / ".memdir" / "pending").iterdir())

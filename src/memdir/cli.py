@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from . import memory as memfmt
-from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
+from .cli_context import Ctx, F, emit_json, fail, json_option, pass_ctx
 from .errors import InvalidMemory, MemdirError
 from .layout import INTERNAL
 from .plan import Put
 from .safetext import display_width, for_terminal, for_terminal_text, pad, plural
+from .scopes import PROJECT, USER, USER_TYPES, user_store_dir
 from .store import MemoryStore
 
 
@@ -32,14 +34,27 @@ from .store import MemoryStore
 @click.option("--memory-model", help="Cheaper model for memory operations.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per model request.")
 @click.option("--max-retries", type=click.IntRange(min=0), help="Retries of a failed request.")
+@click.option("--also", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Another store to recall from, read-only (repeatable).")
 @click.version_option(package_name="memdir")
 @click.pass_context
 def cli(ctx: click.Context, dir_: Path | None, provider: str | None, model: str | None,
-        memory_model: str | None, timeout: float | None, max_retries: int | None) -> None:
+        memory_model: str | None, timeout: float | None, max_retries: int | None,
+        also: tuple[Path, ...]) -> None:
     """Long-term memory for LLM agents, kept as a folder of Markdown files."""
     ctx.obj = Ctx({"dir": dir_, "provider": provider, "model": model,
                    "memory_model": memory_model, "timeout": timeout,
-                   "max_retries": max_retries})
+                   "max_retries": max_retries, "also": also})
+
+
+def scope_option(default: str | None, writes: bool = False) -> Callable[[F], F]:
+    """``--scope``: project, user (or all, for reads)."""
+    choices = ["project", "user"] if writes else ["project", "user", "all"]
+    what = ("where to write (default: user for user_preference, else project)" if writes
+            else f"which stores (default: {default})")
+    option: Callable[[F], F] = click.option("--scope", type=click.Choice(choices),
+                                            default=default, help=f"Scope: {what}.")
+    return option
 
 
 @cli.command()
@@ -66,20 +81,23 @@ def _read_body(body: str | None, body_file: Path | None) -> str:
     return "" if sys.stdin.isatty() else sys.stdin.read()
 
 
-@cli.command()
+@cli.command(short_help="Create or update the memory NAME.")
 @click.argument("name")
 @click.option("--type", "type_", required=True, help="user_preference, project_fact, feedback…")
 @click.option("--description", "-d", required=True, help="One line: what the memory is about.")
 @click.option("--body", help="The memory text (else --body-file, else stdin).")
 @click.option("--body-file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--allow-secret", is_flag=True, help="Store text that looks like a credential.")
+@scope_option(None, writes=True)
 @pass_ctx
 def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
-        body_file: Path | None, allow_secret: bool) -> None:
-    """Create or update the memory NAME."""
-    c.create_store = True
+        body_file: Path | None, allow_secret: bool, scope: str | None) -> None:
+    """Create or update the memory NAME (user_preference goes to the user's own store)."""
     text = _read_body(body, body_file)
-    store = c.store
+    if scope is None:
+        scope = USER if type_ in USER_TYPES and user_store_dir(c.config) else PROJECT
+    c.create_store = scope == PROJECT
+    store = c.store if scope == PROJECT else c.scopes().writable(scope)
     existed = name in store
     before = store.get(name).digest if existed else None
     mem = store.write(name, type=type_, description=description, body=text, source="cli",
@@ -87,30 +105,38 @@ def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
     if existed and mem.digest == before:
         click.echo(f"Unchanged {mem.name}: it already says exactly this.")
         return
-    click.echo(f"{'Updated' if existed else 'Saved'} {mem.name} ({mem.path}).")
+    where = "" if scope == PROJECT else f" in the {scope} store"
+    path = mem.path if scope == PROJECT else store.root / f"{mem.name}.md"
+    click.echo(f"{'Updated' if existed else 'Saved'} {mem.name}{where} ({path}).")
 
 
-@cli.command("list")
+@cli.command("list", short_help="List memories: name, type and description.")
 @click.option("--type", "type_", help="Only memories of this type.")
+@scope_option("all")
 @json_option
 @pass_ctx
-def list_(c: Ctx, type_: str | None, as_json: bool) -> None:
-    """List memories: name, type and description."""
-    entries = c.store.entries(type_)
+def list_(c: Ctx, type_: str | None, scope: str, as_json: bool) -> None:
+    """List memories: name, type, description (and scope, when there are several)."""
+    scopes = c.scopes(scope)
+    rows = [(sc.name, e, shown) for sc, e, shown in scopes.located()
+            if type_ is None or e.type == type_]
     if as_json:
-        emit_json([e.to_dict() for e in entries])
+        emit_json([{**e.to_dict(), "name": shown, "scope": sc} for sc, e, shown in rows])
         return
-    invalid = sum(p.severity == "error" for p in c.store.problems())
+    invalid = sum(p.severity == "error" for _, st in scopes.stores() for p in st.problems())
     if invalid:
         click.echo(f"{plural(invalid, 'invalid file')} skipped — see 'memdir doctor'", err=True)
-    if not entries:
+    if not rows:
         click.echo("No memories." if type_ is None else f"No memories of type {type_}.")
         return
-    width = min(40, max(display_width(e.name) for e in entries))
-    twidth = min(30, max(display_width(for_terminal(e.type)) for e in entries))
-    for e in entries:
+    several = len({sc for sc, _, _ in rows}) > 1 or any(sc != PROJECT for sc, _, _ in rows)
+    width = min(40, max(display_width(shown) for _, _, shown in rows))
+    twidth = min(30, max(display_width(for_terminal(e.type)) for _, e, _ in rows))
+    swidth = max(len(sc) for sc, _, _ in rows)
+    for sc, e, shown in rows:
         pin = " 📌" if e.pinned else ""
-        click.echo(f"{pad(e.name, width)}  {pad(for_terminal(e.type), twidth)}"
+        where = f"{pad(sc, swidth)}  " if several else ""
+        click.echo(f"{where}{pad(shown, width)}  {pad(for_terminal(e.type), twidth)}"
                    f"  {for_terminal(e.description)}{pin}")
 
 
@@ -127,19 +153,22 @@ def _name_and_version(spec: str) -> tuple[str, int | None]:
 
 @cli.command(short_help="Print the memory NAME (or NAME@vN).")
 @click.argument("name")
+@scope_option("all")
 @json_option
 @pass_ctx
-def show(c: Ctx, name: str, as_json: bool) -> None:
-    """Print the memory NAME (NAME@v2: an earlier version, see 'memdir history')."""
+def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
+    """Print the memory NAME (NAME@v2: an earlier version, see 'memdir history'; user:NAME:
+    the one in the user's store)."""
     name, version = _name_and_version(name)
+    store, name, _ = c.pick(name, scope)
     if version is not None:
-        text = c.store.version_text(name, version)
+        text = store.version_text(name, version)
         if as_json:
             emit_json({**memfmt.loads(text).to_dict(), "version": version})
         else:
             click.echo(for_terminal_text(text), nl=False)
         return
-    mem = c.store.get(name)
+    mem = store.get(name)
     if as_json:
         emit_json(mem.to_dict())
     else:
@@ -180,14 +209,34 @@ def diff(c: Ctx, name: str, versions: tuple[str, ...]) -> None:
     click.echo(for_terminal_text("".join(lines)) if lines else "No differences.", nl=not lines)
 
 
-@cli.command()
+@cli.command(short_help="Rename a memory, or move it to another scope.")
 @click.argument("old")
-@click.argument("new")
+@click.argument("new", required=False)
+@click.option("--to", "to", type=click.Choice(["project", "user"]),
+              help="Move OLD to this scope's store (its history stays where it was).")
 @pass_ctx
-def mv(c: Ctx, old: str, new: str) -> None:
-    """Rename the memory OLD to NEW; its history moves with it."""
-    mem = c.store.rename(old, new, source="cli")
-    click.echo(f"Renamed {old} to {mem.name}.")
+def mv(c: Ctx, old: str, new: str | None, to: str | None) -> None:
+    """Rename the memory OLD to NEW (its history moves with it), or move it to another scope
+    with --to (mv --to user NAME)."""
+    if to is None:
+        if new is None:
+            raise click.UsageError("give NEW, or --to project|user")
+        store, old, _ = c.pick(old, write=True)
+        mem = store.rename(old, new, source="cli")
+        click.echo(f"Renamed {old} to {mem.name}.")
+        return
+    source, name, here = c.pick(old, write=True)
+    if here == to:
+        fail(f"{name} is already in the {to} store")
+    target = c.scopes().writable(to)
+    if name in target:
+        fail(f"the {to} store already has {name} — rename one first ('memdir mv')")
+    mem = source.get(name)
+    target.apply([Put(mem.replace(name=new or name), reason=f"moved from the {here} store")],
+                  source="cli", summary=f"moved {name} from {here}")
+    source.delete(name, reason=f"moved to the {to} store", source="cli")
+    click.echo(f"Moved {name} from the {here} store to the {to} store"
+               f" ({target.root / f'{new or name}.md'}).")
 
 
 @cli.command(short_help="Pin NAME: first in the index, never auto-changed.")
@@ -196,7 +245,8 @@ def mv(c: Ctx, old: str, new: str) -> None:
 def pin(c: Ctx, name: str) -> None:
     """Pin NAME: shown first in the system prompt's index, never changed by extraction or
     consolidation (`pinned: true` in its frontmatter)."""
-    changed = c.store.set_pinned(name, True, source="cli")
+    store, name, _ = c.pick(name, write=True)
+    changed = store.set_pinned(name, True, source="cli")
     click.echo(f"Pinned {name}." if changed else f"{name} was already pinned; unchanged.")
 
 
@@ -205,7 +255,8 @@ def pin(c: Ctx, name: str) -> None:
 @pass_ctx
 def unpin(c: Ctx, name: str) -> None:
     """Unpin NAME."""
-    changed = c.store.set_pinned(name, False, source="cli")
+    store, name, _ = c.pick(name, write=True)
+    changed = store.set_pinned(name, False, source="cli")
     click.echo(f"Unpinned {name}." if changed else f"{name} was not pinned; unchanged.")
 
 
@@ -214,7 +265,7 @@ def unpin(c: Ctx, name: str) -> None:
 @pass_ctx
 def edit(c: Ctx, name: str) -> None:
     """Edit the memory NAME in $EDITOR; it is validated before it is saved."""
-    store = c.store
+    store, name, _ = c.pick(name, write=True)
     mem = store.get(name)
     original = (store.root / str(mem.path)).read_text(encoding="utf-8")
     text = original
@@ -240,23 +291,30 @@ def edit(c: Ctx, name: str) -> None:
     click.echo(f"Saved {mem.name}.")
 
 
-@cli.command()
+@cli.command(short_help="Delete the memory NAME (it stays in history).")
 @click.argument("name")
+@scope_option(None, writes=True)
 @pass_ctx
-def rm(c: Ctx, name: str) -> None:
-    """Delete the memory NAME (it stays in history)."""
-    c.store.delete(name, reason="removed with memdir rm", source="cli")
-    click.echo(f"Deleted {name}; 'memdir restore {name}' brings it back.")
+def rm(c: Ctx, name: str, scope: str | None) -> None:
+    """Delete the memory NAME (it stays in history); without --scope, the first scope that
+    holds it (project first)."""
+    store, name, where = c.pick(name, scope, write=True)
+    store.delete(name, reason="removed with memdir rm", source="cli")
+    again = f"memdir restore {name}" + ("" if where == PROJECT else f" --scope {where}")
+    click.echo(f"Deleted {name}{'' if where == PROJECT else f' from the {where} store'};"
+               f" '{again}' brings it back.")
 
 
 @cli.command()
 @click.argument("name")
+@scope_option("all")
 @json_option
 @pass_ctx
-def history(c: Ctx, name: str, as_json: bool) -> None:
+def history(c: Ctx, name: str, scope: str, as_json: bool) -> None:
     """List the earlier versions of NAME."""
+    store, name, _ = c.pick(name, scope)
     memfmt.validate_name(name)
-    versions = c.store.history(name)
+    versions = store.history(name)
     if as_json:
         emit_json([v.to_dict() for v in versions])
         return
@@ -265,7 +323,7 @@ def history(c: Ctx, name: str, as_json: bool) -> None:
     for v in versions:
         why = f" — {for_terminal(v.reason)}" if v.reason else ""
         try:
-            held = memfmt.loads(c.store.version_text(name, v.version)).description
+            held = memfmt.loads(store.version_text(name, v.version)).description
         except MemdirError:
             held = "(unreadable)"
         click.echo(f"v{v.version}  {v.time}  {v.action}{why}\n      {for_terminal(held)}")
@@ -274,10 +332,14 @@ def history(c: Ctx, name: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("name")
 @click.option("--version", "version", type=int, help="Version number (default: the latest).")
+@scope_option(None, writes=True)
 @pass_ctx
-def restore(c: Ctx, name: str, version: int | None) -> None:
+def restore(c: Ctx, name: str, version: int | None, scope: str | None) -> None:
     """Bring back an earlier version of NAME."""
-    mem = c.store.restore(name, version, source="cli")
+    if scope is None and ":" not in name:
+        scope = PROJECT  # a deleted memory is in no scope's listing: the project's by default
+    store, name, _ = c.pick(name, scope, write=True)
+    mem = store.restore(name, version, source="cli")
     click.echo(f"Restored {mem.name}.")
 
 
@@ -337,29 +399,33 @@ def _hook_report(store: MemoryStore, report: Any) -> None:
               help="How many results.")
 @click.option("--explain", is_flag=True,
               help="Show each method's rank and score: BM25, and embedding similarity.")
+@scope_option("all")
 @json_option
 @pass_ctx
-def search(c: Ctx, query: tuple[str, ...], k: int, explain: bool, as_json: bool) -> None:
-    """Search names, descriptions and bodies: BM25, fused with embedding similarity when
-    memdir[embed] is installed (see 'embedder' in config.toml)."""
-    ranked = c.store.ranked(" ".join(query), k, explain=explain)
-    hits = []
-    for r in ranked:
-        entry = c.store.entry_of(r.key)
-        if entry is not None:
-            hits.append((entry, r))
+def search(c: Ctx, query: tuple[str, ...], k: int, explain: bool, scope: str,
+           as_json: bool) -> None:
+    """Search names, descriptions and bodies of every scope: BM25 (scores comparable across
+    stores), fused with embedding similarity when memdir[embed] is installed (see 'embedder'
+    in config.toml)."""
+    scopes = c.scopes(scope)
+    ranked = scopes.ranked(" ".join(query), k, explain=explain)
+    shown = {(sc.name, e.file): (e, name) for sc, e, name in scopes.located()}
+    several = len(scopes.stores()) > 1
+    hits = [(sc.name, *shown[(sc.name, r.key)], r) for sc, r in ranked
+            if (sc.name, r.key) in shown]
     if as_json:
-        emit_json([{**e.to_dict(), "score": round(r.score, 4),
+        emit_json([{**e.to_dict(), "name": name, "scope": sc, "score": round(r.score, 4),
                     **({"bm25_rank": r.bm25_rank, "bm25": _round(r.bm25),
                         "dense_rank": r.dense_rank, "cosine": _round(r.cosine)}
-                       if explain else {})} for e, r in hits])
+                       if explain else {})} for sc, e, name, r in hits])
         return
     if explain:
-        click.echo(c.store.ranking_note())
+        click.echo(scopes.ranking_note())
     if not hits:
         click.echo("No matching memories.")
-    for e, r in hits:
-        click.echo(f"{r.score:6.2f}  {e.name}  ({for_terminal(e.type)}) —"
+    for sc, e, name, r in hits:
+        where = f"[{sc}] " if several else ""
+        click.echo(f"{r.score:6.2f}  {where}{name}  ({for_terminal(e.type)}) —"
                    f" {for_terminal(e.description)}")
         if explain:
             bm25 = "—" if r.bm25_rank is None else f"#{r.bm25_rank} ({r.bm25:.2f})"
@@ -372,35 +438,78 @@ def _round(x: float | None) -> float | None:
 
 
 @cli.command(short_help="Revert the last change.")
+@scope_option(PROJECT, writes=True)
 @pass_ctx
-def undo(c: Ctx) -> None:
-    """Revert the last change (an extraction, a consolidation, an add…)."""
+def undo(c: Ctx, scope: str) -> None:
+    """Revert the last change (an extraction, a consolidation, an add…) of the project's
+    store, or of the user's with --scope user."""
     from .undo import undo as undo_last
 
-    target, _ = undo_last(c.store)
+    store = c.store if scope == PROJECT else c.scopes().writable(scope)
+    target, _ = undo_last(store)
     names = ", ".join(ch["name"] for ch in target.changes) or "nothing"
-    click.echo(f"Reverted {target.source} {target.id} ({names}).")
+    where = "" if scope == PROJECT else f" in the {scope} store"
+    click.echo(f"Reverted {target.source} {target.id}{where} ({names}).")
 
 
 @cli.command(short_help="What changed, when and why.")
 @click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 100000),
               help="How many of the latest operations.")
+@scope_option("all")
 @json_option
 @pass_ctx
-def log(c: Ctx, limit: int, as_json: bool) -> None:
+def log(c: Ctx, limit: int, scope: str, as_json: bool) -> None:
     """What changed, when and why: the latest operations, newest last."""
-    ops = c.store.log(limit)
+    scopes = c.scopes(scope)
+    ops = sorted(((op, sc.name) for sc, st in scopes.stores() if sc.writable
+                  for op in st.log(limit)), key=lambda pair: (pair[0].time, pair[0].id))
+    ops = ops[-limit:]
+    several = len({sc for _, sc in ops}) > 1
     if as_json:
-        emit_json([op.to_dict() for op in ops])
+        emit_json([{**op.to_dict(), "scope": sc} for op, sc in ops])
         return
     if not ops:
         click.echo("No changes recorded yet.")
-    for op in ops:
-        click.echo(f"{op.time}  {op.id}  {op.source}"
+    for op, sc in ops:
+        where = f"[{sc}]  " if several else ""
+        click.echo(f"{op.time}  {where}{op.id}  {op.source}"
                    + (f" — {for_terminal(op.summary)}" if op.summary else ""))
         for ch in op.changes:
             why = f" ({for_terminal(ch['reason'])})" if ch.get("reason") else ""
             click.echo(f"    {ch['action']:<6} {ch['name']}{why}")
+
+
+@cli.command(short_help="Where each store is, its size, and what may be written.")
+@json_option
+@pass_ctx
+def scopes(c: Ctx, as_json: bool) -> None:
+    """The stores this folder sees: the project's, the user's own, and the shared read-only
+    ones (read_only in config.toml, --also)."""
+    try:
+        project: MemoryStore | None = c.store
+    except MemdirError:
+        project = None
+    from .scopes import Scopes
+
+    found = Scopes(c.config, project=project, also=c.also, watch=False) if project else \
+        Scopes(c.config, also=c.also, watch=False, scopes=[USER, "shared"])
+    rows: list[dict[str, Any]] = []
+    if project is None:
+        rows.append({"scope": PROJECT, "path": str(c.config.dir.absolute()), "memories": None,
+                     "writable": True, "exists": False})
+    for sc in found.scopes:
+        rows.append({"scope": sc.name, "path": str(sc.root.absolute()),
+                     "memories": len(sc.store) if sc.store else 0, "writable": sc.writable,
+                     "exists": sc.store is not None})
+    if as_json:
+        emit_json(rows)
+        return
+    width = max(len(r["scope"]) for r in rows)
+    for r in rows:
+        state = ("not created yet" if not r["exists"]
+                 else plural(r["memories"], "memory", "memories"))
+        mode = "read-write" if r["writable"] else "read-only"
+        click.echo(f"{pad(r['scope'], width)}  {mode:<10}  {state:<16}  {r['path']}")
 
 
 def _register_optional() -> None:
@@ -412,7 +521,7 @@ def _register_optional() -> None:
 
 
 GLOBAL_OPTIONS = {"--dir", "--provider", "--model", "--memory-model", "--timeout",
-                  "--max-retries"}
+                  "--max-retries", "--also"}
 
 
 def hoist_global_options(args: list[str]) -> list[str]:

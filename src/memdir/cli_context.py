@@ -14,7 +14,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from .config import Config, load_config
-from .errors import MemdirError, StoreNotFound
+from .errors import MemdirError, MemoryNotFound, StoreNotFound
+from .scopes import PROJECT, USER, Scope, Scopes
 from .store import MemoryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,6 +28,8 @@ class Ctx:
         self.overrides = overrides
         self._config: Config | None = None
         self._store: MemoryStore | None = None
+        self._scopes: Scopes | None = None
+        self.also: tuple[str, ...] = tuple(overrides.pop("also", None) or ())
         self.create_store = False  # commands that write set this: they may create the store
 
     @property
@@ -48,7 +51,57 @@ class Ctx:
                     progress.close()
             if sys.stderr.isatty():
                 self._store.pace_embedding(_Progress("Embedding memories for search"))
+            if self._scopes is not None:
+                self._scopes = None  # opened before the project store existed
         return self._store
+
+    def scopes(self, scope: str | None = None) -> Scopes:
+        """The project, user and shared stores (``scope``: only project or user; "all" or
+        None: every one). Fails as ``store`` does when none exists at all."""
+        if self._scopes is None:
+            project = self.store_or_none()
+            self._scopes = Scopes(self.config, project=project, also=self.also, watch=None)
+        scopes = self._scopes
+        if scope in (PROJECT, USER):
+            scopes = scopes.only(scope)
+        if not scopes.stores() and not (scope == USER and scopes.scopes):
+            if scope is None or scope == "all" or scope == PROJECT:
+                _ = self.store  # the usual "no memory store at X" error
+            raise StoreNotFound(f"no {scope} store yet — 'memdir add --scope {scope}' creates it")
+        return scopes
+
+    def pick(self, spec: str, scope: str | None = None, *, write: bool = False
+             ) -> tuple[MemoryStore, str, str]:
+        """The store, real name and scope of the memory ``spec`` (``NAME`` or ``user:NAME``):
+        the named or given scope, else the first scope holding it (project first), else the
+        project's. ``write``: the scope must be writable."""
+        if ":" in spec and scope is None:
+            scope, spec = spec.rsplit(":", 1)
+        scopes = self.scopes()
+        found: Scope | None
+        if scope not in (None, "all"):
+            found = scopes.scope(scope)
+        else:
+            found = next((s for s, st in scopes.stores() if spec in st), None)
+            if found is None:
+                import difflib
+
+                shown = [name for _, _, name in scopes.located()]
+                close = difflib.get_close_matches(spec, shown, n=1, cutoff=0.75)
+                if close:
+                    raise MemoryNotFound(f"no memory named {spec!r} — did you mean"
+                                         f" {close[0]!r}?")
+                found = scopes.scope(PROJECT)
+        if write:
+            return scopes.writable(found.name), spec, found.name
+        if found.store is None:
+            raise StoreNotFound(f"no {found.name} store yet at {found.root}")
+        return found.store, spec, found.name
+
+    def user_store_for_learning(self) -> MemoryStore | None:
+        """The user's store that extraction writes the person's memories to (None: none)."""
+        scopes = self.scopes()
+        return scopes.writable(USER) if scopes.user_root() is not None else None
 
     def store_or_none(self) -> MemoryStore | None:
         """The store if there is one (for commands that only log to it)."""

@@ -22,6 +22,7 @@ from .usage import UsageLog
 if TYPE_CHECKING:
     from .agent.repl import Session
     from .providers import ChatModel
+    from .store import MemoryStore
 
 
 def build_model(c: Ctx, *, memory: bool) -> ChatModel:
@@ -93,14 +94,14 @@ def read_session_file(path: Path) -> list[dict[str, Any]]:
     return read_transcript(path)
 
 
-def plan_lines(c: Ctx, plan: Any) -> list[str]:
+def plan_lines(store: MemoryStore, plan: Any) -> list[str]:
     """A consolidation plan as a readable diff."""
     lines = []
     for m in plan.merges:
         lines.append(f"merge {' + '.join(m.sources)} -> {m.into.name}")
         for src in m.sources:
             try:
-                old = c.store.get(src)
+                old = store.get(src)
                 lines.append(f"  - {src}: {old.description}")
             except MemdirError:
                 lines.append(f"  - {src}")
@@ -145,7 +146,9 @@ def new_session(c: Ctx, out: Any = None, *, yes: bool = False, interactive: bool
     check_endpoint(c.config)
     gate = Gate(rules=c.config.allow, yes=yes, ask=ask_on_terminal if interactive else None)
     kwargs = {"out": out} if out is not None else {}
-    return Session(c.store, model, memory_model, Path.cwd(), gate=gate, **kwargs)
+    store = c.store
+    return Session(store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(),
+                   **kwargs)
 
 
 def optional_model(c: Ctx) -> ChatModel | None:
@@ -201,11 +204,12 @@ def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bo
 
     messages = read_messages(text, messages_file)
     model = None if no_llm else optional_model(c)
-    sel = select(c.store, messages, model,
+    scopes = c.scopes()
+    sel = select(scopes, messages, model,
                  max_items=max_items or c.config.recall_max_items)
     if no_llm:
         sel.note = "--no-llm"
-    block = render_block(c.store, sel.names, c.config.recall_token_budget)
+    block = render_block(scopes, sel.names, c.config.recall_token_budget)
     if as_json:
         emit_json({**sel.to_dict(), "block": block})
         return
@@ -230,32 +234,44 @@ def extract(c: Ctx, file: Path, dry_run: bool, as_json: bool) -> None:
 
     c.create_store = True
     messages = read_session_file(file)
+    user = c.user_store_for_learning()
     result = extract_memories(c.store, messages, build_model(c, memory=True),
-                              apply=not dry_run)
+                              apply=not dry_run, user_store=user)
+    changes = [("project", ch) for ch in result.changes] + [("user", ch)
+                                                            for ch in result.user_changes]
     if as_json:
-        emit_json({"changes": [ch.memory.to_dict() for ch in result.changes],
+        emit_json({"changes": [{**ch.memory.to_dict(), "scope": scope}
+                               for scope, ch in changes],
                    "dropped": result.dropped, "new_messages": result.new_messages,
-                   "operation": result.operation.id if result.operation else None})
+                   "operation": result.operation.id if result.operation else None,
+                   "user_operation": (result.user_operation.id if result.user_operation
+                                      else None)})
         return
     if result.new_messages == 0:
         click.echo("Nothing new in this conversation since the last extraction.")
         return
-    if not result.changes:
+    if not changes:
         click.echo("Nothing worth remembering.")
     verb = "Would save" if dry_run else "Saved"
-    for ch in result.changes:
-        click.echo(f"{verb} {ch.memory.name} ({ch.memory.type}): {ch.memory.description}")
+    for scope, ch in changes:
+        where = " in the user store" if scope == "user" else ""
+        click.echo(f"{verb} {ch.memory.name}{where} ({ch.memory.type}): {ch.memory.description}")
     if result.operation:
         click.echo("Undo with 'memdir undo'.")
+    if result.user_operation:
+        click.echo("Undo the user store's part with 'memdir undo --scope user'.")
 
 @click.command("consolidate", short_help="Merge duplicates and retire stale memories.")
 @click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
 @click.option("--force", is_flag=True, help="Allow retiring more than the configured share.")
 @click.option("--all", "whole", is_flag=True,
               help="Look at every memory, not only those changed since the last run.")
+@click.option("--scope", type=click.Choice(["project", "user"]), default="project",
+              show_default=True, help="Which store: scopes are never merged together.")
 @json_option
 @pass_ctx
-def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, as_json: bool) -> None:
+def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str,
+                as_json: bool) -> None:
     """Merge duplicate memories and retire stale ones (asks the memory model).
 
     Without --all, only memories created or changed since the last run are looked at,
@@ -267,12 +283,13 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, as_json: bool) 
             click.echo(f"\rconsolidating: batch {done} of {total}, {calls} model calls",
                        err=True, nl=done == total)
 
-    plan = consolidate_memories(c.store, build_model(c, memory=True), force=force,
+    store = c.store if scope == "project" else c.scopes().writable(scope)
+    plan = consolidate_memories(store, build_model(c, memory=True), force=force,
                                 dry_run=dry_run, whole=whole, progress=progress)
     if as_json:
         emit_json(plan.to_dict())
         return
-    for line in plan_lines(c, plan):
+    for line in plan_lines(store, plan):
         click.echo(line)
     if plan.is_empty():
         click.echo("Nothing to consolidate.")

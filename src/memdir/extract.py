@@ -28,6 +28,7 @@ from .plan import Put
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .recall import catalogue_for, message_text
 from .safetext import CJK_CHAR, for_body, for_prompt, one_line
+from .scopes import USER_TYPES
 from .search import STOP_WORDS, tokenize
 from .secrets import redact
 from .store import MemoryStore
@@ -44,6 +45,8 @@ class Extraction:
 
     changes: list[Put] = field(default_factory=list)
     operation: Operation | None = None
+    user_changes: list[Put] = field(default_factory=list)  # for the user's store, if given
+    user_operation: Operation | None = None
     dropped: list[str] = field(default_factory=list)
     new_messages: int = 0
 
@@ -201,13 +204,17 @@ def _in_users_language(mem: Memory, said: str) -> Memory:
     return mem.replace(body=f"{mem.body}\n\n> {words}")
 
 
-def extract_schema(types: tuple[str, ...]) -> dict[str, Any]:
+def extract_schema(types: tuple[str, ...], scoped: bool = False) -> dict[str, Any]:
     """The extraction reply's shape, for endpoints that enforce a JSON schema."""
-    item = {"type": "object", "required": ["action", "name", "type", "description", "body"],
-            "properties": {"action": {"type": "string", "enum": ["create", "update"]},
-                           "name": {"type": "string"},
-                           "type": {"type": "string", "enum": list(types)},
-                           "description": {"type": "string"}, "body": {"type": "string"}}}
+    item: dict[str, Any] = {
+        "type": "object", "required": ["action", "name", "type", "description", "body"],
+        "properties": {"action": {"type": "string", "enum": ["create", "update"]},
+                       "name": {"type": "string"},
+                       "type": {"type": "string", "enum": list(types)},
+                       "description": {"type": "string"}, "body": {"type": "string"}}}
+    if scoped:
+        item["required"].append("scope")
+        item["properties"]["scope"] = {"type": "string", "enum": ["user", "project"]}
     return {"type": "object", "required": ["memories"],
             "properties": {"memories": {"type": "array", "items": item}}}
 
@@ -271,8 +278,14 @@ def _validate(value: Any) -> list[Any]:
     raise ValueError('expected {"memories": [...]}')
 
 
+SCOPE_RULE = (
+    '\nEach memory also has a "scope": "user" for what is about the person in any project'
+    ' (preferences, how they like to communicate, habits), "project" for what is about this'
+    ' repository. Memories marked [user] in the catalogue are in the user\'s scope.')
+
+
 def _ask(store: MemoryStore, model: ChatModel, talk: str, catalogue: str,
-         result: Extraction) -> list[Any]:
+         result: Extraction, scoped: bool = False) -> list[Any]:
     """The model's items for the new talk: memories, or facts made into memories."""
     if _fact_style(store.config, model):
         prompt = prompts.render("extract_facts", catalogue=catalogue, conversation=for_body(talk))
@@ -286,10 +299,12 @@ def _ask(store: MemoryStore, model: ChatModel, talk: str, catalogue: str,
         items: list[Any] = [_fact_item(f, store.config.types) for f in grounded]
     else:
         prompt = prompts.render("extract", catalogue=catalogue,
-                                types=", ".join(store.config.types), conversation=for_body(talk))
+                                types=", ".join(store.config.types), conversation=for_body(talk),
+                                scope_rule=SCOPE_RULE if scoped else "")
         items = complete_json(model, system="You extract memories and answer in JSON.",
                               messages=[{"role": "user", "content": prompt}], purpose="extract",
-                              validate=_validate, schema=extract_schema(store.config.types))
+                              validate=_validate,
+                              schema=extract_schema(store.config.types, scoped))
     if len(items) > MAX_ITEMS:
         result.dropped.append(f"{len(items) - MAX_ITEMS} items past the first {MAX_ITEMS}")
         items = items[:MAX_ITEMS]
@@ -354,9 +369,22 @@ class _Planner:
                                      reason="updated from conversation", expect=current.digest)
 
 
+def _is_users(raw: Any, types: tuple[str, ...]) -> bool:
+    """Whether an item belongs to the user's own store: as the model says, else by its kind."""
+    if not isinstance(raw, dict):
+        return False
+    scope = str(raw.get("scope") or "").strip().lower()
+    if scope in ("user", "project"):
+        return scope == "user"
+    kind = TYPE_ALIASES.get(str(raw.get("type") or "").lower(), str(raw.get("type") or ""))
+    return kind in USER_TYPES
+
+
 def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatModel,
-                    start: int = 0) -> Extraction:
-    """Ask the model about ``messages[start:]`` and turn its answer into a safe plan."""
+                    start: int = 0, *, user_store: MemoryStore | None = None) -> Extraction:
+    """Ask the model about ``messages[start:]`` and turn its answer into a safe plan. With
+    ``user_store``, items about the person (the model's ``scope``, else their kind) are planned
+    against that store instead (``user_changes``)."""
     result = Extraction(new_messages=len(messages) - start)
     if start >= len(messages):
         return result
@@ -364,34 +392,54 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
     talk = _render(messages, start, 4 * 6000)
     # Large stores: show the memories the new talk is most likely to touch (pinned included).
     entries = catalogue_for(store, talk, store.config.select_catalogue_max)
-    catalogue = "\n".join(f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}"
-                          for e in entries) or "(none yet)"
-    items = _ask(store, model, talk, catalogue, result)
+    lines = [f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}" for e in entries]
+    user_entries = []
+    if user_store is not None:
+        user_store.refresh()
+        user_entries = catalogue_for(user_store, talk, store.config.select_catalogue_max)
+        lines += [f"- {e.name} ({for_prompt(e.type)}) [user]: {for_prompt(e.description)}"
+                  for e in user_entries]
+    items = _ask(store, model, talk, "\n".join(lines) or "(none yet)", result,
+                 scoped=user_store is not None)
     said = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
     planner = _Planner(store, {e.name for e in entries}, said, result,
                        {e.name for e in store.entries()})
+    user_planner = None if user_store is None else _Planner(
+        user_store, {e.name for e in user_entries}, said, result,
+        {e.name for e in user_store.entries()})
     for raw in items:
-        planner.add(raw)
+        if user_planner is not None and _is_users(raw, store.config.types):
+            user_planner.add(raw)
+        else:
+            planner.add(raw)
     result.changes = list(planner.planned.values())
+    if user_planner is not None:
+        result.user_changes = list(user_planner.planned.values())
     for note in result.dropped:
         log.info("extract: dropped %s", note)
     return result
 
 
 def extract_memories(store: MemoryStore, messages: list[Message], model: ChatModel,
-                     *, apply: bool = True) -> Extraction:
+                     *, apply: bool = True, user_store: MemoryStore | None = None) -> Extraction:
     """Extract from the messages not processed yet; apply the plan and advance the cursor.
 
-    With ``apply=False`` nothing is written and the cursor stays (a dry run).
+    With ``apply=False`` nothing is written and the cursor stays (a dry run). With
+    ``user_store``, memories about the person go there (see ``plan_extraction``); the cursor
+    stays with ``store``.
     """
     cursors = Cursors(store)
     start = cursors.start(messages)
-    result = plan_extraction(store, messages, model, start)
+    result = plan_extraction(store, messages, model, start, user_store=user_store)
     if not apply:
         return result
     if result.changes:
         names = ", ".join(c.memory.name for c in result.changes)
         result.operation = store.apply(result.changes, source="extract", secrets="redact",
                                        summary=f"extracted {names}")
+    if result.user_changes and user_store is not None:
+        names = ", ".join(c.memory.name for c in result.user_changes)
+        result.user_operation = user_store.apply(result.user_changes, source="extract",
+                                                 secrets="redact", summary=f"extracted {names}")
     cursors.advance(messages)
     return result

@@ -10,6 +10,7 @@ prompt. This module does NOT write memories.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import unicodedata
 from dataclasses import dataclass, field
@@ -21,7 +22,10 @@ from .entry import Entry
 from .errors import InvalidMemory, LLMError
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .safetext import for_body, for_prompt, one_line
+from .scopes import Scopes
 from .store import MemoryStore
+
+Reader = MemoryStore | Scopes  # one store, or several read as one
 
 log = logging.getLogger("memdir.recall")
 # The reply shapes of DESIGN.md, for endpoints that enforce a JSON schema.
@@ -87,7 +91,7 @@ def _query(messages: list[Message]) -> str:
     return "\n".join(users[-2:])
 
 
-def catalogue_for(store: MemoryStore, query: str, limit: int) -> list[Entry]:
+def catalogue_for(store: Reader, query: str, limit: int) -> list[Entry]:
     """Every memory when they fit the prompt; else pinned ones plus the best search hits."""
     entries = store.entries()
     if len(entries) <= limit:
@@ -138,7 +142,7 @@ def _validator(catalogue: list[Entry], max_items: int) -> Any:
     return validate
 
 
-def select(store: MemoryStore, messages: list[Message], model: ChatModel | None = None,
+def select(store: Reader, messages: list[Message], model: ChatModel | None = None,
            *, max_items: int = 5) -> Selection:
     """Choose up to ``max_items`` memory names for the conversation, saying how."""
     cfg = store.config
@@ -147,8 +151,8 @@ def select(store: MemoryStore, messages: list[Message], model: ChatModel | None 
         return Selection([], "search" if model is None else "llm", note="the store is empty")
     if model is not None:
         catalogue = catalogue_for(store, query, cfg.select_catalogue_max)
-        lines = "\n".join(f"{i}. {e.name} ({for_prompt(e.type)}) — {for_prompt(e.description)}"
-                          for i, e in enumerate(catalogue, 1))
+        lines = "\n".join(f"{i}. {e.name} ({for_prompt(e.type)}{_scope_tag(store, e)}) —"
+                          f" {for_prompt(e.description)}" for i, e in enumerate(catalogue, 1))
         talk = recent_conversation(messages, cfg.recall_history_chars)
         prompt = prompts.render("select", max_items=max_items, catalogue=lines,
                                 conversation=for_body(talk))
@@ -171,6 +175,14 @@ def select(store: MemoryStore, messages: list[Message], model: ChatModel | None 
     return _search_selection(store, query, max_items, "search", "no model configured")
 
 
+def _scope_tag(store: Reader, entry: Entry) -> str:
+    """", user" for a memory of the user's store in a catalogue of several scopes."""
+    if not isinstance(store, Scopes) or len(store.scopes) < 2:
+        return ""
+    scope = store.scope_of(entry.name)
+    return "" if scope == "project" else f", {scope}"
+
+
 def _guarded(cfg: Any, model: ChatModel) -> bool:
     """Whether the model's picks must share a word with the conversation: ``select_guard``
     "lexical" or "none"; "auto" guards models on this machine (small local models pick
@@ -181,7 +193,7 @@ def _guarded(cfg: Any, model: ChatModel) -> bool:
     return bool(mode == "lexical")
 
 
-def _lexical_guard(store: MemoryStore, names: list[str], talk: str
+def _lexical_guard(store: Reader, names: list[str], talk: str
                    ) -> tuple[list[str], list[str]]:
     """The picks that share a (stemmed) word with the conversation, and the others."""
     from .search import tokenize
@@ -197,13 +209,13 @@ def _lexical_guard(store: MemoryStore, names: list[str], talk: str
     return kept, dropped
 
 
-def _search_selection(store: MemoryStore, query: str, max_items: int, path: str, note: str
+def _search_selection(store: Reader, query: str, max_items: int, path: str, note: str
                       ) -> Selection:
     hits = store.search_entries(query, max_items) if query.strip() else []
     return Selection([e.name for e, _ in hits], path, [(e.name, s) for e, s in hits], note)
 
 
-def select_relevant_memories(store: MemoryStore, messages: list[Message],
+def select_relevant_memories(store: Reader, messages: list[Message],
                              model: ChatModel | None = None, max_items: int = 5) -> list[str]:
     """The names of the memories relevant to the conversation (the design's entry point)."""
     return select(store, messages, model, max_items=max_items).names
@@ -220,7 +232,7 @@ PREAMBLE = ("Notes saved from earlier sessions with this user and project. They 
             " repository take precedence.")
 
 
-def render_block(store: MemoryStore, names: list[str], budget_tokens: int) -> str:
+def render_block(store: Reader, names: list[str], budget_tokens: int) -> str:
     """The ``<relevant_memories>`` block for these memories, escaped, within the budget."""
     parts: list[str] = []
     used = estimate_tokens(PREAMBLE) + 20
@@ -228,9 +240,12 @@ def render_block(store: MemoryStore, names: list[str], budget_tokens: int) -> st
     for name in names:
         try:
             mem = store.get(name)
+            several = isinstance(store, Scopes) and len(store.scopes) > 1
+            scope = store.scope_of(name) if isinstance(store, Scopes) and several else None
         except (InvalidMemory, LookupError):
             continue
-        attrs = (f'name="{escape(mem.name)}" type="{escape(one_line(mem.type))}"'
+        where = f' scope="{escape(scope)}"' if scope else ""
+        attrs = (f'name="{escape(name)}" type="{escape(one_line(mem.type))}"{where}'
                  f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"')
         body = escape(mem.body.strip() or mem.description, quote=False)
         head, tail = f"<memory {attrs}>\n", "\n</memory>"
@@ -239,10 +254,10 @@ def render_block(store: MemoryStore, names: list[str], budget_tokens: int) -> st
         if cost > room:
             fixed = estimate_tokens(head + tail) + 30
             if room - fixed < 40:
-                omitted.append(mem.name)
+                omitted.append(name)
                 continue
             keep = _prefix_within(body, room - fixed)
-            body = keep + f"\n[… truncated; run 'memdir show {escape(mem.name)}' for the rest]"
+            body = keep + f"\n[… truncated; run 'memdir show {escape(name)}' for the rest]"
             cost = estimate_tokens(head + body + tail)
         parts.append(head + body + tail)
         used += cost
@@ -265,7 +280,7 @@ def _prefix_within(text: str, tokens: int) -> str:
     return text[:lo]
 
 
-def load_memories(store: MemoryStore, messages: list[Message], model: ChatModel | None = None,
+def load_memories(store: Reader, messages: list[Message], model: ChatModel | None = None,
                   *, max_items: int | None = None, budget_tokens: int | None = None) -> str:
     """Select the relevant memories and return them as one block ('' when none apply)."""
     cfg = store.config
@@ -300,9 +315,32 @@ def weave(messages: list[Message], block: str) -> list[Message]:
     return out
 
 
-def index_section(store: MemoryStore, max_lines: int, max_bytes: int) -> str:
-    """The memory index for the system prompt: pinned, then newest; never silently cut."""
-    entries = sorted(store.entries(), key=lambda e: e.updated or "", reverse=True)
+def index_section(store: Reader, max_lines: int, max_bytes: int) -> str:
+    """The memory index for the system prompt: pinned, then newest; never silently cut. With
+    several scopes, each has its part (headed by its name), within the same overall bound."""
+    if not isinstance(store, Scopes) or len(store.scopes) < 2:
+        return _index_lines(store.entries(), max_lines, max_bytes)
+    parts: dict[str, list[Entry]] = {}
+    for scope, entry, shown in store.located():
+        parts.setdefault(scope.name, []).append(
+            entry if shown == entry.name else dataclasses.replace(entry, name=shown))
+    if not parts:
+        return "(no memories yet)"
+    out = []
+    share_lines = max(2, max_lines // len(parts))
+    share_bytes = max(200, max_bytes // len(parts))
+    for name, entries in parts.items():
+        out.append(f"### {name} ({_SCOPE_NOTES.get(name.split(':')[0], '')})\n"
+                   + _index_lines(entries, share_lines - 1, share_bytes))
+    return "\n".join(out)
+
+
+_SCOPE_NOTES = {"project": "this repository", "user": "the user, in every project",
+                "shared": "shared, read-only"}
+
+
+def _index_lines(entries: list[Entry], max_lines: int, max_bytes: int) -> str:
+    entries = sorted(entries, key=lambda e: e.updated or "", reverse=True)
     entries.sort(key=lambda e: not e.pinned)  # stable: pinned first, each part newest first
     if not entries:
         return "(no memories yet)"
@@ -322,7 +360,7 @@ def index_section(store: MemoryStore, max_lines: int, max_bytes: int) -> str:
     return "\n".join(lines)
 
 
-def build_system(base: str, store: MemoryStore) -> str:
+def build_system(base: str, store: Reader) -> str:
     """``base`` followed by the memory guidance and the bounded memory index."""
     cfg = store.config
     section = prompts.render("system", memory_dir=store.root,

@@ -30,6 +30,7 @@ from ..layout import PENDING
 from ..providers import ChatModel, Message, Reply, TextCallback
 from ..recall import build_system, render_block, select, weave
 from ..safetext import one_line
+from ..scopes import Scopes, open_user_store
 from ..store import MemoryStore
 from .tools import Tools
 
@@ -145,7 +146,8 @@ class MemoryWorker:
         return [j.label for j in left]
 
 
-def resume_handed_over(store: MemoryStore, worker: MemoryWorker, model: ChatModel) -> int:
+def resume_handed_over(store: MemoryStore, worker: MemoryWorker, model: ChatModel,
+                       user_root: Path | None = None) -> int:
     """Queue the extractions an earlier agent handed over; returns how many."""
     spool = store.internal / PENDING
     try:
@@ -162,7 +164,7 @@ def resume_handed_over(store: MemoryStore, worker: MemoryWorker, model: ChatMode
             continue
 
         def job(taken: Path = taken, messages: list[Message] = messages) -> str | None:
-            note = _extract_job(store, messages, model)()
+            note = _extract_job(store, messages, model, user_root)()
             taken.unlink(missing_ok=True)
             return note
 
@@ -170,24 +172,26 @@ def resume_handed_over(store: MemoryStore, worker: MemoryWorker, model: ChatMode
     return len(files)
 
 
-def _extract_job(shared: MemoryStore, snapshot: list[Message], model: ChatModel
-                 ) -> Callable[[], str | None]:
+def _extract_job(shared: MemoryStore, snapshot: list[Message], model: ChatModel,
+                 user_root: Path | None = None) -> Callable[[], str | None]:
     def job() -> str | None:
         # A store object of its own: caches and the search connection are not shared with the
         # turn running on the main thread; the file lock orders the writes of both.
         store = MemoryStore(shared.root, shared.config, watch=False)
-        result = extract_memories(store, snapshot, model)
+        user = None if user_root is None else open_user_store(user_root, shared.config)
+        result = extract_memories(store, snapshot, model, user_store=user)
         note_turn(store)
         notes = []
-        if result.operation:
-            for ch in result.operation.changes:
+        for op, where in ((result.operation, ""), (result.user_operation, " (user)")):
+            for ch in op.changes if op else []:
                 notes.append(f"{'updated' if ch['action'] == 'update' else 'saved'}"
-                             f" {ch['name']}")
-        if is_due(store):
-            plan = consolidate_memories(store, model)
-            if not plan.is_empty():
-                notes.append(f"consolidated: merged {len(plan.merges)} groups, retired"
-                             f" {len(plan.retires)}")
+                             f" {ch['name']}{where}")
+        for scoped in (store, user):  # each scope on its own; never merged across them
+            if scoped is not None and is_due(scoped):
+                plan = consolidate_memories(scoped, model)
+                if not plan.is_empty():
+                    notes.append(f"consolidated: merged {len(plan.merges)} groups, retired"
+                                 f" {len(plan.retires)}")
         return ("memory " + ", ".join(notes)) if notes else None
     return job
 
@@ -203,13 +207,17 @@ def agent_loop(
     on_text: TextCallback | None = None,
     on_event: EventFn | None = None,
     base_system: str | None = None,
+    scopes: Scopes | None = None,
 ) -> Turn:
-    """Run one user turn; ``messages`` ends with the user's message and gets the replies."""
+    """Run one user turn; ``messages`` ends with the user's message and gets the replies.
+    With ``scopes``, recall reads every scope and extraction writes what is about the person
+    to the user's store."""
     emit = on_event or (lambda kind, text: None)
     turn = Turn()
     start = len(messages)
-    _recall(turn, store, messages, memory_model, emit)
-    system = build_system((base_system or BASE_SYSTEM).format(root=tools.root), store)
+    reader: MemoryStore | Scopes = scopes if scopes is not None else store
+    _recall(turn, reader, messages, memory_model, emit)
+    system = build_system((base_system or BASE_SYSTEM).format(root=tools.root), reader)
     try:
         _converse(turn, messages, system, model, tools, on_text, emit)
     except KeyboardInterrupt:
@@ -224,12 +232,13 @@ def agent_loop(
         raise
     if worker is not None and memory_model is not None:
         snapshot = list(messages)
-        worker.submit("memory extraction", _extract_job(store, snapshot, memory_model),
+        user = scopes.user_root() if scopes is not None else None
+        worker.submit("memory extraction", _extract_job(store, snapshot, memory_model, user),
                       {"messages": snapshot})
     return turn
 
 
-def _recall(turn: Turn, store: MemoryStore, messages: list[Message],
+def _recall(turn: Turn, store: MemoryStore | Scopes, messages: list[Message],
             memory_model: ChatModel | None, emit: EventFn) -> None:
     """Choose the turn's memories once; a failure is one notice, never the end of the turn."""
     try:

@@ -21,6 +21,7 @@ from ..layout import CHAT_HISTORY, PENDING, USAGE
 from ..memory import slugify
 from ..providers import ChatModel, Message
 from ..safetext import one_line
+from ..scopes import Scopes
 from ..store import MemoryStore
 from .loop import EXIT_WAIT, MemoryWorker, Turn, agent_loop, resume_handed_over
 from .permissions import Gate
@@ -44,11 +45,12 @@ class Session:
 
     def __init__(self, store: MemoryStore, model: ChatModel, memory_model: ChatModel | None,
                  root: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-                 gate: Gate | None = None) -> None:
+                 gate: Gate | None = None, scopes: Scopes | None = None) -> None:
         self.store = store
+        self.scopes = scopes  # recall reads them all; the person's memories go to theirs
         self.model = model
         self.memory_model = memory_model
-        self.tools = Tools(root, store, gate=gate)
+        self.tools = Tools(root, store, gate=gate, scopes=scopes)
         self.confirm: Callable[[str], bool] | None = None  # asks the person, in a chat
         self.spin = False  # a spinner on the terminal while the model thinks
         self.out, self.err = out, err
@@ -59,7 +61,8 @@ class Session:
         self.worker = MemoryWorker(self.event, store.internal / PENDING)
         self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if memory_model is not None and not store.read_only:
-            resumed = resume_handed_over(store, self.worker, memory_model)
+            resumed = resume_handed_over(store, self.worker, memory_model,
+                                         scopes.user_root() if scopes else None)
             if resumed:
                 self.event("memory", f"memory: resuming {resumed} extraction(s) handed over by"
                            " an earlier session")
@@ -94,7 +97,8 @@ class Session:
         try:
             self.last = agent_loop(self.messages, store=self.store, model=self.model,
                                    memory_model=self.memory_model, tools=self.tools,
-                                   worker=self.worker, on_text=on_text, on_event=self.event)
+                                   worker=self.worker, on_text=on_text, on_event=self.event,
+                                   scopes=self.scopes)
         finally:
             if spinner is not None:
                 spinner.stop()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MemdirError
+from ..scopes import USER, Scopes
 from ..store import MemoryStore
 from .permissions import Gate
 
@@ -82,9 +83,10 @@ class Tools:
     """The tools of one agent, bound to a project folder and a memory store."""
 
     def __init__(self, root: Path, store: MemoryStore, *, bash_timeout: float = BASH_TIMEOUT,
-                 gate: Gate | None = None) -> None:
+                 gate: Gate | None = None, scopes: Scopes | None = None) -> None:
         self.root = root.resolve()
         self.store = store
+        self.scopes = scopes  # save_memory puts the person's memories in their own store
         self.bash_timeout = bash_timeout
         self.gate = gate or Gate(yes=True)  # library use: the caller decided; the CLI asks
         self.memory_root = store.root.resolve()
@@ -232,16 +234,20 @@ class Tools:
     def save_memory(self, args: dict[str, Any]) -> ToolResult:
         fields = {k: str(args.get(k) or "").strip() for k in ("name", "type", "description",
                                                                "body")}
-        existed = fields["name"] in self.store
-        before = self.store.get(fields["name"]).digest if existed else None
-        mem = self.store.write(fields["name"], type=fields["type"],
+        store = self.store
+        where = ""
+        if self.scopes is not None and self.scopes.route(fields["type"]) == USER:
+            store, where = self.scopes.writable(USER), " (user)"
+        existed = fields["name"] in store
+        before = store.get(fields["name"]).digest if existed else None
+        mem = store.write(fields["name"], type=fields["type"],
                                description=fields["description"], body=fields["body"],
                                source="agent", secrets="redact", reason="saved by the agent")
         if existed and mem.digest == before:
             return ToolResult(f"memory {mem.name} already holds exactly this; nothing changed."
                               " Memories shown in <relevant_memories> are already saved.")
         verb = "updated" if existed else "saved"
-        return ToolResult(f"{verb} memory {mem.name}", saved=f"{verb} {mem.name}")
+        return ToolResult(f"{verb} memory {mem.name}{where}", saved=f"{verb} {mem.name}{where}")
 
 
 _PROVIDER_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY",

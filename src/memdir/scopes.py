@@ -1,0 +1,284 @@
+"""Scopes: the project's store, the user's own store, and shared read-only stores, read as one.
+
+- ``project``: the nearest ``.memory`` upward (as today): facts about this repository.
+- ``user``: ``$MEMDIR_USER_DIR`` (``user_dir`` in config.toml), else the platform's user data
+  folder (``~/.local/share/memdir`` on Linux): preferences and habits that follow the person
+  into every project. Created with owner-only permissions, and only when first written.
+- ``shared:<folder>``: each of ``read_only = [...]`` in config.toml and ``--also DIR``: recalled
+  from, never written, never consolidated (a team's checked-in conventions).
+
+Each is an ordinary ``MemoryStore`` with its own MEMORY.md and caches. ``Scopes`` reads them as
+one: a catalogue where each entry is tagged with its scope, and one search whose BM25 scores
+share one corpus's statistics (and whose cosines come from one embedder), so scores compare
+across stores. A name held by two scopes: the project's wins; the other is listed as
+``user:name`` (or ``shared:team:name``) when its content differs, and not at all when it is the
+same. Writes go where the kind of memory belongs (``route``): ``user_preference`` to the user,
+the rest to the project. Nothing from the user store is ever written into a project folder.
+This module does NOT choose memories (``recall`` does) or talk to a model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import Config
+from .entry import Entry
+from .errors import ConfigError, InvalidMemory, MemdirError, StoreNotFound
+from .memory import Memory
+from .store import MemoryStore
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .vectors import Ranked
+
+PROJECT, USER = "project", "user"
+USER_TYPES = frozenset({"user_preference"})  # kinds about the person, not the repository
+SCOPE_CHOICES = (PROJECT, USER, "all")
+
+
+def user_store_dir(config: Config) -> Path | None:
+    """Where the user's store is (None when ``user_dir = "none"``)."""
+    if config.user_dir is not None:
+        return None if str(config.user_dir).lower() == "none" else config.user_dir
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("memdir", appauthor=False))
+
+
+def open_user_store(root: Path, config: Config, *, watch: bool | None = False,
+                    embedder: Embedder | None = None) -> MemoryStore:
+    """The user's store at ``root``, created owner-only (0700) if it does not exist."""
+    if not root.is_dir():
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(root, 0o700)
+    return MemoryStore(root, dataclasses.replace(config, dir=root), create=True, watch=watch,
+                       embedder=embedder)
+
+
+def project_folder(config: Config) -> Path:
+    """The folder relative paths in config.toml start from: the one holding the store."""
+    return config.dir.absolute().parent
+
+
+@dataclass
+class Scope:
+    """One store and what may be done with it."""
+
+    name: str  # "project", "user", or "shared:<folder>"
+    root: Path
+    writable: bool
+    store: MemoryStore | None  # None: not created yet (the user store before its first write)
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+def _shared_label(path: Path, taken: set[str]) -> str:
+    folder = path.parent.name if path.name == ".memory" else path.name
+    label, n = f"shared:{folder or 'store'}", 2
+    while label in taken:
+        label, n = f"shared:{folder}-{n}", n + 1
+    return label
+
+
+class Scopes:
+    """The stores a project sees: project, user and shared ones, read as one."""
+
+    def __init__(self, config: Config, *, project: MemoryStore | None = None,
+                 also: Sequence[str | os.PathLike[str]] = (), create: bool = False,
+                 watch: bool | None = None, scopes: Sequence[str] | None = None) -> None:
+        """``project``: an open project store (else opened from ``config.dir``; created only
+        with ``create``). ``also``: more read-only stores. ``scopes``: only these scope names
+        (``project``, ``user``, ``shared``); default all."""
+        self.config = config
+        self.watch = watch
+        wanted = set(scopes) if scopes is not None else {PROJECT, USER, "shared"}
+        self._embedder: Any = _UNSET
+        self.scopes: list[Scope] = []
+        if PROJECT in wanted:
+            if project is None:
+                try:
+                    project = MemoryStore(config.dir, config, create=create, watch=watch,
+                                          embedder=self.embedder())
+                except StoreNotFound:
+                    project = None
+            if project is not None:
+                self.scopes.append(Scope(PROJECT, project.root, not project.read_only, project))
+        user_root = user_store_dir(config)
+        if USER in wanted and user_root is not None:
+            store = None
+            if (user_root / ".memdir").is_dir() or any(user_root.glob("*.md")):
+                store = self._open(user_root, create=False)
+            self.scopes.append(Scope(USER, user_root, True, store))
+        if "shared" in wanted:
+            base = project_folder(config)
+            taken = {s.name for s in self.scopes}
+            seen = {s.root.absolute() for s in self.scopes}
+            for raw in (*config.read_only, *also):
+                path = Path(os.path.expanduser(str(raw)))
+                path = path if path.is_absolute() else base / path
+                if path.absolute() in seen:
+                    continue
+                if not path.is_dir():
+                    raise ConfigError(f"read-only store {raw} ({path}) is not a folder — fix"
+                                      " read_only in config.toml or --also")
+                label = _shared_label(path, taken)
+                taken.add(label)
+                seen.add(path.absolute())
+                self.scopes.append(Scope(label, path, False, self._open(path, create=False)))
+
+    # -- the stores ---------------------------------------------------------------------------
+
+    def embedder(self) -> Embedder | None:
+        """One embedder for every store, so that cosines compare across them."""
+        if self._embedder is _UNSET:
+            from .embed import EmbedError, from_config
+
+            try:
+                self._embedder = from_config(self.config)
+            except EmbedError:
+                self._embedder = None
+        return self._embedder  # type: ignore[no-any-return]
+
+    def _open(self, root: Path, *, create: bool) -> MemoryStore:
+        return MemoryStore(root, dataclasses.replace(self.config, dir=root), create=create,
+                           watch=self.watch, embedder=self.embedder())
+
+    def stores(self) -> list[tuple[Scope, MemoryStore]]:
+        """The scopes that have a store, project first."""
+        return [(s, s.store) for s in self.scopes if s.store is not None]
+
+    def scope(self, name: str) -> Scope:
+        """The scope called ``name`` (``project``, ``user`` or ``shared:…``)."""
+        for s in self.scopes:
+            if s.name == name:
+                return s
+        known = ", ".join(s.name for s in self.scopes) or "none"
+        raise StoreNotFound(f"no {name} store here (scopes: {known}) — see 'memdir scopes'")
+
+    def writable(self, name: str) -> MemoryStore:
+        """The store of a writable scope, created (owner-only for the user's) if need be."""
+        s = self.scope(name)
+        if not s.writable:
+            raise MemdirError(f"{s.name} ({s.root}) is read-only — memdir never writes there")
+        if s.store is None:
+            s.store = open_user_store(s.root, self.config, watch=self.watch,
+                                      embedder=self.embedder())
+        return s.store
+
+    def route(self, type: str, scope: str | None = None) -> str:
+        """Where a new memory of this kind goes: ``scope`` if given, else the user's store for
+        kinds about the person (when there is one), else the project."""
+        if scope is not None and scope != "all":
+            return scope
+        if type in USER_TYPES and any(s.name == USER for s in self.scopes):
+            return USER
+        return PROJECT
+
+    def only(self, name: str) -> Scopes:
+        """These scopes narrowed to the one called ``name`` (the stores stay shared)."""
+        narrowed = object.__new__(Scopes)
+        narrowed.__dict__.update(self.__dict__)
+        narrowed.scopes = [s for s in self.scopes if s.name == name]
+        return narrowed
+
+    def user_root(self) -> Path | None:
+        """The user's store folder (None when there is no user scope)."""
+        return next((s.root for s in self.scopes if s.name == USER), None)
+
+    @property
+    def project(self) -> MemoryStore | None:
+        return next((s.store for s in self.scopes if s.name == PROJECT), None)
+
+    @property
+    def root(self) -> Path:
+        """The project store's folder (what the agent's prompt names)."""
+        return self.project.root if self.project is not None else self.config.dir
+
+    def close(self) -> None:
+        for _, store in self.stores():
+            store.close()
+
+    # -- reading as one -----------------------------------------------------------------------
+
+    def located(self) -> list[tuple[Scope, Entry, str]]:
+        """Every memory of every scope as (scope, entry, shown name): project first; a name
+        already shown is qualified with its scope when the content differs and left out when
+        it is the same."""
+        shown: dict[str, tuple[Scope, Entry]] = {}
+        out: list[tuple[Scope, Entry, str]] = []
+        for scope, store in self.stores():
+            for e in store.entries():
+                first = shown.get(e.name)
+                if first is None:
+                    shown[e.name] = (scope, e)
+                    out.append((scope, e, e.name))
+                elif not self._same(first, (scope, e)):
+                    out.append((scope, e, f"{scope.name}:{e.name}"))
+        return out
+
+    @staticmethod
+    def _same(a: tuple[Scope, Entry], b: tuple[Scope, Entry]) -> bool:
+        if (a[1].type, a[1].description) != (b[1].type, b[1].description):
+            return False
+        try:
+            return bool(a[0].store and b[0].store
+                        and a[0].store.get(a[1].name).body == b[0].store.get(b[1].name).body)
+        except (InvalidMemory, LookupError):
+            return False
+
+    def entries(self) -> list[Entry]:
+        """The catalogue: every memory once, named as ``located`` shows it."""
+        return [e if shown == e.name else dataclasses.replace(e, name=shown)
+                for _, e, shown in self.located()]
+
+    def locate(self, shown: str) -> tuple[Scope, str]:
+        """The scope and real name of a memory as the catalogue shows it."""
+        for scope, e, name in self.located():
+            if name == shown:
+                return scope, e.name
+        raise LookupError(f"no memory named {shown!r} — see 'memdir list'")
+
+    def scope_of(self, shown: str) -> str:
+        return self.locate(shown)[0].name
+
+    def get(self, shown: str) -> Memory:
+        """The memory the catalogue shows as ``shown`` (its ``name`` is the real one)."""
+        scope, name = self.locate(shown)
+        assert scope.store is not None
+        return scope.store.get(name)
+
+    def ranked(self, query: str, k: int = 5, *, explain: bool = False
+               ) -> list[tuple[Scope, Ranked]]:
+        """The ``k`` best memories over every scope, with comparable scores."""
+        from .lookup import rank_many
+
+        pairs = self.stores()
+        hits = rank_many([store.lookup for _, store in pairs], query, k, explain=explain)
+        return [(pairs[i][0], dataclasses.replace(r, key=key)) for (i, key), r in
+                ((r.key, r) for r in hits)]
+
+    def search_entries(self, query: str, k: int = 5) -> list[tuple[Entry, float]]:
+        """The ``k`` best memories' catalogue entries (shown names) with scores."""
+        shown = {(s.name, e.file): (e, name) for s, e, name in self.located()}
+        out = []
+        for scope, r in self.ranked(query, k):
+            hit = shown.get((scope.name, r.key))
+            if hit is not None:
+                e, name = hit
+                out.append((e if name == e.name else dataclasses.replace(e, name=name),
+                            r.score))
+        return out
+
+    def ranking_note(self) -> str:
+        pairs = self.stores()
+        return pairs[0][1].ranking_note() if pairs else "ranking: no stores"
+
+
+_UNSET = object()
