@@ -37,6 +37,16 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         if var.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_")):
             monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("MEMDIR_USER_DIR", str(tmp_path / "user-store"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # shared stores' caches
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a memdir child process: no memdir settings, provider keys or
+    endpoints, but this test's own user store."""
+    import os
+
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_")) or k == "MEMDIR_USER_DIR"}
 
 
 @pytest.fixture

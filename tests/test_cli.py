@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import CliFn
+from conftest import CliFn, child_env
 
 # kept in the project's store (a user_preference would go to the user's own store)
 ADD = ["add", "user-language-preference", "--type", "user_preference", "--scope", "project",
@@ -265,7 +265,7 @@ def test_global_options_after_the_command(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MEMDIR_")}
+    env = child_env()
     r = subprocess.run([sys.executable, "-m", "memdir", "init", "--dir", str(target)],
                        capture_output=True, text=True, env=env, cwd=tmp_path)
     assert r.returncode == 0 and (target / ".memdir").is_dir()

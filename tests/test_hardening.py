@@ -26,7 +26,7 @@ from memdir.recall import build_system, select
 from memdir.testing import FakeModel
 from memdir.undo import undo
 
-from conftest import CliFn
+from conftest import CliFn, child_env
 
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
@@ -188,7 +188,7 @@ def test_temp_files_in_history_are_reported_and_cleaned(store: MemoryStore, cli:
 def test_read_commands_never_create_a_store(tmp_path: Path) -> None:
     """A typo in --dir is an error, not a silent empty store; a subdirectory finds the store of
     its parent as git does; writes create the store where none is found."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
+    env = child_env()
     missing = tmp_path / "typo" / ".memory"
     r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(missing), "list"],
                        capture_output=True, text=True, env=env)
@@ -232,7 +232,7 @@ def test_read_only_store_serves_reads(tmp_path: Path) -> None:
         assert select(ro, [{"role": "user", "content": "tabs?"}]).names == ["style"]
         with pytest.raises(ConflictError, match="read-only"):
             ro.write("x", type="reference", description="d", body="b")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMDIR_")}
+        env = child_env()
         r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "recall",
                             "--no-llm", "tabs"], capture_output=True, text=True, env=env)
         assert r.returncode == 0 and "Prefers tabs" not in r.stderr and "tabs" in r.stdout

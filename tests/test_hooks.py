@@ -18,9 +18,12 @@ import pytest
 from memdir import MemoryStore
 from memdir.integrations.transcripts import read_session
 
+from conftest import child_env
+
 DATA = Path(__file__).parent / "data"
+# a preference, but about this repository: the model's scope keeps it in the project's store
 PNPM = {"memories": [{"action": "create", "name": "use-pnpm", "type": "user_preference",
-                      "description": "Use pnpm, never npm, in this repo",
+                      "scope": "project", "description": "Use pnpm, never npm, in this repo",
                       "body": "The user asked to always use pnpm instead of npm."}]}
 PG = {"memories": [{"action": "create", "name": "staging-postgres", "type": "project_fact",
                     "description": "Staging database is Postgres 16 on db-staging.internal",
@@ -28,8 +31,7 @@ PG = {"memories": [{"action": "create", "name": "staging-postgres", "type": "pro
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_"))}
+    env = child_env()
     env["HOME"] = str(tmp_path / "home")
     env.update(extra)
     return env

@@ -4,7 +4,6 @@ streamable HTTP."""
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import subprocess
 import sys
@@ -23,12 +22,13 @@ from memdir import MemoryStore
 from memdir import memory as memfmt
 from memdir.memory import Memory
 
+from conftest import child_env
+
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_"))}
+    return child_env()
 
 
 def stdio(root: Path) -> StdioServerParameters:
@@ -68,7 +68,9 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
         out, err = await call(client, "remember", type="user_preference",
                               description="User prefers tabs over spaces",
                               body="Indent with tabs.\nKeep lines short.\nTabs in Makefiles too.")
-        assert not err and out == "Saved memory user-prefers-tabs-over-spaces."
+        assert not err and out == ("Saved memory user-prefers-tabs-over-spaces in the user's"
+                                   " own store.")
+        assert (tmp_path / "user-store" / "user-prefers-tabs-over-spaces.md").is_file()
         out, err = await call(client, "remember", name="db", type="project_fact",
                               description="Staging runs Postgres 16", body="Postgres 16.")
         assert not err

@@ -21,7 +21,7 @@ from .errors import InvalidMemory, MemdirError
 from .layout import INTERNAL
 from .plan import Put
 from .safetext import display_width, for_terminal, for_terminal_text, pad, plural
-from .scopes import PROJECT, USER, USER_TYPES, user_store_dir
+from .scopes import PROJECT, USER, route
 from .store import MemoryStore
 
 
@@ -94,8 +94,7 @@ def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
         body_file: Path | None, allow_secret: bool, scope: str | None) -> None:
     """Create or update the memory NAME (user_preference goes to the user's own store)."""
     text = _read_body(body, body_file)
-    if scope is None:
-        scope = USER if type_ in USER_TYPES and user_store_dir(c.config) else PROJECT
+    scope = route(c.config, type_, scope)
     c.create_store = scope == PROJECT
     store = c.store if scope == PROJECT else c.scopes().writable(scope)
     existed = name in store

@@ -30,11 +30,12 @@ class Folder:
 
     def __init__(self, root: Path, internal: Path, config: Config, history: History, *,
                  read_only: bool, watch: bool | None,
-                 try_locked: Callable[[Callable[[], None]], bool]) -> None:
+                 try_locked: Callable[[Callable[[], None]], bool],
+                 caches: Path | None = None) -> None:
         self.root, self.internal, self.config, self.history = root, internal, config, history
         self.read_only = read_only
         self.try_locked = try_locked
-        self.cache = MetaCache(internal / META)
+        self.cache = MetaCache((caches or internal) / META)
         self.catalog = idx.Catalog(root, self.cache, config.types, config.max_file_bytes)
         self.tracker = Tracker(root, internal / LOG, internal / JOURNAL, watch=watch)
         self.index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version

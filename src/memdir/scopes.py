@@ -5,7 +5,8 @@
   folder (``~/.local/share/memdir`` on Linux): preferences and habits that follow the person
   into every project. Created with owner-only permissions, and only when first written.
 - ``shared:<folder>``: each of ``read_only = [...]`` in config.toml and ``--also DIR``: recalled
-  from, never written, never consolidated (a team's checked-in conventions).
+  from, never written, never consolidated (a team's checked-in conventions). Not even caches
+  are written there: they live in the user's cache folder (``~/.cache/memdir/shared``).
 
 Each is an ordinary ``MemoryStore`` with its own MEMORY.md and caches. ``Scopes`` reads them as
 one: a catalogue where each entry is tagged with its scope, and one search whose BM25 scores
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import Config
 from .entry import Entry
-from .errors import ConfigError, InvalidMemory, MemdirError, StoreNotFound
+from .errors import ConfigError, InvalidMemory, MemdirError, MemoryNotFound, StoreNotFound
 from .memory import Memory
 from .store import MemoryStore
 
@@ -48,6 +49,14 @@ def user_store_dir(config: Config) -> Path | None:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("memdir", appauthor=False))
+
+
+def route(config: Config, type: str, scope: str | None = None) -> str:
+    """Where a memory of this kind is written: ``scope`` if given, else the user's store for
+    kinds about the person (when there is a user store), else the project's."""
+    if scope is not None and scope != "all":
+        return scope
+    return USER if type in USER_TYPES and user_store_dir(config) is not None else PROJECT
 
 
 def open_user_store(root: Path, config: Config, *, watch: bool | None = False,
@@ -131,7 +140,7 @@ class Scopes:
                 label = _shared_label(path, taken)
                 taken.add(label)
                 seen.add(path.absolute())
-                self.scopes.append(Scope(label, path, False, self._open(path, create=False)))
+                self.scopes.append(Scope(label, path, False, self._open_shared(path)))
 
     # -- the stores ---------------------------------------------------------------------------
 
@@ -149,6 +158,18 @@ class Scopes:
     def _open(self, root: Path, *, create: bool) -> MemoryStore:
         return MemoryStore(root, dataclasses.replace(self.config, dir=root), create=create,
                            watch=self.watch, embedder=self.embedder())
+
+    def _open_shared(self, root: Path) -> MemoryStore:
+        """A shared store, read-only: its caches live in the user's cache folder, so nothing
+        is ever written into it."""
+        import hashlib
+
+        import platformdirs
+
+        key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+        caches = Path(platformdirs.user_cache_dir("memdir", appauthor=False)) / "shared" / key
+        return MemoryStore(root, dataclasses.replace(self.config, dir=root), create=False,
+                           watch=self.watch, embedder=self.embedder(), cache_dir=caches)
 
     def stores(self) -> list[tuple[Scope, MemoryStore]]:
         """The scopes that have a store, project first."""
@@ -173,13 +194,9 @@ class Scopes:
         return s.store
 
     def route(self, type: str, scope: str | None = None) -> str:
-        """Where a new memory of this kind goes: ``scope`` if given, else the user's store for
-        kinds about the person (when there is one), else the project."""
-        if scope is not None and scope != "all":
-            return scope
-        if type in USER_TYPES and any(s.name == USER for s in self.scopes):
-            return USER
-        return PROJECT
+        """Where a new memory of this kind goes (see ``route``)."""
+        return route(self.config, type, scope) if self.user_root() is not None or scope \
+            else PROJECT
 
     def only(self, name: str) -> Scopes:
         """These scopes narrowed to the one called ``name`` (the stores stay shared)."""
@@ -243,14 +260,21 @@ class Scopes:
         for scope, e, name in self.located():
             if name == shown:
                 return scope, e.name
-        raise LookupError(f"no memory named {shown!r} — see 'memdir list'")
+        raise MemoryNotFound(f"no memory named {shown!r} — see 'memdir list'")
 
     def scope_of(self, shown: str) -> str:
         return self.locate(shown)[0].name
 
     def get(self, shown: str) -> Memory:
-        """The memory the catalogue shows as ``shown`` (its ``name`` is the real one)."""
-        scope, name = self.locate(shown)
+        """The memory the catalogue shows as ``shown`` (its ``name`` is the real one). An
+        unknown name gets the project store's answer (an invalid name, or did-you-mean)."""
+        try:
+            scope, name = self.locate(shown)
+        except LookupError:
+            pairs = self.stores()
+            if not pairs:
+                raise
+            return pairs[0][1].get(shown)
         assert scope.store is not None
         return scope.store.get(name)
 

@@ -83,13 +83,15 @@ class MemoryStore:
     file-system watcher at once (True), never (False), or when the process turns out to be
     long-running (None). ``progress(done, total)`` is called while a first open parses files.
     ``embedder``: embeds memories for hybrid search, instead of the one the configuration names
-    (``embed.Embedder``: a name, a dimension and ``embed(texts)``).
+    (``embed.Embedder``: a name, a dimension and ``embed(texts)``). ``cache_dir``: open the
+    store read-only and keep its caches (metadata, search index, vectors) there, so that
+    nothing is ever written into the folder (a shared store another team owns).
     """
 
     def __init__(self, path: str | os.PathLike[str] = ".memory", config: Config | None = None,
                  *, create: bool = True, watch: bool | None = None,
                  progress: Callable[[int, int], None] | None = None,
-                 embedder: Embedder | None = None) -> None:
+                 embedder: Embedder | None = None, cache_dir: Path | None = None) -> None:
         self.root = Path(path)
         self.config = config or Config(dir=self.root)
         if self.root.is_symlink():
@@ -102,25 +104,29 @@ class MemoryStore:
                     f"no memory store at {self.root} — run 'memdir init' there, or pass --dir")
             self.root.mkdir(parents=True, exist_ok=True)
         _not_a_link(self.internal, "folder")
-        self.read_only = False
-        try:
-            self.internal.mkdir(exist_ok=True)
-            gitignore = self.root / ".gitignore"
-            if not os.path.lexists(gitignore):
-                write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
-        except OSError as exc:
-            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise
-            self.read_only = True  # a read-only mount or a checked-in store: reads still work
+        self.read_only = cache_dir is not None
+        if cache_dir is not None:
+            cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        else:
+            try:
+                self.internal.mkdir(exist_ok=True)
+                gitignore = self.root / ".gitignore"
+                if not os.path.lexists(gitignore):
+                    write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
+            except OSError as exc:
+                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                    raise
+                self.read_only = True  # a read-only mount or a checked-in store: reads work
         self._history = History(self.internal / HISTORY, self.internal / LOG)
         self._lock: filelock.FileLock | None = None
         self._folder = Folder(self.root, self.internal, self.config, self._history,
                               read_only=self.read_only, watch=watch,
-                              try_locked=self._try_locked)
+                              try_locked=self._try_locked, caches=cache_dir)
         self._cache, self._catalog = self._folder.cache, self._folder.catalog
         self._tracker = self._folder.tracker
-        self._lookup = Lookup(self.root, self.internal, self.config, self._catalog,
-                              in_memory=self.read_only, embedder=embedder)
+        self._lookup = Lookup(self.root, cache_dir or self.internal, self.config, self._catalog,
+                              in_memory=self.read_only and cache_dir is None,
+                              embedder=embedder)
         if os.path.lexists(self.internal / JOURNAL):
             try:
                 self._try_locked(self._recover)

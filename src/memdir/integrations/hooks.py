@@ -28,10 +28,11 @@ from typing import Any
 
 from ..atomic import append_nofollow, write_atomic
 from ..config import Config, find_store_dir, load_config
-from ..errors import LLMUnavailable, MemdirError
+from ..errors import LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import HOOK_SPOOL as SPOOL
 from ..layout import INTERNAL
+from ..scopes import Scopes, open_user_store, user_store_dir
 from ..store import MemoryStore
 from .transcripts import read_session
 
@@ -220,8 +221,7 @@ def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
     if not isinstance(said, str):
         raise HookError("the event has no 'prompt' text — is this hook on UserPromptSubmit?")
     config = _config_for(event)
-    store = MemoryStore(config.dir, config, create=False, watch=False)
-    store.pace_embedding(budget=budget / 2)  # new memories' vectors: the learn worker's job
+    store = _reader(config, budget)
     messages: list[Any] = []
     path = event.get("transcript_path")
     if isinstance(path, str) and os.path.isfile(path):
@@ -233,8 +233,7 @@ def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
         def choose() -> None:
             chosen.append(select(store_copy, messages, model,
                                  max_items=config.recall_max_items))
-        store_copy = MemoryStore(config.dir, config, create=False, watch=False)
-        store_copy.pace_embedding(budget=budget / 2)
+        store_copy = _reader(config, budget)
         worker = threading.Thread(target=choose, daemon=True)
         worker.start()
         worker.join(budget)
@@ -245,6 +244,21 @@ def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
         return ""
     return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                                               "additionalContext": block}}, ensure_ascii=False)
+
+
+def _reader(config: Config, budget: float) -> Scopes:
+    """The project's, the user's and shared stores, each embedding new memories for at most a
+    part of the budget (the learn worker embeds the rest)."""
+    try:
+        project: MemoryStore | None = MemoryStore(config.dir, config, create=False, watch=False)
+    except StoreNotFound:
+        project = None
+    scopes = Scopes(config, project=project, watch=False)
+    if not scopes.stores():
+        raise StoreNotFound(f"no memory store at {config.dir} — run 'memdir init' there")
+    for _, store in scopes.stores():
+        store.pace_embedding(budget=budget / 2)
+    return scopes
 
 
 def learn(event: dict[str, Any], *, host: str | None) -> Path:
@@ -281,12 +295,19 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
         model = _memory_model(config, host)
         if model is None:
             raise HookError("no memory model: set an API key, or install the host's CLI")
-        result = extract_memories(store, messages, model)
+        root = user_store_dir(config)
+        user = open_user_store(root, config) if root is not None else None
+        result = extract_memories(store, messages, model, user_store=user)
         record.update(status="ok", new_messages=result.new_messages,
                       saved=[c.memory.name for c in result.changes], dropped=result.dropped)
-        if is_due(store):
-            plan = consolidate_memories(store, model)
-            record["consolidated"] = {"merged": len(plan.merges), "retired": len(plan.retires)}
+        if result.user_changes:
+            record["saved_user"] = [c.memory.name for c in result.user_changes]
+        for scoped in (store, user):  # each scope on its own
+            if scoped is not None and is_due(scoped):
+                plan = consolidate_memories(scoped, model)
+                record.setdefault("consolidated", []).append(
+                    {"store": str(scoped.root), "merged": len(plan.merges),
+                     "retired": len(plan.retires)})
     except (MemdirError, OSError, KeyError, ValueError) as exc:
         record.update(status="error", error=str(exc))
     finally:

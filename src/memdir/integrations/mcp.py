@@ -27,6 +27,7 @@ from ..memory import dumps, slugify
 from ..plan import Put
 from ..recall import estimate_tokens, render_block, select
 from ..safetext import one_line
+from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import MemoryStore
 
 log = logging.getLogger("memdir.mcp")
@@ -56,6 +57,8 @@ class MemoryServer:
     def __init__(self, config: Config) -> None:
         self.config = config
         self._store: MemoryStore | None = None
+        self._scopes: Scopes | None = None
+        self._user: MemoryStore | None = None
         self._lock = threading.Lock()
         self._model: Any = None
 
@@ -67,6 +70,44 @@ class MemoryServer:
                 raise ToolError(f"no memory store at {self.config.dir} yet — call remember to"
                                 " create it, or start the server with --dir") from None
         return self._store
+
+    def scopes(self) -> Scopes:
+        """The project's, the user's and the shared stores, read as one."""
+        if self._scopes is None or (self._scopes.project is None and self._store is not None):
+            try:
+                project: MemoryStore | None = self.store()
+            except ToolError:
+                project = None
+            self._scopes = Scopes(self.config, project=project, watch=True)
+        if not self._scopes.stores():
+            self.store()  # the usual "no memory store" error
+        return self._scopes
+
+    def writable(self, where: str) -> MemoryStore:
+        """The project's store (created if need be) or the user's (created owner-only)."""
+        if where == PROJECT:
+            return self.store(create=True)
+        if self._user is None:
+            root = user_store_dir(self.config)
+            if root is None:
+                raise ToolError("there is no user store (user_dir = \"none\") — use scope"
+                                " \"project\"")
+            self._user = open_user_store(root, self.config, watch=True)
+            self._scopes = None  # read the stores again, the new one included
+        return self._user
+
+    def target(self, shown: str, *, write: bool = True) -> tuple[MemoryStore, str]:
+        """The store and real name of the memory ``shown`` (``user:NAME`` for the user's
+        copy of a name the project also has); the project's when no scope holds it."""
+        scopes = self.scopes()
+        try:
+            scope, name = scopes.locate(shown)
+        except LookupError:
+            return self.store(), shown  # unknown here: the project store says so
+        if write and not scope.writable:
+            raise ToolError(f"{shown} is in {scope.name} ({scope.root}), which is read-only")
+        assert scope.store is not None
+        return scope.store, name
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run one tool body: serialised, with memdir's errors as one-line tool errors."""
@@ -115,7 +156,7 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         said = _pick("message", message, query, text)
 
         def run() -> str:
-            store = mem.store()
+            store = mem.scopes()
             messages: list[Any] = [{"role": "user", "content": r} for r in recent or []]
             messages.append({"role": "user", "content": said})
             sel = select(store, messages, mem.model(), max_items=config.recall_max_items)
@@ -135,11 +176,12 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         wanted = _pick("query", query, q, text)
 
         def run() -> str:
-            hits = mem.store().search_entries(str(wanted), max(1, min(int(k), 50)))
+            scopes = mem.scopes()
+            hits = scopes.search_entries(str(wanted), max(1, min(int(k), 50)))
             if not hits:
                 return "No matching memories."
-            return "\n".join(f"{e.name} ({one_line(e.type)}, score {s:.2f}) —"
-                             f" {one_line(e.description)}" for e, s in hits)
+            return "\n".join(f"{e.name} ({one_line(e.type)}{_where(scopes, e.name)}, score"
+                             f" {s:.2f}) — {one_line(e.description)}" for e, s in hits)
         return mem.call(run)
 
     @server.tool(name="list", annotations=READ, description=(
@@ -147,7 +189,8 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         " Optional 'type' filter; pass the returned 'cursor' to get the next page."))
     def list_(type: str | None = None, cursor: str | None = None) -> str:
         def run() -> str:
-            entries = mem.store().entries(type or None)
+            scopes = mem.scopes()
+            entries = [e for e in scopes.entries() if type in (None, "", e.type)]
             try:
                 start = int(cursor or 0)
             except ValueError:
@@ -161,7 +204,8 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
             i = start
             for i in range(start, len(entries)):
                 e = entries[i]
-                line = f"- {e.name} ({one_line(e.type)}): {one_line(e.description)}"
+                line = (f"- {e.name} ({one_line(e.type)}{_where(scopes, e.name)}):"
+                        f" {one_line(e.description)}")
                 cost = estimate_tokens(line) + 1
                 if used + cost > PAGE_TOKENS and i > start:
                     lines.append(f'(more: call list with cursor "{i}")')
@@ -175,7 +219,7 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         "Read one memory whole (frontmatter and body) by 'name' (or 'id'/'memory')."))
     def read(name: str | None = None, id: str | None = None, memory: str | None = None) -> str:
         which = _pick("name", name, id, memory)
-        return mem.call(lambda: dumps(mem.store().get(str(which))))
+        return mem.call(lambda: dumps(mem.scopes().get(str(which))))
 
     @server.tool(annotations=WRITE, description=(
         "Save a memory, or update the one with this name. 'type' is one of the store's types"
@@ -184,14 +228,19 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         " (lowercase-hyphenated; made from the description when missing). Credentials are"
         " refused: leave them out."))
     def remember(description: str, body: str = "", type: str = "user_preference",
-                 name: str | None = None, id: str | None = None) -> str:
+                 name: str | None = None, id: str | None = None,
+                 scope: str | None = None) -> str:
         def run() -> str:
-            store = mem.store(create=True)
+            if scope not in (None, "", PROJECT, USER):
+                raise ToolError(f"scope {scope!r} is not one of project, user")
+            where = route(config, type, scope or None)
+            store = mem.writable(where)
             chosen = (name or id or slugify(" ".join(description.split()[:6]))).strip()
             existed = chosen in store
             saved = store.write(chosen, type=type, description=description, body=body,
                                 source="mcp", reason="remembered through MCP")
-            return f"{'Updated' if existed else 'Saved'} memory {saved.name}."
+            there = "" if where == PROJECT else " in the user's own store"
+            return f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
         return mem.call(run)
 
     @server.tool(annotations=WRITE, description=(
@@ -202,8 +251,8 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         which = str(_pick("name", name, id, memory))
 
         def run() -> str:
-            store = mem.store()
-            current = store.get(which)
+            store, real = mem.target(which)
+            current = store.get(real)
             for field in ("body", "description"):
                 value: str = getattr(current, field)
                 count = value.count(old) if old else 0
@@ -230,7 +279,8 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         which = str(_pick("name", name, id, memory))
 
         def run() -> str:
-            mem.store().delete(which, reason=reason or "forgotten through MCP", source="mcp")
+            store, real = mem.target(which)
+            store.delete(real, reason=reason or "forgotten through MCP", source="mcp")
             return f"Forgot {which}; restore brings it back."
         return mem.call(run)
 
@@ -241,7 +291,8 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         which = str(_pick("name", name, id, memory))
 
         def run() -> str:
-            versions = mem.store().history(which)
+            store, real = mem.target(which, write=False)
+            versions = store.history(real)
             if not versions:
                 return f"No history for {which}."
             return "\n".join(f"v{v.version} {v.time} {v.action}"
@@ -257,7 +308,8 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         which = str(_pick("name", name, id, memory))
 
         def run() -> str:
-            mem.store().restore(which, version, source="mcp")
+            store, real = mem.target(which)
+            store.restore(real, version, source="mcp")
             return f"Restored {which}."
         return mem.call(run)
 
@@ -273,7 +325,7 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
                      description="One memory file, frontmatter and body.")
     def memory_file(name: str) -> str:
         try:
-            return mem.call(lambda: dumps(mem.store().get(name)))
+            return mem.call(lambda: dumps(mem.scopes().get(name)))
         except ToolError as exc:
             raise ResourceError(str(exc)) from None
 
@@ -284,6 +336,12 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
                 f" details in the body. Leave out any credential.\n\n{text}")
 
     return server
+
+
+def _where(scopes: Scopes, shown: str) -> str:
+    """", user" (or ", shared:…") for a memory outside the project's store."""
+    scope = scopes.scope_of(shown)
+    return "" if scope == PROJECT else f", {scope}"
 
 
 def _find_all(text: str, part: str) -> list[int]:

@@ -1,0 +1,231 @@
+"""Scopes: the project's store, the user's own store shared by every project, and read-only
+shared stores; recall reads them as one, learning writes each memory where it belongs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from memdir import MemoryStore
+from memdir.config import Config, load_config
+from memdir.extract import extract_memories
+from memdir.providers import ChatModel
+from memdir.recall import build_system, render_block, select
+from memdir.scopes import Scopes
+from memdir.testing import FakeModel
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, reply
+
+TABS = {"action": "create", "name": "prefer-tabs", "type": "user_preference",
+        "description": "User prefers tabs over spaces for indentation",
+        "body": "Indent with tabs, never spaces."}
+PG = {"action": "create", "name": "staging-postgres", "type": "project_fact",
+      "description": "Staging runs Postgres 16", "body": "Staging runs Postgres 16 on pg1."}
+TALK = [{"role": "user", "content": "I prefer tabs over spaces. Staging runs Postgres 16."},
+        {"role": "assistant", "content": "Noted both."}]
+
+
+def config_for(project: Path, user: Path, **kw: object) -> Config:
+    return load_config({"dir": project / ".memory", **kw},
+                       environ={"MEMDIR_USER_DIR": str(user)})
+
+
+def checksums(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_two_projects_share_the_users_preferences_not_their_facts(
+        tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel) -> None:
+    user = tmp_path / "user"
+    a, b = tmp_path / "project-a", tmp_path / "project-b"
+    store_a = MemoryStore(a / ".memory", config_for(a, user))
+    scopes_a = Scopes(config_for(a, user), project=store_a)
+    llm_server.queue(reply(json.dumps({"memories": [TABS, PG]})))
+    result = extract_memories(store_a, TALK, server_model,
+                              user_store=scopes_a.writable("user"))
+    assert [c.memory.name for c in result.changes] == ["staging-postgres"]
+    assert [c.memory.name for c in result.user_changes] == ["prefer-tabs"]
+    # the extraction prompt asked for a scope, and the schema carries it
+    body = llm_server.requests[0]["body"]
+    assert '"scope"' in body["messages"][0]["content"]
+    assert (user / "prefer-tabs.md").is_file() and (a / ".memory" / "staging-postgres.md").is_file()
+    assert not (a / ".memory" / "prefer-tabs.md").exists()
+    # the user store is the person's alone
+    assert stat.S_IMODE(os.stat(user).st_mode) == 0o700
+
+    store_b = MemoryStore(b / ".memory", config_for(b, user))
+    scopes_b = Scopes(config_for(b, user), project=store_b)
+    ask = [{"role": "user", "content": "how should I indent with tabs or spaces?"}]
+    sel = select(scopes_b, ask)
+    assert sel.names == ["prefer-tabs"]
+    block = render_block(scopes_b, sel.names, 2000)
+    assert 'name="prefer-tabs"' in block and 'scope="user"' in block
+    assert select(scopes_b, [{"role": "user", "content": "which Postgres runs on staging?"}]
+                  ).names == []
+    system = build_system("", scopes_b)
+    assert "### user" in system and "prefer-tabs" in system and "staging-postgres" not in system
+    # nothing of the user's store was written into project B's folder
+    assert not any("tabs" in p.read_text(errors="ignore")
+                   for p in (b / ".memory").rglob("*") if p.is_file() and p.suffix == ".md")
+
+
+def test_type_decides_when_the_model_gives_no_scope(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    project = tmp_path / "p"
+    store = MemoryStore(project / ".memory", config_for(project, user))
+    scopes = Scopes(config_for(project, user), project=store)
+    model = FakeModel([{"memories": [TABS, {**PG, "scope": "user"},
+                                     {**TABS, "name": "tabs-here", "scope": "project",
+                                      "description": "Tabs in this repo's Makefiles"}]}])
+    result = extract_memories(store, TALK, model, user_store=scopes.writable("user"))
+    assert sorted(c.memory.name for c in result.user_changes) == ["prefer-tabs",
+                                                                   "staging-postgres"]
+    assert [c.memory.name for c in result.changes] == ["tabs-here"]
+
+
+def test_read_only_store_is_recalled_and_never_touched(
+        tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel) -> None:
+    team = tmp_path / "team-conventions" / ".memory"
+    team.mkdir(parents=True)  # a checked-in folder of plain files, no .memdir
+    (team / "review-rule.md").write_text(
+        "---\nname: review-rule\ntype: project_fact\ndescription: Every change needs two"
+        " reviewers\n---\nTwo approvals before merging to main.\n")
+    before = checksums(team.parent)
+    project = tmp_path / "app"
+    (project / ".memory").mkdir(parents=True)
+    (project / ".memory" / "config.toml").write_text(
+        'read_only = ["../team-conventions/.memory"]\n')
+    config = config_for(project, tmp_path / "user")
+    store = MemoryStore(project / ".memory", config)
+    for i in range(3):
+        store.write(f"note-{i}", type="project_fact", description=f"Reviewers note {i}",
+                    body="reviewers")
+    scopes = Scopes(config, project=store)
+    assert [s.name for s in scopes.scopes] == ["project", "user", "shared:team-conventions"]
+    assert not scopes.scope("shared:team-conventions").writable
+    sel = select(scopes, [{"role": "user", "content": "how many approvals before merging?"}])
+    assert "review-rule" in sel.names
+    block = render_block(scopes, sel.names, 2000)
+    assert 'scope="shared:team-conventions"' in block
+    with pytest.raises(Exception, match="read-only"):
+        scopes.writable("shared:team-conventions")
+    # consolidation and undo run on the project's store only
+    from memdir.consolidate import consolidate_memories
+    from memdir.undo import undo
+
+    llm_server.queue(reply(json.dumps({"merge": [], "retire": [{"name": "note-1",
+                                                                "reason": "stale"}]})))
+    consolidate_memories(store, server_model, force=True, whole=True)
+    undo(store)
+    assert checksums(team.parent) == before
+    assert not (team / ".memdir").exists()  # not even caches: those are in the user's cache
+
+
+def test_a_name_in_two_scopes(tmp_path: Path) -> None:
+    user, project = tmp_path / "user", tmp_path / "p"
+    config = config_for(project, user)
+    store = MemoryStore(project / ".memory", config)
+    scopes = Scopes(config, project=store)
+    u = scopes.writable("user")
+    store.write("editor", type="user_preference", description="Use vim here", body="vim")
+    u.write("editor", type="user_preference", description="Use emacs everywhere", body="emacs")
+    store.write("same", type="reference", description="Docs at docs.example", body="docs")
+    u.write("same", type="reference", description="Docs at docs.example", body="docs")
+    names = {e.name: e.description for e in scopes.entries()}
+    assert names == {"editor": "Use vim here", "user:editor": "Use emacs everywhere",
+                     "same": "Docs at docs.example"}
+    assert scopes.get("editor").body == "vim" and scopes.get("user:editor").body == "emacs"
+    hits = [e.name for e, _ in scopes.search_entries("emacs vim editor", 5)]
+    assert set(hits) == {"editor", "user:editor"}
+
+
+def test_scores_compare_across_stores(tmp_path: Path) -> None:
+    """One BM25 corpus over every store: a rare word in the small user store is not
+    out-ranked by common words of the big project store."""
+    user, project = tmp_path / "user", tmp_path / "p"
+    config = config_for(project, user, embedder="none")
+    store = MemoryStore(project / ".memory", config)
+    for i in range(30):
+        store.write(f"deploy-{i}", type="project_fact", description=f"Deploy step {i}",
+                    body="deploy the service with make")
+    scopes = Scopes(config, project=store)
+    scopes.writable("user").write("kubectl-alias", type="user_preference",
+                                  description="User aliases kubectl as k",
+                                  body="k is kubectl; deploy with k apply")
+    top = scopes.ranked("kubectl deploy", 3)
+    assert (top[0][0].name, top[0][1].key) == ("user", "kubectl-alias.md")
+    assert top[0][1].score > top[1][1].score
+
+
+def test_hand_edits_in_each_scope_are_seen(tmp_path: Path) -> None:
+    user, project = tmp_path / "user", tmp_path / "p"
+    config = config_for(project, user)
+    store = MemoryStore(project / ".memory", config)
+    scopes = Scopes(config, project=store)
+    scopes.writable("user").write("shell", type="user_preference", description="Uses zsh",
+                                  body="zsh")
+    store.write("ci", type="project_fact", description="CI on GitHub Actions", body="actions")
+    scopes.search_entries("zsh", 1)  # indexes built
+    (user / "shell.md").write_text((user / "shell.md").read_text().replace("zsh", "fish"))
+    (project / ".memory" / "ci.md").write_text(
+        (project / ".memory" / "ci.md").read_text().replace("GitHub Actions", "Buildkite"))
+    for _, s in scopes.stores():
+        s.refresh()
+    assert [e.name for e, _ in scopes.search_entries("fish", 1)] == ["shell"]
+    assert [e.name for e, _ in scopes.search_entries("buildkite", 1)] == ["ci"]
+
+
+def test_cli_scopes(cli: CliFn, tmp_path: Path) -> None:
+    team = tmp_path / "team" / ".memory"
+    MemoryStore(team).write("style-guide", type="reference", description="Team style guide",
+                            body="PEP 8, 100 columns.")
+    r = cli("add", "prefer-pytest", "--type", "user_preference", "-d", "User runs pytest",
+            "--body", "pytest, never unittest")
+    assert r.code == 0 and "in the user store" in r.out
+    assert (tmp_path / "user-store" / "prefer-pytest.md").is_file()
+    assert cli("add", "db", "--type", "project_fact", "-d", "Postgres 16", "--body", "pg").code == 0
+    r = cli("--also", str(team), "scopes")
+    lines = r.out.splitlines()
+    assert lines[0].split()[:4] == ["project", "read-write", "1", "memory"]
+    assert lines[1].split()[:4] == ["user", "read-write", "1", "memory"]
+    assert lines[2].split()[:4] == ["shared:team", "read-only", "1", "memory"]
+    r = cli("--also", str(team), "list")
+    assert r.out.splitlines() == [
+        "project      db             project_fact     Postgres 16",
+        "user         prefer-pytest  user_preference  User runs pytest",
+        "shared:team  style-guide    reference        Team style guide"]
+    assert "db" not in cli("list", "--scope", "user").out
+    assert json.loads(cli("list", "--scope", "project", "--json").out)[0]["scope"] == "project"
+    r = cli("--also", str(team), "search", "style", "guide")
+    assert "[shared:team] style-guide" in r.out
+    assert "pytest, never unittest" in cli("show", "prefer-pytest").out
+    r = cli("rm", "style-guide", "--also", str(team))
+    assert r.code == 1 and "read-only" in r.err
+    r = cli("mv", "--to", "user", "db")
+    assert r.code == 0 and (tmp_path / "user-store" / "db.md").is_file()
+    assert not (tmp_path / ".memory" / "db.md").exists()
+    assert "moved to the user store" in cli("history", "db", "--scope", "project").out
+    r = cli("rm", "db")
+    assert r.code == 0 and "from the user store" in r.out
+    r = cli("undo", "--scope", "user")
+    assert r.code == 0 and (tmp_path / "user-store" / "db.md").is_file()
+    r = cli("log")
+    assert "[user]" in r.out and "[project]" in r.out
+    r = cli("add", "x", "--type", "user_preference", "-d", "d", "--body", "b",
+            "--scope", "team")
+    assert r.code == 2
+    assert team.joinpath("style-guide.md").read_text().endswith("PEP 8, 100 columns.\n")
+
+
+def test_no_user_scope_when_turned_off(cli: CliFn, tmp_path: Path) -> None:
+    r = cli("add", "prefer-pytest", "--type", "user_preference", "-d", "User runs pytest",
+            "--body", "pytest", env={"MEMDIR_USER_DIR": "none"})
+    assert r.code == 0 and (tmp_path / ".memory" / "prefer-pytest.md").is_file()
+    assert not (tmp_path / "user-store").exists()
