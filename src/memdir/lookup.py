@@ -231,8 +231,10 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
         pool = max(k, 100) if dense else k
         bm25: list[tuple[tuple[int, str], float]] = []
         for i, search in enumerate(searches):
-            bm25 += [((i, key), s) for key, s in search.search(query, pool,
-                                                               stats=(df, docs, tokens))]
+            # each store scores its share of the candidates one store would score
+            share = max(pool, search.candidates * max(1, search.stats([])[1]) // max(1, docs))
+            bm25 += [((i, key), s) for key, s in search.search(
+                query, pool, stats=(df, docs, tokens), candidates=share)]
         bm25.sort(key=lambda h: (-h[1], h[0]))
         if dense:
             embedder = lookups[0].embedder

@@ -109,6 +109,7 @@ class Scopes:
         self.watch = watch
         wanted = set(scopes) if scopes is not None else {PROJECT, USER, "shared"}
         self._embedder: Any = _UNSET
+        self._located: _View | None = None
         self.scopes: list[Scope] = []
         if PROJECT in wanted:
             if project is None:
@@ -131,7 +132,7 @@ class Scopes:
             seen = {s.root.absolute() for s in self.scopes}
             for raw in (*config.read_only, *also):
                 path = Path(os.path.expanduser(str(raw)))
-                path = path if path.is_absolute() else base / path
+                path = Path(os.path.normpath(path if path.is_absolute() else base / path))
                 if path.absolute() in seen:
                     continue
                 if not path.is_dir():
@@ -227,7 +228,22 @@ class Scopes:
     def located(self) -> list[tuple[Scope, Entry, str]]:
         """Every memory of every scope as (scope, entry, shown name): project first; a name
         already shown is qualified with its scope when the content differs and left out when
-        it is the same."""
+        it is the same. Computed again only when a store's memories changed."""
+        return self._view().located
+
+    def _view(self) -> _View:
+        key = tuple((s.name, st.version) for s, st in self.stores())
+        if self._located is None or self._located.key != key:
+            self._located = _View(key, self._locate())
+        return self._located
+
+    def _by_shown(self) -> dict[str, tuple[Scope, Entry]]:
+        return self._view().by_shown
+
+    def _by_file(self) -> dict[tuple[str, str], tuple[Entry, str]]:
+        return self._view().by_file
+
+    def _locate(self) -> list[tuple[Scope, Entry, str]]:
         shown: dict[str, tuple[Scope, Entry]] = {}
         out: list[tuple[Scope, Entry, str]] = []
         for scope, store in self.stores():
@@ -252,14 +268,13 @@ class Scopes:
 
     def entries(self) -> list[Entry]:
         """The catalogue: every memory once, named as ``located`` shows it."""
-        return [e if shown == e.name else dataclasses.replace(e, name=shown)
-                for _, e, shown in self.located()]
+        return list(self._view().entries)
 
     def locate(self, shown: str) -> tuple[Scope, str]:
         """The scope and real name of a memory as the catalogue shows it."""
-        for scope, e, name in self.located():
-            if name == shown:
-                return scope, e.name
+        found = self._by_shown().get(shown)
+        if found is not None:
+            return found[0], found[1].name
         raise MemoryNotFound(f"no memory named {shown!r} — see 'memdir list'")
 
     def scope_of(self, shown: str) -> str:
@@ -290,7 +305,7 @@ class Scopes:
 
     def search_entries(self, query: str, k: int = 5) -> list[tuple[Entry, float]]:
         """The ``k`` best memories' catalogue entries (shown names) with scores."""
-        shown = {(s.name, e.file): (e, name) for s, e, name in self.located()}
+        shown = self._by_file()
         out = []
         for scope, r in self.ranked(query, k):
             hit = shown.get((scope.name, r.key))
@@ -306,3 +321,16 @@ class Scopes:
 
 
 _UNSET = object()
+
+
+class _View:
+    """What ``located`` derived from the stores at given versions, with its lookups."""
+
+    def __init__(self, key: tuple[tuple[str, int], ...],
+                 located: list[tuple[Scope, Entry, str]]) -> None:
+        self.key = key
+        self.located = located
+        self.by_shown = {shown: (sc, e) for sc, e, shown in located}
+        self.by_file = {(sc.name, e.file): (e, shown) for sc, e, shown in located}
+        self.entries = [e if shown == e.name else dataclasses.replace(e, name=shown)
+                        for _, e, shown in located]

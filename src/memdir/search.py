@@ -223,7 +223,8 @@ class SearchIndex:
         return df, int(n_docs), int(n_tokens)
 
     def search(self, query: str, k: int = 5, *,
-               stats: tuple[dict[str, int], int, int] | None = None) -> list[tuple[str, float]]:
+               stats: tuple[dict[str, int], int, int] | None = None,
+               candidates: int | None = None) -> list[tuple[str, float]]:
         """The best ``k`` keys for ``query`` with their BM25 scores (higher is better).
 
         Terms are OR-ed and ranked by BM25 over name, description and body (Lucene's IDF, so
@@ -232,7 +233,8 @@ class SearchIndex:
         every term. Terms found in most documents add little to any score and are left out of
         candidate gathering only, which keeps natural queries fast on large stores; when the
         informative terms find fewer than ``k`` documents, the next rarest terms are added.
-        ``stats`` (from ``stats`` of several indexes, summed) scores against a larger corpus.
+        ``stats`` (from ``stats`` of several indexes, summed) scores against a larger corpus;
+        ``candidates`` overrides how many documents are scored exactly (this index's share).
         """
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms or k <= 0:
@@ -253,7 +255,8 @@ class SearchIndex:
         while len(matched) < k and rest:  # too few: widen with the next rarest terms
             t = rest.pop(0)
             self._gather(t, idf[t], matched)
-        best = heapq.nlargest(max(self.candidates, k), matched, key=matched.__getitem__)
+        best = heapq.nlargest(max(candidates or self.candidates, k), matched,
+                              key=matched.__getitem__)
         return self._rescore(best, idf, g_tokens / max(1, g_docs), k)
 
     def _gather(self, term: str, weight: float, matched: dict[int, float]) -> None:

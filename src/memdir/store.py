@@ -331,6 +331,13 @@ class MemoryStore:
         self._folder.catch_up()
         return len(self._catalog.entries)
 
+    @property
+    def version(self) -> int:
+        """A number that changes whenever the listed memories change (for callers that cache
+        what they derive from ``entries``)."""
+        self._folder.catch_up()
+        return self._catalog.version
+
     # -- writing ----------------------------------------------------------------------------
 
     def write(
