@@ -78,6 +78,14 @@ def answer(model: Timed, context: str, question: str) -> str:
     return reply.text.strip().splitlines()[0] if reply.text.strip() else ""
 
 
+def iso_date(locomo: str) -> str:
+    """LoCoMo's session time ("1:56 pm on 8 May, 2023") as ISO 8601."""
+    import datetime
+
+    when = datetime.datetime.strptime(locomo.strip(), "%I:%M %p on %d %B, %Y")
+    return when.strftime("%Y-%m-%dT%H:%M:00Z")
+
+
 def sessions_of(turns: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     by: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for t in turns:
@@ -100,8 +108,8 @@ def transcript(turns: list[dict[str, Any]], budget_tokens: int) -> str:
 def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int,
                      context_tokens: int, keep: Path | None = None,
                      learned: Path | None = None,
-                     methods: tuple[str, ...] = ("none", "search", "model", "full")
-                     ) -> dict[str, Any]:
+                     methods: tuple[str, ...] = ("none", "search", "model", "full"),
+                     dated: bool = True) -> dict[str, Any]:
     turns = [m for m in data["memories"] if m["conv"] == conv]
     questions = [q for q in data["queries"] if q["conv"] == conv][:limit]
     tmp = Path(tempfile.mkdtemp(prefix="memdir-locomo-"))
@@ -119,7 +127,8 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
             messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
             messages += [{"role": "user", "content": t["text"]} for t in session]
             try:
-                extract_memories(store, messages, memory_model)
+                extract_memories(store, messages, memory_model,
+                                 said_at=iso_date(date) if dated else None)
                 note_turn(store)
                 if is_due(store):
                     consolidate_memories(store, memory_model)
@@ -179,11 +188,13 @@ def main() -> None:
                     help="Answer from the stores an earlier run kept there (no learning).")
     ap.add_argument("--methods", nargs="+", default=["none", "search", "model", "full"],
                     choices=["none", "search", "model", "full"])
+    ap.add_argument("--undated", action="store_true",
+                    help="Extract without said_at (memories dated by when they were written).")
     args = ap.parse_args()
     data = json.loads((args.bench_dir / "locomo" / "turns_dev.json").read_text())
     config = load_config()
     results = [run_conversation(c, data, config, args.limit, args.context_tokens, args.keep,
-                                args.learned, tuple(args.methods))
+                                args.learned, tuple(args.methods), not args.undated)
                for c in args.conversations]
     names = {"none": "(a) no memory", "search": "(b) memdir recall, search",
              "model": "(c) memdir recall, model selection",

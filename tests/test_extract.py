@@ -173,3 +173,25 @@ def test_fact_style_for_small_models(tmp_path: Path) -> None:
     again = FakeModel([{"facts": ["The user prefers tabs over spaces."]}])
     extract_memories(store, [*said, {"role": "user", "content": "tabs over spaces"}], again)
     assert len(store.entries()) == 3  # a fact already remembered is not saved twice
+
+
+def test_said_at_dates_memories_by_the_conversation(store: MemoryStore) -> None:
+    """A transcript read later: each memory records when it was said, and recall shows that
+    date instead of the day the memory was written; a bad date is refused before any call."""
+    from memdir.errors import InvalidMemory
+    from memdir.recall import render_block
+    from memdir.testing import FakeModel
+
+    talk = [{"role": "user", "content": "I went to the LGBTQ support group yesterday."}]
+    bad = FakeModel([])
+    with pytest.raises(InvalidMemory, match="not an ISO date"):
+        extract_memories(store, talk, bad, said_at="8 May 2023")
+    assert bad.calls == []
+    model = FakeModel([{"memories": [{"action": "create", "name": "support-group",
+                                      "type": "project_fact",
+                                      "description": "Caroline went to an LGBTQ support group",
+                                      "body": "She went the day before."}]}])
+    extract_memories(store, talk, model, said_at="2023-05-08T13:56:00Z")
+    assert store.get("support-group").extra["said"] == "2023-05-08T13:56:00Z"
+    block = render_block(store, ["support-group"], 500)
+    assert 'said="8 May 2023"' in block and "updated=" not in block

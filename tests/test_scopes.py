@@ -229,3 +229,34 @@ def test_no_user_scope_when_turned_off(cli: CliFn, tmp_path: Path) -> None:
             "--body", "pytest", env={"MEMDIR_USER_DIR": "none"})
     assert r.code == 0 and (tmp_path / ".memory" / "prefer-pytest.md").is_file()
     assert not (tmp_path / "user-store").exists()
+
+
+def test_hook_prompt_and_mcp_recall_read_every_scope(tmp_path: Path) -> None:
+    """The host hooks and the MCP server recall the user's memories in any project."""
+    import asyncio
+
+    from mcp.client import Client
+
+    from memdir.integrations.hooks import prompt
+    from memdir.integrations.mcp import build_server
+
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory").write("ci", type="project_fact",
+                                           description="CI runs on Buildkite", body="buildkite")
+    config = load_config({"dir": project / ".memory"})
+    Scopes(config).writable("user").write(
+        "answer-language", type="user_preference", description="Answer in Chinese",
+        body="The user wants replies in Chinese.")
+    out = prompt({"prompt": "which language do I want answers in? Chinese?",
+                  "cwd": str(project), "hook_event_name": "UserPromptSubmit"},
+                 host="claude-code", budget=0)
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert 'name="answer-language"' in context and 'scope="user"' in context
+
+    async def body() -> str:
+        async with Client(build_server(config)) as client:
+            listed = await client.call_tool("list", {})
+            assert "answer-language (user_preference, user)" in listed.content[0].text
+            result = await client.call_tool("recall", {"message": "answer in Chinese?"})
+            return str(result.content[0].text)
+    assert 'scope="user"' in asyncio.run(body())

@@ -225,9 +225,10 @@ def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bo
 @click.command("extract", short_help="Learn memories from a conversation file.")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Show what would be saved; change nothing.")
+@click.option("--said-at", help="When the conversation took place (ISO date), if not today.")
 @json_option
 @pass_ctx
-def extract(c: Ctx, file: Path, dry_run: bool, as_json: bool) -> None:
+def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: bool) -> None:
     """Learn memories from a conversation: a JSON list of messages or a JSONL transcript
     (Claude Code's and Codex's session files too); '-' reads stdin."""
     from .extract import extract_memories
@@ -236,7 +237,7 @@ def extract(c: Ctx, file: Path, dry_run: bool, as_json: bool) -> None:
     messages = read_session_file(file)
     user = c.user_store_for_learning()
     result = extract_memories(c.store, messages, build_model(c, memory=True),
-                              apply=not dry_run, user_store=user)
+                              apply=not dry_run, user_store=user, said_at=said_at)
     changes = [("project", ch) for ch in result.changes] + [("user", ch)
                                                             for ch in result.user_changes]
     if as_json:

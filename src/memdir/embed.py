@@ -88,6 +88,9 @@ class MiniLM:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.log_severity_level = 3
+        # idle workers sleep instead of spinning: a query's embedding is followed at once by
+        # BM25 and the matrix product on the same cores, which spinning threads slow down
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(model_path), options,
                                             providers=["CPUExecutionProvider"])
 

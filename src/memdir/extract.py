@@ -11,6 +11,7 @@ This module does NOT decide when to run (the agent loop and the CLI do).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -369,6 +370,19 @@ class _Planner:
                                      reason="updated from conversation", expect=current.digest)
 
 
+def validate_said(value: str) -> str:
+    """An ISO 8601 date or date-time (``2023-05-08``, ``2023-05-08T13:56:00Z``), as given."""
+    import datetime
+
+    text = value.strip()
+    try:
+        datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidMemory(f"said_at {value!r} is not an ISO date — write it like"
+                            " 2023-05-08 or 2023-05-08T13:56:00Z") from None
+    return text
+
+
 def _is_users(raw: Any, types: tuple[str, ...]) -> bool:
     """Whether an item belongs to the user's own store: as the model says, else by its kind."""
     if not isinstance(raw, dict):
@@ -421,16 +435,26 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
 
 
 def extract_memories(store: MemoryStore, messages: list[Message], model: ChatModel,
-                     *, apply: bool = True, user_store: MemoryStore | None = None) -> Extraction:
+                     *, apply: bool = True, user_store: MemoryStore | None = None,
+                     said_at: str | None = None) -> Extraction:
     """Extract from the messages not processed yet; apply the plan and advance the cursor.
 
     With ``apply=False`` nothing is written and the cursor stays (a dry run). With
     ``user_store``, memories about the person go there (see ``plan_extraction``); the cursor
-    stays with ``store``.
+    stays with ``store``. ``said_at`` (an ISO date or time): when the conversation took place,
+    if not now (a transcript read later); each memory records it as ``said`` and recall shows
+    it, so that "when" questions are answered with the conversation's date, not the day the
+    memory was written.
     """
+    said = validate_said(said_at) if said_at is not None else None  # before any model call
     cursors = Cursors(store)
     start = cursors.start(messages)
     result = plan_extraction(store, messages, model, start, user_store=user_store)
+    if said is not None:
+        for changes in (result.changes, result.user_changes):
+            changes[:] = [dataclasses.replace(
+                c, memory=c.memory.replace(extra={**c.memory.extra, "said": said}))
+                for c in changes]
     if not apply:
         return result
     if result.changes:

@@ -245,8 +245,11 @@ def render_block(store: Reader, names: list[str], budget_tokens: int) -> str:
         except (InvalidMemory, LookupError):
             continue
         where = f' scope="{escape(scope)}"' if scope else ""
-        attrs = (f'name="{escape(name)}" type="{escape(one_line(mem.type))}"{where}'
-                 f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"')
+        said = mem.extra.get("said")
+        when = (f' said="{escape(said_date(str(said)))}"' if said
+                else f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"')
+        attrs = f'name="{escape(name)}" type="{escape(one_line(mem.type))}"{where}{when}'
+
         body = escape(mem.body.strip() or mem.description, quote=False)
         head, tail = f"<memory {attrs}>\n", "\n</memory>"
         cost = estimate_tokens(head + body + tail)
@@ -267,6 +270,22 @@ def render_block(store: Reader, names: list[str], budget_tokens: int) -> str:
         parts.append(f"({len(omitted)} more relevant memories left out for space:"
                      f" {escape(', '.join(omitted))})")
     return "<relevant_memories>\n" + PREAMBLE + "\n" + "\n".join(parts) + "\n</relevant_memories>"
+
+
+def said_date(value: str) -> str:
+    """When a memory was said, as a reader writes dates ("8 May 2023"); as stored if it is
+    not an ISO date."""
+    import datetime
+
+    try:
+        when = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return one_line(value)
+    return f"{when.day} {_MONTHS[when.month - 1]} {when.year}"
+
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")  # not the locale's
 
 
 def _prefix_within(text: str, tokens: int) -> str:

@@ -10,7 +10,6 @@ This module does NOT read memory files itself (the store hands it the texts).
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import math
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import Stemmer
 
+from .cachedb import CacheDB
 from .safetext import CJK, CJK_CHAR
 
 SCHEMA_VERSION = 3
@@ -95,34 +95,17 @@ class Doc:
     body: str
 
 
-class SearchIndex:
+class SearchIndex(CacheDB):
     """An FTS5 index of documents, kept in one SQLite file (or in memory)."""
 
     def __init__(self, path: Path | str = ":memory:", *, candidate_share: float = CANDIDATE_SHARE,
                  min_postings: int = MIN_POSTINGS, candidates: int = CANDIDATES) -> None:
-        self.path = path
         self.candidate_share = candidate_share
         self.min_postings = min_postings
         self.candidates = candidates
-        try:
-            self.db = self._open()
-        except sqlite3.OperationalError:
-            # Cannot be written (a read-only store): keep the index in memory for this process.
-            self.path = ":memory:"
-            self.db = self._open()
-        except sqlite3.DatabaseError:
-            # A damaged cache: it holds nothing that cannot be rebuilt from the files.
-            self._discard()
-            self.db = self._open()
+        super().__init__(path)
 
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), timeout=10, isolation_level=None,
-                             check_same_thread=False)
-        if self.path != ":memory:":
-            db.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
-        db.execute("PRAGMA synchronous=OFF")  # a cache: losing the tail costs a rebuild only
-        db.execute("BEGIN IMMEDIATE")  # fails now, not later, if the file cannot be written
-        db.execute("ROLLBACK")
+    def _schema(self, db: sqlite3.Connection) -> None:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
             db.executescript(f"""
@@ -140,18 +123,6 @@ class SearchIndex:
                 CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
                 PRAGMA user_version = {SCHEMA_VERSION};
             """)
-        return db
-
-    def _discard(self) -> None:
-        if self.path == ":memory:":
-            return
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                Path(str(self.path) + suffix).unlink()
-
-    def close(self) -> None:
-        """Close the database."""
-        self.db.close()
 
     def identities(self) -> dict[str, str | None]:
         """What is indexed: key -> identity."""
@@ -195,17 +166,7 @@ class SearchIndex:
         just those keys are compared (the ones known to have changed); keys among them that
         are not in ``current`` are removed.
         """
-        if only is None:
-            indexed = self.identities()
-        else:
-            indexed = {}
-            for i in range(0, len(only), 500):
-                part = only[i : i + 500]
-                marks = ",".join("?" * len(part))
-                indexed.update(self.db.execute(
-                    f"SELECT key, identity FROM docs WHERE key IN ({marks})", part).fetchall())
-        stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
-        removed = [k for k in indexed if k not in current]
+        stale, removed = self.compare(current, only)
         if stale or removed:
             self.update(load(stale), removed)
         return len(stale)

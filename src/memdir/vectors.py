@@ -18,7 +18,6 @@ embedder (``embed.from_config`` does).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import sqlite3
 import time
@@ -26,6 +25,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .cachedb import CacheDB
 
 if TYPE_CHECKING:
     from .embed import Embedder, Vectors
@@ -67,32 +68,17 @@ def memory_text(name: str, description: str, body: str) -> str:
     return f"{name.replace('-', ' ').replace('_', ' ')}: {description}\n{body}".strip()
 
 
-class VectorIndex:
+class VectorIndex(CacheDB):
     """The vectors of a store's memories, persisted in SQLite (or kept in memory)."""
 
     def __init__(self, path: Path | str, embedder: Embedder) -> None:
-        self.path = path
         self.embedder = embedder
-        try:
-            self.db = self._open()
-        except sqlite3.OperationalError:
-            self.path = ":memory:"  # a read-only store: vectors for this process only
-            self.db = self._open()
-        except sqlite3.DatabaseError:
-            self._discard()
-            self.db = self._open()
         self._keys: list[str] = []
         self._row: dict[str, int] = {}
         self._matrix: Vectors | None = None
+        super().__init__(path)
 
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), timeout=10, isolation_level=None,
-                             check_same_thread=False)
-        if self.path != ":memory:":
-            db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=OFF")  # a cache: a lost tail costs re-embedding only
-        db.execute("BEGIN IMMEDIATE")
-        db.execute("ROLLBACK")
+    def _schema(self, db: sqlite3.Connection) -> None:
         model = f"{self.embedder.name}/{self.embedder.dim}"
         version = db.execute("PRAGMA user_version").fetchone()[0]
         stored = None
@@ -110,17 +96,6 @@ class VectorIndex:
                 PRAGMA user_version = {SCHEMA_VERSION};
             """)
             db.execute("INSERT INTO meta VALUES ('model', ?)", (model,))
-        return db
-
-    def _discard(self) -> None:
-        if self.path == ":memory:":
-            return
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                Path(str(self.path) + suffix).unlink()
-
-    def close(self) -> None:
-        self.db.close()
 
     def __len__(self) -> int:
         return len(self._keys) if self._matrix is not None else int(
@@ -134,17 +109,7 @@ class VectorIndex:
         """Bring the vectors in line with ``current`` (key -> identity), like
         ``SearchIndex.sync``; returns how many memories are still without a vector (only when
         ``budget`` seconds ran out first: they are embedded by a later sync)."""
-        if only is None:
-            indexed = dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
-        else:
-            indexed = {}
-            for i in range(0, len(only), 500):
-                part = only[i : i + 500]
-                indexed.update(self.db.execute(
-                    f"SELECT key, identity FROM docs WHERE key IN ({','.join('?' * len(part))})",
-                    part).fetchall())
-        stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
-        removed = [k for k in indexed if k not in current]
+        stale, removed = self.compare(current, only)
         if removed:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany("DELETE FROM docs WHERE key = ?", [(k,) for k in removed])
@@ -213,13 +178,19 @@ class VectorIndex:
         if self._matrix is None:
             import numpy as np
 
-            rows = self.db.execute(
-                "SELECT docs.key, vecs.vec FROM docs JOIN vecs ON vecs.hash = docs.hash"
-            ).fetchall()
-            self._keys = [k for k, _ in rows]
-            self._row = {k: i for i, k in enumerate(self._keys)}
-            matrix = np.frombuffer(b"".join(v for _, v in rows), dtype=np.float16)
-            self._matrix = matrix.reshape(len(rows), self.embedder.dim).astype(np.float32)
+            # row by row into one float32 matrix: no list of every blob held at once
+            n = self.db.execute("SELECT count(*) FROM docs").fetchone()[0]
+            matrix = np.empty((n, self.embedder.dim), dtype=np.float32)
+            keys: list[str] = []
+            for key, vec in self.db.execute(
+                    "SELECT docs.key, vecs.vec FROM docs JOIN vecs ON vecs.hash = docs.hash"):
+                if len(keys) == n:
+                    break  # a row added meanwhile: the next sync brings it
+                matrix[len(keys)] = np.frombuffer(vec, dtype=np.float16)
+                keys.append(key)
+            self._keys = keys
+            self._row = {k: i for i, k in enumerate(keys)}
+            self._matrix = matrix[: len(keys)]
         return self._matrix
 
     def _put(self, keys: list[str], vectors: Vectors) -> None:

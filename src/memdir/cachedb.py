@@ -1,0 +1,74 @@
+"""A derived cache in one SQLite file: the search index and the vectors are both one.
+
+The file is opened in WAL mode without fsync (losing its tail costs a rebuild only); one that
+cannot be written (a read-only store) is replaced by an in-memory database for the process,
+and a damaged one is deleted and rebuilt. Documents are tracked in a ``docs`` table with
+``key`` and ``identity`` columns, compared with the files' identities to find what changed.
+This module does NOT know what a cache holds (subclasses create their tables).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+
+class CacheDB:
+    """The SQLite side of a cache; ``_schema`` creates (or checks) its tables."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        try:
+            self.db = self._open()
+        except sqlite3.OperationalError:
+            # Cannot be written (a read-only store): keep the cache in memory for this process.
+            self.path = ":memory:"
+            self.db = self._open()
+        except sqlite3.DatabaseError:
+            # A damaged cache: it holds nothing that cannot be rebuilt from the files.
+            self._discard()
+            self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), timeout=10, isolation_level=None,
+                             check_same_thread=False)
+        if self.path != ":memory:":
+            db.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
+        db.execute("PRAGMA synchronous=OFF")  # a cache: losing the tail costs a rebuild only
+        db.execute("BEGIN IMMEDIATE")  # fails now, not later, if the file cannot be written
+        db.execute("ROLLBACK")
+        self._schema(db)
+        return db
+
+    def _schema(self, db: sqlite3.Connection) -> None:
+        raise NotImplementedError
+
+    def _discard(self) -> None:
+        if self.path == ":memory:":
+            return
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(self.path) + suffix).unlink()
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+    def compare(self, current: dict[str, str | None], only: list[str] | None
+                ) -> tuple[list[str], list[str]]:
+        """The keys of ``current`` (key -> file identity) to read again, and the cached keys
+        to drop. A None identity is always read again (the file changed too recently for its
+        identity to be trusted). With ``only``, just those keys are compared."""
+        if only is None:
+            indexed = dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
+        else:
+            indexed = {}
+            for i in range(0, len(only), 500):
+                part = only[i : i + 500]
+                marks = ",".join("?" * len(part))
+                indexed.update(self.db.execute(
+                    f"SELECT key, identity FROM docs WHERE key IN ({marks})", part).fetchall())
+        stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
+        removed = [k for k in indexed if k not in current]
+        return stale, removed
