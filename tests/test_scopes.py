@@ -260,3 +260,14 @@ def test_hook_prompt_and_mcp_recall_read_every_scope(tmp_path: Path) -> None:
             result = await client.call_tool("recall", {"message": "answer in Chinese?"})
             return str(result.content[0].text)
     assert 'scope="user"' in asyncio.run(body())
+
+
+def test_a_missing_shared_store_is_skipped_from_config_and_refused_from_the_flag(
+        cli: CliFn, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / ".memory" / "config.toml").write_text('read_only = ["../not-checked-out"]\n')
+    assert cli("add", "db", "--type", "project_fact", "-d", "Postgres", "--body", "pg").code == 0
+    r = cli("list")
+    assert r.code == 0 and "db" in r.out
+    assert any("not-checked-out" in m and "skipped" in m for m in caplog.messages)
+    r = cli("--also", str(tmp_path / "nowhere"), "list")
+    assert r.code == 1 and r.err.count("\n") == 1 and "--also" in r.err

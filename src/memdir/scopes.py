@@ -21,6 +21,7 @@ This module does NOT choose memories (``recall`` does) or talk to a model.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from .embed import Embedder
     from .vectors import Ranked
 
+log = logging.getLogger("memdir")
 PROJECT, USER = "project", "user"
 USER_TYPES = frozenset({"user_preference"})  # kinds about the person, not the repository
 SCOPE_CHOICES = (PROJECT, USER, "all")
@@ -130,14 +132,19 @@ class Scopes:
             base = project_folder(config)
             taken = {s.name for s in self.scopes}
             seen = {s.root.absolute() for s in self.scopes}
-            for raw in (*config.read_only, *also):
+            for raw, given in [(r, False) for r in config.read_only] + [(a, True) for a in also]:
                 path = Path(os.path.expanduser(str(raw)))
                 path = Path(os.path.normpath(path if path.is_absolute() else base / path))
                 if path.absolute() in seen:
                     continue
                 if not path.is_dir():
-                    raise ConfigError(f"read-only store {raw} ({path}) is not a folder — fix"
-                                      " read_only in config.toml or --also")
+                    if given:
+                        raise ConfigError(f"--also {raw}: {path} is not a folder — give the"
+                                          " path of a memory store")
+                    # a teammate without that checkout still gets the rest
+                    log.warning("memdir: read_only store %s (%s) is not a folder; skipped",
+                                raw, path)
+                    continue
                 label = _shared_label(path, taken)
                 taken.add(label)
                 seen.add(path.absolute())

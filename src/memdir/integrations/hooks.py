@@ -300,8 +300,8 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
         result = extract_memories(store, messages, model, user_store=user)
         record.update(status="ok", new_messages=result.new_messages,
                       saved=[c.memory.name for c in result.changes], dropped=result.dropped)
-        if result.user_changes:
-            record["saved_user"] = [c.memory.name for c in result.user_changes]
+        if result.user_changes:  # a count: the user's memories stay out of the project folder
+            record["saved_to_user_store"] = len(result.user_changes)
         for scoped in (store, user):  # each scope on its own
             if scoped is not None and is_due(scoped):
                 plan = consolidate_memories(scoped, model)
