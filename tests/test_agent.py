@@ -163,7 +163,9 @@ def test_chat_slash_commands(llm_server: FakeLLMServer, tmp_path: Path) -> None:
                    input="/remember I deploy on Fridays only\n/memory\n/recall\n/help\n"
                          "/forget i-deploy-on-fridays-only\n/memory\n/bogus\n/exit\n")
     assert r.returncode == 0, r.stderr
-    assert "i-deploy-on-fridays-only (user_preference) — I deploy on Fridays only" in r.stdout
+    # kept as the user's words: a preference, so in their own store
+    assert "i-deploy-on-fridays-only (user_preference, user) — I deploy on Fridays only" in r.stdout
+    assert (tmp_path / "user-store" / "i-deploy-on-fridays-only.md").exists() is False  # forgot
     assert "(nothing was injected this turn)" in r.stdout and "/remember TEXT" in r.stdout
     assert "forgot i-deploy-on-fridays-only" in r.stdout
     assert "(no memories)" in r.stdout and "unknown command /bogus" in r.stdout

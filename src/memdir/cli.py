@@ -490,15 +490,18 @@ def scopes(c: Ctx, as_json: bool) -> None:
         project = None
     from .scopes import Scopes
 
-    found = Scopes(c.config, project=project, also=c.also, watch=False) if project else \
-        Scopes(c.config, also=c.also, watch=False, scopes=[USER, "shared"])
+    if project is not None:
+        found = Scopes(c.config, project=project, also=c.also, watch=False)
+    else:
+        found = Scopes(c.config, also=c.also, watch=False, scopes=[USER, "shared"])
     rows: list[dict[str, Any]] = []
     if project is None:
         rows.append({"scope": PROJECT, "path": str(c.config.dir.absolute()), "memories": None,
                      "writable": True, "exists": False})
     for sc in found.scopes:
         rows.append({"scope": sc.name, "path": str(sc.root.absolute()),
-                     "memories": len(sc.store) if sc.store else 0, "writable": sc.writable,
+                     "memories": len(sc.store) if sc.store is not None else 0,
+                     "writable": sc.writable,
                      "exists": sc.store is not None})
     if as_json:
         emit_json(rows)

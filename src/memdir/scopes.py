@@ -268,7 +268,7 @@ class Scopes:
         if (a[1].type, a[1].description) != (b[1].type, b[1].description):
             return False
         try:
-            return bool(a[0].store and b[0].store
+            return bool(a[0].store is not None and b[0].store is not None
                         and a[0].store.get(a[1].name).body == b[0].store.get(b[1].name).body)
         except (InvalidMemory, LookupError):
             return False

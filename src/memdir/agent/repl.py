@@ -151,15 +151,21 @@ class Session:
         print(text, file=self.out, flush=True)
 
     def cmd_memory(self, _arg: str) -> None:
-        entries = self.store.entries()
-        self.say("\n".join(f"  {e.name} ({e.type}) — {e.description}" for e in entries)
-                 or "  (no memories)")
+        if self.scopes is None:
+            rows = [(e, "") for e in self.store.entries()]
+        else:
+            rows = [(e, "" if sc.name == "project" else f", {sc.name}")
+                    for sc, e, _ in self.scopes.located()]
+        self.say("\n".join(f"  {e.name} ({e.type}{where}) — {e.description}"
+                           for e, where in rows) or "  (no memories)")
 
     def cmd_remember(self, arg: str) -> None:
         if not arg:
             self.say("usage: /remember TEXT")
             return
         saved = None
+        user = (self.scopes.writable("user")
+                if self.scopes is not None and self.scopes.user_root() is not None else None)
         if self.memory_model is not None:
             from ..errors import LLMError
             from ..extract import plan_extraction
@@ -167,20 +173,33 @@ class Session:
             with contextlib.suppress(LLMError):  # no cursor: the same words may come again
                 result = plan_extraction(
                     self.store, [{"role": "user", "content": f"Remember this: {arg}"}],
-                    self.memory_model)
-                if result.changes:
-                    self.store.apply(result.changes, source="chat", secrets="redact",
-                                     summary="remembered in chat")
-                    saved = ", ".join(c.memory.name for c in result.changes)
+                    self.memory_model, user_store=user)
+                names = []
+                for store, changes in ((self.store, result.changes),
+                                       (user, result.user_changes)):
+                    if changes and store is not None:
+                        store.apply(changes, source="chat", secrets="redact",
+                                    summary="remembered in chat")
+                        names += [c.memory.name for c in changes]
+                saved = ", ".join(names) or None
         if saved is None:  # no model, or it found nothing: keep the user's words as they are
             name = slugify(" ".join(arg.split()[:6]))
-            self.store.write(name, type="user_preference", description=arg[:200],
-                             body=arg, source="chat", secrets="redact")
+            target = user if user is not None else self.store
+            target.write(name, type="user_preference", description=arg[:200], body=arg,
+                         source="chat", secrets="redact")
             saved = name
         self.event("memory", f"memory saved {saved}")
 
     def cmd_forget(self, arg: str) -> None:
-        self.store.delete(arg, reason="forgotten in chat", source="chat")
+        store, name = self.store, arg
+        if self.scopes is not None and arg not in self.store:
+            try:
+                scope, name = self.scopes.locate(arg)
+            except LookupError:
+                scope = None
+            if scope is not None and scope.writable and scope.store is not None:
+                store = scope.store
+        store.delete(name, reason="forgotten in chat", source="chat")
         self.say(f"forgot {arg} ('memdir restore {arg}' brings it back)")
 
     def cmd_recall(self, _arg: str) -> None:
