@@ -26,7 +26,7 @@ from typing import Any
 from memdir import MemoryStore
 from memdir.config import Config, load_config
 from memdir.consolidate import consolidate_memories, is_due, note_turn
-from memdir.errors import LLMError
+from memdir.errors import LLMError, MemdirError
 from memdir.extract import extract_memories
 from memdir.providers import ChatModel, make_model
 from memdir.recall import estimate_tokens, render_block, select
@@ -132,7 +132,7 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
                 note_turn(store)
                 if is_due(store):
                     consolidate_memories(store, memory_model)
-            except LLMError as exc:  # counted and reported: the run goes on
+            except MemdirError as exc:  # a failed call or a refused plan: counted, run goes on
                 failures.append(f"session of {date}: {exc}")
         learn_seconds = time.perf_counter() - t0
         learn_calls = memory_model.calls

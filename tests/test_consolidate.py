@@ -88,14 +88,24 @@ def test_invalid_parts_are_dropped_pinned_untouched(store: MemoryStore) -> None:
 
 
 def test_retiring_everything_is_refused_without_force(store: MemoryStore) -> None:
-    """A plan retiring more than the allowed share changes nothing unless forced."""
+    """A plan retiring more than the allowed share changes nothing unless forced; refused (not
+    failed), it resets the automatic trigger, so the next turn does not ask the model again."""
+    import dataclasses
+
+    from memdir.consolidate import is_due
+
     fill(store)
     everything = {"merge": [], "retire": [{"name": e.name, "reason": "x"}
                                           for e in store.entries()]}
     before = sorted(e.name for e in store.entries())
+    small = MemoryStore(store.root, dataclasses.replace(store.config, consolidate_threshold=5))
     with pytest.raises(PlanError, match=r"retires 10 of 10 memories.*--force"):
-        consolidate_memories(store, FakeModel([everything]))
+        consolidate_memories(small, FakeModel([everything]), dry_run=True)
+    assert is_due(small)  # a dry run changes no state
+    with pytest.raises(PlanError, match=r"retires 10 of 10 memories.*--force"):
+        consolidate_memories(small, FakeModel([everything]))
     assert sorted(e.name for e in store.entries()) == before
+    assert not is_due(small)
     consolidate_memories(store, FakeModel([everything]), force=True)
     assert store.entries() == [] and len(store.history("fact-1")) == 1
 

@@ -375,6 +375,8 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
     # a small store may always lose one memory: 30% of three is none
     limit = max(1, math.floor(total * cfg.consolidate_max_retire_share))
     if len(plan.retires) > limit and not force:
+        if not dry_run:  # refused, not failed: the next turn must not ask the model again
+            _update_state(store, since=started, pending=left, turns=0)
         raise PlanError(
             f"the plan retires {len(plan.retires)} of {total} memories, more than the"
             f" {cfg.consolidate_max_retire_share:.0%} allowed — review it with --dry-run,"

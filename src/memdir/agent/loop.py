@@ -24,7 +24,7 @@ from typing import Any
 
 from ..atomic import write_atomic
 from ..consolidate import consolidate_memories, is_due, note_turn
-from ..errors import LLMError, MemdirError
+from ..errors import LLMError, MemdirError, PlanError
 from ..extract import extract_memories
 from ..layout import PENDING
 from ..providers import ChatModel, Message, Reply, TextCallback
@@ -188,7 +188,11 @@ def _extract_job(shared: MemoryStore, snapshot: list[Message], model: ChatModel,
                              f" {ch['name']}{where}")
         for scoped in (store, user):  # each scope on its own; never merged across them
             if scoped is not None and is_due(scoped):
-                plan = consolidate_memories(scoped, model)
+                try:
+                    plan = consolidate_memories(scoped, model)
+                except PlanError as exc:  # the model wanted too much gone: nothing changed
+                    notes.append(f"consolidation refused ({exc})")
+                    continue
                 if not plan.is_empty():
                     notes.append(f"consolidated: merged {len(plan.merges)} groups, retired"
                                  f" {len(plan.retires)}")
