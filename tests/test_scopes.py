@@ -271,3 +271,25 @@ def test_a_missing_shared_store_is_skipped_from_config_and_refused_from_the_flag
     assert any("not-checked-out" in m and "skipped" in m for m in caplog.messages)
     r = cli("--also", str(tmp_path / "nowhere"), "list")
     assert r.code == 1 and r.err.count("\n") == 1 and "--also" in r.err
+
+
+def test_the_readme_first_command_in_a_folder_without_a_store(tmp_path: Path) -> None:
+    """A newcomer's first `memdir add` of a preference, anywhere: it goes to their own store,
+    no project store is created, and recall finds it from any folder."""
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    somewhere = tmp_path / "somewhere"
+    somewhere.mkdir()
+    env = child_env()
+    r = subprocess.run([sys.executable, "-m", "memdir", "add", "prefer-pytest", "--type",
+                        "user_preference", "-d", "User runs tests with pytest", "--body",
+                        "Always use pytest, never unittest."], cwd=somewhere, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert not (somewhere / ".memory").exists()
+    r = subprocess.run([sys.executable, "-m", "memdir", "recall", "how do I run the tests?"],
+                       cwd=somewhere, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and "Always use pytest" in r.stdout, r.stderr

@@ -96,7 +96,7 @@ def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
     text = _read_body(body, body_file)
     scope = route(c.config, type_, scope)
     c.create_store = scope == PROJECT
-    store = c.store if scope == PROJECT else c.scopes().writable(scope)
+    store = c.store if scope == PROJECT else c.scopes(require=False).writable(scope)
     existed = name in store
     before = store.get(name).digest if existed else None
     mem = store.write(name, type=type_, description=description, body=text, source="cli",
@@ -444,7 +444,7 @@ def undo(c: Ctx, scope: str) -> None:
     store, or of the user's with --scope user."""
     from .undo import undo as undo_last
 
-    store = c.store if scope == PROJECT else c.scopes().writable(scope)
+    store = c.store if scope == PROJECT else c.scopes(require=False).writable(scope)
     target, _ = undo_last(store)
     names = ", ".join(ch["name"] for ch in target.changes) or "nothing"
     where = "" if scope == PROJECT else f" in the {scope} store"

@@ -55,16 +55,17 @@ class Ctx:
                 self._scopes = None  # opened before the project store existed
         return self._store
 
-    def scopes(self, scope: str | None = None) -> Scopes:
+    def scopes(self, scope: str | None = None, *, require: bool = True) -> Scopes:
         """The project, user and shared stores (``scope``: only project or user; "all" or
-        None: every one). Fails as ``store`` does when none exists at all."""
+        None: every one). With ``require``, fails as ``store`` does when none exists at all
+        (reads); writes to the user's store pass ``require=False``."""
         if self._scopes is None:
             project = self.store_or_none()
             self._scopes = Scopes(self.config, project=project, also=self.also, watch=None)
         scopes = self._scopes
         if scope in (PROJECT, USER):
             scopes = scopes.only(scope)
-        if not scopes.stores() and not (scope == USER and scopes.scopes):
+        if require and not scopes.stores() and not (scope == USER and scopes.scopes):
             if scope is None or scope == "all" or scope == PROJECT:
                 _ = self.store  # the usual "no memory store at X" error
             raise StoreNotFound(f"no {scope} store yet — 'memdir add --scope {scope}' creates it")
@@ -100,7 +101,7 @@ class Ctx:
 
     def user_store_for_learning(self) -> MemoryStore | None:
         """The user's store that extraction writes the person's memories to (None: none)."""
-        scopes = self.scopes()
+        scopes = self.scopes(require=False)
         return scopes.writable(USER) if scopes.user_root() is not None else None
 
     def store_or_none(self) -> MemoryStore | None:

@@ -284,7 +284,7 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str,
             click.echo(f"\rconsolidating: batch {done} of {total}, {calls} model calls",
                        err=True, nl=done == total)
 
-    store = c.store if scope == "project" else c.scopes().writable(scope)
+    store = c.store if scope == "project" else c.scopes(require=False).writable(scope)
     plan = consolidate_memories(store, build_model(c, memory=True), force=force,
                                 dry_run=dry_run, whole=whole, progress=progress)
     if as_json:
