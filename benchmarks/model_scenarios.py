@@ -10,6 +10,7 @@ seconds, and what went wrong for each failure.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ from memdir.errors import MemdirError
 from memdir.extract import extract_memories
 from memdir.providers import ChatModel, Reply, make_model
 from memdir.recall import select
+from memdir.scopes import Scopes, open_user_store
 
 SECRET = "Xk9#mP2vLq"
 
@@ -181,6 +183,23 @@ def answer_from_memory(store: MemoryStore, model: Counting, agent: Counting) -> 
     return Outcome(ok, f"reply {turn.text[:80]!r}; save_memory calls: {len(saved)}")
 
 
+def scope_routing(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """A personal preference goes to the user's own store, a project fact to the project's,
+    and the preference is recalled in another project that shares the user store."""
+    user = open_user_store(store.root.parent / "user", store.config)
+    extract_memories(store, talk("I always want answers in British English, in every project."
+                                 " Also: this repo deploys to Fly.io from the main branch.",
+                                 "Noted both."), model, user_store=user)
+    mine, ours = everything(user).lower(), everything(store).lower()
+    other = MemoryStore(store.root.parent / "other" / ".memory", store.config)
+    config = dataclasses.replace(store.config, dir=other.root, user_dir=user.root)
+    recalled = select(Scopes(config, project=other), talk("Which English spelling do I want in answers?"),
+                      None).names
+    ok = "british" in mine and "fly" in ours and "fly" not in mine and "british" not in ours
+    return Outcome(ok and bool(recalled), f"user store: {mine[:80]!r}; project: {ours[:80]!r};"
+                                          f" recalled elsewhere: {recalled}")
+
+
 SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "explicit remember": explicit, "implicit preference (correction)": correction,
     "project fact": project_fact, "secret never saved": secret,
@@ -188,6 +207,10 @@ SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "recall without shared words": recall_paraphrase, "no recall when unrelated": no_recall,
     "consolidate duplicates, keep details": duplicates, "Chinese conversation": chinese,
     "agent answers from memory": answer_from_memory,
+}
+# beyond the eleven the suite is scored on: run with --only scope
+EXTRA: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
+    "scope routing (user vs project)": scope_routing,
 }
 
 
@@ -205,6 +228,8 @@ def main() -> None:
     notes = []
     chosen = {k: v for k, v in SCENARIOS.items()
               if not args.only or any(o.lower() in k.lower() for o in args.only)}
+    chosen.update({k: v for k, v in EXTRA.items()
+                   if args.only and any(o.lower() in k.lower() for o in args.only)})
     for name, fn in chosen.items():
         tmp = Path(tempfile.mkdtemp(prefix="memdir-scenario-"))
         mem, agent = Counting(memory_model), Counting(agent_model)

@@ -85,10 +85,6 @@ class Scope:
     writable: bool
     store: MemoryStore | None  # None: not created yet (the user store before its first write)
 
-    @property
-    def label(self) -> str:
-        return self.name
-
 
 def _shared_label(path: Path, taken: set[str]) -> str:
     folder = path.parent.name if path.name == ".memory" else path.name
