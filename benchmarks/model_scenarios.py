@@ -193,8 +193,8 @@ def scope_routing(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
     mine, ours = everything(user).lower(), everything(store).lower()
     other = MemoryStore(store.root.parent / "other" / ".memory", store.config)
     config = dataclasses.replace(store.config, dir=other.root, user_dir=user.root)
-    recalled = select(Scopes(config, project=other), talk("Which English spelling do I want in answers?"),
-                      None).names
+    asked = talk("Which English spelling do I want in answers?")
+    recalled = select(Scopes(config, project=other), asked, None).names
     ok = "british" in mine and "fly" in ours and "fly" not in mine and "british" not in ours
     return Outcome(ok and bool(recalled), f"user store: {mine[:80]!r}; project: {ours[:80]!r};"
                                           f" recalled elsewhere: {recalled}")
