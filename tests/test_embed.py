@@ -277,7 +277,12 @@ def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
     hits = store.search("PostgreSQL", 2)
     assert hits[0].memory.name == "staging-database"
     assert "500" in store.ranking_note() and "BM25 alone" in store.ranking_note()
-    bow_server(llm_server)  # the endpoint comes back: the next search embeds
+    asked = len(llm_server.requests)
+    bow_server(llm_server)
+    store.search("PostgreSQL", 2)  # within the retry delay: not asked again, no wait
+    assert len(llm_server.requests) == asked and "BM25 alone" in store.ranking_note()
+    store.lookup.RETRY_AFTER = 0.0
+    store.lookup._retry_at = 0.0  # the delay has passed: the next search embeds
     assert store.ranked("staging environment", 1)[0].cosine is not None
     assert "hybrid" in store.ranking_note()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,8 @@ log = logging.getLogger("memdir")
 class Lookup:
     """The search index and vectors of one store's folder."""
 
+    RETRY_AFTER = 30.0  # seconds before an embedder that failed is asked again
+
     def __init__(self, root: Path, internal: Path, config: Config, catalog: idx.Catalog,
                  *, in_memory: bool, embedder: Embedder | None = None) -> None:
         self.root, self.internal, self.config = root, internal, config
@@ -51,6 +54,7 @@ class Lookup:
         self.embed_budget: float | None = None  # seconds a sync may spend embedding; None: all
         self.progress: Callable[[int, int], None] | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
+        self._retry_at = 0.0
         # an agent's memory worker and its main thread may search at once
         self._mutex = threading.RLock()
 
@@ -126,6 +130,10 @@ class Lookup:
                 log.warning("memdir: hybrid search is off: %s", exc)
         if self.embedder is None:
             return
+        if self.dense_error is not None:
+            if time.monotonic() < self._retry_at:
+                return  # an endpoint that just failed: BM25 alone for a while, no wait each
+            self.dense_error = None  # time to try it again
         from .vectors import Text, VectorIndex, memory_text
 
         if self.vectors is None:
@@ -144,13 +152,18 @@ class Lookup:
             left = self.vectors.sync(current, load, only=files, budget=self.embed_budget,
                                      progress=self.progress)
         except MemdirError as exc:
-            self.dense_error = str(exc)
-            log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
+            self.failed(exc)
             self._pending = set(current) if files is None else set(files)
             return
         self.dense_error = None
         # what is left (a budget ran out) is looked at again by the next sync
         self._pending = set() if not left else set(current)
+
+    def failed(self, exc: MemdirError) -> None:
+        """The embedder failed: BM25 alone until ``RETRY_AFTER`` seconds have passed."""
+        self.dense_error = str(exc)
+        self._retry_at = time.monotonic() + self.RETRY_AFTER
+        log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
 
     def describe(self) -> str:
         """One line: how the last ranking was made."""
@@ -190,8 +203,7 @@ class Lookup:
             try:
                 return vectors.rank(query, bm25, k, explain=explain)
             except MemdirError as exc:
-                self.dense_error = str(exc)
-                log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
+                self.failed(exc)
         return [Ranked(key, score, i + 1, score) for i, (key, score) in enumerate(bm25[:k])]
 
     def dense_ready(self, query: str) -> bool:
@@ -243,8 +255,7 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
                 qvec = embedder.embed([query])[0]
             except MemdirError as exc:
                 for lookup in lookups:
-                    lookup.dense_error = str(exc)
-                log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
+                    lookup.failed(exc)
             else:
                 sides: list[Dense[tuple[int, str]]] = []
                 for i, lookup in enumerate(lookups):
