@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 
 class CacheDB:
@@ -55,6 +57,13 @@ class CacheDB:
         """Close the database."""
         self.db.close()
 
+    def select_in(self, sql: str, values: Sequence[Any]) -> Iterator[Any]:
+        """The rows of ``sql`` (whose ``{}`` is an ``IN`` list) for all ``values``, asked 500
+        at a time (SQLite bounds the number of parameters)."""
+        for i in range(0, len(values), 500):
+            part = list(values[i : i + 500])
+            yield from self.db.execute(sql.format(",".join("?" * len(part))), part)
+
     def compare(self, current: dict[str, str | None], only: list[str] | None
                 ) -> tuple[list[str], list[str]]:
         """The keys of ``current`` (key -> file identity) to read again, and the cached keys
@@ -63,12 +72,8 @@ class CacheDB:
         if only is None:
             indexed = dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
         else:
-            indexed = {}
-            for i in range(0, len(only), 500):
-                part = only[i : i + 500]
-                marks = ",".join("?" * len(part))
-                indexed.update(self.db.execute(
-                    f"SELECT key, identity FROM docs WHERE key IN ({marks})", part).fetchall())
+            indexed = dict(self.select_in("SELECT key, identity FROM docs WHERE key IN ({})",
+                                          only))
         stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
         removed = [k for k in indexed if k not in current]
         return stale, removed

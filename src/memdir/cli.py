@@ -407,24 +407,21 @@ def search(c: Ctx, query: tuple[str, ...], k: int, explain: bool, scope: str,
     stores), fused with embedding similarity when memdir[embed] is installed (see 'embedder'
     in config.toml)."""
     scopes = c.scopes(scope)
-    ranked = scopes.ranked(" ".join(query), k, explain=explain)
-    shown = {(sc.name, e.file): (e, name) for sc, e, name in scopes.located()}
+    hits = scopes.hits(" ".join(query), k, explain=explain)
     several = len(scopes.stores()) > 1
-    hits = [(sc.name, *shown[(sc.name, r.key)], r) for sc, r in ranked
-            if (sc.name, r.key) in shown]
     if as_json:
-        emit_json([{**e.to_dict(), "name": name, "scope": sc, "score": round(r.score, 4),
+        emit_json([{**e.to_dict(), "scope": sc.name, "score": round(r.score, 4),
                     **({"bm25_rank": r.bm25_rank, "bm25": _round(r.bm25),
                         "dense_rank": r.dense_rank, "cosine": _round(r.cosine)}
-                       if explain else {})} for sc, e, name, r in hits])
+                       if explain else {})} for sc, e, r in hits])
         return
     if explain:
         click.echo(scopes.ranking_note())
     if not hits:
         click.echo("No matching memories.")
-    for sc, e, name, r in hits:
-        where = f"[{sc}] " if several else ""
-        click.echo(f"{r.score:6.2f}  {where}{name}  ({for_terminal(e.type)}) —"
+    for sc, e, r in hits:
+        where = f"[{sc.name}] " if several else ""
+        click.echo(f"{r.score:6.2f}  {where}{e.name}  ({for_terminal(e.type)}) —"
                    f" {for_terminal(e.description)}")
         if explain:
             bm25 = "—" if r.bm25_rank is None else f"#{r.bm25_rank} ({r.bm25:.2f})"

@@ -51,8 +51,7 @@ class Ctx:
                     progress.close()
             if sys.stderr.isatty():
                 self._store.pace_embedding(_Progress("Embedding memories for search"))
-            if self._scopes is not None:
-                self._scopes = None  # opened before the project store existed
+            self._scopes = None  # any opened before the project store existed
         return self._store
 
     def scopes(self, scope: str | None = None, *, require: bool = True) -> Scopes:

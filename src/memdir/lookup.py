@@ -185,26 +185,10 @@ class Lookup:
              dense: bool = True) -> list[Ranked]:
         """The ``k`` best files for ``query``: hybrid when vectors are available (and
         ``dense``), else BM25."""
-        with self._mutex:
-            return self._rank(query, k, explain, dense)
+        import dataclasses
 
-    def _rank(self, query: str, k: int, explain: bool, dense: bool) -> list[Ranked]:
-        from .vectors import Ranked
-
-        search = self._sync(dense)
-        vectors = self.vectors if self.dense_error is None and dense else None
-        english_only = self.embedder is not None and not self.embedder.multilingual
-        self.last_bm25_only = bool(vectors is not None and english_only
-                                   and CJK_CHAR.search(query))
-        if self.last_bm25_only:
-            vectors = None  # the embedder would see unknown tokens: BM25 understands this query
-        bm25 = search.search(query, max(k, 100) if vectors is not None else k)
-        if vectors is not None:
-            try:
-                return vectors.rank(query, bm25, k, explain=explain)
-            except MemdirError as exc:
-                self.failed(exc)
-        return [Ranked(key, score, i + 1, score) for i, (key, score) in enumerate(bm25[:k])]
+        return [dataclasses.replace(r, key=r.key[1])
+                for r in rank_many([self], query, k, explain=explain, dense=dense)]
 
     def dense_ready(self, query: str) -> bool:
         """Whether this query can be ranked with vectors here (else BM25 alone)."""
@@ -214,11 +198,11 @@ class Lookup:
         return not self.last_bm25_only
 
 
-def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = False
-              ) -> list[Ranked]:
-    """The ``k`` best memories of several stores (keys ``(store index, file)``): BM25 with the
-    statistics of all of them together, so that scores compare, fused with cosines when every
-    store has vectors from one embedder."""
+def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = False,
+              dense: bool = True) -> list[Ranked]:
+    """The ``k`` best memories of one or more stores (keys ``(store index, file)``): BM25 with
+    the statistics of all of them together, so that scores compare, fused with cosines when
+    ``dense`` and every store has vectors from one embedder."""
     from contextlib import ExitStack
 
     from .search import tokenize
@@ -229,22 +213,27 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
     with ExitStack() as held:
         for lookup in lookups:  # always in the same order: no two searches deadlock
             held.enter_context(lookup._mutex)
-        searches = [lookup._sync() for lookup in lookups]
+        searches = [lookup._sync(dense) for lookup in lookups]
+        for lookup in lookups:
+            lookup.last_bm25_only = False
         names = {lk.embedder.name for lk in lookups if lk.embedder is not None}
-        dense = len(names) == 1 and all(lk.dense_ready(query) for lk in lookups)
+        dense = dense and len(names) == 1 and all(lk.dense_ready(query) for lk in lookups)
         terms = list(dict.fromkeys(tokenize(query)))
         df: dict[str, int] = {}
-        docs = tokens = 0
+        sizes = []
+        tokens = 0
         for search in searches:
             part, n_docs, n_tokens = search.stats(terms)
             for t, n in part.items():
                 df[t] = df.get(t, 0) + n
-            docs, tokens = docs + n_docs, tokens + n_tokens
+            sizes.append(n_docs)
+            tokens += n_tokens
+        docs = sum(sizes)
         pool = max(k, 100) if dense else k
         bm25: list[tuple[tuple[int, str], float]] = []
         for i, search in enumerate(searches):
             # each store scores its share of the candidates one store would score
-            share = max(pool, search.candidates * max(1, search.stats([])[1]) // max(1, docs))
+            share = max(pool, search.candidates * max(1, sizes[i]) // max(1, docs))
             bm25 += [((i, key), s) for key, s in search.search(
                 query, pool, stats=(df, docs, tokens), candidates=share)]
         bm25.sort(key=lambda h: (-h[1], h[0]))

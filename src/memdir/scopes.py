@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("memdir")
 PROJECT, USER = "project", "user"
 USER_TYPES = frozenset({"user_preference"})  # kinds about the person, not the repository
-SCOPE_CHOICES = (PROJECT, USER, "all")
 
 
 def user_store_dir(config: Config) -> Path | None:
@@ -240,12 +239,6 @@ class Scopes:
             self._located = _View(key, self._locate())
         return self._located
 
-    def _by_shown(self) -> dict[str, tuple[Scope, Entry]]:
-        return self._view().by_shown
-
-    def _by_file(self) -> dict[tuple[str, str], tuple[Entry, str]]:
-        return self._view().by_file
-
     def _locate(self) -> list[tuple[Scope, Entry, str]]:
         shown: dict[str, tuple[Scope, Entry]] = {}
         out: list[tuple[Scope, Entry, str]] = []
@@ -275,7 +268,7 @@ class Scopes:
 
     def locate(self, shown: str) -> tuple[Scope, str]:
         """The scope and real name of a memory as the catalogue shows it."""
-        found = self._by_shown().get(shown)
+        found = self._view().by_shown.get(shown)
         if found is not None:
             return found[0], found[1].name
         raise MemoryNotFound(f"no memory named {shown!r} — see 'memdir list'")
@@ -306,17 +299,23 @@ class Scopes:
         return [(pairs[i][0], dataclasses.replace(r, key=key)) for (i, key), r in
                 ((r.key, r) for r in hits)]
 
-    def search_entries(self, query: str, k: int = 5) -> list[tuple[Entry, float]]:
-        """The ``k`` best memories' catalogue entries (shown names) with scores."""
-        shown = self._by_file()
+    def hits(self, query: str, k: int = 5, *, explain: bool = False
+             ) -> list[tuple[Scope, Entry, Ranked]]:
+        """The ``k`` best memories with their scope and catalogue entry (named as the
+        catalogue shows it; a same-content copy hidden by the project's is left out)."""
+        by_file = self._view().by_file
         out = []
-        for scope, r in self.ranked(query, k):
-            hit = shown.get((scope.name, r.key))
+        for scope, r in self.ranked(query, k, explain=explain):
+            hit = by_file.get((scope.name, r.key))
             if hit is not None:
                 e, name = hit
-                out.append((e if name == e.name else dataclasses.replace(e, name=name),
-                            r.score))
+                out.append((scope, e if name == e.name else dataclasses.replace(e, name=name),
+                            r))
         return out
+
+    def search_entries(self, query: str, k: int = 5) -> list[tuple[Entry, float]]:
+        """The ``k`` best memories' catalogue entries (shown names) with scores."""
+        return [(e, r.score) for _, e, r in self.hits(query, k)]
 
     def ranking_note(self) -> str:
         pairs = self.stores()

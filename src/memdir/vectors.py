@@ -151,22 +151,13 @@ class VectorIndex(CacheDB):
         return len(texts) - len(ready)
 
     def _have(self, digests: set[bytes]) -> set[bytes]:
-        out: set[bytes] = set()
-        items = list(digests)
-        for i in range(0, len(items), 500):
-            part = items[i : i + 500]
-            out.update(h for (h,) in self.db.execute(
-                f"SELECT hash FROM vecs WHERE hash IN ({','.join('?' * len(part))})", part))
-        return out
+        return {h for (h,) in self.select_in("SELECT hash FROM vecs WHERE hash IN ({})",
+                                             list(digests))}
 
     def _vectors(self, digests: list[bytes]) -> Vectors:
         import numpy as np
 
-        rows: dict[bytes, bytes] = {}
-        for i in range(0, len(digests), 500):
-            part = digests[i : i + 500]
-            rows.update(self.db.execute(
-                f"SELECT hash, vec FROM vecs WHERE hash IN ({','.join('?' * len(part))})", part))
+        rows = dict(self.select_in("SELECT hash, vec FROM vecs WHERE hash IN ({})", digests))
         out = np.empty((len(digests), self.embedder.dim), dtype=np.float32)
         for i, d in enumerate(digests):
             out[i] = np.frombuffer(rows[d], dtype=np.float16)
