@@ -329,3 +329,36 @@ def test_cli_search_explain_shows_both_ranks(cli: CliFn, tmp_path: Path) -> None
     assert top["dense_rank"] == 1 and 0 < top["cosine"] <= 1
     r = cli("search", "PostgreSQL", env={"MEMDIR_EMBEDDER": "none"})
     assert "staging-database" in r.out
+
+
+def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Path) -> None:
+    """onnxruntime sessions do not survive fork(): freeing the parent's in a child waits for
+    worker threads that are not there (the suite once hung so, in garbage collection, holding
+    the store's lock). A child keeps every inherited session alive and embeds with its own."""
+    import gc
+    import multiprocessing
+
+    import memdir.embed
+
+    store = MemoryStore(tmp_path / ".memory")
+    fill(store)
+    assert store.search(PARAPHRASES[0][3], 1)[0].memory.name == "staging-database"
+    embedder = store.lookup.embedder
+    assert isinstance(embedder, MiniLM)
+
+    def child(queue: Any) -> None:
+        inherited = embedder.session
+        kept = any(s is inherited for s in memdir.embed._INHERITED)
+        found = store.search(PARAPHRASES[1][3], 1)[0].memory.name  # embeds in the child
+        store.close()
+        gc.collect()
+        queue.put((kept, embedder.session is not inherited, found))
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child, args=(queue,))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0, "the child hung or failed"
+    assert queue.get(timeout=5) == (True, True, "indentation")
+    assert embedder.session is not None and not memdir.embed._INHERITED  # the parent's own

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import math
 import os
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -73,7 +74,6 @@ class MiniLM:
     def __init__(self, model_path: Path | None = None, threads: int | None = None) -> None:
         import gzip
 
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         if model_path is None:
@@ -85,17 +85,28 @@ class MiniLM:
         self.tokenizer = Tokenizer.from_str(gzip.decompress(TOKENIZER.read_bytes()).decode())
         self.tokenizer.enable_truncation(self.max_tokens)
         self.tokenizer.enable_padding()  # to the longest text of each batch
+        self.model_path, self.threads = model_path, threads
+        self.session = self._session()
+        _LIVE.add(self)
+
+    def _session(self) -> Any:
+        import onnxruntime as ort
+
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        options.intra_op_num_threads = self.threads or min(4, os.cpu_count() or 1)
         options.log_severity_level = 3
         # idle workers sleep instead of spinning: a query's embedding is followed at once by
         # BM25 and the matrix product on the same cores, which spinning threads slow down
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(model_path), options,
-                                            providers=["CPUExecutionProvider"])
+        self.pid = os.getpid()
+        return ort.InferenceSession(str(self.model_path), options,
+                                    providers=["CPUExecutionProvider"])
 
     def embed(self, texts: Sequence[str], batch: int = 32) -> Vectors:
         import numpy as np
+
+        if self.pid != os.getpid():  # a forked child: the parent's session has no threads here
+            self.session = self._session()
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # similar lengths together: padding to the batch's longest text wastes little
@@ -167,6 +178,21 @@ class HttpEmbedder:
         if len(rows) != len(texts) or any(not all(map(math.isfinite, r)) for r in rows):
             raise EmbedError(f"{self.url} returned {len(rows)} vectors for {len(texts)} texts")
         return rows
+
+
+# An onnxruntime session does not survive fork(): its worker threads stay in the parent, and
+# freeing it in the child waits for them forever (a child of a process that searched would hang
+# in garbage collection, holding whatever lock it had). A forked child therefore keeps every
+# inherited session alive (never freed) and makes its own when it embeds.
+_LIVE: weakref.WeakSet[MiniLM] = weakref.WeakSet()
+_INHERITED: list[Any] = []
+
+
+def _keep_inherited_sessions() -> None:
+    _INHERITED.extend(m.session for m in list(_LIVE))
+
+
+os.register_at_fork(after_in_child=_keep_inherited_sessions)
 
 
 def installed() -> bool:
