@@ -218,24 +218,27 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
             lookup.last_bm25_only = False
         names = {lk.embedder.name for lk in lookups if lk.embedder is not None}
         dense = dense and len(names) == 1 and all(lk.dense_ready(query) for lk in lookups)
-        terms = list(dict.fromkeys(tokenize(query)))
-        df: dict[str, int] = {}
-        sizes = []
-        tokens = 0
-        for search in searches:
-            part, n_docs, n_tokens = search.stats(terms)
-            for t, n in part.items():
-                df[t] = df.get(t, 0) + n
-            sizes.append(n_docs)
-            tokens += n_tokens
-        docs = sum(sizes)
         pool = max(k, 100) if dense else k
         bm25: list[tuple[tuple[int, str], float]] = []
-        for i, search in enumerate(searches):
-            # each store scores its share of the candidates one store would score
-            share = max(pool, search.candidates * max(1, sizes[i]) // max(1, docs))
-            bm25 += [((i, key), s) for key, s in search.search(
-                query, pool, stats=(df, docs, tokens), candidates=share)]
+        if len(searches) == 1:  # its own statistics are the whole corpus's
+            bm25 = [((0, key), s) for key, s in searches[0].search(query, pool)]
+        else:
+            terms = list(dict.fromkeys(tokenize(query)))
+            df: dict[str, int] = {}
+            sizes = []
+            tokens = 0
+            for search in searches:
+                part, n_docs, n_tokens = search.stats(terms)
+                for t, n in part.items():
+                    df[t] = df.get(t, 0) + n
+                sizes.append(n_docs)
+                tokens += n_tokens
+            docs = sum(sizes)
+            for i, search in enumerate(searches):
+                # each store scores its share of the candidates one store would score
+                share = max(pool, search.candidates * max(1, sizes[i]) // max(1, docs))
+                bm25 += [((i, key), s) for key, s in search.search(
+                    query, pool, stats=(df, docs, tokens), candidates=share)]
         bm25.sort(key=lambda h: (-h[1], h[0]))
         if dense:
             embedder = lookups[0].embedder
