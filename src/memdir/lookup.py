@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 from . import index as idx
 from .config import Config
@@ -253,10 +253,29 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
                 for i, lookup in enumerate(lookups):
                     assert lookup.vectors is not None
                     d = lookup.vectors.cosines(qvec)
-                    sides.append(Dense([(i, key) for key in d.keys], d.cos,
-                                       _row_in(i, d.row)))
+                    sides.append(Dense(_Tagged(i, d.keys), d.cos, _row_in(i, d.row)))
                 return fuse(bm25, sides, k, embedder.min_similarity, explain=explain)
         return [Ranked(key, s, n + 1, s) for n, (key, s) in enumerate(bm25[:k])]
+
+
+class _Tagged(Sequence[tuple[int, str]]):
+    """Store ``index``'s keys as ``(index, key)``, made only for the few looked at (a query
+    must not build a tuple for each of 100,000 memories)."""
+
+    def __init__(self, index: int, keys: Sequence[str]) -> None:
+        self.store_index, self.keys = index, keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, str]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[int, str]]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [(self.store_index, k) for k in self.keys[i]]
+        return (self.store_index, self.keys[i])
 
 
 def _row_in(index: int, row: Callable[[str], int | None]
