@@ -182,8 +182,7 @@ def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory]
         text["body"] = ""
     if not text["body"] and not text["description"]:
         return f"{text['name'] or 'an item'} has neither description nor body"
-    type_ = text["type"].lower().replace(" ", "_")
-    type_ = TYPE_ALIASES.get(type_, type_)
+    type_ = _kind(text["type"])
     if type_ not in store.config.types:
         type_ = "project_fact" if "project_fact" in store.config.types else store.config.types[0]
     description = one_line(text["description"] or text["body"])
@@ -383,15 +382,20 @@ def validate_said(value: str) -> str:
     return text
 
 
-def _is_users(raw: Any, types: tuple[str, ...]) -> bool:
+def _kind(raw_type: str) -> str:
+    """A type as the model wrote it, in the store's spelling where an alias says so."""
+    kind = raw_type.strip().lower().replace(" ", "_")
+    return TYPE_ALIASES.get(kind, kind)
+
+
+def _is_users(raw: Any) -> bool:
     """Whether an item belongs to the user's own store: as the model says, else by its kind."""
     if not isinstance(raw, dict):
         return False
     scope = str(raw.get("scope") or "").strip().lower()
     if scope in ("user", "project"):
         return scope == "user"
-    kind = TYPE_ALIASES.get(str(raw.get("type") or "").lower(), str(raw.get("type") or ""))
-    return kind in USER_TYPES
+    return _kind(str(raw.get("type") or "")) in USER_TYPES
 
 
 def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatModel,
@@ -422,7 +426,7 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
         user_store, {e.name for e in user_entries}, said, result,
         {e.name for e in user_store.entries()})
     for raw in items:
-        if user_planner is not None and _is_users(raw, store.config.types):
+        if user_planner is not None and _is_users(raw):
             user_planner.add(raw)
         else:
             planner.add(raw)
