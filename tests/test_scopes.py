@@ -231,6 +231,29 @@ def test_no_user_scope_when_turned_off(cli: CliFn, tmp_path: Path) -> None:
     assert not (tmp_path / "user-store").exists()
 
 
+def test_doctor_and_index_check_the_user_store(cli: CliFn, tmp_path: Path) -> None:
+    user = tmp_path / "user-store"
+    r = cli("doctor", "--scope", "user")
+    assert r.code == 1 and "no user store yet" in r.err and not user.exists()
+    assert cli("add", "prefer-pytest", "--type", "user_preference", "-d", "User runs pytest",
+               "--body", "pytest").code == 0
+    r = cli("doctor", "--scope", "user")
+    assert r.code == 0 and "No problems found" in r.out
+    broken = "---\nname: broken\ntype: nope\n---\nbody\n"
+    (user / "broken.md").write_text(broken)
+    r = cli("doctor", "--scope", "user", "--json")
+    assert r.code == 1
+    assert [e["file"] for e in json.loads(r.out)["errors"]] == ["broken.md"]
+    assert cli("doctor").code == 0  # the project's store is fine, and checked by default
+    (user / "MEMORY.md").write_text("stale\n")
+    r = cli("index", "--scope", "user")
+    assert r.code == 0 and str(user / "MEMORY.md") in r.out
+    assert "prefer-pytest" in (user / "MEMORY.md").read_text()
+    assert (user / "broken.md").read_text() == broken  # never rewritten
+    r = cli("doctor", "--scope", "user", env={"MEMDIR_USER_DIR": "none"})
+    assert r.code == 1 and "turned off" in r.err
+
+
 def test_hook_prompt_and_mcp_recall_read_every_scope(tmp_path: Path) -> None:
     """The host hooks and the MCP server recall the user's memories in any project."""
     import asyncio

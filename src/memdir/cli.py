@@ -17,7 +17,7 @@ import click
 
 from . import memory as memfmt
 from .cli_context import Ctx, F, emit_json, fail, json_option, pass_ctx
-from .errors import InvalidMemory, MemdirError
+from .errors import InvalidMemory, MemdirError, StoreNotFound
 from .layout import INTERNAL
 from .plan import Put
 from .safetext import display_width, for_terminal, for_terminal_text, pad, plural
@@ -50,8 +50,10 @@ def cli(ctx: click.Context, dir_: Path | None, provider: str | None, model: str 
 def scope_option(default: str | None, writes: bool = False) -> Callable[[F], F]:
     """``--scope``: project, user (or all, for reads)."""
     choices = ["project", "user"] if writes else ["project", "user", "all"]
-    what = ("where to write (default: user for user_preference, else project)" if writes
-            else f"which stores (default: {default})")
+    if writes and default is None:
+        what = "where to write (default: user for user_preference, else project)"
+    else:
+        what = f"which {'store' if writes else 'stores'} (default: {default})"
     option: Callable[[F], F] = click.option("--scope", type=click.Choice(choices),
                                             default=default, help=f"Scope: {what}.")
     return option
@@ -342,12 +344,26 @@ def restore(c: Ctx, name: str, version: int | None, scope: str | None) -> None:
     click.echo(f"Restored {mem.name}.")
 
 
-@cli.command()
+def _existing(c: Ctx, scope: str) -> MemoryStore:
+    """The project's or the user's store, which must exist already (never created here)."""
+    if scope == PROJECT:
+        return c.store
+    scopes = c.scopes(scope)
+    found = scopes.stores()
+    if not found:
+        raise StoreNotFound(f"no {scope} store yet at {scopes.scope(scope).root} — "
+                            f"'memdir add --scope {scope}' creates it")
+    return found[0][1]
+
+
+@cli.command(short_help="Rebuild MEMORY.md (and the caches) from the files.")
+@scope_option(PROJECT, writes=True)
 @json_option
 @pass_ctx
-def index(c: Ctx, as_json: bool) -> None:
-    """Rebuild MEMORY.md (and the caches) from the files."""
-    store = c.store
+def index(c: Ctx, scope: str, as_json: bool) -> None:
+    """Rebuild MEMORY.md (and the caches) from the files of the project's store (or the
+    user's, with --scope user)."""
+    store = _existing(c, scope)
     count = len(store.rebuild())
     if as_json:
         emit_json({"index": str(store.index_path), "memories": count})
@@ -357,14 +373,18 @@ def index(c: Ctx, as_json: bool) -> None:
 
 @cli.command(short_help="Check the store and report problems.")
 @click.option("--fix", is_flag=True, help="Repair what can be repaired (never memory files).")
+@scope_option(PROJECT, writes=True)
 @json_option
 @pass_ctx
-def doctor(c: Ctx, fix: bool, as_json: bool) -> None:
-    """Check the store: invalid files, rule-bending memories, stale index."""
+def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
+    """Check the project's store (or the user's, with --scope user): invalid files,
+    rule-bending memories, stale index."""
     from .doctor import diagnose
 
-    report = diagnose(c.store, fix=fix)
-    _hook_report(c.store, report)
+    store = _existing(c, scope)
+    report = diagnose(store, fix=fix)
+    if scope == PROJECT:
+        _hook_report(store, report)
     if as_json:
         emit_json(report.to_dict())
     else:

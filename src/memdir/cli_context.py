@@ -67,6 +67,9 @@ class Ctx:
         if require and not scopes.stores() and not (scope == USER and scopes.scopes):
             if scope is None or scope == "all" or scope == PROJECT:
                 _ = self.store  # the usual "no memory store at X" error
+            if scope == USER:
+                raise StoreNotFound("the user store is turned off (user_dir = \"none\" in "
+                                    "config.toml, or MEMDIR_USER_DIR=none)")
             raise StoreNotFound(f"no {scope} store yet — 'memdir add --scope {scope}' creates it")
         return scopes
 
