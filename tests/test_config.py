@@ -58,3 +58,25 @@ def test_unknown_provider_cli(cli: CliFn) -> None:
     assert (r.code, r.err) == (1, "memdir: error: unknown provider 'cohere' — set"
                                   " MEMDIR_PROVIDER to one of anthropic, openai, claude-code,"
                                   " codex\n")
+
+
+def test_a_store_opened_in_python_reads_its_config_file(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """MemoryStore(path) resolves its configuration as the memdir command does."""
+    from memdir import MemoryStore
+    from memdir.errors import InvalidMemory
+
+    root = tmp_path / ".memory"
+    root.mkdir()
+    (root / "config.toml").write_text('types = ["note"]\nmax_file_bytes = 2048\n')
+    store = MemoryStore(root)
+    assert store.config.types == ("note",) and store.config.max_file_bytes == 2048
+    with pytest.raises(InvalidMemory):
+        store.write("x", type="project_fact", description="d", body="b")
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
+    assert MemoryStore(root).config.embedder == "none"
+    explicit = MemoryStore(root, Config(dir=root))  # a given configuration is used as it is
+    assert explicit.config.types != ("note",)
+    (root / "config.toml").write_text("types = [")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        MemoryStore(root)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from . import index as idx
 from . import memory as memfmt
 from .atomic import fsync_dir, write_atomic
-from .config import Config
+from .config import Config, load_config
 from .entry import Entry
 from .errors import (
     ConflictError,
@@ -79,9 +79,11 @@ def _not_a_link(path: Path, what: str) -> None:
 class MemoryStore:
     """The memories in one folder.
 
-    ``create``: make the folder if it is missing (else raise StoreNotFound). ``watch``: start a
-    file-system watcher at once (True), never (False), or when the process turns out to be
-    long-running (None). ``progress(done, total)`` is called while a first open parses files.
+    ``config``: as given, else resolved as the ``memdir`` command resolves it (defaults, the
+    store's ``config.toml``, ``MEMDIR_*`` variables). ``create``: make the folder if it is
+    missing (else raise StoreNotFound). ``watch``: start a file-system watcher at once (True),
+    never (False), or when the process turns out to be long-running (None).
+    ``progress(done, total)`` is called while a first open parses files.
     ``embedder``: embeds memories for hybrid search, instead of the one the configuration names
     (``embed.Embedder``: a name, a dimension and ``embed(texts)``). ``cache_dir``: open the
     store read-only and keep its caches (metadata, search index, vectors) there, so that
@@ -93,7 +95,7 @@ class MemoryStore:
                  progress: Callable[[int, int], None] | None = None,
                  embedder: Embedder | None = None, cache_dir: Path | None = None) -> None:
         self.root = Path(path)
-        self.config = config or Config(dir=self.root)
+        self.config = config or load_config({"dir": self.root})
         if self.root.is_symlink():
             raise ConflictError(
                 f"{self.root} is a symbolic link — point memdir at the real folder")
