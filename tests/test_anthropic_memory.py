@@ -4,6 +4,7 @@ fake server, which asks for every command in turn (bad paths and a secret includ
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +45,11 @@ STEPS: list[dict[str, Any]] = [
 ]
 
 
-def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_path: Path
-                                              ) -> None:
-    """Each command works or fails with the contract's message; the store keeps history and
-    undo; nothing is written outside it and no secret lands on disk."""
-    store = MemoryStore(tmp_path / ".memory")
-    tool = MemdirMemoryTool(store)
-    assert isinstance(tool, BetaAbstractMemoryTool)
-    for i, step in enumerate(STEPS):
+def drive(llm_server: FakeLLMServer, tool: MemdirMemoryTool, steps: list[dict[str, Any]]
+          ) -> tuple[Callable[[int], str], Callable[[int], bool]]:
+    """The SDK's tool runner asked for each step in turn: each result's text, and whether it
+    was an error."""
+    for i, step in enumerate(steps):
         llm_server.queue(reply("", (f"toolu_{i}", "memory", step)))
     llm_server.queue(reply("All done."))
     client = Anthropic(api_key="test", base_url=llm_server.url, max_retries=0)
@@ -64,7 +62,7 @@ def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_pat
     for req in llm_server.requests[1:]:
         last = req["body"]["messages"][-1]
         results += [b for b in last["content"] if b.get("type") == "tool_result"]
-    assert len(results) == len(STEPS)
+    assert len(results) == len(steps)
 
     def text(i: int) -> str:
         content = results[i]["content"]
@@ -72,6 +70,17 @@ def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_pat
 
     def failed(i: int) -> bool:
         return bool(results[i].get("is_error"))
+    return text, failed
+
+
+def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_path: Path
+                                              ) -> None:
+    """Each command works or fails with the contract's message; the store keeps history and
+    undo; nothing is written outside it and no secret lands on disk."""
+    store = MemoryStore(tmp_path / ".memory")
+    tool = MemdirMemoryTool(store)
+    assert isinstance(tool, BetaAbstractMemoryTool)
+    text, failed = drive(llm_server, tool, STEPS)
 
     assert text(0).startswith("Here're the files and directories") and not failed(0)
     assert text(1) == "File created successfully at: /memories/coffee.md"
@@ -99,3 +108,75 @@ def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_pat
     assert not (tmp_path / "etc").exists() and not (tmp_path / "escape.md").exists()
     undo(store)  # the delete of stale
     assert "stale" in {e.name for e in store.entries()}
+
+
+USER_STEPS: list[dict[str, Any]] = [
+    {"command": "create", "path": "/memories/user/tea.md",
+     "file_text": "# Prefers green tea\nThe user always drinks green tea, in every project.\n"},
+    {"command": "create", "path": "/memories/deploy.md", "file_text": "Deploys go to Fly.io\n"},
+    {"command": "view", "path": "/memories"},
+    {"command": "view", "path": "/memories/user/"},
+    {"command": "str_replace", "path": "/memories/user/tea.md", "old_str": "drinks green",
+     "new_str": "drinks jasmine"},
+    {"command": "rename", "old_path": "/memories/deploy.md", "new_path": "/memories/user/ops.md"},
+    {"command": "rename", "old_path": "/memories/user/ops.md", "new_path": "/memories/deploy.md"},
+    {"command": "create", "path": "/memories/user/sub/x.md", "file_text": "x"},
+    {"command": "create", "path": "/memories/user/../../x.md", "file_text": "x"},
+    {"command": "delete", "path": "/memories/user"},
+    {"command": "delete", "path": "/memories/user/tea.md"},
+]
+
+
+def test_the_users_own_memories_are_a_folder(llm_server: FakeLLMServer, tmp_path: Path
+                                             ) -> None:
+    """Given the user's store, /memories/user/ is it: created, listed, edited and deleted
+    there, and a rename between the folders moves a memory from one store to the other."""
+    project = MemoryStore(tmp_path / "project" / ".memory")
+    user = MemoryStore(tmp_path / "user")
+    text, failed = drive(llm_server, MemdirMemoryTool(project, user_store=user), USER_STEPS)
+    assert text(0) == "File created successfully at: /memories/user/tea.md"
+    assert "tea" not in project and not project.history("tea")
+    listing = text(2).splitlines()[1:]
+    assert [ln.split("\t")[1] for ln in listing] == [
+        "/memories", "/memories/deploy.md", "/memories/user", "/memories/user/tea.md"]
+    assert [ln.split("\t")[1] for ln in text(3).splitlines()[1:]] == [
+        "/memories/user", "/memories/user/tea.md"]
+    assert "jasmine" in text(4) and not failed(4)
+    assert text(5) == "Successfully renamed /memories/deploy.md to /memories/user/ops.md"
+    assert text(6) == "Successfully renamed /memories/user/ops.md to /memories/deploy.md"
+    for i in (7, 8):
+        assert failed(i) and "escape" in text(i), text(i)
+    assert failed(9) and "Cannot delete the /memories/user directory itself" in text(9)
+    assert text(10) == "Successfully deleted /memories/user/tea.md"
+    assert project.get("deploy").body == "Deploys go to Fly.io"
+    assert "ops" not in user and "deploy" not in user
+    assert user.history("ops")[-1].reason == "moved to the project store"
+    assert "moved to the user store" in [v.reason for v in project.history("deploy")]
+    assert not (tmp_path / "x.md").exists() and not (tmp_path / "user" / "sub").exists()
+    assert [v.action for v in user.history("tea")][-1] == "delete"
+    undo(user)  # the delete of tea
+    assert user.get("tea").type == "user_preference" and "jasmine" in user.get("tea").body
+    assert (tmp_path / "user" / "tea.md").is_file()
+
+
+def test_without_a_user_store_there_is_no_user_folder(llm_server: FakeLLMServer,
+                                                     tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".memory")
+    text, failed = drive(llm_server, MemdirMemoryTool(store), [
+        {"command": "create", "path": "/memories/user/tea.md", "file_text": "Green tea\n"},
+        {"command": "view", "path": "/memories"}])
+    assert failed(0) and "files directly in /memories," in text(0)
+    assert "/memories/user" not in text(1)
+    assert len(store) == 0
+
+
+def test_with_user_store_follows_the_configuration(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryStore(tmp_path / ".memory")
+    monkeypatch.setenv("MEMDIR_USER_DIR", str(tmp_path / "mine"))
+    tool = MemdirMemoryTool.with_user_store(MemoryStore(tmp_path / ".memory"))
+    assert tool.user_store is not None and tool.user_store.root == tmp_path / "mine"
+    assert (tmp_path / "mine").stat().st_mode & 0o777 == 0o700
+    monkeypatch.setenv("MEMDIR_USER_DIR", "none")
+    assert MemdirMemoryTool.with_user_store(MemoryStore(tmp_path / ".memory")).user_store is None
+    assert len(store) == 0

@@ -2,12 +2,14 @@
 
 ``MemdirMemoryTool`` subclasses the SDK's ``BetaAbstractMemoryTool``, so the SDK's tool runner
 uses it unchanged: ``client.beta.messages.tool_runner(..., tools=[MemdirMemoryTool(store)])``.
-``/memories/<name>.md`` is the memory ``<name>``; the folder is flat. ``view`` shows files as
+``/memories/<name>.md`` is the project's memory ``<name>``; given the user's store too,
+``/memories/user/<name>.md`` is one of the user's own memories (every project sees those), and
+renaming a file between the two folders moves it. ``view`` shows files as
 they are on disk, with line numbers; a file the model creates without frontmatter gets one (a
 type guessed from the words, the first line as the description). Every change goes through
 the store (lock, journal, history, undo, secret screening); a refused change is a tool error
-that says why. Paths outside ``/memories``, ``..`` (also percent-encoded), subfolders and
-anything but ``<name>.md`` are refused. Return strings follow the SDK's own implementation.
+that says why. Paths outside ``/memories``, ``..`` (also percent-encoded), other subfolders
+and anything but ``<name>.md`` are refused. Return strings follow the SDK's own implementation.
 This module does NOT call the model: the SDK's runner does.
 """
 
@@ -33,6 +35,7 @@ from ..plan import Put, Remove
 from ..store import MemoryStore
 
 ROOT = "/memories"
+USER = ROOT + "/user"
 WIDTH = 6  # line-number width, as the SDK's local-filesystem tool prints it
 _PREFERENCE = re.compile(r"(?i)\b(?:prefer|prefers|like|likes|always|never|want|wants)\b|喜欢|偏好")
 
@@ -52,51 +55,76 @@ def _size(n: int) -> str:
 class MemdirMemoryTool(BetaAbstractMemoryTool):
     """The memory tool over a memdir store."""
 
-    def __init__(self, store: MemoryStore, *, default_type: str = "reference",
-                 **kwargs: Any) -> None:
+    def __init__(self, store: MemoryStore, *, user_store: MemoryStore | None = None,
+                 default_type: str = "reference", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.store = store
+        self.user_store = user_store
         self.default_type = (default_type if default_type in store.config.types
                              else store.config.types[0])
 
+    @classmethod
+    def with_user_store(cls, store: MemoryStore, **kwargs: Any) -> MemdirMemoryTool:
+        """The tool over ``store`` and the user's own store as its configuration places it
+        (created owner-only if need be); just ``store`` when the user's store is turned off."""
+        from ..scopes import USER, Scopes
+
+        scopes = Scopes(store.config, project=store, watch=False, scopes=[USER])
+        user = scopes.writable(USER) if scopes.user_root() is not None else None
+        return cls(store, user_store=user, **kwargs)
+
     # -- paths ------------------------------------------------------------------------------
 
-    def _name(self, path: str, *, allow_root: bool = False) -> str | None:
-        """The memory a path names (None for the /memories folder itself)."""
+    def _locate(self, path: str, *, allow_dir: bool = False) -> tuple[MemoryStore, str | None]:
+        """The store and memory a path names (memory None: that store's folder itself)."""
         raw = unquote(unquote(path or "")).replace("\\", "/")
-        if raw.rstrip("/") == ROOT and allow_root:
-            return None
+        if raw.rstrip("/") == ROOT and allow_dir:
+            return self.store, None
         if not raw.startswith(ROOT + "/"):
             raise ToolError(f"Path must start with {ROOT}, got: {path}")
-        rest = raw[len(ROOT) + 1:]
-        if ".." in rest.split("/") or "/" in rest or not rest:
+        parts = raw[len(ROOT) + 1:].split("/")
+        store = self.store
+        if self.user_store is not None and parts[0] == "user" and len(parts) > 1:
+            store, parts = self.user_store, parts[1:]
+            if parts == [""] and allow_dir:
+                return store, None
+        elif self.user_store is not None and parts == ["user"] and allow_dir:
+            return self.user_store, None
+        folders = f"{ROOT} or {USER}" if self.user_store is not None else ROOT
+        if ".." in parts or len(parts) > 1 or not parts[0]:
             raise ToolError(f"Path {path} would escape {ROOT} or names a folder: memories are"
-                            f" files directly in {ROOT}, like {ROOT}/<name>.md")
-        if not rest.endswith(".md"):
+                            f" files directly in {folders}, like {ROOT}/<name>.md")
+        if not parts[0].endswith(".md"):
             raise ToolError(f"Path {path} is not a memory file: use {ROOT}/<name>.md")
         try:
-            return validate_name(rest[:-3])
+            return store, validate_name(parts[0][:-3])
         except MemdirError as exc:
             raise ToolError(str(exc)) from None
 
-    def _text(self, name: str, path: str) -> str:
+    def _file(self, path: str) -> tuple[MemoryStore, str]:
+        """The store and memory of a path that must name a file."""
+        store, name = self._locate(path)
+        assert name is not None
+        return store, name
+
+    def _text(self, store: MemoryStore, name: str, path: str) -> str:
         try:
-            mem = self.store.get(name)
+            mem = store.get(name)
         except MemoryNotFound:
             raise ToolError(
                 f"The path {path} does not exist. Please provide a valid path.") from None
-        return (self.store.root / str(mem.path)).read_text(encoding="utf-8")
+        return (store.root / str(mem.path)).read_text(encoding="utf-8")
 
-    def _write(self, changes: list[Any], summary: str) -> None:
+    def _write(self, store: MemoryStore, changes: list[Any], summary: str) -> None:
         try:
-            self.store.apply(changes, source="memory-tool", summary=summary)
+            store.apply(changes, source="memory-tool", summary=summary)
         except SecretFound as exc:
             raise ToolError(f"refused: {str(exc).split(' — ')[0]} — leave the secret out and"
                             " write the rest") from None
         except MemdirError as exc:
             raise ToolError(str(exc)) from None
 
-    def _parse(self, name: str, text: str, path: str) -> Memory:
+    def _parse(self, store: MemoryStore, name: str, text: str, path: str) -> Memory:
         """The memory a file's new text describes; frontmatter is added when missing."""
         if text.lstrip("\ufeff").startswith("---\n"):
             try:
@@ -109,25 +137,34 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             return mem
         first = next((ln.strip(" #\t") for ln in text.splitlines() if ln.strip()), name)
         kind = "user_preference" if _PREFERENCE.search(text) else self.default_type
-        if kind not in self.store.config.types:
+        if kind not in store.config.types:
             kind = self.default_type
         return Memory(name, kind, first[:MAX_DESCRIPTION_CHARS], text.strip("\n"))
 
     # -- commands -----------------------------------------------------------------------------
 
+    def _listing(self, store: MemoryStore, folder: str) -> list[str]:
+        lines = [f"{_size(4096)}\t{folder}"]
+        for e in store.entries():
+            try:
+                size = (store.root / e.file).lstat().st_size
+            except OSError:
+                continue
+            lines.append(f"{_size(size)}\t{folder}/{e.name}.md")
+        return lines
+
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
-        name = self._name(command.path, allow_root=True)
+        store, name = self._locate(command.path, allow_dir=True)
         if name is None:
-            lines = [f"{_size(4096)}\t{ROOT}"]
-            for e in self.store.entries():
-                try:
-                    size = (self.store.root / e.file).lstat().st_size
-                except OSError:
-                    continue
-                lines.append(f"{_size(size)}\t{ROOT}/{e.name}.md")
+            if store is self.store:
+                lines = self._listing(store, ROOT)
+                if self.user_store is not None:
+                    lines += self._listing(self.user_store, USER)
+            else:
+                lines = self._listing(store, USER)
             return ("Here're the files and directories up to 2 levels deep in"
                     f" {command.path}, excluding hidden items:\n" + "\n".join(lines))
-        text = self._text(name, command.path)
+        text = self._text(store, name, command.path)
         lines = text.split("\n")
         start = 1
         if command.view_range and len(command.view_range) == 2:
@@ -138,18 +175,16 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         return f"Here's the content of {command.path} with line numbers:\n" + "\n".join(numbered)
 
     def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
-        name = self._name(command.path)
-        assert name is not None
-        if name in self.store:
+        store, name = self._file(command.path)
+        if name in store:
             raise ToolError(f"File {command.path} already exists")
-        self._write([Put(self._parse(name, command.file_text, command.path),
-                         reason="created with the memory tool")], f"create {name}")
+        self._write(store, [Put(self._parse(store, name, command.file_text, command.path),
+                                reason="created with the memory tool")], f"create {name}")
         return f"File created successfully at: {command.path}"
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
-        name = self._name(command.path)
-        assert name is not None
-        text = self._text(name, command.path)
+        store, name = self._file(command.path)
+        text = self._text(store, name, command.path)
         count = text.count(command.old_str) if command.old_str else 0
         if count == 0:
             raise ToolError(f"No replacement was performed, old_str `{command.old_str}` did not"
@@ -164,10 +199,11 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                             " Please ensure it is unique")
         at = text.find(command.old_str)
         new = text.replace(command.old_str, command.new_str, 1)
-        current = self.store.get(name)
-        self._write([Put(self._parse(name, new, command.path), reason="edited with the memory"
-                         " tool", expect=current.digest, merge_extra=False)], f"edit {name}")
-        shown = self._text(name, command.path).split("\n")
+        current = store.get(name)
+        self._write(store, [Put(self._parse(store, name, new, command.path),
+                                reason="edited with the memory tool", expect=current.digest,
+                                merge_extra=False)], f"edit {name}")
+        shown = self._text(store, name, command.path).split("\n")
         line = text[:at].count("\n")
         snippet = [f"{str(n).rjust(WIDTH)}\t{shown[n - 1]}"
                    for n in range(max(1, line - 1), min(len(shown), line + 3) + 1)]
@@ -175,9 +211,8 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                 " line numbers):\n" + "\n".join(snippet))
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
-        name = self._name(command.path)
-        assert name is not None
-        text = self._text(name, command.path)
+        store, name = self._file(command.path)
+        text = self._text(store, name, command.path)
         lines = text.split("\n")
         if text.endswith("\n"):
             lines.pop()
@@ -185,36 +220,45 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"Invalid `insert_line` parameter: {command.insert_line}. It should"
                             f" be within the range [0, {len(lines)}].")
         lines.insert(command.insert_line, command.insert_text.rstrip("\n"))
-        current = self.store.get(name)
-        self._write([Put(self._parse(name, "\n".join(lines) + "\n", command.path),
-                         reason="edited with the memory tool", expect=current.digest,
-                         merge_extra=False)], f"insert into {name}")
+        current = store.get(name)
+        self._write(store, [Put(self._parse(store, name, "\n".join(lines) + "\n", command.path),
+                                reason="edited with the memory tool", expect=current.digest,
+                                merge_extra=False)], f"insert into {name}")
         return f"The file {command.path} has been edited."
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
-        name = self._name(command.path, allow_root=True)
+        store, name = self._locate(command.path, allow_dir=True)
         if name is None:
-            raise ToolError(f"Cannot delete the {ROOT} directory itself")
-        if name not in self.store:
+            raise ToolError(f"Cannot delete the {command.path.rstrip('/')} directory itself")
+        if name not in store:
             raise ToolError(f"The path {command.path} does not exist")
-        self._write([Remove(name, reason="deleted with the memory tool")], f"delete {name}")
+        self._write(store, [Remove(name, reason="deleted with the memory tool")],
+                    f"delete {name}")
         return f"Successfully deleted {command.path}"
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
-        old = self._name(command.old_path, allow_root=True)
-        new = self._name(command.new_path)
+        source, old = self._locate(command.old_path, allow_dir=True)
+        target, new = self._file(command.new_path)
         if old is None:
-            raise ToolError(f"Cannot rename the {ROOT} directory itself")
-        assert new is not None
-        if old not in self.store:
+            raise ToolError(f"Cannot rename the {command.old_path.rstrip('/')} directory itself")
+        if old not in source:
             raise ToolError(f"The path {command.old_path} does not exist")
-        if new in self.store:
+        if new in target:
             raise ToolError(f"The destination {command.new_path} already exists")
-        current = self.store.get(old)
-        self._write([Put(current.replace(name=new), reason=f"renamed from {old}",
-                         merge_extra=False),
-                     Remove(old, reason=f"renamed to {new}", expect=current.digest)],
-                    f"rename {old} to {new}")
+        current = source.get(old)
+        if target is source:
+            self._write(source, [Put(current.replace(name=new), reason=f"renamed from {old}",
+                                     merge_extra=False),
+                                 Remove(old, reason=f"renamed to {new}",
+                                        expect=current.digest)], f"rename {old} to {new}")
+        else:  # another store: the copy is written before the original goes
+            there, here = ("user", "project") if target is self.user_store else ("project",
+                                                                                 "user")
+            self._write(target, [Put(current.replace(name=new), merge_extra=False,
+                                     reason=f"moved from the {here} store")],
+                        f"moved {old} from {here}")
+            self._write(source, [Remove(old, reason=f"moved to the {there} store",
+                                        expect=current.digest)], f"moved {old} to {there}")
         return f"Successfully renamed {command.old_path} to {command.new_path}"
 
     def clear_all_memory(self) -> str:
