@@ -226,6 +226,12 @@ _PREFERENCE = re.compile(r"(?i)\b(?:prefers?|likes?|wants?|always|never|don'?t|f
                          r"|喜欢|偏好|希望|不要|好み|してほしい")
 
 
+def sounds_like_preference(text: str) -> bool:
+    """Whether a sentence reads as the person's preference or correction ("prefers", "never",
+    "from now on", 喜欢…): the type memdir gives text that comes without one."""
+    return _PREFERENCE.search(text) is not None
+
+
 def _fact_style(config: Any, model: ChatModel) -> bool:
     """Whether to ask for plain facts (``extract_style``): small models list facts well but
     fill the five-field memory shape with invented text. "auto" asks models on this machine."""
@@ -260,7 +266,7 @@ def _grounded(fact: str, heard: set[str]) -> bool:
 
 def _fact_item(fact: str, types: tuple[str, ...]) -> dict[str, Any]:
     """A memory item from one fact: a preference or correction, or a fact."""
-    kind = "user_preference" if _PREFERENCE.search(fact) else "project_fact"
+    kind = "user_preference" if sounds_like_preference(fact) else "project_fact"
     if kind not in types:
         kind = types[0]
     return {"action": "create", "name": "", "type": kind, "description": fact, "body": fact}

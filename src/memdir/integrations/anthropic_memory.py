@@ -15,7 +15,6 @@ This module does NOT call the model: the SDK's runner does.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import unquote
 
@@ -30,6 +29,7 @@ from anthropic.types.beta import (
 )
 
 from ..errors import MemdirError, MemoryNotFound, SecretFound
+from ..extract import sounds_like_preference
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, validate_name
 from ..plan import Put, Remove
 from ..store import MemoryStore
@@ -37,7 +37,6 @@ from ..store import MemoryStore
 ROOT = "/memories"
 USER = ROOT + "/user"
 WIDTH = 6  # line-number width, as the SDK's local-filesystem tool prints it
-_PREFERENCE = re.compile(r"(?i)\b(?:prefer|prefers|like|likes|always|never|want|wants)\b|喜欢|偏好")
 
 
 def _size(n: int) -> str:
@@ -136,7 +135,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                                 f" {name!r} — keep them the same, or use rename")
             return mem
         first = next((ln.strip(" #\t") for ln in text.splitlines() if ln.strip()), name)
-        kind = "user_preference" if _PREFERENCE.search(text) else self.default_type
+        kind = "user_preference" if sounds_like_preference(text) else self.default_type
         if kind not in store.config.types:
             kind = self.default_type
         return Memory(name, kind, first[:MAX_DESCRIPTION_CHARS], text.strip("\n"))
