@@ -67,12 +67,9 @@ def read_transcript(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 raise MemdirError(f"{path}:{n} is not JSON — pass a JSON list of messages or a"
                                   " JSONL transcript") from None
-    messages = []
-    for row in rows:
-        msg = row.get("message", row) if isinstance(row, dict) else None
-        if (isinstance(msg, dict) and msg.get("role") in ("user", "assistant")
-                and isinstance(msg.get("content"), (str, list))):
-            messages.append({"role": msg["role"], "content": msg["content"]})
+    from .integrations.transcripts import message_from_row
+
+    messages = [m for m in map(message_from_row, rows) if m is not None]
     if not messages:
         raise MemdirError(f"{path} holds no user or assistant messages — pass a JSON list of"
                           " {role, content} objects or a JSONL transcript")

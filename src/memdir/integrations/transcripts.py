@@ -3,8 +3,9 @@
 Claude Code writes one JSON object a line with ``type`` ``user``/``assistant`` and the API
 ``message`` inside; Codex writes ``response_item`` lines whose ``payload`` is a ``message``
 (``input_text``/``output_text`` parts), a ``function_call`` or a ``function_call_output``.
-Plain ``{role, content}`` lines are read too. Lines that are neither (summaries, metadata,
-the environment context a host injects) are skipped; so is a torn last line.
+Plain ``{role, content}`` lines (also inside ``message``) are read too. Lines that are neither
+(summaries, metadata, the environment context a host injects) are skipped; so is a torn last
+line. ``memdir extract`` reads JSON lists and JSONL with the same ``message_from_row``.
 This module does NOT extract memories: ``extract`` does, from what it returns.
 """
 
@@ -31,7 +32,8 @@ def _text_parts(content: Any) -> str:
     return ""
 
 
-def _from_row(row: Any) -> Message | None:
+def message_from_row(row: Any) -> Message | None:
+    """One line (or list item) of a transcript as a message; None for anything else."""
     if not isinstance(row, dict):
         return None
     if row.get("type") in ("user", "assistant") and isinstance(row.get("message"), dict):
@@ -64,8 +66,10 @@ def _from_row(row: Any) -> Message | None:
                                                  "tool_use_id": str(p.get("call_id", "")),
                                                  "content": text[:2000]}]}
         return None
-    if row.get("role") in ("user", "assistant") and isinstance(row.get("content"), (str, list)):
-        return {"role": row["role"], "content": row["content"]}
+    msg = row.get("message", row)  # plain {role, content}, or wrapped in "message"
+    if (isinstance(msg, dict) and msg.get("role") in ("user", "assistant")
+            and isinstance(msg.get("content"), (str, list))):
+        return {"role": msg["role"], "content": msg["content"]}
     return None
 
 
@@ -80,7 +84,7 @@ def read_session(path: Path) -> list[Message]:
         if not line.strip():
             continue
         try:
-            msg = _from_row(json.loads(line))
+            msg = message_from_row(json.loads(line))
         except ValueError:
             continue
         if msg is not None:
