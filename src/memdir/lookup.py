@@ -118,7 +118,8 @@ class Lookup:
             self._sync_vectors()
         return self.search
 
-    def _sync_vectors(self) -> None:
+    def _make_embedder(self) -> None:
+        """The configuration's embedder, made once (at the first search, or when asked)."""
         if not self._embedder_made:
             self._embedder_made = True
             from .embed import EmbedError, from_config
@@ -128,6 +129,9 @@ class Lookup:
             except EmbedError as exc:  # a missing model file: BM25, and say why
                 self.dense_error = str(exc)
                 log.warning("memdir: hybrid search is off: %s", exc)
+
+    def _sync_vectors(self) -> None:
+        self._make_embedder()
         if self.embedder is None:
             return
         if self.dense_error is not None:
@@ -166,7 +170,9 @@ class Lookup:
         log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
 
     def describe(self) -> str:
-        """One line: how the last ranking was made."""
+        """One line: how the last ranking was made (or the next will be)."""
+        with self._mutex:
+            self._make_embedder()
         if self.embedder is None:
             why = self.dense_error or ("embedder = 'none'" if self.config.embedder == "none"
                                        else "install memdir[embed] for hybrid search")
@@ -176,9 +182,12 @@ class Lookup:
         if self.last_bm25_only:
             return (f"ranking: BM25 alone ({self.embedder.name} is English-only and the query"
                     " is not)")
+        from .embed import baseline
         from .vectors import ALPHA
 
-        return (f"ranking: hybrid, {1 - ALPHA:.1f} × cosine ({self.embedder.name}) +"
+        b = baseline(self.embedder)
+        cosine = "cosine" if not b else f"(cosine − {b:g}) / {1 - b:g}"
+        return (f"ranking: hybrid, {1 - ALPHA:.1f} × {cosine} ({self.embedder.name}) +"
                 f" {ALPHA:.1f} × (BM25 / best BM25)²")
 
     def rank(self, query: str, k: int, *, explain: bool = False,
@@ -205,6 +214,7 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
     ``dense`` and every store has vectors from one embedder."""
     from contextlib import ExitStack
 
+    from .embed import baseline, query_vector
     from .search import tokenize
     from .vectors import Dense, Ranked, fuse
 
@@ -244,7 +254,7 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
             embedder = lookups[0].embedder
             assert embedder is not None
             try:
-                qvec = embedder.embed([query])[0]
+                qvec = query_vector(embedder, query)
             except MemdirError as exc:
                 for lookup in lookups:
                     lookup.failed(exc)
@@ -254,7 +264,8 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
                     assert lookup.vectors is not None
                     d = lookup.vectors.cosines(qvec)
                     sides.append(Dense(_Tagged(i, d.keys), d.cos, _row_in(i, d.row)))
-                return fuse(bm25, sides, k, embedder.min_similarity, explain=explain)
+                return fuse(bm25, sides, k, embedder.min_similarity, explain=explain,
+                            baseline=baseline(embedder))
         return [Ranked(key, s, n + 1, s) for n, (key, s) in enumerate(bm25[:k])]
 
 

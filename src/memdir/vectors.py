@@ -226,8 +226,11 @@ class VectorIndex(CacheDB):
              *, explain: bool = False) -> list[Ranked]:
         """The ``k`` best memories for ``query``: the BM25 hits (best first, with scores) fused
         with the nearest vectors. With ``explain``, dense ranks are over every memory."""
-        dense = self.cosines(self.embedder.embed([query])[0])
-        return fuse(bm25, [dense], k, self.embedder.min_similarity, explain=explain)
+        from .embed import baseline, query_vector
+
+        dense = self.cosines(query_vector(self.embedder, query))
+        return fuse(bm25, [dense], k, self.embedder.min_similarity, explain=explain,
+                    baseline=baseline(self.embedder))
 
 
 K = TypeVar("K", bound=Hashable)
@@ -243,10 +246,11 @@ class Dense(Generic[K]):
 
 
 def fuse(bm25: list[tuple[K, float]], dense: list[Dense[K]], k: int, floor: float,
-         *, explain: bool = False) -> list[Ranked]:
+         *, explain: bool = False, baseline: float = 0.0) -> list[Ranked]:
     """Fuse BM25 hits (best first, scores on one scale) with the cosines of one or more vector
     indexes (keys distinct across them) into the ``k`` best. Candidates: every BM25 hit, and
-    each index's nearest vectors whose cosine reaches ``floor``."""
+    each index's nearest vectors whose cosine reaches ``floor``. Cosines count from
+    ``baseline`` (that of unrelated texts for the model) to 1."""
     import numpy as np
 
     candidates: set[K] = {key for key, _ in bm25}
@@ -268,7 +272,8 @@ def fuse(bm25: list[tuple[K, float]], dense: list[Dense[K]], k: int, floor: floa
     for key in candidates:
         c = cos_of.get(key)
         b = bm25_of.get(key)
-        fused = (1 - ALPHA) * (c or 0.0) + ALPHA * ((b[1] / best) ** 2 if b else 0.0)
+        cos = 0.0 if c is None else (c - baseline) / (1 - baseline)
+        fused = (1 - ALPHA) * cos + ALPHA * ((b[1] / best) ** 2 if b else 0.0)
         scored.append((fused, str(key), key, b, c))
     scored.sort(key=lambda s: (-s[0], s[1]))
     if explain:  # ranks among every memory of every index
