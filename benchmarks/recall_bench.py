@@ -8,10 +8,11 @@ and a cold `memdir search` process over 10,000 memories.
 
     pip install -e '.[bench,embed]'
     python benchmarks/recall_bench.py [--bench-dir ../shared/bench] [--skip-speed]
-        [--skip-quality] [--warm N] [--no-dense]
+        [--skip-quality] [--warm N] [--no-dense] [--embedder minilm|e5] [--embed-count N]
 
 With ``memdir[embed]`` installed, dense (MiniLM) and hybrid rows are added to the quality table,
-and the speed part also times hybrid search, the embedding of every memory, and its memory.
+and the speed part also times hybrid search, the embedding of every memory, and its memory;
+with ``memdir[e5]``, e5's rows too, and ``--embedder e5`` times it instead.
 """
 
 from __future__ import annotations
@@ -82,46 +83,52 @@ def memdir_ranker(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]
     return lambda q, k: [key for key, _ in index.search(q, k)]
 
 
-_EMBEDDER: list[Any] = []
+_EMBEDDERS: dict[str, Any] = {}
 
 
-def embedder() -> Any:
-    """One MiniLM for the whole run (memdir[embed])."""
-    if not _EMBEDDER:
-        from memdir.embed import MiniLM
+def embedder(kind: str) -> Any:
+    """One embedder of each kind for the whole run: the one ``embedder = kind`` names."""
+    if kind not in _EMBEDDERS:
+        from memdir.embed import from_config
 
-        _EMBEDDER.append(MiniLM())
-    return _EMBEDDER[0]
+        _EMBEDDERS[kind] = from_config(Config(embedder=kind))
+    return _EMBEDDERS[kind]
 
 
-def vector_index(docs: list[dict[str, Any]]) -> Any:
+def vector_index(docs: list[dict[str, Any]], kind: str) -> Any:
     from memdir.vectors import Text, VectorIndex
 
-    index = VectorIndex(":memory:", embedder())
+    index = VectorIndex(":memory:", embedder(kind))
     index.sync({d["id"]: None for d in docs},
                lambda keys: [Text(d["id"], None, d["text"]) for d in docs])
     return index
 
 
-def dense_ranker(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
-    """Cosine alone over memdir's vectors (MiniLM int8), every memory ranked."""
-    import numpy as np
+def dense_ranker(kind: str) -> Ranker:
+    """Cosine alone over memdir's vectors from that embedder, every memory ranked."""
+    def build(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
+        import numpy as np
 
-    index = vector_index(docs)
-    matrix = index._load()
+        from memdir.embed import query_vector
 
-    def rank(q: str, k: int) -> list[str]:
-        cos = matrix @ embedder().embed([q])[0]
-        return [index._keys[i] for i in np.argsort(-cos)[:k]]
-    return rank
+        index = vector_index(docs, kind)
+        matrix = index._load()
+
+        def rank(q: str, k: int) -> list[str]:
+            cos = matrix @ query_vector(embedder(kind), q)
+            return [index._keys[i] for i in np.argsort(-cos)[:k]]
+        return rank
+    return build
 
 
-def hybrid_ranker(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
-    """What `MemoryStore.search` does with an embedder: BM25 fused with cosine."""
-    bm25 = SearchIndex()
-    bm25.update(Doc(d["id"], None, "", "", d["text"]) for d in docs)
-    vectors = vector_index(docs)
-    return lambda q, k: [r.key for r in vectors.rank(q, bm25.search(q, max(k, 100)), k)]
+def hybrid_ranker(kind: str) -> Ranker:
+    """What `MemoryStore.search` does with that embedder: BM25 fused with cosine."""
+    def build(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
+        bm25 = SearchIndex()
+        bm25.update(Doc(d["id"], None, "", "", d["text"]) for d in docs)
+        vectors = vector_index(docs, kind)
+        return lambda q, k: [r.key for r in vectors.rank(q, bm25.search(q, max(k, 100)), k)]
+    return build
 
 
 def evaluate(data: dict[str, Any], build: Ranker) -> tuple[float, float, float]:
@@ -141,7 +148,7 @@ def evaluate(data: dict[str, Any], build: Ranker) -> tuple[float, float, float]:
     return statistics.mean(r5), statistics.mean(r10), statistics.mean(rr)
 
 
-def quality(bench_dir: Path, with_dense: bool) -> None:
+def quality(bench_dir: Path, dense: list[str]) -> None:
     variants = {"observations": "observations_dev.json", "turns": "turns_dev.json"}
     data = {v: json.loads((bench_dir / "locomo" / f).read_text()) for v, f in variants.items()}
     methods: list[tuple[str, Ranker]] = [
@@ -150,10 +157,16 @@ def quality(bench_dir: Path, with_dense: bool) -> None:
         ("BM25 (bm25s) + Snowball stemming", bm25s_ranker(stem=True)),
         ("**memdir search** (BM25, stemming, CJK bigrams)", memdir_ranker),
     ]
-    if with_dense:
+    if "minilm" in dense:
         methods += [
-            ("dense: all-MiniLM-L6-v2 int8 cosine (memdir's vectors)", dense_ranker),
-            ("**memdir hybrid search** (BM25 + MiniLM, linear fusion)", hybrid_ranker),
+            ("dense: all-MiniLM-L6-v2 int8 cosine (memdir's vectors)", dense_ranker("minilm")),
+            ("**memdir hybrid search** (BM25 + MiniLM, linear fusion)", hybrid_ranker("minilm")),
+        ]
+    if "e5" in dense:
+        methods += [
+            ("dense: multilingual-e5-small 4-bit cosine (`embedder = \"e5\"`)",
+             dense_ranker("e5")),
+            ("**memdir hybrid search, e5** (BM25 + e5, linear fusion)", hybrid_ranker("e5")),
         ]
     print("| method | observations R@5 / R@10 / MRR | turns R@5 / R@10 / MRR |")
     print("|---|---|---|")
@@ -325,10 +338,11 @@ def sentence_files(root: Path, n: int, sentences: list[str], rng: random.Random)
         (root / f"{m.name}.md").write_text(memfmt.dumps(m), encoding="utf-8")
 
 
-def hybrid_speed(bench_dir: Path, n_warm: int, n_embed: int = 10_000) -> None:
-    """Hybrid search (BM25 + MiniLM) through ``MemoryStore.search`` and ``memdir search``, with
-    BM25 alone on the same store in the same run: the cost of embedding ``n_embed`` memories,
-    the memory it takes, and warm queries over ``n_warm``."""
+def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm",
+                 n_embed: int = 10_000) -> None:
+    """Hybrid search (BM25 + the ``kind`` embedder) through ``MemoryStore.search`` and
+    ``memdir search``, with BM25 alone on the same store in the same run: the cost of embedding
+    ``n_embed`` memories, the memory it takes, and warm queries over ``n_warm``."""
     data = json.loads((bench_dir / "locomo" / "observations_dev.json").read_text())
     sentences = sorted({m["text"] for m in data["memories"]})
     queries = [q["question"] for q in data["queries"]][:200]
@@ -338,10 +352,11 @@ def hybrid_speed(bench_dir: Path, n_warm: int, n_embed: int = 10_000) -> None:
         root = tmp / "embed" / ".memory"
         sentence_files(root, n_embed, sentences, rng)
         cli_search(root, "warm up the index", "none")
-        embedded = cli_search(root, "warm up the vectors", "minilm")
+        embedded = cli_search(root, "warm up the vectors", kind)
         cold_bm25 = [cli_search(root, q, "none") for q in queries[:7]]
-        cold_hybrid = [cli_search(root, q, "minilm") for q in queries[:7]]
-        print(f"\nhybrid: the first `memdir search` over {n_embed:,} new memories embeds them all:"
+        cold_hybrid = [cli_search(root, q, kind) for q in queries[:7]]
+        print(f"\nhybrid ({kind}): the first `memdir search` over {n_embed:,} new memories"
+              " embeds them all:"
               f" {embedded:.1f} s ({n_embed / embedded:.0f} memories/s on {os.cpu_count()}"
               f" cores); then a cold `memdir search` process: hybrid median"
               f" {statistics.median(cold_hybrid) * 1e3:.0f} ms, BM25 alone"
@@ -353,7 +368,7 @@ def hybrid_speed(bench_dir: Path, n_warm: int, n_embed: int = 10_000) -> None:
         bm25.search("warm up", 5)
         median_b, p90_b = timed_queries(bm25, queries)
         bm25.close()
-        store = MemoryStore(root, Config(dir=root, embedder="minilm"), watch=True)
+        store = MemoryStore(root, Config(dir=root, embedder=kind), watch=True)
         t0 = time.perf_counter()
         store.search("warm up", 5)
         built = time.perf_counter() - t0
@@ -368,7 +383,7 @@ def hybrid_speed(bench_dir: Path, n_warm: int, n_embed: int = 10_000) -> None:
         edit_in_place(store, root, "hybrid")
         store.close()
         # memory: a new process that finds the vectors cached, before and after its first search
-        store = MemoryStore(root, Config(dir=root, embedder="minilm"), watch=False)
+        store = MemoryStore(root, Config(dir=root, embedder=kind), watch=False)
         store.search_index()
         before = rss_mb()
         store.search("warm up", 5)
@@ -390,17 +405,21 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=100_000, help="memories for the warm queries")
     ap.add_argument("--no-dense", action="store_true", help="BM25 only, even with memdir[embed]")
     ap.add_argument("--skip-bm25-speed", action="store_true", help="only the hybrid speed part")
+    ap.add_argument("--embedder", choices=["minilm", "e5"], default="minilm",
+                    help="the embedder the hybrid speed part times")
+    ap.add_argument("--embed-count", type=int, default=10_000,
+                    help="memories the first `memdir search` embeds")
     args = ap.parse_args()
-    from memdir.embed import installed
+    from memdir.embed import e5_installed, installed
 
-    dense = installed() and not args.no_dense
+    dense = [] if args.no_dense else (["minilm"] * installed() + ["e5"] * e5_installed())
     if not args.skip_quality:
         quality(args.bench_dir, dense)
     if not args.skip_speed:
         if not args.skip_bm25_speed:
             speed(args.warm)
-        if dense:
-            hybrid_speed(args.bench_dir, args.warm)
+        if args.embedder in dense:
+            hybrid_speed(args.bench_dir, args.warm, args.embedder, args.embed_count)
 
 
 

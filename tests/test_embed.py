@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -379,6 +380,7 @@ def e5_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
 
 def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Config) -> None:
+    omp = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     store = MemoryStore(e5_config.dir, e5_config)
     fill(store, CHINESE + PARAPHRASES)
     assert "multilingual-e5-small" in store.ranking_note()
@@ -392,6 +394,8 @@ def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Conf
     # questions and memories are embedded differently (e5's query: and passage: prefixes)
     embedder = store.lookup.embedder
     assert embedder is not None and embedder.multilingual
+    # the environment as it was: nothing left for the commands the agent runs
+    assert {k: os.environ.get(k) for k in omp} == omp
     text = "部署流程"
     assert not np.allclose(embedder.embed([text])[0], embedder.embed_query([text])[0])
     store.close()

