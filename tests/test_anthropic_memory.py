@@ -180,3 +180,47 @@ def test_with_user_store_follows_the_configuration(tmp_path: Path,
     monkeypatch.setenv("MEMDIR_USER_DIR", "none")
     assert MemdirMemoryTool.with_user_store(MemoryStore(tmp_path / ".memory")).user_store is None
     assert len(store) == 0
+
+
+def test_what_a_small_model_gets_wrong(llm_server: FakeLLMServer, tmp_path: Path) -> None:
+    """What a 1.5B model did with the tool: paths without the leading slash or the ``.md``, a
+    note that opens with a code fence, an insert at line 1 of a file whose frontmatter it never
+    viewed. The first ones work; the insert is refused with the line the text starts after,
+    and the file is unchanged; what cannot be a memory is still refused."""
+    project = MemoryStore(tmp_path / "project" / ".memory")
+    user = MemoryStore(tmp_path / "user")
+    text, failed = drive(llm_server, MemdirMemoryTool(project, user_store=user), [
+        {"command": "create", "path": "memories/user/type_hints.md",
+         "file_text": "```python\ndef area(r: float) -> float: ...\n```\nType hints everywhere.\n"},
+        {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 1,
+         "insert_text": "Use them in tests too."},
+        {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 0,
+         "insert_text": "Also tests"},
+        {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 7,
+         "insert_text": "Also tests."},
+        {"command": "view", "path": "deploy.md"},
+        {"command": "view", "path": "memories"},
+        {"command": "view", "path": "memories/user/type_hints"},
+        {"command": "view", "path": "/memories/user/python_style"},
+        {"command": "create", "path": "/memories/user", "file_text": "x"},
+        {"command": "create", "path": "/memories/user/notes.txt", "file_text": "x"},
+    ])
+    assert text(0) == "File created successfully at: memories/user/type_hints.md"
+    mem = user.get("type_hints")
+    assert mem.type == "user_preference" and mem.description == "Type hints everywhere."
+    assert "type_hints" not in project
+    for i in (1, 2):
+        assert failed(i), text(i)
+        assert ("in its frontmatter (lines 1-7)" in text(i)
+                and "insert at 7 or later" in text(i)), text(i)
+    assert text(3) == "The file /memories/user/type_hints.md has been edited."
+    assert user.get("type_hints").body.startswith("Also tests.\n```python")
+    assert user.get("type_hints").description == "Type hints everywhere."
+    assert failed(4) and "such as /memories/deploy.md" in text(4)
+    assert "/memories/user/type_hints.md" in text(5) and not failed(5)
+    assert "Type hints everywhere." in text(6) and not failed(6)
+    assert failed(7) and "does not exist" in text(7) and "view /memories lists" in text(7)
+    assert failed(8) and "names a folder" in text(8)
+    assert failed(9) and "use /memories/user/<name>.md" in text(9)
+    assert {e.name for e in user.entries()} == {"type_hints"} and len(project) == 0
+    assert [v.action for v in user.history("type_hints")].count("update") == 1

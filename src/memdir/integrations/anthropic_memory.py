@@ -5,12 +5,15 @@ uses it unchanged: ``client.beta.messages.tool_runner(..., tools=[MemdirMemoryTo
 ``/memories/<name>.md`` is the project's memory ``<name>``; given the user's store too,
 ``/memories/user/<name>.md`` is one of the user's own memories (every project sees those), and
 renaming a file between the two folders moves it. ``view`` shows files as
-they are on disk, with line numbers; a file the model creates without frontmatter gets one (a
-type guessed from the words, the first line as the description). Every change goes through
-the store (lock, journal, history, undo, secret screening); a refused change is a tool error
-that says why. Paths outside ``/memories``, ``..`` (also percent-encoded), other subfolders
-and anything but ``<name>.md`` are refused. Return strings follow the SDK's own implementation.
-This module does NOT call the model: the SDK's runner does.
+they are on disk, with line numbers; a file the model creates without frontmatter gets one
+(``user_preference`` in the user's folder, elsewhere a type guessed from the words; its first
+line of text as the description), and an insert that would break the frontmatter is refused
+with the line where the text starts. Every change goes through the store (lock, journal,
+history, undo, secret screening); a refused change is a tool error that says why.
+``memories/…`` is read as ``/memories/…`` and ``<name>`` as ``<name>.md``; paths outside
+``/memories``, ``..`` (also percent-encoded), other subfolders and anything but ``<name>.md``
+are refused. Return strings follow the SDK's own implementation. This module does NOT call
+the model: the SDK's runner does.
 """
 
 from __future__ import annotations
@@ -51,6 +54,32 @@ def _size(n: int) -> str:
     return f"{value:.1f}{unit}"
 
 
+def _frontmatter_end(text: str) -> int:
+    """The line number of the closing ``---`` of a file's frontmatter (0: it has none)."""
+    lines = text.lstrip("\ufeff").split("\n")
+    if lines[0] != "---":
+        return 0
+    return next((i for i, line in enumerate(lines[1:], 2) if line.rstrip() == "---"), 0)
+
+
+def _first_line(text: str) -> str:
+    """A note's first line of prose, without Markdown marks; code only when there is nothing
+    else (a description reads better as "Always add type hints" than as a code fence)."""
+    prose: list[str] = []
+    code: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+            continue
+        bare = line.strip(" #>*-\t")
+        if bare:
+            (code if fenced else prose).append(bare)
+            if prose:
+                break
+    return (prose or code or [""])[0]
+
+
 class MemdirMemoryTool(BetaAbstractMemoryTool):
     """The memory tool over a memdir store."""
 
@@ -77,24 +106,28 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
     def _locate(self, path: str, *, allow_dir: bool = False) -> tuple[MemoryStore, str | None]:
         """The store and memory a path names (memory None: that store's folder itself)."""
         raw = unquote(unquote(path or "")).replace("\\", "/")
+        if raw.split("/")[0] == ROOT[1:]:  # "memories/…": only the leading slash left out
+            raw = "/" + raw
         if raw.rstrip("/") == ROOT and allow_dir:
             return self.store, None
         if not raw.startswith(ROOT + "/"):
-            raise ToolError(f"Path must start with {ROOT}, got: {path}")
-        parts = raw[len(ROOT) + 1:].split("/")
-        store = self.store
-        if self.user_store is not None and parts[0] == "user" and len(parts) > 1:
-            store, parts = self.user_store, parts[1:]
-            if parts == [""] and allow_dir:
-                return store, None
-        elif self.user_store is not None and parts == ["user"] and allow_dir:
-            return self.user_store, None
+            such = "" if raw.startswith("/") else f", such as {ROOT}/{raw}"
+            raise ToolError(f"Path must start with {ROOT}, got: {path}{such}")
+        rest, store = raw[len(ROOT) + 1:], self.store
+        if self.user_store is not None and rest.split("/")[0] == "user":
+            rest, store = rest[len("user/"):], self.user_store
+        if not rest.strip("/") and allow_dir:
+            return store, None
+        parts = rest.split("/")
         folders = f"{ROOT} or {USER}" if self.user_store is not None else ROOT
         if ".." in parts or len(parts) > 1 or not parts[0]:
             raise ToolError(f"Path {path} would escape {ROOT} or names a folder: memories are"
                             f" files directly in {folders}, like {ROOT}/<name>.md")
+        if "." not in parts[0]:  # "/memories/tea" names the memory tea, as tea.md does
+            parts[0] += ".md"
         if not parts[0].endswith(".md"):
-            raise ToolError(f"Path {path} is not a memory file: use {ROOT}/<name>.md")
+            folder = USER if store is self.user_store else ROOT
+            raise ToolError(f"Path {path} is not a memory file: use {folder}/<name>.md")
         try:
             return store, validate_name(parts[0][:-3])
         except MemdirError as exc:
@@ -110,8 +143,8 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         try:
             mem = store.get(name)
         except MemoryNotFound:
-            raise ToolError(
-                f"The path {path} does not exist. Please provide a valid path.") from None
+            raise ToolError(f"The path {path} does not exist. Please provide a valid path"
+                            f" (view {ROOT} lists the memories).") from None
         return (store.root / str(mem.path)).read_text(encoding="utf-8")
 
     def _write(self, store: MemoryStore, changes: list[Any], summary: str) -> None:
@@ -134,8 +167,9 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                 raise ToolError(f"the frontmatter names {mem.name!r} but the path names"
                                 f" {name!r} — keep them the same, or use rename")
             return mem
-        first = next((ln.strip(" #\t") for ln in text.splitlines() if ln.strip()), name)
-        kind = "user_preference" if sounds_like_preference(text) else self.default_type
+        first = _first_line(text) or name
+        about_user = store is self.user_store or sounds_like_preference(text)
+        kind = "user_preference" if about_user else self.default_type
         if kind not in store.config.types:
             kind = self.default_type
         return Memory(name, kind, first[:MAX_DESCRIPTION_CHARS], text.strip("\n"))
@@ -219,9 +253,21 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"Invalid `insert_line` parameter: {command.insert_line}. It should"
                             f" be within the range [0, {len(lines)}].")
         lines.insert(command.insert_line, command.insert_text.rstrip("\n"))
+        new = "\n".join(lines) + "\n"
+        top = _frontmatter_end(text)
+        try:
+            if command.insert_line < top and not new.lstrip("\ufeff").startswith("---\n"):
+                raise ToolError("the frontmatter must open the file")
+            mem = self._parse(store, name, new, command.path)
+        except ToolError:
+            if command.insert_line >= top:
+                raise
+            raise ToolError(f"No insertion was performed: line {command.insert_line} of"
+                            f" {command.path} is in its frontmatter (lines 1-{top}), where only"
+                            f" YAML fields go; its text starts after line {top}, so insert at"
+                            f" {top} or later") from None
         current = store.get(name)
-        self._write(store, [Put(self._parse(store, name, "\n".join(lines) + "\n", command.path),
-                                reason="edited with the memory tool", expect=current.digest,
+        self._write(store, [Put(mem, reason="edited with the memory tool", expect=current.digest,
                                 merge_extra=False)], f"insert into {name}")
         return f"The file {command.path} has been edited."
 
