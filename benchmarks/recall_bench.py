@@ -12,7 +12,8 @@ and a cold `memdir search` process over 10,000 memories.
 
 With ``memdir[embed]`` installed, dense (MiniLM) and hybrid rows are added to the quality table,
 and the speed part also times hybrid search, the embedding of every memory, and its memory;
-with ``memdir[e5]``, e5's rows too, and ``--embedder e5`` times it instead.
+with ``memdir[e5]``, e5's rows too, and ``--embedder e5`` times it instead. The time each
+installed model takes to embed a question is printed for all of them in the same run.
 """
 
 from __future__ import annotations
@@ -396,6 +397,28 @@ def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm",
         shutil.rmtree(tmp)
 
 
+def question_cost(bench_dir: Path, kinds: list[str]) -> None:
+    """What each installed embedder adds to every hybrid query, in one run: embedding the
+    question (the rest of a warm query, the matrix product, BM25 and fusion, is the same for
+    models of one dimension)."""
+    from memdir.embed import query_vector
+
+    data = json.loads((bench_dir / "locomo" / "observations_dev.json").read_text())
+    queries = [q["question"] for q in data["queries"]][:200]
+    print(f"\nembedding one question ({len(queries)} LoCoMo questions), same run:")
+    for kind in kinds:
+        model = embedder(kind)
+        query_vector(model, "warm up")
+        times = []
+        for q in queries:
+            t0 = time.perf_counter()
+            query_vector(model, q)
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        print(f"  {model.name}: median {statistics.median(times) * 1e3:.1f} ms,"
+              f" p90 {times[int(len(times) * 0.9)] * 1e3:.1f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench-dir", type=Path, default=Path(__file__).resolve().parents[2]
@@ -418,6 +441,8 @@ def main() -> None:
     if not args.skip_speed:
         if not args.skip_bm25_speed:
             speed(args.warm)
+        if dense:
+            question_cost(args.bench_dir, dense)
         if args.embedder in dense:
             hybrid_speed(args.bench_dir, args.warm, args.embedder, args.embed_count)
 
