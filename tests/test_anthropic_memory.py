@@ -224,3 +224,19 @@ def test_what_a_small_model_gets_wrong(llm_server: FakeLLMServer, tmp_path: Path
     assert failed(9) and "use /memories/user/<name>.md" in text(9)
     assert {e.name for e in user.entries()} == {"type_hints"} and len(project) == 0
     assert [v.action for v in user.history("type_hints")].count("update") == 1
+
+
+@pytest.mark.parametrize("note, description", [
+    ("# I prefer C#\nfor tools", "I prefer C#"),
+    ("> - -5 degrees is too cold for the office", "-5 degrees is too cold for the office"),
+    ("## Deploys ##\nOn Fridays", "Deploys"),
+    ("```sh\nmake ship\n```", "make ship"),
+])
+def test_a_notes_description_is_its_first_line_of_text(tmp_path: Path, note: str,
+                                                       description: str) -> None:
+    """Markdown marks around the first line are dropped, not the characters of the text."""
+    store = MemoryStore(tmp_path / ".memory")
+    MemdirMemoryTool(store).call({"command": "create", "path": "/memories/n.md",
+                                  "file_text": note})
+    assert store.get("n").description == description
+    assert store.get("n").body == note

@@ -18,6 +18,7 @@ the model: the SDK's runner does.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import unquote
 
@@ -62,6 +63,10 @@ def _frontmatter_end(text: str) -> int:
     return next((i for i, line in enumerate(lines[1:], 2) if line.rstrip() == "---"), 0)
 
 
+_MARKS = re.compile(r"^\s*(?:[#>]+\s*|[-*+]\s+)*")  # headings, quotes, list bullets
+_CLOSING = re.compile(r"\s+#+\s*$")  # a heading's closing hashes ("## Title ##")
+
+
 def _first_line(text: str) -> str:
     """A note's first line of prose, without Markdown marks; code only when there is nothing
     else (a description reads better as "Always add type hints" than as a code fence)."""
@@ -72,7 +77,7 @@ def _first_line(text: str) -> str:
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
             continue
-        bare = line.strip(" #>*-\t")
+        bare = _CLOSING.sub("", _MARKS.sub("", line)).strip()
         if bare:
             (code if fenced else prose).append(bare)
             if prose:
