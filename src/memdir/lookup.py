@@ -28,7 +28,7 @@ from .memory import Memory
 from .safetext import CJK_CHAR
 
 if TYPE_CHECKING:
-    from .embed import Embedder
+    from .embed import Embedder, Vectors
     from .search import SearchIndex
     from .vectors import Ranked, VectorIndex
 
@@ -214,9 +214,8 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
     ``dense`` and every store has vectors from one embedder."""
     from contextlib import ExitStack
 
-    from .embed import baseline, query_vector
     from .search import tokenize
-    from .vectors import Dense, Ranked, fuse
+    from .vectors import Dense, Ranked, hybrid
 
     if not lookups:
         return []
@@ -253,19 +252,20 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
         if dense:
             embedder = lookups[0].embedder
             assert embedder is not None
-            try:
-                qvec = query_vector(embedder, query)
-            except MemdirError as exc:
-                for lookup in lookups:
-                    lookup.failed(exc)
-            else:
-                sides: list[Dense[tuple[int, str]]] = []
+
+            def sides(qvec: Vectors) -> list[Dense[tuple[int, str]]]:
+                out = []
                 for i, lookup in enumerate(lookups):
                     assert lookup.vectors is not None
                     d = lookup.vectors.cosines(qvec)
-                    sides.append(Dense(_Tagged(i, d.keys), d.cos, _row_in(i, d.row)))
-                return fuse(bm25, sides, k, embedder.min_similarity, explain=explain,
-                            baseline=baseline(embedder))
+                    out.append(Dense(_Tagged(i, d.keys), d.cos, _row_in(i, d.row)))
+                return out
+
+            try:
+                return hybrid(embedder, query, bm25, sides, k, explain=explain)
+            except MemdirError as exc:  # the embedder failed: BM25 alone, and say why
+                for lookup in lookups:
+                    lookup.failed(exc)
         return [Ranked(key, s, n + 1, s) for n, (key, s) in enumerate(bm25[:k])]
 
 

@@ -226,11 +226,8 @@ class VectorIndex(CacheDB):
              *, explain: bool = False) -> list[Ranked]:
         """The ``k`` best memories for ``query``: the BM25 hits (best first, with scores) fused
         with the nearest vectors. With ``explain``, dense ranks are over every memory."""
-        from .embed import baseline, query_vector
-
-        dense = self.cosines(query_vector(self.embedder, query))
-        return fuse(bm25, [dense], k, self.embedder.min_similarity, explain=explain,
-                    baseline=baseline(self.embedder))
+        return hybrid(self.embedder, query, bm25, lambda qvec: [self.cosines(qvec)], k,
+                      explain=explain)
 
 
 K = TypeVar("K", bound=Hashable)
@@ -243,6 +240,18 @@ class Dense(Generic[K]):
     keys: Sequence[K]
     cos: Vectors
     row: Callable[[K], int | None]
+
+
+def hybrid(embedder: Embedder, query: str, bm25: list[tuple[K, float]],
+           dense_of: Callable[[Vectors], list[Dense[K]]], k: int, *, explain: bool = False
+           ) -> list[Ranked]:
+    """BM25 hits fused with the cosines ``dense_of`` gives for the query's vector: the query
+    embedded as its model asks (e5's query prefix), the model's floor and baseline applied.
+    One path for a store's search, over one index or several, and for the benchmark's."""
+    from .embed import baseline, query_vector
+
+    return fuse(bm25, dense_of(query_vector(embedder, query)), k, embedder.min_similarity,
+                explain=explain, baseline=baseline(embedder))
 
 
 def fuse(bm25: list[tuple[K, float]], dense: list[Dense[K]], k: int, floor: float,

@@ -32,9 +32,9 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from ..errors import MemdirError, MemoryNotFound, SecretFound
+from ..errors import InvalidMemory, MemdirError, MemoryNotFound, SecretFound
 from ..extract import sounds_like_preference
-from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, validate_name
+from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, split_frontmatter, validate_name
 from ..plan import Put, Remove
 from ..store import MemoryStore
 
@@ -56,11 +56,12 @@ def _size(n: int) -> str:
 
 
 def _frontmatter_end(text: str) -> int:
-    """The line number of the closing ``---`` of a file's frontmatter (0: it has none)."""
-    lines = text.lstrip("\ufeff").split("\n")
-    if lines[0] != "---":
+    """The line number of the line that closes a file's frontmatter (0: it has none)."""
+    try:
+        head, _ = split_frontmatter(text)
+    except InvalidMemory:
         return 0
-    return next((i for i, line in enumerate(lines[1:], 2) if line.rstrip() == "---"), 0)
+    return head.count("\n") + 2  # the opening line, the YAML's lines, the closing line
 
 
 _MARKS = re.compile(r"^\s*(?:[#>]+\s*|[-*+]\s+)*")  # headings, quotes, list bullets
@@ -261,7 +262,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         new = "\n".join(lines) + "\n"
         top = _frontmatter_end(text)
         try:
-            if command.insert_line < top and not new.lstrip("\ufeff").startswith("---\n"):
+            if command.insert_line < top and not _frontmatter_end(new):
                 raise ToolError("the frontmatter must open the file")
             mem = self._parse(store, name, new, command.path)
         except ToolError:
