@@ -38,6 +38,19 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
             monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("MEMDIR_USER_DIR", str(tmp_path / "user-store"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # shared stores' caches
+    # the user's configuration (trust list, token) and home are the test's own
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+def trust(config_file: Path) -> None:
+    """Trust a project's config.toml as the user would with 'memdir trust'."""
+    import os
+
+    from memdir.trust import TrustList, config_home, digest
+
+    TrustList(config_home(os.environ)).trust(config_file, digest(config_file))
 
 
 def child_env() -> dict[str, str]:

@@ -20,7 +20,7 @@ from memdir.config import Config, load_config
 from memdir.embed import HttpEmbedder, MiniLM, from_config
 from memdir.errors import ConfigError
 
-from conftest import CliFn
+from conftest import CliFn, trust
 from fakeserver import FakeLLMServer
 
 PARAPHRASES = [  # (name, description, body, a question sharing no word with it)
@@ -309,6 +309,8 @@ def test_config_names_the_embedder_and_rejects_bad_values(tmp_path: Path) -> Non
     with pytest.raises(ConfigError, match="embedder = 'bert' is not valid"):
         load_config({"dir": root}, environ={})
     (root / "config.toml").write_text('embedder = "http"\n')
+    assert load_config({"dir": root}, environ={}).embedder == "auto"  # not trusted yet
+    trust(root / "config.toml")
     config = load_config({"dir": root}, environ={"OPENAI_API_KEY": "sk-x"})
     assert config.embed_api_key == "sk-x"
     with pytest.raises(ConfigError, match="embed_model"):

@@ -4,7 +4,9 @@ streamable HTTP."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -194,26 +196,61 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+TOKEN = "test-token-0123456789abcdef"
+
+
+def _start_http(root: Path, *args: str, env: dict[str, str] | None = None
+                ) -> tuple[subprocess.Popen[bytes], int]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(root), "mcp",
+                             "--http", "--port", str(port), *args], env=env or _env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    return proc, port
+
+
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root = tmp_path / ".memory"
     MemoryStore(root).write("tabs", type="user_preference", description="Prefers tabs",
                             body="Indent with tabs.")
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(root), "mcp",
-                             "--http", "--port", str(port)], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
+    proc, port = _start_http(root, env={**_env(), "MEMDIR_MCP_TOKEN": TOKEN})
     try:
         yield f"http://127.0.0.1:{port}/mcp", root
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def authed(url: str, token: str = TOKEN) -> Any:
+    """The SDK's streamable HTTP transport, sending the bearer token."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    return streamable_http_client(url, http_client=create_mcp_http_client(
+        headers={"Authorization": f"Bearer {token}"}))
+
+
+def _post(port: int, headers: dict[str, str]) -> int:
+    """The status of an MCP initialize request with these headers."""
+    import http.client
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"}}})
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", "/mcp", body=body, headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", **headers})
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 def test_streamable_http(http_server: tuple[str, Path]) -> None:
@@ -231,5 +268,55 @@ def test_streamable_http(http_server: tuple[str, Path]) -> None:
         out, err = await call(client, "list")
         assert not err and "ci (project_fact)" in out
 
-    run(root, body, server=url)
+    run(root, body, server=authed(url))
     assert "ci" in {e.name for e in MemoryStore(root).entries()}
+
+
+def test_http_needs_the_token_and_a_known_host_and_origin(tmp_path: Path) -> None:
+    """Without a token one is generated (owner-only, printed once); a request without it, with
+    a wrong one, a foreign Host or an unlisted Origin is refused; a listed Origin works."""
+    root = tmp_path / ".memory"
+    MemoryStore(root)
+    proc, port = _start_http(root, "--allow-origin", "http://localhost:3000")
+    try:
+        token_file = tmp_path / "config" / "memdir" / "mcp-token"
+        deadline = time.monotonic() + 10
+        while not token_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        token = token_file.read_text().strip()
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600 and len(token) >= 32
+        host = {"Host": f"127.0.0.1:{port}"}
+        assert _post(port, host) == 401
+        assert _post(port, {**host, "Authorization": "Bearer wrong-token-0123456789"}) == 401
+        ok = {**host, "Authorization": f"Bearer {token}"}
+        assert _post(port, ok) == 200
+        assert _post(port, {**ok, "Origin": "http://127.0.0.1:9999"}) == 403
+        assert _post(port, {**ok, "Origin": "http://localhost:3000"}) == 200
+        assert _post(port, {**ok, "Host": f"evil.example:{port}"}) == 421
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert token in err.decode()  # printed when it was made
+    proc, port = _start_http(root)
+    try:
+        assert _post(port, {"Host": f"localhost:{port}", "Authorization": f"Bearer {token}"}) \
+            == 200  # kept
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert token not in err.decode()
+
+
+def test_http_beyond_loopback_needs_a_token_of_ones_own(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    MemoryStore(root)
+    r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "mcp", "--http",
+                        "--host", "0.0.0.0", "--port", str(_free_port())], env=_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.startswith("memdir: error: serving on 0.0.0.0 reaches beyond this machine"
+                               " — pass --token")
+    r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "mcp", "--http",
+                        "--token", "short"], env=_env(), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "give one of at least 16" in r.stderr

@@ -19,7 +19,7 @@ from memdir.recall import build_system, render_block, select
 from memdir.scopes import Scopes
 from memdir.testing import FakeModel
 
-from conftest import CliFn
+from conftest import CliFn, trust
 from fakeserver import FakeLLMServer, reply
 
 TABS = {"action": "create", "name": "prefer-tabs", "type": "user_preference",
@@ -102,6 +102,7 @@ def test_read_only_store_is_recalled_and_never_touched(
     (project / ".memory").mkdir(parents=True)
     (project / ".memory" / "config.toml").write_text(
         'read_only = ["../team-conventions/.memory"]\n')
+    trust(project / ".memory" / "config.toml")  # a store outside the project
     config = config_for(project, tmp_path / "user")
     store = MemoryStore(project / ".memory", config)
     for i in range(3):
@@ -288,6 +289,7 @@ def test_hook_prompt_and_mcp_recall_read_every_scope(tmp_path: Path) -> None:
 def test_a_missing_shared_store_is_skipped_from_config_and_refused_from_the_flag(
         cli: CliFn, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / ".memory" / "config.toml").write_text('read_only = ["../not-checked-out"]\n')
+    trust(tmp_path / ".memory" / "config.toml")
     assert cli("add", "db", "--type", "project_fact", "-d", "Postgres", "--body", "pg").code == 0
     r = cli("list")
     assert r.code == 0 and "db" in r.out

@@ -25,13 +25,26 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()  # what open() would give; mkstemp alone gives 0600
 
 
-def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
+def private(folder: Path) -> bool:
+    """Whether only its owner may enter ``folder`` (the user's store): files made there are
+    made owner-only too."""
+    try:
+        return os.stat(folder).st_mode & 0o077 == 0
+    except OSError:
+        return False
+
+
+def write_atomic(path: Path, data: bytes, *, sync: bool = True, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
 
-    ``sync=False`` skips the fsyncs, for derived files that are rebuilt when found stale."""
+    ``sync=False`` skips the fsyncs, for derived files that are rebuilt when found stale.
+    ``mode``: the file's permissions (default: what ``open`` gives, or 0600 in a folder only
+    its owner may enter)."""
+    if mode is None:
+        mode = 0o600 if private(path.parent) else FILE_MODE
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".part")
     try:
-        os.fchmod(fd, FILE_MODE)
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

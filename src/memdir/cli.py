@@ -385,6 +385,11 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
     report = diagnose(store, fix=fix)
     if scope == PROJECT:
         _hook_report(store, report)
+        if c.config.ignored:
+            from .config import untrusted_line
+
+            report.warnings.append({"file": str(c.config.config_file),
+                                    "reason": untrusted_line(c.config).split(": ", 1)[1]})
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -533,9 +538,9 @@ def scopes(c: Ctx, as_json: bool) -> None:
 
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import cli_hooks, cli_llm
+    from . import cli_hooks, cli_llm, cli_trust
 
-    for command in (*cli_llm.COMMANDS, *cli_hooks.COMMANDS):
+    for command in (*cli_llm.COMMANDS, *cli_hooks.COMMANDS, *cli_trust.COMMANDS):
         cli.add_command(command)
 
 

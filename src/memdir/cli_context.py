@@ -13,7 +13,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .config import Config, load_config
+from .config import Config, ignored_notice, load_config
 from .errors import MemdirError, MemoryNotFound, StoreNotFound
 from .scopes import PROJECT, USER, Scope, Scopes
 from .store import MemoryStore
@@ -36,6 +36,9 @@ class Ctx:
     def config(self) -> Config:
         if self._config is None:
             self._config = load_config(self.overrides)
+            notice = ignored_notice(self._config)
+            if notice:
+                click.echo(f"memdir: warning: {notice}", err=True)
         return self._config
 
     @property

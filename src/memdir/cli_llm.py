@@ -349,15 +349,29 @@ def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
 @click.option("--host", help="Address to listen on with --http (default 127.0.0.1 only).")
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
               help="Port for --http.")
+@click.option("--token", envvar="MEMDIR_MCP_TOKEN", show_envvar=True,
+              help="The bearer token --http requires (default: one generated and kept"
+                   " owner-only; required beyond loopback).")
+@click.option("--allow-origin", "origins", multiple=True,
+              help="A browser Origin allowed to call --http, exactly (repeatable).")
+@click.option("--allow-host", "hosts", multiple=True,
+              help="Another Host name clients use to reach --http (repeatable).")
 @pass_ctx
-def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int) -> None:
-    """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp)."""
+def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int, token: str | None,
+            origins: tuple[str, ...], hosts: tuple[str, ...]) -> None:
+    """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp, which needs a
+    bearer token)."""
     try:
         from .integrations.mcp import serve
     except ImportError:
         raise MemdirError("the MCP server needs the mcp package — install memdir[mcp]"
                           " (pip install 'memdir[mcp]')") from None
-    serve(c.config, http=http, host=host or "127.0.0.1", port=port)
+    import os
+
+    from .trust import config_home
+
+    serve(c.config, http=http, host=host or "127.0.0.1", port=port, token=token,
+          origins=origins, hosts=hosts, home=config_home(os.environ))
 
 @click.command("stats", short_help="Model usage per purpose.")
 @json_option

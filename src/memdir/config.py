@@ -1,7 +1,11 @@
 """Configuration, resolved once at the edge into a frozen ``Config``.
 
-Precedence: defaults < ``<store>/config.toml`` < ``MEMDIR_*`` environment < explicit overrides
-(command-line flags). Library code receives a ``Config``; it never reads ``os.environ`` itself.
+Precedence: defaults < the user's ``config.toml`` (in the user's configuration folder) < the
+project store's ``config.toml`` < ``MEMDIR_*`` environment < explicit overrides (command-line
+flags). A project's file came with the repository: its settings that send data or keys
+somewhere or grant permissions (``trust.SENSITIVE``) are ignored, and listed in
+``Config.ignored``, until the user trusts that file's content (``memdir trust``).
+Library code receives a ``Config``; it never reads ``os.environ`` itself.
 This module does NOT create models or stores.
 """
 
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .trust import SENSITIVE, USER_CONFIG, TrustList, config_home, digest, inside
 
 DEFAULT_TYPES = ("user_preference", "project_fact", "feedback", "reference")
 
@@ -61,6 +66,8 @@ class Config:
     embed_api_key: str | None = field(default=None, repr=False)
     user_dir: Path | None = None  # the user's own store ("none": no user scope); see scopes.py
     read_only: tuple[str, ...] = ()  # shared stores recalled from, never written
+    config_file: Path | None = None  # the project's config.toml, when there is one
+    ignored: tuple[str, ...] = ()  # its settings not honoured: the file is not trusted
 
     @property
     def chat_model(self) -> str:
@@ -93,7 +100,8 @@ _ENV = {
     "MEMDIR_EMBED_URL": "embed_url",
     "MEMDIR_EMBED_API_KEY": "embed_api_key",
 }
-_SECRET = {"dir", "dir_source", "api_key", "embed_api_key"}  # never from config.toml
+_SECRET = {"dir", "dir_source", "api_key", "embed_api_key", "config_file", "ignored"}
+# (never from config.toml)
 EMBEDDERS = ("auto", "none", "minilm", "e5", "http")
 PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
 
@@ -116,7 +124,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if number < 0:
                 raise ValueError("negative")
             return number
-        return None if value in (None, "") else str(value)
+        text = None if value in (None, "") else str(value)
+        if name == "embedder" and text not in EMBEDDERS:
+            raise ConfigError(f"{source}: embedder = {text!r} is not valid — use one of"
+                              f" {', '.join(EMBEDDERS)}")
+        return text
     except (TypeError, ValueError):
         raise ConfigError(f"{source}: {name} = {value!r} is not valid — fix or remove it") from None
 
@@ -138,43 +150,80 @@ def find_store_dir(flag: Any = None, env_dir: str | None = None,
     return Path(".memory"), "default"
 
 
+def read_toml(path: Path) -> dict[str, Any]:
+    """A config.toml's settings, coerced; ConfigError for bad TOML or an unknown key."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML ({exc}) — fix the file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions"
+                          ) from None
+    flat = dict(data.get("memdir", {}), **{k: v for k, v in data.items() if k != "memdir"})
+    values: dict[str, Any] = {}
+    for key, value in flat.items():
+        key = key.replace("-", "_")
+        if key not in _FIELDS or key in _SECRET:
+            import difflib
+
+            names = [f for f in _FIELDS if f not in _SECRET]
+            close = difflib.get_close_matches(key, names, n=1)
+            fix = f"did you mean {close[0]!r}?" if close else "remove it"
+            raise ConfigError(f"{path}: unknown setting {key!r} — {fix}")
+        values[key] = _coerce(key, value, str(path))
+    return values
+
+
+def _project_settings(path: Path, home: Path, project: Path
+                      ) -> tuple[dict[str, Any], list[str]]:
+    """The settings of a project's config.toml that apply, and the ones ignored because the
+    user has not trusted this content (a ``read_only`` store inside the project is kept)."""
+    values = read_toml(path)
+    sensitive = [k for k in values if k in SENSITIVE]
+    if not sensitive or TrustList(home).trusts(path, digest(path)):
+        return values, []
+    ignored: list[str] = []
+    for key in sensitive:
+        value = values.pop(key)
+        if key == "read_only":
+            kept = tuple(r for r in value
+                         if inside(project / os.path.expanduser(str(r)), project))
+            ignored += [f"read_only {r!r}" for r in value if r not in kept]
+            if kept:
+                values[key] = kept
+        else:
+            ignored.append(key)
+    return values, ignored
+
+
 def load_config(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> Config:
-    """Resolve the configuration from defaults, config.toml, the environment and overrides."""
+    """Resolve the configuration from defaults, the user's config.toml, the project's
+    config.toml (its sensitive settings only if trusted), the environment and overrides."""
     env = os.environ if environ is None else environ
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     values: dict[str, Any] = {}
     store_dir, source = find_store_dir(overrides.get("dir"), env.get("MEMDIR_DIR"))
-    values["dir"], values["dir_source"] = store_dir, source
+    home = config_home(env)
+    user_file = home / USER_CONFIG
+    if user_file.is_file():
+        values.update(read_toml(user_file))
     toml_path = store_dir / "config.toml"
     if toml_path.is_file():
-        import tomllib
-
-        try:
-            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{toml_path} is not valid TOML ({exc}) — fix the file") from None
-        flat = dict(data.get("memdir", {}), **{k: v for k, v in data.items() if k != "memdir"})
-        for key, value in flat.items():
-            key = key.replace("-", "_")
-            if key not in _FIELDS or key in _SECRET:
-                import difflib
-
-                names = [f for f in _FIELDS if f not in _SECRET]
-                close = difflib.get_close_matches(key, names, n=1)
-                fix = f"did you mean {close[0]!r}?" if close else "remove it"
-                raise ConfigError(f"{toml_path}: unknown setting {key!r} — {fix}")
-            values[key] = _coerce(key, value, str(toml_path))
+        project = store_dir.absolute().parent
+        settings, ignored = _project_settings(toml_path, home, project)
+        values.update(settings)
+        values["config_file"], values["ignored"] = toml_path, tuple(ignored)
+    values["dir"], values["dir_source"] = store_dir, source
     for var, key in _ENV.items():
         if env.get(var) and key != "dir":
             values[key] = _coerce(key, env[var], var)
     for key, value in overrides.items():
         if key != "dir":
             values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
-    if values.get("embedder", "auto") not in EMBEDDERS:
-        raise ConfigError(f"embedder = {values['embedder']!r} is not valid — use one of"
-                          f" {', '.join(EMBEDDERS)}")
     provider = values.get("provider")
     if provider is not None and provider not in PROVIDERS:
         raise ConfigError(
@@ -192,3 +241,23 @@ def load_config(
     values.setdefault("base_url", env.get(f"{prefix}_BASE_URL") or None)
     values.setdefault("embed_api_key", env.get("OPENAI_API_KEY") or None)
     return Config(**values)
+
+
+def ignored_notice(config: Config, environ: Mapping[str, str] | None = None) -> str | None:
+    """The one line that tells a person which settings of an untrusted project file were
+    ignored, the first time this content is seen (None after that, or when nothing was)."""
+    if not config.ignored or config.config_file is None:
+        return None
+    env = os.environ if environ is None else environ
+    try:
+        fresh = TrustList(config_home(env)).announce(config.config_file,
+                                                     digest(config.config_file))
+    except OSError:
+        fresh = True
+    return untrusted_line(config) if fresh else None
+
+
+def untrusted_line(config: Config) -> str:
+    """What was ignored from the project's config.toml, and how to honour it."""
+    return (f"{config.config_file}: ignored {', '.join(config.ignored)} (this repository's"
+            " settings are not trusted) — review the file, then run 'memdir trust' to use them")

@@ -56,6 +56,18 @@ def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
 def read_memory(path: Path, max_bytes: int) -> memfmt.Memory:
     """Read and parse one memory file without following symlinks or blocking on a pipe;
     raise InvalidMemory."""
+    data = read_file(path, max_bytes)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidMemory("not UTF-8 text") from None
+    mem = memfmt.loads(text)
+    return mem.replace(path=path.name, digest=memfmt.digest_of(data))
+
+
+def read_file(path: Path, max_bytes: int) -> bytes:
+    """A memory file's bytes, read through the same handle that was checked: never through
+    a symbolic link, never from a pipe or device, at most ``max_bytes``; raise InvalidMemory."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
         fd = os.open(path, flags)
@@ -71,12 +83,7 @@ def read_memory(path: Path, max_bytes: int) -> memfmt.Memory:
         raise InvalidMemory(f"larger than the {max_bytes // 1024} KiB limit")
     if b"\x00" in data:
         raise InvalidMemory("the file is binary (contains NUL bytes)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidMemory("not UTF-8 text") from None
-    mem = memfmt.loads(text)
-    return mem.replace(path=path.name, digest=memfmt.digest_of(data))
+    return data
 
 
 def stat_key(st: os.stat_result) -> tuple[int, ...]:

@@ -44,12 +44,33 @@ USER_TYPES = frozenset({"user_preference"})  # kinds about the person, not the r
 
 
 def user_store_dir(config: Config) -> Path | None:
-    """Where the user's store is (None when ``user_dir = "none"``)."""
+    """Where the user's store is (None when ``user_dir = "none"``). A link the user made for
+    the folder itself (a dotfiles manager, another disk) is followed; links inside it never
+    are."""
     if config.user_dir is not None:
-        return None if str(config.user_dir).lower() == "none" else config.user_dir
-    import platformdirs
+        if str(config.user_dir).lower() == "none":
+            return None
+        root = config.user_dir
+    else:
+        import platformdirs
 
-    return Path(platformdirs.user_data_dir("memdir", appauthor=False))
+        root = Path(platformdirs.user_data_dir("memdir", appauthor=False))
+    return root.resolve() if root.is_symlink() else root
+
+
+def make_private(root: Path) -> None:
+    """Make the user's store owner-only: the folder 0700, its memory files 0600 (a folder
+    that existed before memdir used it may have been readable by everyone)."""
+    try:
+        if os.stat(root).st_mode & 0o077 == 0:
+            return
+        os.chmod(root, 0o700)
+        for entry in os.scandir(root):
+            if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                os.chmod(entry.path, 0o600)
+    except OSError as exc:
+        log.warning("memdir: cannot make the user store %s owner-only (%s) — run"
+                    " 'chmod -R go= %s'", root, exc.strerror, root)
 
 
 def route(config: Config, type: str, scope: str | None = None) -> str:
@@ -65,7 +86,7 @@ def open_user_store(root: Path, config: Config, *, watch: bool | None = False,
     """The user's store at ``root``, created owner-only (0700) if it does not exist."""
     if not root.is_dir():
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(root, 0o700)
+    make_private(root)
     return MemoryStore(root, dataclasses.replace(config, dir=root), create=True, watch=watch,
                        embedder=embedder)
 
@@ -121,6 +142,7 @@ class Scopes:
         if USER in wanted and user_root is not None:
             store = None
             if (user_root / ".memdir").is_dir() or any(user_root.glob("*.md")):
+                make_private(user_root)
                 store = self._open(user_root, create=False)
             self.scopes.append(Scope(USER, user_root, True, store))
         if "shared" in wanted:

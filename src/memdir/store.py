@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import index as idx
 from . import memory as memfmt
-from .atomic import fsync_dir, write_atomic
+from .atomic import fsync_dir, private, write_atomic
 from .config import Config, load_config
 from .entry import Entry
 from .errors import (
@@ -111,7 +111,7 @@ class MemoryStore:
             cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         else:
             try:
-                self.internal.mkdir(exist_ok=True)
+                self.internal.mkdir(exist_ok=True, mode=0o700 if private(self.root) else 0o777)
                 gitignore = self.root / ".gitignore"
                 if not os.path.lexists(gitignore):
                     write_atomic(gitignore, f"/{INTERNAL}/\n".encode())

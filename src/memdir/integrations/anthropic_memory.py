@@ -34,6 +34,7 @@ from anthropic.types.beta import (
 
 from ..errors import InvalidMemory, MemdirError, MemoryNotFound, SecretFound
 from ..extract import sounds_like_preference
+from ..index import read_file
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, split_frontmatter, validate_name
 from ..plan import Put, Remove
 from ..store import MemoryStore
@@ -151,7 +152,11 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         except MemoryNotFound:
             raise ToolError(f"The path {path} does not exist. Please provide a valid path"
                             f" (view {ROOT} lists the memories).") from None
-        return (store.root / str(mem.path)).read_text(encoding="utf-8")
+        try:
+            data = read_file(store.root / str(mem.path), store.config.max_file_bytes)
+            return data.decode("utf-8")
+        except (InvalidMemory, UnicodeDecodeError) as exc:
+            raise ToolError(f"{path} cannot be read ({exc}) — see 'memdir doctor'") from None
 
     def _write(self, store: MemoryStore, changes: list[Any], summary: str) -> None:
         try:

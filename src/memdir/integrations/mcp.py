@@ -15,6 +15,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -361,17 +362,37 @@ def _version() -> str:
         return "0"
 
 
-def serve(config: Config, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765
-          ) -> None:
-    """Run the server on stdio, or on streamable HTTP at ``host:port`` (``/mcp``)."""
+def serve(config: Config, *, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
+          token: str | None = None, origins: tuple[str, ...] = (), hosts: tuple[str, ...] = (),
+          home: Path | None = None) -> None:
+    """Run the server on stdio, or on streamable HTTP at ``host:port`` (``/mcp``), where every
+    request needs the bearer token (``token``, else one generated and kept in ``home``), a
+    Host that names this server and, from a browser, an Origin listed in ``origins``."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("memdir mcp: %(levelname)s %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    server = build_server(config)
-    if http:
-        server.run("streamable-http", host=host, port=port)
-    else:
-        server.run("stdio")
+    if not http:
+        build_server(config).run("stdio")
+        return
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from .http_guard import Guard, allowed_hosts, resolve_token
+
+    secret, kept, made = resolve_token(token, host, home or Path.home())
+    names = allowed_hosts(host, port, hosts)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                         allowed_hosts=sorted(names), allowed_origins=list(origins))
+    app = build_server(config).streamable_http_app(transport_security=security, host=host)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"memdir mcp: serving http://{shown}:{port}/mcp", file=sys.stderr)
+    if made:
+        print(f"memdir mcp: new access token (kept in {kept}): {secret}\n  send it as"
+              " 'Authorization: Bearer <token>'", file=sys.stderr)
+    elif kept is not None:
+        print(f"memdir mcp: access token in {kept}", file=sys.stderr)
+    uvicorn.Server(uvicorn.Config(Guard(app, secret, names, origins), host=host, port=port,
+                                  log_level="warning")).run()
 
 
 __all__ = ["build_server", "serve"]

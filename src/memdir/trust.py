@@ -1,0 +1,127 @@
+"""Whose settings count: the user's own configuration, and the repositories the user trusts.
+
+A project's ``.memory/config.toml`` arrives with the repository, written by whoever wrote the
+repository. The settings that decide where data and credentials go (``provider``,
+``base_url``, ``embedder``, ``embed_url``, ``embed_model``, ``user_dir``, a ``read_only`` store
+outside the project) and the ones that grant permissions (``allow``) are honoured only from the
+user's own configuration (``<user config folder>/config.toml``, the environment, flags), or
+from a project file the user trusted (``memdir trust``), remembered by the file's path and the
+SHA-256 of its content: an edited file is untrusted again until the user looks at it.
+
+The trust list lives in the user's configuration folder (``~/.config/memdir/trusted.json`` on
+Linux; ``MEMDIR_CONFIG_DIR`` moves it), written owner-only. It also remembers which ignored
+files were already announced, so a person is told once per content, not on every command.
+This module does NOT parse settings (``config`` does) and does NOT print anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .atomic import write_atomic
+
+# Settings that send data or keys somewhere, or grant the agent permissions.
+SENSITIVE = frozenset({"provider", "base_url", "embedder", "embed_url", "embed_model",
+                       "user_dir", "read_only", "allow"})
+TRUST_FILE = "trusted.json"
+USER_CONFIG = "config.toml"
+
+
+def config_home(environ: Mapping[str, str]) -> Path:
+    """The user's memdir configuration folder (``MEMDIR_CONFIG_DIR``, else the platform's)."""
+    given = environ.get("MEMDIR_CONFIG_DIR")
+    if given:
+        return Path(os.path.expanduser(given))
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("memdir", appauthor=False))
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes (what trust is granted to)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """Whether ``path``, links resolved, lies within ``folder`` (links resolved)."""
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One trusted file: its path, the content hash trusted, and when."""
+
+    path: str
+    sha256: str
+    when: str
+
+
+class TrustList:
+    """The user's trusted project configuration files (tolerant of a missing or damaged file:
+    nothing is trusted then)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.path = home / TRUST_FILE
+        self._data: dict[str, dict[str, dict[str, str]]] = {"trusted": {}, "announced": {}}
+        with contextlib.suppress(OSError, ValueError):
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(raw, dict):
+                for part in ("trusted", "announced"):
+                    value = raw.get(part)
+                    if isinstance(value, dict):
+                        self._data[part] = {str(k): v for k, v in value.items()
+                                            if isinstance(v, dict)}
+
+    @staticmethod
+    def key(path: Path) -> str:
+        return os.path.realpath(path)
+
+    def trusts(self, path: Path, sha256: str) -> bool:
+        return self._data["trusted"].get(self.key(path), {}).get("sha256") == sha256
+
+    def granted(self, path: Path) -> Grant | None:
+        """The grant for ``path`` (whatever the file now holds), if any."""
+        entry = self._data["trusted"].get(self.key(path))
+        if entry is None:
+            return None
+        return Grant(self.key(path), str(entry.get("sha256", "")), str(entry.get("when", "")))
+
+    def grants(self) -> list[Grant]:
+        return [Grant(k, str(v.get("sha256", "")), str(v.get("when", "")))
+                for k, v in sorted(self._data["trusted"].items())]
+
+    def trust(self, path: Path, sha256: str) -> None:
+        self._data["trusted"][self.key(path)] = {
+            "sha256": sha256, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        self._save()
+
+    def revoke(self, path: Path) -> bool:
+        """Forget the grant for ``path``; False if there was none."""
+        found = self._data["trusted"].pop(self.key(path), None) is not None
+        if found:
+            self._save()
+        return found
+
+    def announce(self, path: Path, sha256: str) -> bool:
+        """Record that the ignored settings of this content were shown; False if they had
+        been already (so the caller stays quiet)."""
+        key = self.key(path)
+        if self._data["announced"].get(key, {}).get("sha256") == sha256:
+            return False
+        self._data["announced"][key] = {"sha256": sha256}
+        with contextlib.suppress(OSError):
+            self._save()
+        return True
+
+    def _save(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_atomic(self.path, json.dumps(self._data, indent=2).encode(), mode=0o600)
