@@ -110,6 +110,40 @@ def test_retiring_everything_is_refused_without_force(store: MemoryStore) -> Non
     assert store.entries() == [] and len(store.history("fact-1")) == 1
 
 
+def test_a_refused_plan_leaves_the_work_pending(store: MemoryStore) -> None:
+    """After a refused plan, the next run still looks at the memories it refused to touch
+    (the model is asked again and a good plan applies)."""
+    fill(store)
+    everything = {"merge": [], "retire": [{"name": e.name, "reason": "x"}
+                                          for e in store.entries()]}
+    consolidate_memories(store, FakeModel([{"merge": [], "retire": []}]))  # a first run
+    store.write("pytest-b", type="user_preference", description="pytest with -v, verbose",
+                body="Always pass -v.")
+    with pytest.raises(PlanError, match="retires"):
+        consolidate_memories(store, FakeModel([everything]))
+    model = FakeModel([MERGE])
+    plan = consolidate_memories(store, model)
+    assert model.calls and "pytest-b" in json.dumps(model.calls[0])
+    assert plan.merges and "prefer-pytest" in store
+
+
+def test_turns_are_counted_under_the_lock(store: MemoryStore) -> None:
+    """Two agents noting turns at once lose none."""
+    import threading
+
+    def turns() -> None:
+        for _ in range(25):
+            note_turn(MemoryStore(store.root))
+
+    threads = [threading.Thread(target=turns) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    state = json.loads((store.internal / "consolidate.json").read_text())
+    assert state["turns"] == 100
+
+
 def test_malformed_reply_changes_nothing(store: MemoryStore) -> None:
     """Two unusable replies raise and leave the store as it was."""
     fill(store)

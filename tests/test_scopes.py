@@ -318,3 +318,64 @@ def test_the_readme_first_command_in_a_folder_without_a_store(tmp_path: Path) ->
     r = subprocess.run([sys.executable, "-m", "memdir", "recall", "how do I run the tests?"],
                        cwd=somewhere, env=env, capture_output=True, text=True)
     assert r.returncode == 0 and "Always use pytest" in r.stdout, r.stderr
+
+
+def test_mcp_routes_untyped_memories_and_restores_the_users(tmp_path: Path) -> None:
+    """remember without a type files a fact in the project (a preference in the user's
+    store); a user memory forgotten through MCP is restored through MCP, by its name or
+    user:NAME; memory://index lists every scope."""
+    import asyncio
+
+    from mcp.client import Client
+
+    from memdir.integrations.mcp import build_server
+
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    config = load_config({"dir": project / ".memory"})
+
+    async def body() -> None:
+        async with Client(build_server(config)) as client:
+            r = await client.call_tool("remember", {"description": "CI runs on every push",
+                                                    "body": "GitHub Actions."})
+            assert not r.is_error and "user" not in r.content[0].text
+            r = await client.call_tool("remember", {
+                "name": "tabs", "description": "User prefers tabs, never spaces", "body": "Tabs."})
+            assert "in the user's own store" in r.content[0].text
+            index = await client.read_resource("memory://index")
+            text = "".join(getattr(c, "text", "") for c in index.contents)
+            assert "ci-runs-on-every-push" in text and "tabs" in text and "user memories" in text
+            r = await client.call_tool("forget", {"name": "tabs", "reason": "trying"})
+            assert not r.is_error and "restore with name 'tabs'" in r.content[0].text
+            r = await client.call_tool("history", {"name": "user:tabs"})
+            assert not r.is_error and "v1" in r.content[0].text
+            r = await client.call_tool("restore", {"name": "tabs"})
+            assert not r.is_error, r.content[0].text
+
+    asyncio.run(body())
+    project_store = MemoryStore(project / ".memory")
+    assert project_store.get("ci-runs-on-every-push").type == "project_fact"
+    user = Scopes(config).writable("user")
+    assert "tabs" in user and "tabs" not in project_store
+
+
+def test_user_names_work_in_show_history_and_diff(cli: CliFn) -> None:
+    """What 'list' prints as user:NAME (or NAME) is what show, history and diff take."""
+    assert cli("add", "prefer-pytest", "--type", "user_preference", "-d", "pytest",
+               "--body", "pytest").code == 0
+    assert cli("add", "prefer-pytest", "--scope", "project", "--type", "project_fact",
+               "-d", "the project's own", "--body", "nose").code == 0
+    assert cli("add", "prefer-pytest", "--scope", "user", "--type", "user_preference",
+               "-d", "pytest -v", "--body", "pytest -v").code == 0
+    assert "user:prefer-pytest" in cli("list").out
+    r = cli("show", "user:prefer-pytest")
+    assert r.code == 0 and "pytest -v" in r.out
+    r = cli("history", "user:prefer-pytest")
+    assert r.code == 0 and "v1" in r.out
+    r = cli("diff", "user:prefer-pytest")
+    assert r.code == 0 and "+description: pytest -v" in r.out
+    r = cli("diff", "prefer-pytest", "--scope", "user", "--json")
+    assert r.code == 0 and json.loads(r.out)["to"] == "current"
+    assert cli("rm", "user:prefer-pytest").code == 0
+    r = cli("history", "prefer-pytest", "--scope", "user")
+    assert r.code == 0 and "v2" in r.out

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
 from memdir import MemoryStore, SecretFound
+from memdir.agent.tools import Tools
 from memdir.secrets import redact, scan
+
+from conftest import CliFn
 
 DATA = Path(__file__).parent / "data"
 CORPUS = {"secrets": [], "lookalikes": []}
-for _name in ("secrets_corpus.json", "secrets_holdout.json"):
+for _name in ("secrets_corpus.json", "secrets_holdout.json", "secrets_holdout_r3.json",
+              "secrets_holdout_r3b.json"):
     for _key, _texts in json.loads((DATA / _name).read_text(encoding="utf-8")).items():
-        CORPUS[_key] += _texts
+        if _key in CORPUS:
+            CORPUS[_key] += _texts
 
 
 @pytest.mark.parametrize("text", CORPUS["secrets"])
@@ -65,3 +71,65 @@ def test_code_and_prose_about_secrets_stay(store: MemoryStore) -> None:
             "密码是用户自己设置的字符串。トークンは一時間ごとに更新されます。")
     store.write("auth-notes", type="reference", description="how auth works", body=body)
     assert store.get("auth-notes").body == body
+
+
+def test_a_secret_split_across_fields_is_caught(store: MemoryStore, cli: CliFn) -> None:
+    """The label in the description (or name) and the value in the body: refused by hand,
+    redacted on automatic paths, whole."""
+    r = cli("add", "pw1", "--type", "reference", "-d", "The staging database password",
+            "--body", "Tr0ub4dor&3")
+    assert r.code == 1 and "the body looks like it contains a credential (password)" in r.err
+    tools = Tools(store.root.parent, store)
+    tools.run("save_memory", {"name": "staging_db_password", "type": "project_fact",
+                              "description": "The staging database password is"
+                                             " [REDACTED:password]", "body": "Tr0ub4dor&3"})
+    text = (store.root / "staging_db_password.md").read_text()
+    assert "Tr0ub4dor" not in text and "[REDACTED:password]" in text
+    store.write("db", type="project_fact", description="Staging DB",
+                body="The password is Tr0ub4dor&amp;3 now.", secrets="redact")
+    assert store.get("db").body == "The password is [REDACTED:password] now."
+
+
+def test_purge_removes_a_secret_from_history(store: MemoryStore, cli: CliFn) -> None:
+    """rm --purge takes a memory and every kept version away for good, after confirming;
+    NAME@vN purges one version."""
+    store.write("db", type="project_fact", description="DB", body="v1 Hunter22!x",
+                secrets="allow")
+    store.write("db", type="project_fact", description="DB", body="v2 clean")
+    store.write("db", type="project_fact", description="DB", body="v3 clean")
+    assert [v.version for v in store.history("db")] == [1, 2]
+    r = cli("rm", "--purge", "db@v1")
+    assert r.code == 1 and r.err == ("memdir: error: purging version 1 of db cannot be undone"
+                                     " — confirm with --yes\n")
+    r = cli("rm", "--purge", "db@v1", "--yes")
+    assert r.code == 0 and "Purged version 1 of db (1 version removed)" in r.out
+    assert [v.version for v in store.history("db")] == [2]
+    assert not any("Hunter22" in p.read_text() for p in store.internal.rglob("*") if p.is_file())
+    r = cli("rm", "--purge", "db", "--yes")
+    assert r.code == 0 and "db" not in store and store.history("db") == []
+    r = cli("rm", "--purge", "db", "--yes")
+    assert r.code == 1 and "no 'db' to purge" in r.err
+    r = cli("rm", "db@v2")
+    assert r.code == 1 and "only with --purge" in r.err
+
+
+def test_handed_over_conversations_are_private_and_redacted(tmp_path: Path) -> None:
+    """What an exiting agent leaves for the next session holds no credential and is 0600."""
+    import os
+    import stat
+
+    from memdir.agent.loop import MemoryWorker
+
+    spool = tmp_path / "pending"
+    release = threading.Event()
+    worker = MemoryWorker(lambda kind, text: None, spool)
+    worker.submit("slow", lambda: str(release.wait(10)) and None)
+    worker.submit("extract", lambda: None, {"messages": [
+        {"role": "user", "content": "the staging password is Tr0ub4dor&3, remember it"}]})
+    assert worker.close(0.05) == ["slow", "extract"]
+    release.set()
+    files = list(spool.glob("*.json"))
+    assert files, "nothing was handed over"
+    for f in files:
+        assert stat.S_IMODE(os.stat(f).st_mode) == 0o600
+        assert "Tr0ub4dor" not in f.read_text() and "[REDACTED:password]" in f.read_text()

@@ -179,14 +179,16 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
 @cli.command(short_help="Show what changed between versions.")
 @click.argument("name")
 @click.argument("versions", nargs=-1)
+@scope_option("all")
+@json_option
 @pass_ctx
-def diff(c: Ctx, name: str, versions: tuple[str, ...]) -> None:
+def diff(c: Ctx, name: str, versions: tuple[str, ...], scope: str, as_json: bool) -> None:
     """Show what changed: between the latest earlier version and now, between version V1 and
-    now, or between V1 and V2 (numbers from 'memdir history NAME')."""
+    now, or between V1 and V2 (numbers from 'memdir history NAME'; user:NAME for the user's)."""
     import difflib
 
-    store = c.store
     name = _name_and_version(name)[0]
+    store, name, _ = c.pick(name, scope)
     if len(versions) > 2:
         raise click.UsageError("give at most two versions")
 
@@ -207,6 +209,9 @@ def diff(c: Ctx, name: str, versions: tuple[str, ...]) -> None:
         a, b = text_of(str(past[-1].version)), text_of(None)
     lines = list(difflib.unified_diff(a[0].splitlines(True), b[0].splitlines(True),
                                       f"{name}@{a[1]}", f"{name}@{b[1]}"))
+    if as_json:
+        emit_json({"name": name, "from": a[1], "to": b[1], "diff": "".join(lines)})
+        return
     click.echo(for_terminal_text("".join(lines)) if lines else "No differences.", nl=not lines)
 
 
@@ -292,14 +297,30 @@ def edit(c: Ctx, name: str) -> None:
     click.echo(f"Saved {mem.name}.")
 
 
-@cli.command(short_help="Delete the memory NAME (it stays in history).")
+@cli.command(short_help="Delete the memory NAME (it stays in history; --purge: for good).")
 @click.argument("name")
 @scope_option(None, writes=True)
+@click.option("--purge", is_flag=True,
+              help="Remove it and its history for good (NAME@vN: only that version).")
+@click.option("--yes", is_flag=True, help="Do not ask before --purge.")
 @pass_ctx
-def rm(c: Ctx, name: str, scope: str | None) -> None:
+def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
     """Delete the memory NAME (it stays in history); without --scope, the first scope that
-    holds it (project first)."""
+    holds it (project first). --purge removes it and every kept version for good (a secret
+    that reached it), after asking."""
+    name, version = _name_and_version(name)
+    if version is not None and not purge:
+        fail("a version is removed only with --purge — 'memdir rm --purge NAME@vN'")
     store, name, where = c.pick(name, scope, write=True)
+    if purge:
+        what = f"version {version} of {name}" if version else f"{name} and all its history"
+        if not yes:
+            if not sys.stdin.isatty():
+                fail(f"purging {what} cannot be undone — confirm with --yes")
+            click.confirm(f"Remove {what} for good? This cannot be undone", abort=True)
+        gone = store.purge(name, version, source="cli")
+        click.echo(f"Purged {what} ({plural(gone, 'version', 'versions')} removed).")
+        return
     store.delete(name, reason="removed with memdir rm", source="cli")
     again = f"memdir restore {name}" + ("" if where == PROJECT else f" --scope {where}")
     click.echo(f"Deleted {name}{'' if where == PROJECT else f' from the {where} store'};"

@@ -81,7 +81,7 @@ class Ctx:
         """The store, real name and scope of the memory ``spec`` (``NAME`` or ``user:NAME``):
         the named or given scope, else the first scope holding it (project first), else the
         project's. ``write``: the scope must be writable."""
-        if ":" in spec and scope is None:
+        if ":" in spec and scope in (None, "all"):
             scope, spec = spec.rsplit(":", 1)
         scopes = self.scopes()
         found: Scope | None
@@ -89,6 +89,8 @@ class Ctx:
             found = scopes.scope(scope)
         else:
             found = next((s for s, st in scopes.stores() if spec in st), None)
+            if found is None:  # gone, but kept in a store's history (restore, history, diff)
+                found = next((s for s, st in scopes.stores() if st.history(spec)), None)
             if found is None:
                 import difflib
 

@@ -296,7 +296,7 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str,
                    " call budget ran out); 'memdir consolidate --all' looks at everything.")
     elif dry_run:
         click.echo("Dry run: nothing changed. Run without --dry-run to apply.")
-    else:
+    elif not plan.is_empty():
         click.echo("Applied. Undo with 'memdir undo'.")
 
 @click.command("chat")

@@ -96,19 +96,22 @@ def _state(store: MemoryStore) -> dict[str, Any]:
         return {}
 
 
-def _update_state(store: MemoryStore, **changes: Any) -> None:
-    """Change some keys of the state under the store lock (two agents lose no update)."""
+def _update_state(store: MemoryStore, *, turn: bool = False, **changes: Any) -> None:
+    """Change some keys of the state (``turn``: count one more turn), reading and writing
+    under the store lock, so that two agents lose no update."""
     if store.read_only:
         return
     with store.locked():
         state = _state(store)
         state.update(changes)
+        if turn:
+            state["turns"] = int(state.get("turns", 0)) + 1
         write_atomic(store.internal / STATE, json.dumps(state).encode())
 
 
 def note_turn(store: MemoryStore) -> None:
     """Count one agent turn towards the cooldown."""
-    _update_state(store, turns=int(_state(store).get("turns", 0)) + 1)
+    _update_state(store, turn=True)
 
 
 def changed_since_last_run(store: MemoryStore, entries: list[Entry] | None = None
@@ -375,8 +378,11 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
     # a small store may always lose one memory: 30% of three is none
     limit = max(1, math.floor(total * cfg.consolidate_max_retire_share))
     if len(plan.retires) > limit and not force:
-        if not dry_run:  # refused, not failed: the next turn must not ask the model again
-            _update_state(store, since=started, pending=left, turns=0)
+        if not dry_run:  # refused: the next turns must not ask the model again at once,
+            # but what it looked at stays pending for the next run (after the cooldown)
+            keep = sorted({e.name for e in seeds} | set(left) | set(_state(store).get(
+                "pending", [])))
+            _update_state(store, since=started, pending=keep, turns=0)
         raise PlanError(
             f"the plan retires {len(plan.retires)} of {total} memories, more than the"
             f" {cfg.consolidate_max_retire_share:.0%} allowed — review it with --dry-run,"

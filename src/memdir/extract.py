@@ -232,6 +232,18 @@ def sounds_like_preference(text: str) -> bool:
     return _PREFERENCE.search(text) is not None
 
 
+def guess_type(text: str, types: tuple[str, ...]) -> str:
+    """The type for text that came without one (MCP's remember, the memory tool): the
+    person's preference, a pointer (a link), else a fact about the project; always one of
+    ``types``."""
+    for kind, fits in (("user_preference", sounds_like_preference(text)),
+                       ("reference", re.search(r"https?://", text) is not None),
+                       ("project_fact", True), ("reference", True)):
+        if fits and kind in types:
+            return kind
+    return types[0]
+
+
 def _fact_style(config: Any, model: ChatModel) -> bool:
     """Whether to ask for plain facts (``extract_style``): small models list facts well but
     fill the five-field memory shape with invented text. "auto" asks models on this machine."""

@@ -142,6 +142,23 @@ class History:
         out.sort(key=lambda v: v.version)
         return out
 
+    def purge(self, name: str, version: int | None = None) -> int:
+        """Delete every kept version of ``name`` (or one) for good; how many went."""
+        vdir = self.versions_dir(name)
+        if vdir.is_symlink() or not vdir.is_dir():
+            return 0
+        gone = 0
+        for v in self.versions(name):
+            if version is None or v.version == version:
+                for suffix in (".md", ".json"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(vdir / f"{v.version:04d}{suffix}")
+                gone += 1
+        if version is None:
+            with contextlib.suppress(OSError):
+                os.rmdir(vdir)
+        return gone
+
     def text(self, name: str, version: int) -> str:
         """The file text of one history version; raise MemoryNotFound."""
         path = self.versions_dir(name) / f"{version:04d}.md"

@@ -46,18 +46,6 @@ def _strings(value: object, path: str) -> list[tuple[str, str]]:
     return []
 
 
-def _redact_value(value: object) -> object:
-    from . import secrets
-
-    if isinstance(value, str):
-        return secrets.redact(value)[0]
-    if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redact_value(v) for v in value]
-    return value
-
-
 def screen(plan: Sequence[Change], policy: str) -> list[Change]:
     """Refuse or redact credentials in what a plan writes: the name, description, body and
     every string of the other frontmatter keys (see ``secrets``)."""
@@ -73,17 +61,19 @@ def screen(plan: Sequence[Change], policy: str) -> list[Change]:
         if isinstance(change, Put):
             m = change.memory
             extras = [x for k, v in m.extra.items() for x in _strings(v, str(k))]
+            labels = (m.description, m.name.replace("_", " ").replace("-", " "))
             if policy == "refuse":
                 secrets.refuse_secrets({"name": m.name, "description": m.description,
                                         "body": m.body,
-                                        **{f"field {k!r}": v for k, v in extras}})
+                                        **{f"field {k!r}": v for k, v in extras}}, labels)
             else:
                 name, found = secrets.redact(m.name)
                 if found:
                     name = slugify(name.replace("[REDACTED:", "redacted-").replace("]", ""))
                 desc, _ = secrets.redact(m.description)
-                body, _ = secrets.redact(m.body)
-                extra = {k: _redact_value(v) for k, v in m.extra.items()}
+                body, _ = secrets.redact(m.body, [f for label in labels
+                                                  for f in secrets.scan_labelled(label, m.body)])
+                extra = {k: secrets.redact_tree(v) for k, v in m.extra.items()}
                 change = replace(change, memory=m.replace(name=name, description=desc,
                                                           body=body, extra=extra))
         out.append(change)

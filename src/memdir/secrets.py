@@ -14,7 +14,7 @@ import binascii
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import SecretFound
@@ -61,6 +61,30 @@ _TOKENS: list[tuple[str, str]] = [
     ("Sentry token", r"\bsntr[ysu]_[A-Za-z0-9+/=_\-]{40,}"),
     ("JWT", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
 ]
+# A passphrase of words after its label: "the passphrase is correct horse battery staple",
+# "master password: Tiger-Lily-Orbit-Seven" (checked against ordinary words by _passphrase).
+_PASSPHRASE = re.compile(
+    r"(?i)(?<![a-z0-9])(?:pass ?phrase|password|passwd|pass ?word)(?![a-z0-9])"
+    r"(?:\s+(?:for|of|on|to|at)\s+[^\n.:=]{1,40}?)?"
+    r"\s*(?:\bis\b\s*:?|[:=])\s*[\"']?((?:[A-Za-z]{3,}[ \-]){2,7}[A-Za-z]{3,})"
+    r"(?=[\"']?\s*(?:[.,;!?)]|$))", re.MULTILINE)
+_PROSE_WORDS = frozenset("""
+the a an in on at to of for is are was be been being not no none stored kept saved set same
+required optional changed rotated reset empty blank hidden available there here this that it its
+our your their my his her we you they with from by as and or but now still also only never
+always just when then than if under above below different managed handled sent shared known
+written given unknown expired missing wrong correct incorrect valid invalid strong weak long
+short secure stored where what which who how please ask see check use using used via into
+""".split()) - {"correct"}
+
+
+def _passphrase(value: str) -> bool:
+    """Whether words after a password label are a passphrase rather than prose about it."""
+    words = [w.lower() for w in re.split(r"[ \-]", value) if w]
+    return len(words) >= 3 and not any(w in _PROSE_WORDS for w in words[:2]) \
+        and sum(w in _PROSE_WORDS for w in words) <= 1
+
+
 _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("private key", re.compile(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
@@ -80,8 +104,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
         r"|PRIVATE_?KEY|_PWD|PGPASS)[A-Z0-9_]*\s*[:=]\s*[\"']?([^\s\"',;]{6,})"), 1),
     # prose and config in English: "the password for X is Y", "api key: Y", "login is u / Y"
     ("password", re.compile(
-        r"(?i)(?<![a-z0-9])(?:password|passwd|pwd|pw|passphrase|pass ?code|secret(?:[ _-]?key)?"
-        r"|api[ _-]?key|access[ _-]?(?:key|token)|auth[ _-]?token|token|client[ _-]?secret"
+        r"(?i)(?<![a-z0-9])(?:password|passwd|pwd|pw|passphrase|pass ?code|pass"
+        r"|secret(?:[ _-]?key)?|api[ _-]?key|access[ _-]?(?:key|token)|auth[ _-]?token|token"
+        r"|client[ _-]?secret"
         r"|private[ _-]?key|credentials?|login)(?![a-z0-9])"
         r"(?:\s+(?:for|of|on|to|at)\s+[^\n.:=]{1,40}?)?"
         r"[\"']?\s*(?:(?:\bis\b|\bare\b)\s*[:=]?|[:=])\s*[\"']?"
@@ -93,6 +118,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
                            r"(?=[a-z0-9_\-]*\d)([A-Za-z0-9_\-]{32,})\b"), 1),
     ("password", re.compile(r"(?i)\b(?:password|passwd|passphrase)\s+"
                             r"(?=\S*\d)(?=\S*[A-Z!@#$%^&*])([^\s\"',;]{6,})"), 1),
+    ("passphrase", _PASSPHRASE, 1),
     # Chinese and Japanese: 密码是 Y, パスワードは Y, ログインは u / Y
     ("password", re.compile(
         r"(?:密码|口令|密钥|令牌|秘钥|Secret|パスワード|暗証番号|APIキー|トークン|ログイン)"
@@ -108,7 +134,7 @@ _PLACEHOLDER = re.compile(
 )
 _MARKER = re.compile(r"\[REDACTED:[^\]\n]{1,40}\]")
 _CODE_VALUE = re.compile(
-    r"^[A-Za-z_][\w.]*\(|\[[\"']|^[\[{(]|^[A-Za-z_]\w*(?:\.\w+)+$"  # call, index, attribute
+    r"^[A-Za-z_][\w.]*\(|\[[\"']|^[\[{(]|^[A-Za-z_]\w*(?:\.\w+)+[\[(]?$"  # call, index, attribute
     r"|^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$"  # another setting's NAME
     r"|^[a-z][a-z_]*$"  # a lowercase identifier or word
 )
@@ -171,6 +197,16 @@ def _is_text_base64(token: str) -> bool:
 _PUBLIC_BEFORE = re.compile(
     r"(?:\bh1:|\bsha(?:1|256|384|512)-|\bSHA(?:1|256|384|512):|;base64,"
     r"|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)\s+)$")
+# Words that say the value after them names something public: an id, an address, a digest.
+_ID_CONTEXT = re.compile(
+    r"(?i)\b(?:ids?|identifier|address|wallet|cid|playlist|digest|hash|checksum|commit|pin"
+    r"|program|document|doc|page|sheet|spreadsheet|file|folder|video|form|channel|issue"
+    r"|object|blob|tx|transaction|contract|build|trace|span"
+    r"|event|zone|item|base|table|record|row)\b(?:\s+(?:is|was|of|for))?\s*[:=#]?\s*$")
+# Addresses and content ids: bech32 wallets, IPFS CIDs.
+_PUBLIC_FORM = re.compile(r"(?:bc|tb|ltc)1[02-9ac-hj-np-z]{20,}$|bafy[a-z2-7]{40,}$"
+                          r"|0x(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$"
+                          r"|Qm[1-9A-HJ-NP-Za-km-z]{44}$")
 # Object ids of payment and chat APIs: random, but names of things, not keys to them.
 _ID_PREFIX = re.compile(r"sha(?:1|256|384|512)-"
                         r"|(?:cus|pi|ch|sub|prod|price|evt|acct|in|txn|seti|src|pm|re|po|ii|il"
@@ -180,10 +216,11 @@ _ID_PREFIX = re.compile(r"sha(?:1|256|384|512)-"
 def _looks_random(token: str) -> bool:
     """High-entropy token test, tuned to spare hashes, UUIDs, identifiers and paths."""
     core = token.rstrip("=")
-    if len(core) < 24 or _HEX.match(core) or _UUID.match(core):
+    if len(core) < 24 or _HEX.match(core) or _UUID.match(core) or _PUBLIC_FORM.match(core):
         return False
-    if "/" in core and all(part.isalpha() or not part for part in core.split("/")):
-        return False  # a path of words
+    if "/" in core and (core.startswith("/") or any(
+            re.fullmatch(r"[a-z][a-z0-9._\-]{2,}|\d{1,4}", part) for part in core.split("/"))):
+        return False  # a path: a file, a store path, an object key (folders named in words)
     classes = sum((any(c.islower() for c in core), any(c.isupper() for c in core),
                    any(c.isdigit() for c in core)))
     digits = sum(c.isdigit() for c in core)
@@ -212,6 +249,8 @@ def scan(text: str) -> list[Finding]:
             value = m.group(group)
             if kind in ("password", "HTTP credentials") and not _plausible_secret(value):
                 continue
+            if kind == "passphrase" and not _passphrase(value):
+                continue
             if kind == "password in URL" and _PLACEHOLDER.match(value):
                 continue
             if not overlaps(start, end):
@@ -219,17 +258,54 @@ def scan(text: str) -> list[Finding]:
     for m in _CANDIDATE.finditer(text):
         if _PUBLIC_BEFORE.search(text, max(0, m.start() - 40), m.start()):
             continue  # a checksum, a public key, inline data: random by design, not secret
-        if _ID_PREFIX.match(m.group(0)):
-            continue
+        if _ID_PREFIX.match(m.group(0)) or _ID_CONTEXT.search(text, max(0, m.start() - 40),
+                                                              m.start()):
+            continue  # a named public id: a document, a wallet, a playlist, a trace
         if _looks_random(m.group(0)) and not overlaps(*m.span()):
             found.append(Finding("high-entropy token", *m.span()))
     found.sort(key=lambda f: f.start)
     return found
 
 
-def redact(text: str) -> tuple[str, list[Finding]]:
-    """``text`` with every credential replaced by ``[REDACTED:<kind>]``, and what was found."""
-    findings = scan(text)
+_RUN_END = re.compile(r"[^\s\"'`<>()\[\]{}]*")
+
+
+def _whole(text: str, f: Finding) -> Finding:
+    """A password found up to a character its pattern stops at (``;`` in ``&amp;``) runs on
+    to the end of its word: the redaction takes the whole value."""
+    if f.kind != "password":
+        return f
+    end = _RUN_END.match(text, f.end)
+    stop = end.end() if end else f.end
+    while stop > f.end and text[stop - 1] in ".,;:!?":
+        stop -= 1
+    return Finding(f.kind, f.start, stop)
+
+
+_LABEL_TAIL = re.compile(r"\s*(?:\b(?:is|are)\b|[:=])?\s*\[REDACTED:[^\]\n]{1,40}\]\W*$")
+
+
+def scan_labelled(label: str, value: str) -> list[Finding]:
+    """Credentials in ``value`` that only its label (a memory's description or name, in
+    another field) says are credentials: "The staging database password" over a body
+    "Tr0ub4dor&3". Positions are in ``value``."""
+    head = _LABEL_TAIL.sub("", label).rstrip(" .:;,-—")
+    if not head:
+        return []
+    joined = f"{head}: {value}"
+    offset = len(head) + 2
+    return [Finding(f.kind, f.start - offset, f.end - offset)
+            for f in scan(joined) if f.start >= offset]
+
+
+def redact(text: str, also: Sequence[Finding] = ()) -> tuple[str, list[Finding]]:
+    """``text`` with every credential replaced by ``[REDACTED:<kind>]``, and what was found;
+    ``also``: more findings in ``text`` (from ``scan_labelled``)."""
+    findings = [_whole(text, f) for f in scan(text)]
+    for extra in also:
+        if not any(extra.start < f.end and f.start < extra.end for f in findings):
+            findings.append(_whole(text, extra))
+    findings.sort(key=lambda f: f.start)
     out, pos = [], 0
     for f in findings:
         out.append(text[pos : f.start])
@@ -239,13 +315,27 @@ def redact(text: str) -> tuple[str, list[Finding]]:
     return "".join(out), findings
 
 
-def refuse_secrets(fields: Mapping[str, str]) -> None:
-    """Raise SecretFound naming the field and kind if any field holds a credential."""
+def refuse_secrets(fields: Mapping[str, str], labels: Sequence[str] = ()) -> None:
+    """Raise SecretFound naming the field and kind if any field holds a credential, also one
+    that only a label in another field names (``labels``: the description, the name)."""
     for field_name, text in fields.items():
         findings = scan(text)
+        if not findings and field_name == "body":
+            findings = [f for label in labels for f in scan_labelled(label, text)]
         if findings:
             kinds = ", ".join(sorted({f.kind for f in findings}))
             raise SecretFound(
                 f"the {field_name} looks like it contains a credential ({kinds}) — remove it,"
                 " or store it anyway with --allow-secret (secrets=\"allow\" in Python)"
             )
+
+
+def redact_tree(value: object) -> object:
+    """Every string in a JSON-like value (messages, frontmatter) redacted."""
+    if isinstance(value, str):
+        return redact(value)[0]
+    if isinstance(value, dict):
+        return {k: redact_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_tree(v) for v in value]
+    return value

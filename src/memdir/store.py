@@ -364,6 +364,22 @@ class MemoryStore:
         """Delete one memory; its last version stays in history."""
         self.apply([Remove(name, reason=reason)], source=source)
 
+    def purge(self, name: str, version: int | None = None, *, source: str = "api") -> int:
+        """Remove ``name`` for good: the memory and every kept version (or only ``version``),
+        so that a secret that reached it is gone. How many versions went; MemoryNotFound
+        when there was nothing to purge."""
+        memfmt.validate_name(name)
+        if version is None and name in self:
+            self.delete(name, reason="purged", source=source)
+        with self.locked():
+            gone = self._history.purge(name, version)
+            if not gone:
+                what = f"version {version} of {name!r}" if version else f"{name!r}"
+                raise MemoryNotFound(f"no {what} to purge — see 'memdir history {name}'")
+            self._log(Operation(_new_op_id(), memfmt.now(), source,
+                                f"purged {name}" + (f"@v{version}" if version else ""), (), None))
+        return gone
+
     def apply(
         self, plan: Sequence[Change], *, source: str = "api", summary: str = "",
         secrets: str = "refuse", undoes: str | None = None,

@@ -31,6 +31,7 @@ from ..providers import ChatModel, Message, Reply, TextCallback
 from ..recall import build_system, render_block, select, weave
 from ..safetext import one_line
 from ..scopes import Scopes, open_user_store
+from ..secrets import redact_tree
 from ..store import MemoryStore
 from .tools import Tools
 
@@ -141,8 +142,10 @@ class MemoryWorker:
             if job.handover is not None and self.spool is not None:
                 with contextlib.suppress(OSError):
                     self.spool.mkdir(exist_ok=True)
+                    # the conversation waits on disk: owner-only, and never with a credential
                     write_atomic(self.spool / f"{time.time_ns()}-{os.getpid()}.json",
-                                 json.dumps(job.handover, ensure_ascii=False).encode())
+                                 json.dumps(redact_tree(job.handover),
+                                            ensure_ascii=False).encode(), mode=0o600)
         return [j.label for j in left]
 
 

@@ -271,7 +271,7 @@ def learn(event: dict[str, Any], *, host: str | None) -> Path:
     spool = store.internal / SPOOL
     spool.mkdir(exist_ok=True)
     job = spool / f"{time.time_ns()}-{os.getpid()}.json"
-    write_atomic(job, json.dumps({"event": event, "host": host}).encode())
+    write_atomic(job, json.dumps({"event": event, "host": host}).encode(), mode=0o600)
     subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(config.dir), "hook",
                       "learn", "--worker", str(job)], start_new_session=True,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -24,6 +24,7 @@ from mcp.types import ToolAnnotations
 
 from ..config import Config
 from ..errors import LLMUnavailable, MemdirError, SecretFound, StoreNotFound
+from ..extract import guess_type
 from ..memory import dumps, slugify
 from ..plan import Put
 from ..recall import estimate_tokens, render_block, select
@@ -99,12 +100,23 @@ class MemoryServer:
 
     def target(self, shown: str, *, write: bool = True) -> tuple[MemoryStore, str]:
         """The store and real name of the memory ``shown`` (``user:NAME`` for the user's
-        copy of a name the project also has); the project's when no scope holds it."""
+        copy of a name the project also has; a forgotten memory's store is the one whose
+        history holds it); the project's when no scope holds it."""
         scopes = self.scopes()
         try:
             scope, name = scopes.locate(shown)
         except LookupError:
-            return self.store(), shown  # unknown here: the project store says so
+            scope_name, _, name = shown.rpartition(":")
+            if scope_name:
+                scope = scopes.scope(scope_name)
+            else:
+                found = next((s for s, st in scopes.stores() if st.history(name)), None)
+                if found is None:
+                    return self.store(), shown  # unknown here: the project store says so
+                scope = found
+            if scope.store is None:
+                raise ToolError(f"no {scope.name} store yet — nothing named {name!r}"
+                                " there") from None
         if write and not scope.writable:
             raise ToolError(f"{shown} is in {scope.name} ({scope.root}), which is read-only")
         assert scope.store is not None
@@ -224,21 +236,23 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
 
     @server.tool(annotations=WRITE, description=(
         "Save a memory, or update the one with this name. 'type' is one of the store's types"
-        " (user_preference, project_fact, feedback, reference by default); 'description' is one"
+        f" ({', '.join(config.types)}; guessed from the text when missing: a preference of the"
+        " person goes to their own store, anything else to the project's); 'description' is one"
         " line saying when the memory matters; 'body' holds the details. 'name' is optional"
         " (lowercase-hyphenated; made from the description when missing). Credentials are"
         " refused: leave them out."))
-    def remember(description: str, body: str = "", type: str = "user_preference",
+    def remember(description: str, body: str = "", type: str | None = None,
                  name: str | None = None, id: str | None = None,
                  scope: str | None = None) -> str:
         def run() -> str:
             if scope not in (None, "", PROJECT, USER):
                 raise ToolError(f"scope {scope!r} is not one of project, user")
-            where = route(config, type, scope or None)
+            kind = type or guess_type(f"{description}\n{body}", config.types)
+            where = route(config, kind, scope or None)
             store = mem.writable(where)
             chosen = (name or id or slugify(" ".join(description.split()[:6]))).strip()
             existed = chosen in store
-            saved = store.write(chosen, type=type, description=description, body=body,
+            saved = store.write(chosen, type=kind, description=description, body=body,
                                 source="mcp", reason="remembered through MCP")
             there = "" if where == PROJECT else " in the user's own store"
             return f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
@@ -282,7 +296,7 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
         def run() -> str:
             store, real = mem.target(which)
             store.delete(real, reason=reason or "forgotten through MCP", source="mcp")
-            return f"Forgot {which}; restore brings it back."
+            return f"Forgot {which}; restore with name {which!r} brings it back."
         return mem.call(run)
 
     @server.tool(annotations=READ, description=(
@@ -317,8 +331,16 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
     @server.resource("memory://index", name="index", mime_type="text/markdown",
                      description="MEMORY.md: one line per memory, grouped by type.")
     def index() -> str:
+        def every_scope() -> str:
+            parts = []
+            for scope, store in mem.scopes().stores():
+                text = store.index_path.read_text(encoding="utf-8")
+                parts.append(text if scope.name == PROJECT
+                             else f"<!-- {scope.name} memories ({scope.root}) -->\n{text}")
+            return "\n".join(parts)
+
         try:
-            return mem.call(lambda: mem.store().index_path.read_text(encoding="utf-8"))
+            return mem.call(every_scope)
         except ToolError as exc:
             raise ResourceError(str(exc)) from None
 
