@@ -30,13 +30,13 @@ STEPS: list[dict[str, Any]] = [
     {"command": "str_replace", "path": "/memories/coffee.md", "old_str": "flat white",
      "new_str": "cortado"},
     {"command": "str_replace", "path": "/memories/coffee.md", "old_str": "tea", "new_str": "x"},
-    {"command": "insert", "path": "/memories/coffee.md", "insert_line": 7,
+    {"command": "insert", "path": "/memories/coffee.md", "insert_line": 2,
      "insert_text": "No sugar."},
     {"command": "rename", "old_path": "/memories/coffee.md", "new_path": "/memories/drinks.md"},
     {"command": "create", "path": "/memories/../../etc/passwd.md", "file_text": "x"},
     {"command": "create", "path": "/memories/%2e%2e/escape.md", "file_text": "x"},
     {"command": "view", "path": "/etc/passwd"},
-    {"command": "create", "path": "/memories/sub/dir.md", "file_text": "x"},
+    {"command": "create", "path": "/memories/sub/dir.md", "file_text": "Subfolder note"},
     {"command": "create", "path": "/memories/token.md", "file_text": f"CI token: {GHP}\n"},
     {"command": "create", "path": "/memories/stale.md", "file_text": "Old sprint notes\n"},
     {"command": "delete", "path": "/memories/stale.md"},
@@ -85,14 +85,16 @@ def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_pat
     assert text(0).startswith("Here're the files and directories") and not failed(0)
     assert text(1) == "File created successfully at: /memories/coffee.md"
     assert failed(2) and "already exists" in text(2)
-    assert "Here's the content of /memories/coffee.md with line numbers:" in text(3)
-    assert "name: coffee" in text(3) and "type: user_preference" in text(3)
+    assert text(3) == ("Here's the content of /memories/coffee.md with line numbers:\n"
+                       "     1\t# User likes coffee\n"
+                       "     2\tThe user prefers a flat white in the morning.")
     assert text(4).startswith("The memory file has been edited.") and "cortado" in text(4)
     assert failed(5) and "did not appear verbatim" in text(5)
     assert text(6) == "The file /memories/coffee.md has been edited."
     assert text(7) == "Successfully renamed /memories/coffee.md to /memories/drinks.md"
-    for i in (8, 9, 10, 11):
+    for i in (8, 9, 10):
         assert failed(i), text(i)
+    assert text(11) == "File created successfully at: /memories/sub/dir.md"
     assert failed(12) and "credential" in text(12) and GHP not in text(12)
     assert text(14) == "Successfully deleted /memories/stale.md"
     assert failed(15) and "Cannot delete the /memories directory itself" in text(15)
@@ -101,7 +103,7 @@ def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_pat
     drinks = store.get("drinks")
     assert drinks.type == "user_preference" and drinks.description == "User likes coffee"
     assert "cortado" in drinks.body and "No sugar." in drinks.body
-    assert {e.name for e in store.entries()} == {"drinks"}
+    assert {e.name for e in store.entries()} == {"drinks", "sub-dir"}
     assert [v.action for v in store.history("coffee")][-1] == "delete"
     assert store.history("stale")[-1].reason == "deleted with the memory tool"
     assert GHP not in "".join(p.read_text() for p in store.root.rglob("*.md"))
@@ -120,7 +122,7 @@ USER_STEPS: list[dict[str, Any]] = [
      "new_str": "drinks jasmine"},
     {"command": "rename", "old_path": "/memories/deploy.md", "new_path": "/memories/user/ops.md"},
     {"command": "rename", "old_path": "/memories/user/ops.md", "new_path": "/memories/deploy.md"},
-    {"command": "create", "path": "/memories/user/sub/x.md", "file_text": "x"},
+    {"command": "create", "path": "/memories/user/../x.md", "file_text": "x"},
     {"command": "create", "path": "/memories/user/../../x.md", "file_text": "x"},
     {"command": "delete", "path": "/memories/user"},
     {"command": "delete", "path": "/memories/user/tea.md"},
@@ -162,12 +164,12 @@ def test_the_users_own_memories_are_a_folder(llm_server: FakeLLMServer, tmp_path
 def test_without_a_user_store_there_is_no_user_folder(llm_server: FakeLLMServer,
                                                      tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / ".memory")
-    text, failed = drive(llm_server, MemdirMemoryTool(store), [
+    text, _failed = drive(llm_server, MemdirMemoryTool(store), [
         {"command": "create", "path": "/memories/user/tea.md", "file_text": "Green tea\n"},
         {"command": "view", "path": "/memories"}])
-    assert failed(0) and "files directly in /memories," in text(0)
-    assert "/memories/user" not in text(1)
-    assert len(store) == 0
+    assert text(0) == "File created successfully at: /memories/user/tea.md"
+    assert "/memories/user-tea.md" in text(1)  # an ordinary subfolder: one memory
+    assert {e.name for e in store.entries()} == {"user-tea"}
 
 
 def test_with_user_store_follows_the_configuration(tmp_path: Path,
@@ -184,46 +186,97 @@ def test_with_user_store_follows_the_configuration(tmp_path: Path,
 
 def test_what_a_small_model_gets_wrong(llm_server: FakeLLMServer, tmp_path: Path) -> None:
     """What a 1.5B model did with the tool: paths without the leading slash or the ``.md``, a
-    note that opens with a code fence, an insert at line 1 of a file whose frontmatter it never
-    viewed. The first ones work; the insert is refused with the line the text starts after,
-    and the file is unchanged; what cannot be a memory is still refused."""
+    note that opens with a code fence, inserts at the top of a file. The model's line numbers
+    are its own text's; what cannot be a memory is still refused."""
     project = MemoryStore(tmp_path / "project" / ".memory")
     user = MemoryStore(tmp_path / "user")
     text, failed = drive(llm_server, MemdirMemoryTool(project, user_store=user), [
         {"command": "create", "path": "memories/user/type_hints.md",
          "file_text": "```python\ndef area(r: float) -> float: ...\n```\nType hints everywhere.\n"},
-        {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 1,
-         "insert_text": "Use them in tests too."},
         {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 0,
-         "insert_text": "Also tests"},
-        {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 7,
          "insert_text": "Also tests."},
+        {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 9,
+         "insert_text": "x"},
         {"command": "view", "path": "deploy.md"},
         {"command": "view", "path": "memories"},
         {"command": "view", "path": "memories/user/type_hints"},
         {"command": "view", "path": "/memories/user/python_style"},
         {"command": "create", "path": "/memories/user", "file_text": "x"},
-        {"command": "create", "path": "/memories/user/notes.txt", "file_text": "x"},
+        {"command": "create", "path": "/memories/user/image.png", "file_text": "x"},
     ])
     assert text(0) == "File created successfully at: memories/user/type_hints.md"
-    mem = user.get("type_hints")
-    assert mem.type == "user_preference" and mem.description == "Type hints everywhere."
+    assert user.get("type_hints").type == "user_preference"
     assert "type_hints" not in project
-    for i in (1, 2):
-        assert failed(i), text(i)
-        assert ("in its frontmatter (lines 1-7)" in text(i)
-                and "insert at 7 or later" in text(i)), text(i)
-    assert text(3) == "The file /memories/user/type_hints.md has been edited."
+    assert text(1) == "The file /memories/user/type_hints.md has been edited."
     assert user.get("type_hints").body.startswith("Also tests.\n```python")
-    assert user.get("type_hints").description == "Type hints everywhere."
-    assert failed(4) and "such as /memories/deploy.md" in text(4)
-    assert "/memories/user/type_hints.md" in text(5) and not failed(5)
-    assert "Type hints everywhere." in text(6) and not failed(6)
-    assert failed(7) and "does not exist" in text(7) and "view /memories lists" in text(7)
-    assert failed(8) and "names a folder" in text(8)
-    assert failed(9) and "use /memories/user/<name>.md" in text(9)
+    assert user.get("type_hints").description == "Also tests."  # it followed the first line
+    assert failed(2) and "within the range [0, 5]" in text(2)
+    assert failed(3) and "such as /memories/deploy.md" in text(3)
+    assert "/memories/user/type_hints.md" in text(4) and not failed(4)
+    assert "     1\tAlso tests." in text(5) and not failed(5)
+    assert failed(6) and "does not exist" in text(6) and "view /memories lists" in text(6)
+    assert failed(7) and "names a folder" in text(7)
+    assert failed(8) and "use /memories/user/<name>.md" in text(8)
     assert {e.name for e in user.entries()} == {"type_hints"} and len(project) == 0
-    assert [v.action for v in user.history("type_hints")].count("update") == 1
+
+
+def test_the_model_edits_the_text_it_wrote(llm_server: FakeLLMServer, tmp_path: Path) -> None:
+    """A three-line note shows as three lines; a phrase of its first line is not ambiguous; an
+    insert at 0 goes on top; a fact is a project fact; Claude's habits (.txt, subfolders,
+    spaces, capitals) map onto memories; a preference written under /memories goes to the
+    user's store; wrong argument types are tool errors."""
+    project = MemoryStore(tmp_path / "project" / ".memory")
+    user = MemoryStore(tmp_path / "user")
+    tool = MemdirMemoryTool(project, user_store=user)
+    text, failed = drive(llm_server, tool, [
+        {"command": "create", "path": "/memories/team-db.md",
+         "file_text": "The team runs Postgres 16 on staging.\nBackups nightly.\nOwner: ops.\n"},
+        {"command": "view", "path": "/memories/team-db.md"},
+        {"command": "str_replace", "path": "/memories/team-db.md", "old_str": "Postgres 16",
+         "new_str": "Postgres 17"},
+        {"command": "insert", "path": "/memories/team-db.md", "insert_line": 0,
+         "insert_text": "# Team database"},
+        {"command": "create", "path": "/memories/projects/api/Notes About Auth.txt",
+         "file_text": "Auth uses OIDC via Keycloak."},
+        {"command": "view", "path": "/memories/projects/api/Notes About Auth.txt"},
+        {"command": "view", "path": "/memories/projects"},
+        {"command": "create", "path": "/memories/style.xml",
+         "file_text": "The user prefers tabs over spaces, always."},
+        {"command": "view", "path": "/memories/style.xml"},
+        {"command": "view", "path": 42},
+        {"command": "create", "path": "/memories/x.md", "file_text": None},
+    ])
+    assert text(1).count("\n") == 3 and "     3\tOwner: ops." in text(1)
+    assert not failed(2), text(2)
+    assert not failed(3)
+    db = project.get("team-db")
+    assert db.type == "project_fact"
+    assert db.body == "# Team database\nThe team runs Postgres 17 on staging.\nBackups nightly."\
+        "\nOwner: ops."
+    assert db.description == "Team database"
+    assert "projects-api-notes-about-auth" in project and not failed(5)
+    assert "/memories/projects-api-notes-about-auth.md" in text(6)
+    assert "in their own store" in text(7) and "style" in user and "style" not in project
+    assert "tabs over spaces" in text(8) and not failed(8)
+    assert failed(9) and "`path` must be a string" in text(9)
+    assert failed(10) and "`file_text` must be a string" in text(10)
+
+
+def test_costly_arguments_are_refused_quickly(tmp_path: Path) -> None:
+    """A text over the size limit is refused before any scan; a short old_str repeated
+    thousands of times gets a short error."""
+    from anthropic.lib.tools import ToolError
+
+    store = MemoryStore(tmp_path / ".memory")
+    tool = MemdirMemoryTool(store)
+    with pytest.raises(ToolError, match="over the 256 KiB"):
+        tool.call({"command": "create", "path": "/memories/big.md", "file_text": "a " * 200_000})
+    tool.call({"command": "create", "path": "/memories/many.md",
+               "file_text": "ab\n" * 60_000})
+    with pytest.raises(ToolError) as exc:
+        tool.call({"command": "str_replace", "path": "/memories/many.md", "old_str": "ab",
+                   "new_str": "x"})
+    assert len(str(exc.value)) < 300 and "and 59990 more" in str(exc.value)
 
 
 @pytest.mark.parametrize("note, description", [

@@ -389,6 +389,12 @@ class MemoryStore:
         ``secrets`` says what to do with credentials in the text: "refuse" (raise SecretFound,
         the default), "redact" (automatic paths) or "allow" (the user insisted).
         """
+        limit = self.config.max_file_bytes
+        for change in plan:  # before the secrets scan, whose cost grows with the text
+            if isinstance(change, Put) and len(change.memory.body) > limit:
+                raise InvalidMemory(
+                    f"memory {change.memory.name!r} is over the {limit // 1024} KiB limit —"
+                    " shorten the body or split it into several memories")
         plan = screen(plan, secrets)
         with self.locked():
             self._folder.catch_up()

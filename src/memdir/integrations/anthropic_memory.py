@@ -4,16 +4,18 @@
 uses it unchanged: ``client.beta.messages.tool_runner(..., tools=[MemdirMemoryTool(store)])``.
 ``/memories/<name>.md`` is the project's memory ``<name>``; given the user's store too,
 ``/memories/user/<name>.md`` is one of the user's own memories (every project sees those), and
-renaming a file between the two folders moves it. ``view`` shows files as
-they are on disk, with line numbers; a file the model creates without frontmatter gets one
-(``user_preference`` in the user's folder, elsewhere a type guessed from the words; its first
-line of text as the description), and an insert that would break the frontmatter is refused
-with the line where the text starts. Every change goes through the store (lock, journal,
-history, undo, secret screening); a refused change is a tool error that says why.
-``memories/…`` is read as ``/memories/…`` and ``<name>`` as ``<name>.md``; paths outside
-``/memories``, ``..`` (also percent-encoded), other subfolders and anything but ``<name>.md``
-are refused. Return strings follow the SDK's own implementation. This module does NOT call
-the model: the SDK's runner does.
+renaming a file between the two folders moves it.
+
+The model sees and edits the text it wrote, as it wrote it: ``view`` numbers the lines of a
+memory's body, and ``str_replace`` and ``insert`` work on those lines; memdir keeps the
+frontmatter behind it (a description taken from the first line follows the text). A note the
+model creates gets a type from its words (a preference of the person goes to the user's store
+when there is one); a file that opens with frontmatter sets its own fields. Claude's habits
+are mapped onto memories: ``.txt``, ``.xml`` and other text endings, subfolders
+(``/memories/projects/x/notes.md`` is ``projects-x-notes``) and names with spaces or capitals.
+Every change goes through the store (lock, journal, history, undo, secret screening); a
+refused change or a malformed argument is a tool error that says why. Return strings follow
+the SDK's own implementation. This module does NOT call the model: the SDK's runner does.
 """
 
 from __future__ import annotations
@@ -32,16 +34,19 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from ..errors import InvalidMemory, MemdirError, MemoryNotFound, SecretFound
-from ..extract import sounds_like_preference
+from ..errors import MemdirError, MemoryNotFound, SecretFound
+from ..extract import guess_type
 from ..index import read_file
-from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, split_frontmatter, validate_name
+from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_name
 from ..plan import Put, Remove
 from ..store import MemoryStore
 
 ROOT = "/memories"
 USER = ROOT + "/user"
 WIDTH = 6  # line-number width, as the SDK's local-filesystem tool prints it
+TEXT_ENDINGS = (".md", ".markdown", ".txt", ".xml", ".json", ".yaml", ".yml", ".rst", ".org")
+MAX_LINES_SHOWN = 10  # line numbers listed for an ambiguous old_str
+STRINGS = ("path", "file_text", "old_str", "new_str", "insert_text", "old_path", "new_path")
 
 
 def _size(n: int) -> str:
@@ -54,15 +59,6 @@ def _size(n: int) -> str:
         if value < 1024 or unit == "G":
             break
     return f"{value:.1f}{unit}"
-
-
-def _frontmatter_end(text: str) -> int:
-    """The line number of the line that closes a file's frontmatter (0: it has none)."""
-    try:
-        head, _ = split_frontmatter(text)
-    except InvalidMemory:
-        return 0
-    return head.count("\n") + 2  # the opening line, the YAML's lines, the closing line
 
 
 _MARKS = re.compile(r"^\s*(?:[#>]+\s*|[-*+]\s+)*")  # headings, quotes, list bullets
@@ -87,16 +83,26 @@ def _first_line(text: str) -> str:
     return (prose or code or [""])[0]
 
 
+def _lines_of(text: str, part: str) -> list[int]:
+    """The line numbers where ``part`` starts in ``text`` (one pass, however many)."""
+    lines, at, line, pos = [], text.find(part), 1, 0
+    while at != -1:
+        line += text.count("\n", pos, at)
+        pos = at
+        lines.append(line)
+        at = text.find(part, at + max(1, len(part)))
+    return lines
+
+
 class MemdirMemoryTool(BetaAbstractMemoryTool):
     """The memory tool over a memdir store."""
 
     def __init__(self, store: MemoryStore, *, user_store: MemoryStore | None = None,
-                 default_type: str = "reference", **kwargs: Any) -> None:
+                 default_type: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.store = store
         self.user_store = user_store
-        self.default_type = (default_type if default_type in store.config.types
-                             else store.config.types[0])
+        self.default_type = (default_type if default_type in store.config.types else None)
 
     @classmethod
     def with_user_store(cls, store: MemoryStore, **kwargs: Any) -> MemdirMemoryTool:
@@ -107,6 +113,21 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         scopes = Scopes(store.config, project=store, watch=False, scopes=[USER])
         user = scopes.writable(USER) if scopes.user_root() is not None else None
         return cls(store, user_store=user, **kwargs)
+
+    def execute(self, command: Any) -> Any:
+        """Check the arguments' types (the SDK hands them over unchecked), then run."""
+        for key in STRINGS:
+            value = getattr(command, key, "")
+            if not isinstance(value, str):
+                raise ToolError(f"`{key}` must be a string, got {type(value).__name__}")
+        line = getattr(command, "insert_line", 0)
+        if not isinstance(line, int) or isinstance(line, bool):
+            raise ToolError(f"`insert_line` must be a whole number, got {line!r}")
+        span = getattr(command, "view_range", None)
+        if span is not None and (not isinstance(span, list) or len(span) != 2
+                                 or not all(isinstance(n, int) for n in span)):
+            raise ToolError(f"`view_range` must be two line numbers, like [1, 20]; got {span!r}")
+        return super().execute(command)
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -123,22 +144,32 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         rest, store = raw[len(ROOT) + 1:], self.store
         if self.user_store is not None and rest.split("/")[0] == "user":
             rest, store = rest[len("user/"):], self.user_store
-        if not rest.strip("/") and allow_dir:
-            return store, None
-        parts = rest.split("/")
-        folders = f"{ROOT} or {USER}" if self.user_store is not None else ROOT
-        if ".." in parts or len(parts) > 1 or not parts[0]:
-            raise ToolError(f"Path {path} would escape {ROOT} or names a folder: memories are"
-                            f" files directly in {folders}, like {ROOT}/<name>.md")
-        if "." not in parts[0]:  # "/memories/tea" names the memory tea, as tea.md does
-            parts[0] += ".md"
-        if not parts[0].endswith(".md"):
-            folder = USER if store is self.user_store else ROOT
-            raise ToolError(f"Path {path} is not a memory file: use {folder}/<name>.md")
+        parts = [p for p in rest.split("/") if p]
+        if ".." in parts or "." in parts:
+            raise ToolError(f"Path {path} would escape {ROOT}")
+        if not parts:
+            if allow_dir:
+                return store, None
+            raise ToolError(f"Path {path} names a folder: memories are files, like"
+                            f" {ROOT}/<name>.md")
+        stem = parts[-1]
+        for ending in TEXT_ENDINGS:
+            if stem.lower().endswith(ending):
+                stem = stem[: -len(ending)]
+                break
+        else:
+            if "." in stem and not re.fullmatch(r"[^.]+\.[^.]*\d[^.]*", stem):
+                folder = USER if store is self.user_store else ROOT
+                raise ToolError(f"Path {path} is not a text file: use {folder}/<name>.md")
+        name = "-".join([*parts[:-1], stem])
         try:
-            return store, validate_name(parts[0][:-3])
-        except MemdirError as exc:
-            raise ToolError(str(exc)) from None
+            name = validate_name(name)
+        except MemdirError:
+            name = slugify(name)
+        if store is self.store and name not in store and self.user_store is not None \
+                and name in self.user_store:
+            store = self.user_store  # a preference the tool kept in the user's store
+        return store, name
 
     def _file(self, path: str) -> tuple[MemoryStore, str]:
         """The store and memory of a path that must name a file."""
@@ -146,7 +177,8 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         assert name is not None
         return store, name
 
-    def _text(self, store: MemoryStore, name: str, path: str) -> str:
+    def _memory(self, store: MemoryStore, name: str, path: str) -> Memory:
+        """The memory, read through the same no-follow handle the store checks with."""
         try:
             mem = store.get(name)
         except MemoryNotFound:
@@ -154,11 +186,17 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                             f" (view {ROOT} lists the memories).") from None
         try:
             data = read_file(store.root / str(mem.path), store.config.max_file_bytes)
-            return data.decode("utf-8")
-        except (InvalidMemory, UnicodeDecodeError) as exc:
+            return loads(data.decode("utf-8")).replace(path=mem.path,
+                                                       digest=mem.digest)
+        except (MemdirError, UnicodeDecodeError) as exc:
             raise ToolError(f"{path} cannot be read ({exc}) — see 'memdir doctor'") from None
 
     def _write(self, store: MemoryStore, changes: list[Any], summary: str) -> None:
+        limit = store.config.max_file_bytes
+        for change in changes:
+            if isinstance(change, Put) and len(change.memory.body.encode()) > limit:
+                raise ToolError(f"the text is over the {limit // 1024} KiB a memory may hold"
+                                " — keep the gist, not the whole document")
         try:
             store.apply(changes, source="memory-tool", summary=summary)
         except SecretFound as exc:
@@ -167,23 +205,34 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         except MemdirError as exc:
             raise ToolError(str(exc)) from None
 
-    def _parse(self, store: MemoryStore, name: str, text: str, path: str) -> Memory:
-        """The memory a file's new text describes; frontmatter is added when missing."""
+    def _new(self, store: MemoryStore, name: str, text: str, path: str) -> Memory:
+        """The memory a created file's text describes: its own frontmatter, or the type its
+        words suggest and its first line as the description."""
+        if len(text.encode()) > store.config.max_file_bytes:
+            raise ToolError(f"the text is over the {store.config.max_file_bytes // 1024} KiB"
+                            " a memory may hold — keep the gist, not the whole document")
         if text.lstrip("\ufeff").startswith("---\n"):
             try:
-                mem = loads(text)
+                return loads(text).replace(name=name)
             except MemdirError as exc:
                 raise ToolError(f"{path} would not be a valid memory: {exc}") from None
-            if mem.name != name:
-                raise ToolError(f"the frontmatter names {mem.name!r} but the path names"
-                                f" {name!r} — keep them the same, or use rename")
-            return mem
+        types = store.config.types
+        if store is self.user_store and "user_preference" in types:
+            kind = "user_preference"
+        else:
+            kind = guess_type(text, types)
+            if kind != "user_preference" and self.default_type is not None:
+                kind = self.default_type
         first = _first_line(text) or name
-        about_user = store is self.user_store or sounds_like_preference(text)
-        kind = "user_preference" if about_user else self.default_type
-        if kind not in store.config.types:
-            kind = self.default_type
         return Memory(name, kind, first[:MAX_DESCRIPTION_CHARS], text.strip("\n"))
+
+    def _edited(self, current: Memory, body: str) -> Memory:
+        """``current`` with a new body; a description that was its first line follows it."""
+        derived = _first_line(current.body)[:MAX_DESCRIPTION_CHARS]
+        description = current.description
+        if description == derived or not description:
+            description = (_first_line(body) or current.name)[:MAX_DESCRIPTION_CHARS]
+        return current.replace(body=body.strip("\n"), description=description)
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -199,6 +248,14 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         store, name = self._locate(command.path, allow_dir=True)
+        if name is not None and name not in store and "." not in command.path.rsplit("/")[-1]:
+            prefix = name + "-"  # a subfolder the model made: the memories it maps onto
+            if any(e.name.startswith(prefix) for e in store.entries()):
+                folder = USER if store is self.user_store else ROOT
+                lines = [line for line in self._listing(store, folder)[1:]
+                         if line.split("\t")[1].startswith(f"{folder}/{prefix}")]
+                return ("Here're the files and directories up to 2 levels deep in"
+                        f" {command.path}, excluding hidden items:\n" + "\n".join(lines))
         if name is None:
             if store is self.store:
                 lines = self._listing(store, ROOT)
@@ -208,10 +265,9 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                 lines = self._listing(store, USER)
             return ("Here're the files and directories up to 2 levels deep in"
                     f" {command.path}, excluding hidden items:\n" + "\n".join(lines))
-        text = self._text(store, name, command.path)
-        lines = text.split("\n")
+        lines = self._memory(store, name, command.path).body.split("\n")
         start = 1
-        if command.view_range and len(command.view_range) == 2:
+        if command.view_range:
             first, last = command.view_range
             start = max(1, first)
             lines = lines[start - 1: len(lines) if last == -1 else last]
@@ -222,63 +278,52 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         store, name = self._file(command.path)
         if name in store:
             raise ToolError(f"File {command.path} already exists")
-        self._write(store, [Put(self._parse(store, name, command.file_text, command.path),
-                                reason="created with the memory tool")], f"create {name}")
-        return f"File created successfully at: {command.path}"
+        mem = self._new(store, name, command.file_text, command.path)
+        where = command.path
+        if mem.type == "user_preference" and store is self.store and self.user_store is not None:
+            store, where = self.user_store, f"{USER}/{name}.md"  # the person's, in any project
+            if name in store:
+                raise ToolError(f"File {where} already exists")
+        self._write(store, [Put(mem, reason="created with the memory tool")], f"create {name}")
+        note = "" if where == command.path else " (a preference of the person: kept in their" \
+            " own store, which every project sees)"
+        return f"File created successfully at: {where}{note}"
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
         store, name = self._file(command.path)
-        text = self._text(store, name, command.path)
-        count = text.count(command.old_str) if command.old_str else 0
-        if count == 0:
-            raise ToolError(f"No replacement was performed, old_str `{command.old_str}` did not"
-                            f" appear verbatim in {command.path}.")
-        if count > 1:
-            lines, at = [], text.find(command.old_str)
-            while at != -1:
-                lines.append(text[:at].count("\n") + 1)
-                at = text.find(command.old_str, at + 1)
+        current = self._memory(store, name, command.path)
+        text = current.body
+        lines = _lines_of(text, command.old_str) if command.old_str else []
+        if not lines:
+            raise ToolError(f"No replacement was performed, old_str `{command.old_str[:200]}`"
+                            f" did not appear verbatim in {command.path}.")
+        if len(lines) > 1:
+            shown = ", ".join(map(str, lines[:MAX_LINES_SHOWN]))
+            more = (f" (and {len(lines) - MAX_LINES_SHOWN} more)"
+                    if len(lines) > MAX_LINES_SHOWN else "")
             raise ToolError(f"No replacement was performed. Multiple occurrences of old_str"
-                            f" `{command.old_str}` in lines: {', '.join(map(str, lines))}."
-                            " Please ensure it is unique")
-        at = text.find(command.old_str)
+                            f" `{command.old_str[:200]}` in lines: {shown}{more}. Please"
+                            " ensure it is unique")
         new = text.replace(command.old_str, command.new_str, 1)
-        current = store.get(name)
-        self._write(store, [Put(self._parse(store, name, new, command.path),
-                                reason="edited with the memory tool", expect=current.digest,
-                                merge_extra=False)], f"edit {name}")
-        shown = self._text(store, name, command.path).split("\n")
-        line = text[:at].count("\n")
-        snippet = [f"{str(n).rjust(WIDTH)}\t{shown[n - 1]}"
-                   for n in range(max(1, line - 1), min(len(shown), line + 3) + 1)]
+        self._write(store, [Put(self._edited(current, new), reason="edited with the memory tool",
+                                expect=current.digest, merge_extra=False)], f"edit {name}")
+        body = new.split("\n")
+        line = lines[0] - 1
+        snippet = [f"{str(n).rjust(WIDTH)}\t{body[n - 1]}"
+                   for n in range(max(1, line - 1), min(len(body), line + 3) + 1)]
         return ("The memory file has been edited. Here is the snippet showing the change (with"
                 " line numbers):\n" + "\n".join(snippet))
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
         store, name = self._file(command.path)
-        text = self._text(store, name, command.path)
-        lines = text.split("\n")
-        if text.endswith("\n"):
-            lines.pop()
+        current = self._memory(store, name, command.path)
+        lines = current.body.split("\n") if current.body else []
         if command.insert_line < 0 or command.insert_line > len(lines):
             raise ToolError(f"Invalid `insert_line` parameter: {command.insert_line}. It should"
                             f" be within the range [0, {len(lines)}].")
         lines.insert(command.insert_line, command.insert_text.rstrip("\n"))
-        new = "\n".join(lines) + "\n"
-        top = _frontmatter_end(text)
-        try:
-            if command.insert_line < top and not _frontmatter_end(new):
-                raise ToolError("the frontmatter must open the file")
-            mem = self._parse(store, name, new, command.path)
-        except ToolError:
-            if command.insert_line >= top:
-                raise
-            raise ToolError(f"No insertion was performed: line {command.insert_line} of"
-                            f" {command.path} is in its frontmatter (lines 1-{top}), where only"
-                            f" YAML fields go; its text starts after line {top}, so insert at"
-                            f" {top} or later") from None
-        current = store.get(name)
-        self._write(store, [Put(mem, reason="edited with the memory tool", expect=current.digest,
+        self._write(store, [Put(self._edited(current, "\n".join(lines)),
+                                reason="edited with the memory tool", expect=current.digest,
                                 merge_extra=False)], f"insert into {name}")
         return f"The file {command.path} has been edited."
 

@@ -272,10 +272,12 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
                 value: str = getattr(current, field)
                 count = value.count(old) if old else 0
                 if count > 1:
-                    lines = sorted({value[:i].count("\n") + 1 for i in _find_all(value, old)})
+                    lines = sorted({value.count("\n", 0, i) + 1
+                                    for i in _find_all(value, old)[:10]})
+                    more = ", …" if count > 10 else ""
                     raise ToolError(f"'old' appears {count} times in the {field} of {which}"
-                                    f" (lines {', '.join(map(str, lines))}) — include more"
-                                    " surrounding text so it is unique")
+                                    f" (lines {', '.join(map(str, lines))}{more}) — include"
+                                    " more surrounding text so it is unique")
                 if count == 1:
                     changed = current.replace(**{field: value.replace(old, new, 1)})
                     store.apply([Put(changed, reason="edited through MCP",
