@@ -193,7 +193,7 @@ def test_sessions_of_both_hosts_are_read(tmp_path: Path) -> None:
     assert len(read_session(torn)) == 4
 
 
-@pytest.mark.parametrize("host, rel", [("claude-code", ".claude/settings.json"),
+@pytest.mark.parametrize("host, rel", [("claude-code", ".claude/settings.local.json"),
                                        ("codex", ".codex/hooks.json")])
 def test_install_merges_idempotently_and_uninstall_removes_only_ours(
         tmp_path: Path, host: str, rel: str) -> None:
@@ -218,7 +218,11 @@ def test_install_merges_idempotently_and_uninstall_removes_only_ours(
     stop = [h["command"] for g in data["hooks"]["Stop"] for h in g["hooks"]]
     assert "notify-send done" in stop and any("memdir hook learn" in c for c in stop)
     prompt_cmd = data["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
-    assert prompt_cmd.endswith(f"-m memdir hook prompt --host {host}")
+    if host == "codex":  # a file teammates share: their own memdir, from the PATH
+        assert prompt_cmd == "memdir hook prompt --host codex"
+    else:  # this machine's own settings: this installation, wherever the PATH points
+        assert prompt_cmd == f"{sys.executable} -m memdir hook prompt --host {host}"
+        assert not (project / ".claude" / "settings.json").exists()
     assert "nothing changed" in run("install", host).stdout
     r = subprocess.run([sys.executable, "-m", "memdir", "init"], cwd=project, env=env,
                        capture_output=True, text=True)
@@ -231,3 +235,50 @@ def test_install_merges_idempotently_and_uninstall_removes_only_ours(
     r = run("install", host)
     assert r.returncode == 1 and "is not valid JSON" in r.stderr
     assert settings.read_text() == "{broken"
+
+
+def test_stores_start_where_they_belong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                        ) -> None:
+    """add in a subfolder of a repository without a store creates it at the repository's top;
+    the learn hook outside any store learns into the user's store and creates none; an MCP
+    server started in an arbitrary folder remembers into the user's store."""
+    import asyncio
+
+    from mcp.client import Client
+
+    from memdir.config import load_config
+    from memdir.integrations.mcp import build_server
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "pkg" / "sub").mkdir(parents=True)
+    env = _env(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "memdir", "add", "db", "--type", "project_fact",
+                        "-d", "Postgres 16", "--body", "pg"], cwd=repo / "pkg" / "sub",
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (repo / ".memory" / "db.md").is_file()
+    assert not (repo / "pkg" / "sub" / ".memory").exists()
+
+    other = tmp_path / "other-repo"
+    (other / ".git").mkdir(parents=True)
+    event = {"session_id": "s1", "transcript_path": str(DATA / "claude_session.jsonl"),
+             "cwd": str(other), "hook_event_name": "Stop"}
+    r = hook(["learn", "--host", "claude-code"], event, tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    user_root = Path(env["MEMDIR_USER_DIR"])
+    assert _wait_for(lambda: (user_root / ".memdir" / "hooks.jsonl").exists())
+    assert not (other / ".memory").exists()
+
+    anywhere = tmp_path / "desktop"
+    anywhere.mkdir()
+    monkeypatch.chdir(anywhere)
+    config = load_config()
+
+    async def body() -> str:
+        async with Client(build_server(config)) as client:
+            r = await client.call_tool("remember", {"description": "Notes in Obsidian",
+                                                    "body": "The vault is ~/notes."})
+            return str(r.content[0].text)
+    said = asyncio.run(body())
+    assert "in the user's own store" in said and not (anywhere / ".memory").exists()

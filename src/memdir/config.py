@@ -34,7 +34,8 @@ class Config:
     """Every setting memdir reads, with its default."""
 
     dir: Path = Path(".memory")
-    dir_source: str = "default"  # how ``dir`` was found: flag, env, found (upward) or default
+    dir_source: str = "default"  # how ``dir`` was found: flag, env, found (upward), git (the
+    # top of the repository, no store yet) or default (the working folder, no store yet)
     types: tuple[str, ...] = DEFAULT_TYPES
     provider: str | None = None
     model: str | None = None
@@ -137,7 +138,8 @@ def find_store_dir(flag: Any = None, env_dir: str | None = None,
                    start: Path | None = None) -> tuple[Path, str]:
     """Where the store is, and how that was decided: ``--dir``, else ``MEMDIR_DIR``, else the
     nearest ``.memory`` folder in the working directory or a parent (as git finds ``.git``),
-    else ``./.memory`` (which only ``memdir init`` and writes create)."""
+    else ``.memory`` at the top of the git repository the folder is in, else ``./.memory``
+    (which only ``memdir init`` and writes create)."""
     if flag:
         return Path(flag), "flag"
     if env_dir:
@@ -147,6 +149,9 @@ def find_store_dir(flag: Any = None, env_dir: str | None = None,
         candidate = folder / ".memory"
         if candidate.is_dir():
             return (Path(".memory") if folder == here else candidate), "found"
+    for folder in (here, *here.parents):  # none yet: a repository's home is its top folder
+        if (folder / ".git").exists():
+            return (Path(".memory") if folder == here else folder / ".memory"), "git"
     return Path(".memory"), "default"
 
 

@@ -14,9 +14,11 @@ exactly those. This module does NOT parse session files (``transcripts`` does).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -37,7 +39,7 @@ from ..store import MemoryStore
 from .transcripts import read_session
 
 HOSTS = ("claude-code", "codex")
-MARKER = "-m memdir hook "  # how memdir's own entries are told from the user's
+MARKER = re.compile(r"(?:-m memdir|\bmemdir) hook (?:prompt|learn)\b")  # memdir's own entries
 
 
 class HookError(MemdirError):
@@ -56,8 +58,9 @@ class Target:
 def target(host: str, *, user: bool, project: Path) -> Target:
     """Where ``host`` reads hooks: the project's settings, or the user's."""
     home = Path.home()
-    if host == "claude-code":
-        path = (home if user else project) / ".claude" / "settings.json"
+    if host == "claude-code":  # a project's settings.json is shared: this machine's go local
+        path = home / ".claude" / "settings.json" if user \
+            else project / ".claude" / "settings.local.json"
         events = {"UserPromptSubmit": "prompt", "Stop": "learn", "SessionEnd": "learn",
                   "PreCompact": "learn"}
     elif host == "codex":
@@ -68,7 +71,11 @@ def target(host: str, *, user: bool, project: Path) -> Target:
     return Target(host, path, events)
 
 
-def _command(sub: str, host: str) -> str:
+def _command(sub: str, host: str, *, shared: bool) -> str:
+    """The hook's command: ``memdir`` from the PATH in a file teammates share (their
+    memdir, wherever they installed it), else this installation's interpreter."""
+    if shared:
+        return f"memdir hook {sub} --host {host}"
     return f"{shlex.quote(sys.executable)} -m memdir hook {sub} --host {host}"
 
 
@@ -102,7 +109,8 @@ def _without_memdir(data: dict[str, Any]) -> dict[str, Any]:
         for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 handlers = [h for h in group["hooks"]
-                            if not (isinstance(h, dict) and MARKER in str(h.get("command", "")))]
+                            if not (isinstance(h, dict)
+                                    and MARKER.search(str(h.get("command", ""))))]
                 if handlers:
                     new_groups.append({**group, "hooks": handlers})
             else:
@@ -122,9 +130,11 @@ def install(host: str, *, user: bool, project: Path, timeout: int = 10) -> tuple
     before = _read_settings(t.path)
     data = _without_memdir(before)
     hooks = data.setdefault("hooks", {})
+    shared = not user and host == "codex"  # .codex/hooks.json is checked in with the project
     for event, sub in t.events.items():
         hooks.setdefault(event, []).append(
-            {"hooks": [{"type": "command", "command": _command(sub, host), "timeout": timeout}]})
+            {"hooks": [{"type": "command", "command": _command(sub, host, shared=shared),
+                        "timeout": timeout}]})
     return t.path, _save(t.path, before, data)
 
 
@@ -158,7 +168,7 @@ def installed(project: Path) -> list[str]:
                 text = t.path.read_text(encoding="utf-8")
             except OSError:
                 continue
-            if MARKER in text:
+            if MARKER.search(text):
                 out.append(f"{host} ({'user' if user else 'project'}: {t.path})")
     return out
 
@@ -182,10 +192,10 @@ def _config_for(event: dict[str, Any]) -> Config:
     """The configuration of the store for the event's working folder."""
     cwd = event.get("cwd")
     start = Path(cwd) if isinstance(cwd, str) and os.path.isdir(cwd) else None
-    folder, _ = find_store_dir(None, os.environ.get("MEMDIR_DIR"), start)
+    folder, source = find_store_dir(None, os.environ.get("MEMDIR_DIR"), start)
     if start is not None and not folder.is_absolute():
         folder = start / folder
-    return load_config({"dir": folder})
+    return dataclasses.replace(load_config({"dir": folder}), dir_source=source)
 
 
 def log_line(store_dir: Path, record: dict[str, Any]) -> None:
@@ -267,7 +277,16 @@ def learn(event: dict[str, Any], *, host: str | None) -> Path:
     if not isinstance(path, str) or not path:
         raise HookError("the event names no transcript_path — nothing to learn from")
     config = _config_for(event)
-    store = MemoryStore(config.dir, config, create=True, watch=False)
+    if config.dir_source in ("default", "git") and not config.dir.is_dir():
+        # no project store: learn into the person's own store, never start one unasked
+        root = user_store_dir(config)
+        if root is None:
+            raise HookError(f"no memory store at {config.dir} and the user store is off — run"
+                            " 'memdir init' in the project to learn there")
+        config = dataclasses.replace(config, dir=root, dir_source="user")
+        store = open_user_store(root, config)
+    else:
+        store = MemoryStore(config.dir, config, create=True, watch=False)
     spool = store.internal / SPOOL
     spool.mkdir(exist_ok=True)
     job = spool / f"{time.time_ns()}-{os.getpid()}.json"

@@ -88,7 +88,10 @@ class MemoryServer:
     def writable(self, where: str) -> MemoryStore:
         """The project's store (created if need be) or the user's (created owner-only)."""
         if where == PROJECT:
-            return self.store(create=True)
+            if self.config.dir_source != "default" or self.config.dir.is_dir() \
+                    or user_store_dir(self.config) is None:
+                return self.store(create=True)
+            where = USER  # started outside any project (a desktop host): the person's store
         if self._user is None:
             root = user_store_dir(self.config)
             if root is None:
@@ -96,6 +99,10 @@ class MemoryServer:
                                 " \"project\"")
             self._user = open_user_store(root, self.config, watch=True)
             self._scopes = None  # read the stores again, the new one included
+        return self._user
+
+    def user_or_none(self) -> MemoryStore | None:
+        """The user's store if this server has opened it."""
         return self._user
 
     def target(self, shown: str, *, write: bool = True) -> tuple[MemoryStore, str]:
@@ -254,7 +261,7 @@ def build_server(config: Config) -> MCPServer:  # noqa: C901 - one closure per t
             existed = chosen in store
             saved = store.write(chosen, type=kind, description=description, body=body,
                                 source="mcp", reason="remembered through MCP")
-            there = "" if where == PROJECT else " in the user's own store"
+            there = "" if store is not mem.user_or_none() else " in the user's own store"
             return f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
         return mem.call(run)
 
