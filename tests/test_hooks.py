@@ -282,3 +282,79 @@ def test_stores_start_where_they_belong(tmp_path: Path, monkeypatch: pytest.Monk
             return str(r.content[0].text)
     said = asyncio.run(body())
     assert "in the user's own store" in said and not (anywhere / ".memory").exists()
+
+
+def test_the_prompt_hook_never_waits_on_the_model(tmp_path: Path) -> None:
+    """A model that does not answer: the hook answers from search within its budget (the
+    process would otherwise outlive the 60 s this test gives it); an unknown --host is no
+    host, never exit 2; a huge prompt is read from its end; a pipe as the transcript is not
+    opened."""
+    from fakeserver import FakeLLMServer, Scripted
+
+    project = tmp_path / "app"
+    store = MemoryStore(project / ".memory")
+    store.write("deploy-days", type="project_fact", description="Deploys happen on Fridays",
+                body="We deploy on Fridays after lunch.")
+    (project / ".memory" / "config.toml").write_text("hook_budget = 1.0\n")
+    server = FakeLLMServer().start()
+    server.handler = lambda req: Scripted(text='{"selected": []}', delay=90)
+    fifo = tmp_path / "session.fifo"
+    os.mkfifo(fifo)
+    try:
+        env = _env(tmp_path, ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.url,
+                   MEMDIR_MAX_RETRIES="0")
+        event = {"prompt": "x " * 400_000 + "when do we deploy?", "cwd": str(project),
+                 "hook_event_name": "UserPromptSubmit", "transcript_path": str(fifo)}
+        r = hook(["prompt", "--host", "vim"], event, tmp_path, env)
+        assert r.returncode == 0, r.stderr
+        assert "We deploy on Fridays" in json.loads(r.stdout)["hookSpecificOutput"][
+            "additionalContext"]
+        assert server.requests  # the model was asked, and not waited for
+    finally:
+        server.stop()
+
+
+def test_learn_workers_refuse_pipes_and_devices(tmp_path: Path) -> None:
+    """A transcript that is a FIFO or /dev/zero ends the worker with an error, not a hang."""
+    from memdir.config import load_config
+    from memdir.integrations.hooks import learn_worker
+
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    config = load_config({"dir": project / ".memory"})
+    fifo = tmp_path / "t.fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        job = project / ".memory" / ".memdir" / "job.json"
+        job.parent.mkdir(exist_ok=True)
+        job.write_text(json.dumps({"event": {"transcript_path": str(path),
+                                             "hook_event_name": "Stop"}, "host": None}))
+        record = learn_worker(job, config)
+        assert record["status"] == "error" and "not a regular file" in record["error"]
+
+
+def test_concurrent_learns_ask_the_model_once(tmp_path: Path) -> None:
+    """Ten Stop hooks for the same new messages: one extraction call."""
+    from fakeserver import FakeLLMServer, reply
+
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    server = FakeLLMServer().start()
+    server.handler = lambda req: reply(json.dumps(PG))
+    try:
+        env = _env(tmp_path, ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.url,
+                   MEMDIR_MAX_RETRIES="0", MEMDIR_USER_DIR="none")
+        event = {"session_id": "s1", "transcript_path": str(DATA / "codex_session.jsonl"),
+                 "cwd": str(project), "hook_event_name": "Stop"}
+        procs = [subprocess.Popen([sys.executable, "-m", "memdir", "hook", "learn", "--host",
+                                   "codex"], stdin=subprocess.PIPE, env=env, cwd=tmp_path,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for _ in range(10)]
+        for p in procs:
+            p.communicate(json.dumps(event).encode(), timeout=60)
+        log = project / ".memory" / ".memdir" / "hooks.jsonl"
+        assert _wait_for(lambda: log.exists() and log.read_text().count('"hook": "learn"')
+                         == 10, 120)
+        assert len(server.requests) == 1
+    finally:
+        server.stop()

@@ -112,3 +112,57 @@ def test_search_cli(cli: CliFn) -> None:
     assert "user-language-preference" in cli("search", "中文").out
     assert cli("search", "nothing-like-this").out == "No matching memories.\n"
     assert cli("search").code == 2
+
+
+@pytest.mark.parametrize("cache", ["search.sqlite", "vectors.sqlite"])
+def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> None:
+    """Random bytes over the middle of a cache (a power cut with synchronous=OFF): doctor
+    says so and --fix rebuilds it; a search that meets it rebuilds it and answers."""
+    from memdir.memory import Memory
+    from memdir.plan import Put
+
+    store = MemoryStore(tmp_path / ".memory")
+    words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma".split()
+    store.apply([Put(Memory(f"note-{i}", "project_fact", f"Note {i} about {words[i % 10]}",
+                            " ".join(words[(i + j) % 10] for j in range(300))))
+                 for i in range(40)])
+    assert cli("search", "kappa").code == 0  # builds both caches
+    path = tmp_path / ".memory" / ".memdir" / cache
+
+    def damage() -> None:
+        import sqlite3
+
+        store.close()
+        db = sqlite3.connect(str(path))  # everything into the file, then damage its middle
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.close()
+        data = bytearray(path.read_bytes())
+        middle = len(data) // 2
+        data[middle: middle + 8192] = os.urandom(min(8192, len(data) - middle))
+        path.write_bytes(bytes(data))
+        for suffix in ("-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+
+    damage()
+    r = cli("doctor")
+    assert f".memdir/{cache}: damaged cache" in r.out and "doctor --fix" in r.out
+    r = cli("doctor", "--fix")
+    assert f"removed the damaged cache .memdir/{cache}" in r.out
+    assert "damaged cache" not in cli("doctor").out
+    assert cli("search", "kappa").code == 0
+    damage()
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    def memdir(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "memdir", "--dir", str(store.root), *args],
+                              capture_output=True, text=True, env=child_env(), timeout=120)
+
+    r = memdir("search", "lambda", "--json")
+    assert r.returncode == 0, r.stderr
+    assert any(row["name"].startswith("note-") for row in json.loads(r.stdout))
+    damage()
+    r = memdir("recall", "--no-llm", "tell me about lambda")
+    assert r.returncode == 0 and "<relevant_memories>" in r.stdout, r.stderr

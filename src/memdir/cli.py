@@ -7,6 +7,7 @@ the commands that use it. This module does NOT contain memory logic.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -377,19 +378,48 @@ def _existing(c: Ctx, scope: str) -> MemoryStore:
     return found[0][1]
 
 
-@cli.command(short_help="Rebuild MEMORY.md (and the caches) from the files.")
+@cli.command(short_help="Rebuild MEMORY.md and the search index, and embed every memory.")
 @scope_option(PROJECT, writes=True)
+@click.option("--background", is_flag=True, hidden=True)
 @json_option
 @pass_ctx
-def index(c: Ctx, scope: str, as_json: bool) -> None:
+def index(c: Ctx, scope: str, background: bool, as_json: bool) -> None:
     """Rebuild MEMORY.md (and the caches) from the files of the project's store (or the
-    user's, with --scope user)."""
+    user's, with --scope user), and embed every memory for search by meaning now (searches
+    otherwise do it a few seconds at a time, and in the background)."""
     store = _existing(c, scope)
+    if background:
+        _embed_quietly(store)
+        return
     count = len(store.rebuild())
+    from .cli_context import _Progress
+
+    progress = _Progress("Embedding memories for search") if sys.stderr.isatty() else None
+    try:
+        embedded = store.embed_all(progress)
+    finally:
+        if progress is not None:
+            progress.close()
     if as_json:
-        emit_json({"index": str(store.index_path), "memories": count})
+        emit_json({"index": str(store.index_path), "memories": count, "embedded": embedded})
     else:
-        click.echo(f"Indexed {count} memories in {store.index_path}.")
+        click.echo(f"Indexed {count} memories in {store.index_path}"
+                   + (f"; {embedded} embedded for search by meaning." if embedded else "."))
+
+
+def _embed_quietly(store: MemoryStore) -> None:
+    """The background embedder: low priority, one at a time per store, resumable (what it
+    embedded is kept if it is stopped)."""
+    import filelock
+
+    from .layout import INTERNAL
+
+    os.nice(10)
+    try:
+        with filelock.FileLock(str(store.root / INTERNAL / "embedding.lock"), timeout=0):
+            store.embed_all()
+    except filelock.Timeout:
+        return  # another one is at work
 
 
 @cli.command(short_help="Check the store and report problems.")

@@ -15,6 +15,7 @@ import click
 
 from .config import Config, ignored_notice, load_config
 from .errors import MemdirError, MemoryNotFound, StoreNotFound
+from .lookup import embed_in_background
 from .scopes import PROJECT, USER, Scope, Scopes
 from .store import MemoryStore
 
@@ -31,6 +32,7 @@ class Ctx:
         self._scopes: Scopes | None = None
         self.also: tuple[str, ...] = tuple(overrides.pop("also", None) or ())
         self.create_store = False  # commands that write set this: they may create the store
+        self._paced: list[MemoryStore] = []
 
     @property
     def config(self) -> Config:
@@ -52,10 +54,32 @@ class Ctx:
             finally:
                 if progress is not None:
                     progress.close()
-            if sys.stderr.isatty():
-                self._store.pace_embedding(_Progress("Embedding memories for search"))
+            self._pace(self._store)
             self._scopes = None  # any opened before the project store existed
         return self._store
+
+    def _pace(self, store: MemoryStore) -> None:
+        """A command's search embeds new memories for a few seconds at most; the rest are
+        embedded by a background process when the command ends."""
+        if store in self._paced:
+            return
+        self._paced.append(store)
+        progress = _Progress("Embedding memories for search") if sys.stderr.isatty() else None
+        store.pace_embedding(progress, budget=self.config.embed_budget)
+        if len(self._paced) == 1:
+            context = click.get_current_context(silent=True)
+            if context is not None:
+                context.call_on_close(self._embed_the_rest)
+
+    def _embed_the_rest(self) -> None:
+        for store in self._paced:
+            left = store.embedding_backlog
+            if left and not store.read_only:
+                started = embed_in_background(store.root)
+                if started:
+                    click.echo(f"memdir: {left} memories are being embedded in the background;"
+                               " until then search finds them by their words ('memdir index'"
+                               " embeds them now)", err=True)
 
     def scopes(self, scope: str | None = None, *, require: bool = True) -> Scopes:
         """The project, user and shared stores (``scope``: only project or user; "all" or
@@ -64,6 +88,8 @@ class Ctx:
         if self._scopes is None:
             project = self.store_or_none()
             self._scopes = Scopes(self.config, project=project, also=self.also, watch=None)
+            for _, store in self._scopes.stores():
+                self._pace(store)
         scopes = self._scopes
         if scope in (PROJECT, USER):
             scopes = scopes.only(scope)

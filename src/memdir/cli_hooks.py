@@ -19,7 +19,8 @@ HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
 @click.command("hook", short_help="Run as a Claude Code or Codex hook.")
 @click.argument("kind", type=click.Choice(["prompt", "learn"]))
-@click.option("--host", type=HOST_CHOICE, help="The host that runs the hook.")
+@click.option("--host", help="The host that runs the hook: claude-code or codex (another"
+              " name is used as no host).")
 @click.option("--worker", "job", type=click.Path(path_type=Path), hidden=True)
 @pass_ctx
 def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
@@ -27,6 +28,7 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
     PreCompact). Reads the event JSON on stdin; always exits 0."""
     from .integrations import hooks
 
+    host = host if host in HOST_CHOICE.choices else None  # never exit 2: that blocks the prompt
     event = None
     try:
         if job is not None:

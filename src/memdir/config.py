@@ -61,6 +61,7 @@ class Config:
     extract_style: str = "auto"  # "memories", "facts", or "auto" (facts for local endpoints)
     select_guard: str = "auto"  # "lexical", "none", or "auto" (lexical for local endpoints)
     hook_budget: float = 2.0  # seconds the prompt hook gives the memory model before search
+    embed_budget: float = 3.0  # seconds a command's search embeds new memories; then background
     embedder: str = "auto"  # "auto" (MiniLM if memdir[embed] is installed), minilm, e5, http, none
     embed_model: str | None = None  # the endpoint's model ("http"), or an ONNX file ("minilm")
     embed_url: str | None = None  # an OpenAI-compatible base URL for "http" (default: base_url)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import TEMP_PREFIX
-from .layout import HISTORY, JOURNAL
+from .layout import HISTORY, JOURNAL, SEARCH, VECTORS
 from .memory import safe_repr
 from .safetext import plural
 from .store import MemoryStore
@@ -84,6 +84,28 @@ def _temp_files(store: MemoryStore) -> list[str]:
     return out
 
 
+def _damaged_caches(store: MemoryStore) -> list[tuple[str, str]]:
+    """The SQLite caches whose pages SQLite finds damaged, with what it said."""
+    import sqlite3
+
+    found = []
+    for name in (SEARCH, VECTORS):
+        path = store.internal / name
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+            try:
+                verdict = db.execute("PRAGMA quick_check").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as exc:
+            verdict = str(exc)
+        if verdict != "ok":
+            found.append((name, str(verdict).splitlines()[0][:120]))
+    return found
+
+
 def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
     """Check ``store``; with ``fix`` also repair the index, caches and temporary files."""
     report = Report()
@@ -106,6 +128,14 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
         report.warnings.append({"file": ".", "reason": f"{len(temps)} temporary files of"
                                 f" interrupted writers ({len(stale)} older than an hour:"
                                 " 'memdir doctor --fix' removes those)"})
+    for name, why in _damaged_caches(store):
+        if fix and not links:
+            store.discard_caches()
+            report.fixed.append(f"removed the damaged cache .memdir/{name} (rebuilt from the"
+                                " files at the next search)")
+        else:
+            report.warnings.append({"file": f".memdir/{name}", "reason": f"damaged cache"
+                                    f" ({why}) — 'memdir doctor --fix' rebuilds it"})
     journal = store.internal / JOURNAL
     if journal.exists() or journal.is_symlink():
         report.errors.append({"file": f".memdir/{JOURNAL}",

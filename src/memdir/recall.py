@@ -84,11 +84,14 @@ def recent_conversation(messages: list[Message], max_chars: int) -> str:
     return "\n".join(reversed(lines))
 
 
+MAX_QUERY_CHARS = 2000  # what search looks at of the conversation: its latest words
+
+
 def _query(messages: list[Message]) -> str:
     """Search text: the latest user message, with the one before it for context."""
     users = [message_text(m) for m in messages if m.get("role") == "user"]
     users = [u for u in users if u.strip() and u.strip() != "[tool result]"]
-    return "\n".join(users[-2:])
+    return "\n".join(users[-2:])[-MAX_QUERY_CHARS:]  # a pasted file is not a question
 
 
 def catalogue_for(store: Reader, query: str, limit: int) -> list[Entry]:

@@ -10,7 +10,8 @@
 
 Each is an ordinary ``MemoryStore`` with its own MEMORY.md and caches. ``Scopes`` reads them as
 one: a catalogue where each entry is tagged with its scope, and one search whose BM25 scores
-share one corpus's statistics (and whose cosines come from one embedder), so scores compare
+share one corpus's statistics (and whose cosines come from one embedder: ``embed.from_config``
+shares one per model in a process), so scores compare
 across stores. A name held by two scopes: the project's wins; the other is listed as
 ``user:name`` (or ``shared:team:name``) when its content differs, and not at all when it is the
 same. Writes go where the kind of memory belongs (``route``): ``user_preference`` to the user,
@@ -26,7 +27,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .config import Config
 from .entry import Entry
@@ -126,14 +127,12 @@ class Scopes:
         self.config = config
         self.watch = watch
         wanted = set(scopes) if scopes is not None else {PROJECT, USER, "shared"}
-        self._embedder: Any = _UNSET
         self._located: _View | None = None
         self.scopes: list[Scope] = []
         if PROJECT in wanted:
             if project is None:
                 try:
-                    project = MemoryStore(config.dir, config, create=create, watch=watch,
-                                          embedder=self.embedder())
+                    project = MemoryStore(config.dir, config, create=create, watch=watch)
                 except StoreNotFound:
                     project = None
             if project is not None:
@@ -169,20 +168,9 @@ class Scopes:
 
     # -- the stores ---------------------------------------------------------------------------
 
-    def embedder(self) -> Embedder | None:
-        """One embedder for every store, so that cosines compare across them."""
-        if self._embedder is _UNSET:
-            from .embed import EmbedError, from_config
-
-            try:
-                self._embedder = from_config(self.config)
-            except EmbedError:
-                self._embedder = None
-        return self._embedder  # type: ignore[no-any-return]
-
     def _open(self, root: Path, *, create: bool) -> MemoryStore:
         return MemoryStore(root, dataclasses.replace(self.config, dir=root), create=create,
-                           watch=self.watch, embedder=self.embedder())
+                           watch=self.watch)
 
     def _open_shared(self, root: Path) -> MemoryStore:
         """A shared store, read-only: its caches live in the user's cache folder, so nothing
@@ -194,7 +182,7 @@ class Scopes:
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
         caches = Path(platformdirs.user_cache_dir("memdir", appauthor=False)) / "shared" / key
         return MemoryStore(root, dataclasses.replace(self.config, dir=root), create=False,
-                           watch=self.watch, embedder=self.embedder(), cache_dir=caches)
+                           watch=self.watch, cache_dir=caches)
 
     def stores(self) -> list[tuple[Scope, MemoryStore]]:
         """The scopes that have a store, project first."""
@@ -214,8 +202,7 @@ class Scopes:
         if not s.writable:
             raise MemdirError(f"{s.name} ({s.root}) is read-only — memdir never writes there")
         if s.store is None:
-            s.store = open_user_store(s.root, self.config, watch=self.watch,
-                                      embedder=self.embedder())
+            s.store = open_user_store(s.root, self.config, watch=self.watch)
         return s.store
 
     def route(self, type: str, scope: str | None = None) -> str:
@@ -342,9 +329,6 @@ class Scopes:
     def ranking_note(self) -> str:
         pairs = self.stores()
         return pairs[0][1].ranking_note() if pairs else "ranking: no stores"
-
-
-_UNSET = object()
 
 
 class _View:

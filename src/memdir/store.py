@@ -298,6 +298,30 @@ class MemoryStore:
         seconds and ranks the rest by BM25 until a later search embeds them."""
         self._lookup.progress, self._lookup.embed_budget = progress, budget
 
+    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Bring the search index and the vectors up to date now (``memdir index``), however
+        long it takes; how many memories have a vector to find them by meaning (0: no
+        embedder)."""
+        self._folder.catch_up()
+        saved = self._lookup.progress, self._lookup.embed_budget
+        self._lookup.progress, self._lookup.embed_budget = progress, None
+        try:
+            self._lookup.sync(dense=True)
+        finally:
+            self._lookup.progress, self._lookup.embed_budget = saved
+        vectors = self._lookup.vectors
+        return 0 if vectors is None or self._lookup.dense_error else len(self._catalog.entries)
+
+    def discard_caches(self) -> None:
+        """Throw away the search index and the vectors (damaged): rebuilt from the files."""
+        self._lookup.discard(None)
+
+    @property
+    def embedding_backlog(self) -> int:
+        """Memories the last search left without a vector (its time budget ran out): they are
+        ranked by BM25 alone until embedded."""
+        return self._lookup.backlog
+
     @property
     def lookup(self) -> Lookup:
         """The search index and vectors of this store (for searching several stores as one)."""

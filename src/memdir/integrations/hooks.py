@@ -34,6 +34,7 @@ from ..errors import LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import HOOK_SPOOL as SPOOL
 from ..layout import INTERNAL
+from ..lookup import embed_in_background
 from ..scopes import Scopes, open_user_store, user_store_dir
 from ..store import MemoryStore
 from .transcripts import read_session
@@ -223,10 +224,18 @@ def _memory_model(config: Config, host: str | None) -> Any:
         return None
 
 
+SEARCH_GRACE = 3.0  # seconds search may take past the model's budget before recall is skipped
+MAX_PROMPT_CHARS = 20_000  # of a prompt, what recall reads (its end: where the question is)
+
+
 def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
-    """The hook's stdout for a UserPromptSubmit event ('' when nothing applies)."""
+    """The hook's stdout for a UserPromptSubmit event ('' when nothing applies). The memory
+    model gets ``budget`` seconds, its SDK's import included; search runs meanwhile and is
+    used when the model is late or absent. Past ``budget + SEARCH_GRACE`` nothing is
+    recalled: the host never waits on memdir."""
     from ..recall import render_block, select
 
+    started = time.monotonic()
     said = event.get("prompt")
     if not isinstance(said, str):
         raise HookError("the event has no 'prompt' text — is this hook on UserPromptSubmit?")
@@ -234,26 +243,53 @@ def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
     store = _reader(config, budget)
     messages: list[Any] = []
     path = event.get("transcript_path")
-    if isinstance(path, str) and os.path.isfile(path):
+    if isinstance(path, str) and _regular_file(path):
         messages = read_session(Path(path))[-6:]
-    messages.append({"role": "user", "content": said})
-    model = _memory_model(config, None) if budget > 0 else None  # a host CLI is too slow here
+    messages.append({"role": "user", "content": said[-MAX_PROMPT_CHARS:]})
     chosen: list[Any] = []
-    if model is not None:
-        def choose() -> None:
-            chosen.append(select(store_copy, messages, model,
+    searched: list[Any] = []
+
+    def choose() -> None:  # a host CLI is too slow here: only a configured model
+        model = _memory_model(config, None)
+        if model is not None:
+            chosen.append(select(_reader(config, budget), messages, model,
                                  max_items=config.recall_max_items))
-        store_copy = _reader(config, budget)
-        worker = threading.Thread(target=choose, daemon=True)
-        worker.start()
-        worker.join(budget)
-    selection = chosen[0] if chosen else select(store, messages, None,
-                                                max_items=config.recall_max_items)
+
+    def search() -> None:
+        searched.append(select(store, messages, None, max_items=config.recall_max_items))
+
+    picker = threading.Thread(target=choose, daemon=True) if budget > 0 else None
+    finder = threading.Thread(target=search, daemon=True)
+    if picker is not None:
+        picker.start()
+    finder.start()
+    if picker is not None:
+        picker.join(max(0.0, budget - (time.monotonic() - started)))
+    if not chosen:
+        finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
+    selection = chosen[0] if chosen else searched[0] if searched else None
+    if selection is None:
+        raise HookError(f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
+                        " run 'memdir index' (and 'memdir doctor') in this project")
     block = render_block(store, selection.names, config.recall_token_budget)
+    for _, opened in store.stores():
+        if opened.embedding_backlog and not opened.read_only:
+            embed_in_background(opened.root)  # the rest, at low priority, not in this hook
     if not block:
         return ""
     return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                                               "additionalContext": block}}, ensure_ascii=False)
+
+
+def _regular_file(path: str) -> bool:
+    """A transcript memdir may open: a regular file (never a pipe or a device, which would
+    block or never end)."""
+    import stat as st
+
+    try:
+        return st.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _reader(config: Config, budget: float) -> Scopes:
@@ -309,7 +345,16 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
     record: dict[str, Any] = {"hook": "learn", "host": host,
                               "event": event.get("hook_event_name")}
     store = MemoryStore(config.dir, config, create=True, watch=False)
+    import hashlib
+
+    import filelock
+
+    session = hashlib.sha256(str(event.get("transcript_path")).encode()).hexdigest()[:16]
+    # workers for one session take turns: the later ones find the cursor moved on and ask
+    # no model about what the first one already learned
+    turn = filelock.FileLock(str(store.internal / SPOOL / f"{session}.lock"), timeout=600)
     try:
+        turn.acquire()
         messages = read_session(Path(event["transcript_path"]))
         model = _memory_model(config, host)
         if model is None:
@@ -327,9 +372,10 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
                 record.setdefault("consolidated", []).append(
                     {"store": str(scoped.root), "merged": len(plan.merges),
                      "retired": len(plan.retires)})
-    except (MemdirError, OSError, KeyError, ValueError) as exc:
+    except (MemdirError, OSError, KeyError, ValueError, filelock.Timeout) as exc:
         record.update(status="error", error=str(exc))
     finally:
+        turn.release()
         job.unlink(missing_ok=True)
     log_line(store.root, record)
     return record

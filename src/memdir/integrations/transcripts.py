@@ -12,9 +12,12 @@ This module does NOT extract memories: ``extract`` does, from what it returns.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
+from ..errors import MemdirError
 from ..providers import Message
 
 _INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions",
@@ -75,10 +78,17 @@ def message_from_row(row: Any) -> Message | None:
 
 def read_session(path: Path) -> list[Message]:
     """The user and assistant messages of a Claude Code or Codex session file, in order."""
-    with open(path, "rb") as fh:
+    try:  # never a pipe or a device: a FIFO would block, /dev/zero would never end
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise MemdirError(f"cannot read the session file {path} ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise MemdirError(f"the session file {path} is not a regular file — point"
+                              " transcript_path at the session's .jsonl")
         size = fh.seek(0, 2)
         fh.seek(max(0, size - MAX_BYTES))
-        data = fh.read().decode("utf-8", errors="replace")
+        data = fh.read(MAX_BYTES).decode("utf-8", errors="replace")
     messages: list[Message] = []
     for line in data.splitlines():
         if not line.strip():
