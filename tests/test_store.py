@@ -17,6 +17,8 @@ from memdir import memory as memfmt
 from memdir.errors import InvalidMemory, PlanError
 from memdir.memory import Memory
 
+from conftest import CliFn
+
 OLD = time.time() - 3600
 
 
@@ -397,3 +399,58 @@ def test_log_survives_a_torn_last_line(store: MemoryStore) -> None:
         fh.write('{"id": "broken')
     assert [op.changes[0]["name"] for op in store.log()] == ["a"]
     assert json.loads((store.internal / "log.jsonl").read_text().splitlines()[0])["source"]
+
+
+def test_hand_written_notes_follow_one_rule(cli: CliFn, tmp_path: Path) -> None:
+    """A Markdown file without frontmatter is reported (not silently skipped) and
+    'doctor --fix' makes it a memory by the memory tool's rule; hand-written memories without
+    timestamps are valid and draw no warning."""
+    root = tmp_path / ".memory"
+    (root / "deploy-notes.md").write_text("# Deploys\nWe deploy on Fridays after lunch.\n")
+    for i in range(5):
+        (root / f"hand-{i}.md").write_text(f"---\nname: hand-{i}\ntype: project_fact\n"
+                                           f"description: Hand note {i}\n---\nText {i}.\n")
+    r = cli("doctor")
+    assert "deploy-notes.md: a note without frontmatter" in r.out
+    assert "timestamps" not in r.out
+    assert "deploy-notes" not in cli("list").out
+    r = cli("doctor", "--fix")
+    assert "deploy-notes.md: a note without frontmatter is now the memory deploy-notes" in r.out
+    mem = MemoryStore(root).get("deploy-notes")
+    assert (mem.type, mem.description) == ("project_fact", "Deploys")
+    assert mem.body == "# Deploys\nWe deploy on Fridays after lunch."
+    assert "deploy-notes" in cli("list").out
+
+
+def test_log_keeps_the_order_within_a_second(cli: CliFn, store: MemoryStore) -> None:
+    for i in range(6):
+        store.write("db", type="project_fact", description=f"Postgres {i}", body=f"v{i}")
+    lines = [ln for ln in cli("log").out.splitlines() if ln.startswith("    ")]
+    assert [ln.split()[0] for ln in lines] == ["create"] + ["update"] * 5
+
+
+def test_undo_does_not_run_over_a_later_hand_edit(cli: CliFn, store: MemoryStore) -> None:
+    store.write("db", type="project_fact", description="Postgres", body="v1")
+    store.write("db", type="project_fact", description="Postgres", body="v2")
+    path = store.root / "db.md"
+    path.write_text(path.read_text().replace("v2", "v3 by hand"))
+    r = cli("undo")
+    assert r.code == 1 and "db was changed after" in r.err and "--force" in r.err
+    assert "v3 by hand" in path.read_text()
+    r = cli("undo", "--force")
+    assert r.code == 0 and "v1" in path.read_text()
+    assert any("v3 by hand" in store.version_text("db", v.version) for v in store.history("db"))
+
+
+def test_a_secret_in_a_hand_written_key_does_not_survive_an_update(store: MemoryStore) -> None:
+    path = store.root / "ci.md"
+    path.write_text("---\nname: ci\ntype: reference\ndescription: CI\ntoken: ghp_"
+                    + "Ab1" * 12 + "\n---\nCI notes.\n")
+    store.write("ci", type="reference", description="CI", body="CI notes, updated.")
+    assert "ghp_" not in path.read_text() and "[REDACTED:" in path.read_text()
+
+
+def test_a_missing_dir_is_an_error_even_with_a_user_store(cli: CliFn, tmp_path: Path) -> None:
+    assert cli("add", "tabs", "--type", "user_preference", "-d", "Tabs", "--body", "t").code == 0
+    r = cli("--dir", str(tmp_path / "typo"), "list")
+    assert r.code == 1 and "no memory store at" in r.err and r.out == ""

@@ -511,14 +511,16 @@ def _round(x: float | None) -> float | None:
 
 @cli.command(short_help="Revert the last change.")
 @scope_option(PROJECT, writes=True)
+@click.option("--force", is_flag=True, help="Revert even a memory changed by hand since.")
 @pass_ctx
-def undo(c: Ctx, scope: str) -> None:
+def undo(c: Ctx, scope: str, force: bool) -> None:
     """Revert the last change (an extraction, a consolidation, an add…) of the project's
-    store, or of the user's with --scope user."""
+    store, or of the user's with --scope user. A memory changed by hand since is not
+    reverted over that change without --force."""
     from .undo import undo as undo_last
 
     store = c.store if scope == PROJECT else c.scopes(require=False).writable(scope)
-    target, _ = undo_last(store)
+    target, _ = undo_last(store, force=force)
     names = ", ".join(ch["name"] for ch in target.changes) or "nothing"
     where = "" if scope == PROJECT else f" in the {scope} store"
     click.echo(f"Reverted {target.source} {target.id}{where} ({names}).")
@@ -533,9 +535,11 @@ def undo(c: Ctx, scope: str) -> None:
 def log(c: Ctx, limit: int, scope: str, as_json: bool) -> None:
     """What changed, when and why: the latest operations, newest last."""
     scopes = c.scopes(scope)
-    ops = sorted(((op, sc.name) for sc, st in scopes.stores() if sc.writable
-                  for op in st.log(limit)), key=lambda pair: (pair[0].time, pair[0].id))
-    ops = ops[-limit:]
+    # within one second, each store's own order (its log is appended in order)
+    ranked = sorted(((op.time, n, i, op, sc.name)
+                     for n, (sc, st) in enumerate(s for s in scopes.stores() if s[0].writable)
+                     for i, op in enumerate(st.log(limit))), key=lambda t: t[:3])
+    ops = [(op, name) for *_, op, name in ranked][-limit:]
     several = len({sc for _, sc in ops}) > 1
     if as_json:
         emit_json([{**op.to_dict(), "scope": sc} for op, sc in ops])

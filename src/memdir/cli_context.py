@@ -91,6 +91,9 @@ class Ctx:
             for _, store in self._scopes.stores():
                 self._pace(store)
         scopes = self._scopes
+        if require and scope in (None, "all", PROJECT) and scopes.project is None \
+                and self.config.dir_source in ("flag", "env"):
+            _ = self.store  # a store named with --dir or MEMDIR_DIR must exist: say so
         if scope in (PROJECT, USER):
             scopes = scopes.only(scope)
         if require and not scopes.stores() and not (scope == USER and scopes.scopes):

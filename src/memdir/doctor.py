@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import TEMP_PREFIX
+from .errors import MemdirError
 from .layout import HISTORY, JOURNAL, SEARCH, VECTORS
 from .memory import safe_repr
 from .safetext import plural
@@ -106,6 +107,18 @@ def _damaged_caches(store: MemoryStore) -> list[tuple[str, str]]:
     return found
 
 
+def _adoptable(store: MemoryStore, fname: str) -> bool:
+    """Whether a file without frontmatter can become a memory as it is: its name is one."""
+    from .errors import InvalidName
+    from .memory import validate_name
+
+    try:
+        validate_name(fname[:-3])
+    except InvalidName:
+        return False
+    return fname.endswith(".md") and not store.read_only
+
+
 def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
     """Check ``store``; with ``fix`` also repair the index, caches and temporary files."""
     report = Report()
@@ -147,6 +160,20 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
         report.warnings.append({"file": ".", "reason": "the store is read-only: memdir reads"
                                 " it but cannot change it"})
     for p in store.problems():
+        if p.reason.startswith("no YAML frontmatter") and _adoptable(store, p.file):
+            if fix:
+                try:
+                    mem = store.adopt(p.file, source="doctor")
+                except MemdirError as exc:
+                    report.errors.append({"file": safe_repr(p.file)[1:-1], "reason": str(exc)})
+                    continue
+                report.fixed.append(f"{p.file}: a note without frontmatter is now the memory"
+                                    f" {mem.name} ({mem.type}: {mem.description})")
+                continue
+            report.warnings.append({"file": safe_repr(p.file)[1:-1], "reason": "a note without"
+                                    " frontmatter, not listed yet — 'memdir doctor --fix' makes"
+                                    " it a memory (its name, its first line as description)"})
+            continue
         target = report.errors if p.severity == "error" else report.warnings
         target.append({"file": safe_repr(p.file)[1:-1], "reason": p.reason})
     report.memories = len(store.entries())

@@ -25,6 +25,7 @@ from .errors import InvalidMemory, InvalidName
 from .history import Operation
 from .layout import CURSORS
 from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
+from .notes import sounds_like_preference
 from .plan import Put
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .recall import catalogue_for, message_text
@@ -222,28 +223,6 @@ def extract_schema(types: tuple[str, ...], scoped: bool = False) -> dict[str, An
 FACTS_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["facts"],
     "properties": {"facts": {"type": "array", "items": {"type": "string"}}}}
-_PREFERENCE = re.compile(r"(?i)\b(?:prefers?|likes?|wants?|always|never|don'?t|from now on)\b"
-                         r"|喜欢|偏好|希望|不要|好み|してほしい")
-
-
-def sounds_like_preference(text: str) -> bool:
-    """Whether a sentence reads as the person's preference or correction ("prefers", "never",
-    "from now on", 喜欢…): the type memdir gives text that comes without one."""
-    return _PREFERENCE.search(text) is not None
-
-
-def guess_type(text: str, types: tuple[str, ...]) -> str:
-    """The type for text that came without one (MCP's remember, the memory tool): the
-    person's preference, a pointer (a link), else a fact about the project; always one of
-    ``types``."""
-    for kind, fits in (("user_preference", sounds_like_preference(text)),
-                       ("reference", re.search(r"https?://", text) is not None),
-                       ("project_fact", True), ("reference", True)):
-        if fits and kind in types:
-            return kind
-    return types[0]
-
-
 def _fact_style(config: Any, model: ChatModel) -> bool:
     """Whether to ask for plain facts (``extract_style``): small models list facts well but
     fill the five-field memory shape with invented text. "auto" asks models on this machine."""

@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, append_nofollow, write_atomic
@@ -44,6 +44,7 @@ class ChangeRecord(TypedDict):
     action: str  # "create", "update" or "delete"
     before: int | None  # the history version it replaced (None for a create)
     reason: str
+    digest: NotRequired[str | None]  # of the file it wrote (None: it deleted); older logs lack it
 
 
 class Step(TypedDict):

@@ -357,8 +357,6 @@ def check(memory: Memory, types: tuple[str, ...]) -> list[str]:
                         " escaped in MEMORY.md, prompts and the terminal)")
     if len(memory.description) > MAX_DESCRIPTION_CHARS:
         warnings.append(f"description longer than {MAX_DESCRIPTION_CHARS} characters")
-    if memory.created is None or memory.updated is None:
-        warnings.append("missing created/updated timestamps")
     return warnings
 
 

@@ -21,6 +21,7 @@ class Put:
     reason: str = ""
     expect: str | None = None
     merge_extra: bool = True  # keep keys the current file has and the new memory lacks
+    adopt: bool = False  # write over the note without frontmatter that holds this text
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,9 @@ from .history import ChangeRecord, History, Journal, Operation, Step, Version
 from .layout import HISTORY, INTERNAL, JOURNAL, LOCK, LOG
 from .lookup import Lookup
 from .memory import Memory
+from .notes import from_text
 from .plan import Change, Put, Remove, screen
+from .secrets import redact_tree
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
     import filelock
@@ -312,6 +314,30 @@ class MemoryStore:
         vectors = self._lookup.vectors
         return 0 if vectors is None or self._lookup.dense_error else len(self._catalog.entries)
 
+    def _plain_note(self, fname: str) -> bool:
+        """Whether ``fname`` is a regular file without frontmatter (a note to adopt)."""
+        try:
+            text = idx.read_file(self.root / fname, self.config.max_file_bytes)
+        except InvalidMemory:
+            return False
+        return not text.lstrip(b"\xef\xbb\xbf").startswith(b"---")
+
+    def adopt(self, fname: str, *, source: str = "api") -> Memory:
+        """Make a Markdown note dropped into the folder without frontmatter a memory, by the
+        rule every bare note follows (``notes.from_text``): its file name is the name, its
+        words give the type, its first line the description; its text stays, as the body."""
+        if not fname.endswith(".md") or "/" in fname:
+            raise InvalidMemory(f"{fname} is not a note in the store's folder")
+        name = memfmt.validate_name(fname[:-3])
+        if not self._plain_note(fname):
+            raise InvalidMemory(f"{fname} is not a readable note without frontmatter")
+        text = idx.read_file(self.root / fname, self.config.max_file_bytes).decode(
+            "utf-8", errors="replace")
+        mem = from_text(name, text, self.config.types)
+        self.apply([Put(mem, reason="a note without frontmatter, adopted", adopt=True)],
+                   source=source, summary=f"adopted {fname}")
+        return self.get(name)
+
     def discard_caches(self) -> None:
         """Throw away the search index and the vectors (damaged): rebuilt from the files."""
         self._lookup.discard(None)
@@ -465,8 +491,9 @@ class MemoryStore:
                               "content": None, "reason": change.reason})
                 continue
             new = memfmt.validate_new(change.memory.replace(name=name), self.config.types)
-            if current is not None and change.merge_extra:
-                new = new.replace(extra={**current.extra, **new.extra})
+            if current is not None and change.merge_extra:  # never carry a secret along
+                kept = {k: redact_tree(v) for k, v in current.extra.items()}
+                new = new.replace(extra={**kept, **new.extra})
             if current is not None:
                 unchanged = new.replace(created=current.created, updated=current.updated)
                 if memfmt.dumps(unchanged) == memfmt.dumps(current):
@@ -474,7 +501,7 @@ class MemoryStore:
             created = (current.created if current else None) or new.created or stamp
             new = new.replace(created=created, updated=stamp)
             fname = entry.file if entry else memfmt.filename_for(name)
-            if entry is None:
+            if entry is None and not (change.adopt and self._plain_note(fname)):
                 self._check_new_name(name, fname, seen | removed)
             content = memfmt.dumps(new)
             if len(content.encode()) > self.config.max_file_bytes:
@@ -560,9 +587,11 @@ class MemoryStore:
                     os.unlink(path)
             else:
                 write_atomic(path, step["content"].encode())
+            written = None if step["content"] is None else \
+                memfmt.digest_of(step["content"].encode())
             changes.append(ChangeRecord(name=step["name"], file=step["file"],
                                         action=step["action"], before=before,
-                                        reason=step["reason"]))
+                                        reason=step["reason"], digest=written))
         record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
                            tuple(changes), op.get("undoes"))
         if incremental:

@@ -8,7 +8,7 @@ This module does NOT touch files except through ``store.apply``.
 
 from __future__ import annotations
 
-from .errors import MemdirError
+from .errors import ConflictError, MemdirError
 from .history import Operation
 from .memory import loads
 from .plan import Change, Put, Remove
@@ -25,13 +25,18 @@ def last_undoable(store: MemoryStore) -> Operation | None:
     return None
 
 
-def undo(store: MemoryStore) -> tuple[Operation, Operation | None]:
-    """Revert the last undoable operation; returns it and the undo operation."""
+def undo(store: MemoryStore, *, force: bool = False) -> tuple[Operation, Operation | None]:
+    """Revert the last undoable operation; returns it and the undo operation. A memory
+    changed since (by hand, or by a tool that left no log line) is not reverted over that
+    change unless ``force``: ConflictError names it (the change would still be kept in
+    history, but silently undoing a person's edit is wrong)."""
     target = last_undoable(store)
     if target is None:
         raise MemdirError("there is nothing to undo — 'memdir log' shows what was done")
     plan: list[Change] = []
     present = {e.name for e in store.entries()}
+    if not force:
+        _refuse_over_later_edits(store, target, present)
     for change in target.changes:
         name, before = change["name"], change.get("before")
         if before is None:  # it was created: remove it (it stays in history)
@@ -45,3 +50,19 @@ def undo(store: MemoryStore) -> tuple[Operation, Operation | None]:
     if op is None:  # already reverted by hand: record it, so the next undo goes further back
         op = store.record(summary, source="undo", undoes=target.id)
     return target, op
+
+
+def _refuse_over_later_edits(store: MemoryStore, target: Operation, present: set[str]) -> None:
+    for change in target.changes:
+        wrote = change.get("digest")
+        name = change["name"]
+        if not wrote or name not in present:
+            continue
+        try:
+            now = store.get(name).digest
+        except MemdirError:
+            continue
+        if now != wrote:
+            raise ConflictError(f"{name} was changed after {target.source} {target.id} (by"
+                                " hand?) — undo would replace that change; run 'memdir undo"
+                                " --force' to revert anyway (the change is kept in history)")

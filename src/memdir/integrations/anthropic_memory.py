@@ -35,9 +35,9 @@ from anthropic.types.beta import (
 )
 
 from ..errors import MemdirError, MemoryNotFound, SecretFound
-from ..extract import guess_type
 from ..index import read_file
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_name
+from ..notes import first_line, from_text, guess_type
 from ..plan import Put, Remove
 from ..store import MemoryStore
 
@@ -59,28 +59,6 @@ def _size(n: int) -> str:
         if value < 1024 or unit == "G":
             break
     return f"{value:.1f}{unit}"
-
-
-_MARKS = re.compile(r"^\s*(?:[#>]+\s*|[-*+]\s+)*")  # headings, quotes, list bullets
-_CLOSING = re.compile(r"\s+#+\s*$")  # a heading's closing hashes ("## Title ##")
-
-
-def _first_line(text: str) -> str:
-    """A note's first line of prose, without Markdown marks; code only when there is nothing
-    else (a description reads better as "Always add type hints" than as a code fence)."""
-    prose: list[str] = []
-    code: list[str] = []
-    fenced = False
-    for line in text.splitlines():
-        if line.lstrip().startswith(("```", "~~~")):
-            fenced = not fenced
-            continue
-        bare = _CLOSING.sub("", _MARKS.sub("", line)).strip()
-        if bare:
-            (code if fenced else prose).append(bare)
-            if prose:
-                break
-    return (prose or code or [""])[0]
 
 
 def _lines_of(text: str, part: str) -> list[int]:
@@ -223,15 +201,14 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             kind = guess_type(text, types)
             if kind != "user_preference" and self.default_type is not None:
                 kind = self.default_type
-        first = _first_line(text) or name
-        return Memory(name, kind, first[:MAX_DESCRIPTION_CHARS], text.strip("\n"))
+        return from_text(name, text, types, kind)
 
     def _edited(self, current: Memory, body: str) -> Memory:
         """``current`` with a new body; a description that was its first line follows it."""
-        derived = _first_line(current.body)[:MAX_DESCRIPTION_CHARS]
+        derived = first_line(current.body)[:MAX_DESCRIPTION_CHARS]
         description = current.description
         if description == derived or not description:
-            description = (_first_line(body) or current.name)[:MAX_DESCRIPTION_CHARS]
+            description = (first_line(body) or current.name)[:MAX_DESCRIPTION_CHARS]
         return current.replace(body=body.strip("\n"), description=description)
 
     # -- commands -----------------------------------------------------------------------------

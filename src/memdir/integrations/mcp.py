@@ -24,8 +24,8 @@ from mcp.types import ToolAnnotations
 
 from ..config import Config
 from ..errors import LLMUnavailable, MemdirError, SecretFound, StoreNotFound
-from ..extract import guess_type
 from ..memory import dumps, slugify
+from ..notes import guess_type
 from ..plan import Put
 from ..recall import estimate_tokens, render_block, select
 from ..safetext import one_line
