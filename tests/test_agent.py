@@ -375,3 +375,61 @@ def test_unreachable_endpoint_is_one_line_at_start(tmp_path: Path) -> None:
                            capture_output=True, text=True, input="", timeout=60)
         assert r.returncode == 1 and time.monotonic() - t0 < 10
         assert r.stderr.count("\n") == 1 and "is not reachable" in r.stderr
+
+
+def test_a_tool_call_written_as_text_is_run_not_printed(llm_server: FakeLLMServer,
+                                                        tmp_path: Path) -> None:
+    """A small model that writes its call as text (Qwen's <tool_call> tag, or bare JSON):
+    the call runs and the raw text is not the answer."""
+    calls = iter([
+        reply('<tool_call>\n{"name": "bash", "arguments": {"command": "echo hi > out.txt"}}'
+              "\n</tool_call>"),
+        reply('{"name": "write_file", "arguments": "{\\"path\\": \\"b.txt\\", \\"content\\":'
+              ' \\"b\\"}"}'),
+        reply("Done: both files are there.")])
+    llm_server.handler = lambda req: reply('{"selected": []}') if kind(req) == "select" \
+        else reply('{"memories": []}') if kind(req) == "extract" else next(calls)
+    r = run_memdir(["run", "--yes", "make the files"], llm_server, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.txt").read_text() == "hi\n" and (tmp_path / "b.txt").exists()
+    assert "tool_call" not in r.stdout and '"arguments"' not in r.stdout
+    assert "Done: both files are there." in r.stdout
+
+
+def test_text_tool_calls_are_told_from_answers() -> None:
+    from memdir.agent.loop import text_tool_calls
+
+    names = {"bash", "write_file"}
+    assert text_tool_calls('```json\n{"name": "bash", "arguments": {"command": "ls"}}\n```',
+                           names) == [("bash", {"command": "ls"})]
+    assert text_tool_calls('{"name": "rm_rf", "arguments": {}}', names) == []
+    assert text_tool_calls('Use {"name": "bash"} like this', names) == []
+    assert text_tool_calls('{"result": 42}', names) == []
+
+
+def test_a_question_silences_the_spinner() -> None:
+    import io
+
+    from memdir.agent.repl import Spinner
+
+    err = io.StringIO()
+    spinner = Spinner(err)
+    spinner.start()
+    deadline = time.monotonic() + 10
+    while "thinking" not in err.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with Spinner.quiet():
+        before = err.getvalue()
+        time.sleep(0.35)  # three frames' time: none may be drawn over the question
+        assert err.getvalue() == before
+    spinner.stop()
+    assert Spinner.active == []
+
+
+def test_the_chat_banner_counts_every_store(llm_server: FakeLLMServer, tmp_path: Path) -> None:
+    MemoryStore(tmp_path / "user-store").write("tabs", type="user_preference",
+                                               description="Tabs", body="tabs")
+    llm_server.handler = lambda req: reply("ok")  # the user store is tmp_path/user-store
+    r = run_memdir(["chat"], llm_server, tmp_path, input="/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert "1 memory in your own store" in r.stdout + r.stderr

@@ -267,6 +267,16 @@ def unpin(c: Ctx, name: str) -> None:
     click.echo(f"Unpinned {name}." if changed else f"{name} was not pinned; unchanged.")
 
 
+def _keep_edit(name: str, text: str) -> str:
+    """Where an edit that could not be saved is kept (owner-only), so none is lost."""
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix=f"memdir-edit-{name}-", suffix=".md")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
 @cli.command(short_help="Edit the memory NAME in $EDITOR.")
 @click.argument("name")
 @pass_ctx
@@ -284,17 +294,20 @@ def edit(c: Ctx, name: str) -> None:
         try:
             new = memfmt.loads(edited)
             if new.name != mem.name:
-                raise InvalidMemory(f"the name must stay {mem.name!r} — use 'memdir add' to rename")
+                raise InvalidMemory(f"the name must stay {mem.name!r} — use 'memdir mv' to"
+                                    " rename")
             new = memfmt.validate_new(new, store.config.types)
-        except InvalidMemory as exc:
+            store.apply([Put(new, reason="edited by hand", expect=mem.digest,
+                             merge_extra=False)], source="edit")
+        except MemdirError as exc:  # invalid, a secret, changed meanwhile: never lose the text
             click.echo(f"memdir: error: {exc}", err=True)
-            if not sys.stdin.isatty() or not click.confirm("Reopen the editor?", default=True):
-                fail("the edit was not saved — run 'memdir edit' again")
-            text = edited
-            continue
+            if sys.stdin.isatty() and click.confirm("Reopen the editor?", default=True):
+                text = edited
+                continue
+            kept = _keep_edit(name, edited)
+            fail(f"the edit was not saved; your text is in {kept} — fix it and run"
+                 f" 'memdir edit {name}' again")
         break
-    store.apply([Put(new, reason="edited by hand", expect=mem.digest, merge_extra=False)],
-                source="edit")
     click.echo(f"Saved {mem.name}.")
 
 

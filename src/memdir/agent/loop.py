@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -264,14 +265,24 @@ def _converse(turn: Turn, messages: list[Message], system: str, model: ChatModel
               tools: Tools, on_text: TextCallback | None, emit: EventFn) -> None:
     """Model and tools until the model stops calling tools (at most MAX_STEPS calls); every
     call carries the recalled memories, the stored history does not."""
-    for _ in range(MAX_STEPS):
+    names = {t["name"] for t in tools.schemas}
+    for step in range(MAX_STEPS):
+        held = _HeldText(on_text) if on_text is not None else None
         reply = model.complete(system=system, messages=weave(messages, turn.block),
-                               tools=tools.schemas, purpose="agent", on_text=on_text,
+                               tools=tools.schemas, purpose="agent", on_text=held,
                                max_tokens=4096)
         turn.replies.append(reply)
-        messages.append({"role": "assistant", "content": reply.content or
-                         [{"type": "text", "text": "(no reply)"}]})
+        content = reply.content or [{"type": "text", "text": "(no reply)"}]
         uses = reply.tool_uses
+        if not uses:  # a small model may write its tool call as text: run it, do not print it
+            uses = [{"type": "tool_use", "id": f"text_call_{step}_{i}", "name": name,
+                     "input": args} for i, (name, args) in
+                    enumerate(text_tool_calls(reply.text, names))]
+            if uses:
+                content = list(uses)
+        if held is not None and not uses:
+            held.flush()
+        messages.append({"role": "assistant", "content": content})
         if not uses:
             turn.text = reply.text
             return
@@ -292,3 +303,70 @@ def _short(args: Any) -> str:
     text = " ".join(str(v) for v in args.values()) if isinstance(args, dict) else str(args)
     text = one_line(text)
     return text if len(text) <= 60 else text[:57] + "…"
+
+
+_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def text_tool_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Tool calls a model wrote as text instead of calling (Qwen's ``<tool_call>{…}</tool_call>``,
+    or a reply that is nothing but ``{"name": …, "arguments": {…}}``), for tools it has;
+    [] when the text is an answer."""
+    stripped = text.strip()
+    tagged = _CALL_TAG.findall(stripped)
+    fenced = _FENCE.match(stripped)
+    raw = tagged or [fenced.group(1) if fenced else stripped]
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for part in raw:
+        try:
+            value = json.loads(part)
+        except ValueError:
+            return []
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, dict) or item.get("name") not in names:
+                return []
+            args = item.get("arguments", item.get("parameters", item.get("input", {})))
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    return []
+            if not isinstance(args, dict):
+                return []
+            calls.append((str(item["name"]), args))
+    return calls
+
+
+class _HeldText:
+    """Streams a reply's text, but holds back one that may be a tool call written as text (it
+    starts like JSON, a code fence or a ``<tool_call>`` tag): printed only if it turns out to
+    be an answer."""
+
+    def __init__(self, out: TextCallback) -> None:
+        self.out = out
+        self.mode = "deciding"  # then "passing" (an answer) or "holding" (maybe a call)
+        self.text = ""
+
+    def __call__(self, chunk: str) -> None:
+        if self.mode == "passing":
+            self.out(chunk)
+            return
+        self.text += chunk
+        if self.mode == "holding":
+            return
+        head = self.text.lstrip()
+        if not head:
+            return
+        if head[0] in "{[`" or (head[0] == "<" and ("<tool_call>".startswith(head[:11])
+                                                    or head.startswith("<tool_call>"))):
+            self.mode = "holding"
+            return
+        self.mode = "passing"
+        self.out(self.text)
+
+    def flush(self) -> None:
+        """The reply was an answer after all: print what was held."""
+        if self.mode != "passing" and self.text:
+            self.out(self.text)
+            self.mode = "passing"

@@ -12,15 +12,15 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, ClassVar, TextIO
 
 from ..errors import MemdirError
 from ..layout import CHAT_HISTORY, PENDING, USAGE
 from ..memory import slugify
 from ..providers import ChatModel, Message
-from ..safetext import one_line
+from ..safetext import one_line, plural
 from ..scopes import Scopes
 from ..store import MemoryStore
 from .loop import EXIT_WAIT, MemoryWorker, Turn, agent_loop, resume_handed_over
@@ -266,19 +266,26 @@ class Spinner:
 
     FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
+    active: ClassVar[list[Spinner]] = []  # the one turning, so that a question can silence it
+
     def __init__(self, err: TextIO) -> None:
         self.err = err
         self.done = threading.Event()
+        self.lock = threading.Lock()  # held while a question is on the screen
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> None:
+        Spinner.active.append(self)
         self.thread.start()
 
     def _run(self) -> None:
         i = 0
         while not self.done.wait(0.1):
-            self.err.write(f"\r{self.FRAMES[i % len(self.FRAMES)]} thinking…")
-            self.err.flush()
+            with self.lock:
+                if self.done.is_set():
+                    break
+                self.err.write(f"\r{self.FRAMES[i % len(self.FRAMES)]} thinking…")
+                self.err.flush()
             i += 1
 
     def stop(self) -> None:
@@ -288,6 +295,23 @@ class Spinner:
                 self.thread.join()
             self.err.write("\r\x1b[K")
             self.err.flush()
+        if self in Spinner.active:
+            Spinner.active.remove(self)
+
+    @classmethod
+    @contextlib.contextmanager
+    def quiet(cls) -> Iterator[None]:
+        """No spinner draws over the screen meanwhile (a question is being asked)."""
+        held = list(cls.active)
+        for spinner in held:
+            spinner.lock.acquire()
+            spinner.err.write("\r\x1b[K")
+            spinner.err.flush()
+        try:
+            yield
+        finally:
+            for spinner in held:
+                spinner.lock.release()
 
 
 def ask_on_terminal(kind: str, what: str) -> str:
@@ -297,8 +321,9 @@ def ask_on_terminal(kind: str, what: str) -> str:
     label = "run" if kind == "bash" else "write"
     while True:
         try:
-            answer = input(f"? allow the agent to {label}: {shown}\n  [y] once  [a] always this"
-                           " session  [n] no › ").strip().lower()
+            with Spinner.quiet():
+                answer = input(f"? allow the agent to {label}: {shown}\n  [y] once  [a] always"
+                               " this session  [n] no › ").strip().lower()
         except EOFError:
             return "deny"
         if answer in ("y", "yes"):
@@ -354,6 +379,18 @@ def _save_history(readline: Any, history: Path) -> None:
         readline.write_history_file(history)
 
 
+def _counts(session: Session) -> str:
+    """How many memories each store holds, as the banner says it."""
+    stores = session.scopes.stores() if session.scopes is not None else []
+    if not stores:
+        return f"{plural(len(session.store.entries()), 'memory', 'memories')} in" \
+               f" {session.store.root}"
+    parts = [f"{plural(len(st.entries()), 'memory', 'memories')} in"
+             f" {'your own store' if sc.name == 'user' else sc.name + ' ' + str(st.root)}"
+             for sc, st in stores]
+    return "; ".join(parts)
+
+
 def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
     """The interactive loop."""
     interactive = stdin.isatty()
@@ -366,8 +403,7 @@ def chat(session: Session, *, stdin: TextIO = sys.stdin) -> None:
             _readline(session.store.internal / CHAT_HISTORY)
         session.confirm = _confirm
         session.spin = session.err.isatty()
-    session.say(f"memdir chat — {len(session.store.entries())} memories in {session.store.root}."
-                " /help for commands, Ctrl-D to leave.")
+    session.say(f"memdir chat — {_counts(session)}. /help for commands, Ctrl-D to leave.")
     try:
         while True:
             try:
