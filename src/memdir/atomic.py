@@ -34,15 +34,18 @@ def private(folder: Path) -> bool:
         return False
 
 
-def write_atomic(path: Path, data: bytes, *, sync: bool = True, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, *, sync: bool = True, mode: int | None = None,
+                 stage: Path | None = None) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
 
     ``sync=False`` skips the fsyncs, for derived files that are rebuilt when found stale.
     ``mode``: the file's permissions (default: what ``open`` gives, or 0600 in a folder only
-    its owner may enter)."""
+    its owner may enter). ``stage``: a folder on the same file system to write the temporary
+    file in (so that watchers of ``path``'s folder see one rename, not a file being
+    written)."""
     if mode is None:
         mode = 0o600 if private(path.parent) else FILE_MODE
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".part")
+    fd, tmp = tempfile.mkstemp(dir=stage or path.parent, prefix=TEMP_PREFIX, suffix=".part")
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:

@@ -147,5 +147,6 @@ class Folder:
         from (so no separate record is written)."""
         if stale or not self.index_current():
             # Derived data: no fsync; a torn or stale MEMORY.md is repaired on the next open.
-            write_atomic(self.index_path, self.catalog.render(), sync=False)
+            write_atomic(self.index_path, self.catalog.render(), sync=False,
+                         stage=None if self.read_only else self.internal)
             self.note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)

@@ -586,7 +586,7 @@ class MemoryStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
             else:
-                write_atomic(path, step["content"].encode())
+                write_atomic(path, step["content"].encode(), stage=self.internal)
             written = None if step["content"] is None else \
                 memfmt.digest_of(step["content"].encode())
             changes.append(ChangeRecord(name=step["name"], file=step["file"],

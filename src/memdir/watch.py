@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic import TEMP_PREFIX
+
 log = logging.getLogger("memdir.watch")
 
 WATCH_AFTER = 1.0  # seconds after opening: a process still reading then is long-running
@@ -63,6 +65,7 @@ class Tracker:
         self._explained_mtime = -1
         self._watcher: _Watcher | None = None
         self._watch_failed = False
+        self._heard: set[str] = set()  # files the watcher named while a writer was at work
 
     def mark(self) -> None:
         """Remember the log and folder as they are now (call just before a sweep)."""
@@ -93,7 +96,14 @@ class Tracker:
             out.full = True  # one sweep covers the time before the watcher ran
         if self._watcher is not None:
             files, overflow = self._watcher.drain()
-            out.files |= files
+            # memdir's own writes, from any process, are named by the log: only what it does
+            # not explain is a hand edit. While a writer is at work its line is yet to come.
+            heard = (self._heard | files) - out.logged
+            if self.journal_path.exists():
+                self._heard = heard
+            else:
+                self._heard = set()
+                out.files |= heard
             out.full = out.full or overflow
         else:
             now = _mtime(self.root)
@@ -160,7 +170,14 @@ class _Watcher:
     """A watchdog observer on the store folder (not its subfolders) collecting file names."""
 
     def __init__(self, root: Path) -> None:
-        from watchdog.events import FileSystemEvent, FileSystemEventHandler
+        from watchdog.events import (
+            FileClosedEvent,
+            FileCreatedEvent,
+            FileDeletedEvent,
+            FileMovedEvent,
+            FileSystemEvent,
+            FileSystemEventHandler,
+        )
         from watchdog.observers import Observer
 
         self._lock = threading.Lock()
@@ -176,6 +193,8 @@ class _Watcher:
                 with watcher._lock:
                     for p in paths:
                         name = os.path.basename(os.fsdecode(p)) if p else ""
+                        if name.startswith(TEMP_PREFIX):
+                            continue  # a writer's temporary file: its rename is what counts
                         if name:
                             watcher._files.add(name)
                         elif p:
@@ -183,7 +202,10 @@ class _Watcher:
 
         self._observer = Observer()
         self._observer.daemon = True
-        self._observer.schedule(Handler(), str(root), recursive=False)
+        # only what changes a file: every other process's reads (open, close-without-write)
+        # would otherwise wake this one for each file they read
+        self._observer.schedule(Handler(), str(root), recursive=False, event_filter=[
+            FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent])
         self._observer.start()
 
     def drain(self) -> tuple[set[str], bool]:
