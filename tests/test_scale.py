@@ -117,11 +117,10 @@ def test_readers_never_wait_for_the_writers_lock(tmp_path: Path) -> None:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         hand_write(root, "b", "beta topic")  # a hand change: MEMORY.md cannot be repaired now
         reader = MemoryStore(root, cfg, watch=False)
-        t0 = time.monotonic()
+        # (a read that waited for the lock would fail after lock_timeout with StoreLocked)
         assert [e.name for e in reader.entries()] == ["a", "b"]
         assert reader.search("beta")[0].memory.name == "b" and reader.get("a").body == "x"
         assert len(store.entries()) == 2 and store.problems() == []
-        assert time.monotonic() - t0 < 0.5
         with pytest.raises(filelock.Timeout):
             filelock.FileLock(str(root / ".memdir" / "lock"), timeout=0).acquire()
     finally:
@@ -218,9 +217,8 @@ def test_exiting_agent_hands_slow_memory_work_over(tmp_path: Path) -> None:
                   {"messages": [{"role": "user", "content": "remember tabs"}]})
     worker.submit("queued extraction", lambda: "done",
                   {"messages": [{"role": "user", "content": "and pytest"}]})
-    t0 = time.monotonic()
     left = worker.close(timeout=0.3)
-    assert time.monotonic() - t0 < 1.5
+    assert not release.is_set()  # close came back while the slow job still runs
     assert left == ["slow extraction", "queued extraction"]
     spooled = sorted(json.loads(p.read_text())["messages"][0]["content"]
                      for p in spool.iterdir())
@@ -240,7 +238,7 @@ def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_
         system = json.dumps(req["body"].get("system", ""))
         if "You extract memories" in system:
             return Scripted(text=json.dumps({"memories": [tabs]}),
-                            delay=30 if slow["on"] else 0)
+                            delay=120 if slow["on"] else 0)  # longer than run may take
         if "You select memories" in system or "select relevant" in system:
             return reply('{"selected": []}')
         return reply("Noted.")
@@ -249,11 +247,9 @@ def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_
     env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": llm_server.url,
            "MEMDIR_MAX_RETRIES": "0", "MEMDIR_TIMEOUT": "60"}
     env.pop("MEMDIR_DIR", None)
-    t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "memdir", "run", "I like tabs"], cwd=tmp_path,
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "Noted." in r.stdout, r.stderr
-    assert time.monotonic() - t0 < 15
     assert "handed over to the next session: memory extraction" in r.stderr
     assert "Traceback" not in r.stderr
     assert len(list((tmp_path / ".memory" / ".memdir" / "pending").glob("*.json"))) == 1
