@@ -11,7 +11,6 @@ This module also decides when an automatic run is due (threshold, hysteresis, co
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable
@@ -19,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import prompts
-from .atomic import write_atomic
 from .entry import Entry
 from .errors import InvalidMemory, InvalidName, LLMError, PlanError
 from .history import Operation
@@ -31,6 +29,7 @@ from .providers import ChatModel, complete_json
 from .safetext import for_body, for_prompt, one_line
 from .search import tokenize
 from .secrets import redact
+from .statefile import State, StateFile
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.consolidate")
@@ -88,12 +87,12 @@ class Consolidation:
 # -- when ---------------------------------------------------------------------------------
 
 
-def _state(store: MemoryStore) -> dict[str, Any]:
-    try:
-        data: dict[str, Any] = json.loads((store.internal / STATE).read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+def _file(store: MemoryStore) -> StateFile:
+    return StateFile(store.internal / STATE, lock=store.locked)
+
+
+def _state(store: MemoryStore) -> State:
+    return _file(store).read()
 
 
 def _update_state(store: MemoryStore, *, turn: bool = False, **changes: Any) -> None:
@@ -101,12 +100,10 @@ def _update_state(store: MemoryStore, *, turn: bool = False, **changes: Any) -> 
     under the store lock, so that two agents lose no update."""
     if store.read_only:
         return
-    with store.locked():
-        state = _state(store)
+    with _file(store).changing() as state:
         state.update(changes)
         if turn:
             state["turns"] = int(state.get("turns", 0)) + 1
-        write_atomic(store.internal / STATE, json.dumps(state).encode())
 
 
 def note_turn(store: MemoryStore) -> None:

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import prompts
-from .atomic import write_atomic
 from .errors import InvalidMemory, InvalidName
 from .history import Operation
 from .layout import CURSORS
@@ -33,6 +32,7 @@ from .safetext import CJK_CHAR, for_body, for_prompt, one_line
 from .scopes import USER_TYPES
 from .search import STOP_WORDS, tokenize
 from .secrets import redact
+from .statefile import StateFile
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.extract")
@@ -69,15 +69,8 @@ class Cursors:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        self.path = store.internal / CURSORS
-        self.data = self._read()
-
-    def _read(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        self.file = StateFile(store.internal / CURSORS, lock=store.locked)
+        self.data = self.file.read()
 
     def start(self, messages: list[Message]) -> int:
         """Index of the first message not yet processed (0 if the history was rewritten)."""
@@ -91,11 +84,10 @@ class Cursors:
     def advance(self, messages: list[Message]) -> None:
         """Mark every message as processed; under the store lock, so that two agents
         extracting from different conversations at once do not lose each other's cursor."""
-        with self.store.locked():
-            self.data = self._read()
-            self.data[conversation_key(messages)] = {"count": len(messages),
-                                                     "digest": _prefix_digest(messages)}
-            write_atomic(self.path, json.dumps(self.data).encode())
+        with self.file.changing() as data:
+            data[conversation_key(messages)] = {"count": len(messages),
+                                                "digest": _prefix_digest(messages)}
+        self.data = data
 
 
 def _render(messages: list[Message], start: int, max_chars: int) -> str:

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import write_atomic
+from .statefile import StateFile
 
 # Settings that send data or keys somewhere, or grant the agent permissions.
 SENSITIVE = frozenset({"provider", "base_url", "embedder", "embed_url", "embed_model",
@@ -71,15 +70,11 @@ class TrustList:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.path = home / TRUST_FILE
-        self._data: dict[str, dict[str, dict[str, str]]] = {"trusted": {}, "announced": {}}
-        with contextlib.suppress(OSError, ValueError):
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-            if isinstance(raw, dict):
-                for part in ("trusted", "announced"):
-                    value = raw.get(part)
-                    if isinstance(value, dict):
-                        self._data[part] = {str(k): v for k, v in value.items()
-                                            if isinstance(v, dict)}
+        self.file = StateFile(self.path, mode=0o600)
+        raw = self.file.read()
+        self._data: dict[str, dict[str, dict[str, str]]] = {
+            part: {str(k): v for k, v in raw.get(part, {}).items() if isinstance(v, dict)}
+            if isinstance(raw.get(part), dict) else {} for part in ("trusted", "announced")}
 
     @staticmethod
     def key(path: Path) -> str:
@@ -124,4 +119,6 @@ class TrustList:
 
     def _save(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_atomic(self.path, json.dumps(self._data, indent=2).encode(), mode=0o600)
+        with self.file.changing() as state:
+            state.clear()
+            state.update(self._data)

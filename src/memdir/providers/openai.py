@@ -12,10 +12,10 @@ from typing import Any
 
 import openai
 
-from ..atomic import write_atomic
 from ..config import Config
 from ..errors import LLMError
 from ..layout import ENDPOINTS
+from ..statefile import StateFile
 from ..usage import UsageLog
 from . import (
     Message,
@@ -40,29 +40,22 @@ class _EndpointNotes:
     log so that a new process does not repeat a failing request."""
 
     def __init__(self, usage_log: UsageLog | None, key: str) -> None:
-        self.path = usage_log.path.parent / ENDPOINTS if usage_log else None
+        self.file = (StateFile(usage_log.path.parent / ENDPOINTS, sync=False)
+                     if usage_log else None)
         self.key = key
 
-    def _all(self) -> dict[str, Any]:
-        if self.path is None:
-            return {}
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
     def get(self, name: str, default: bool) -> bool:
-        value = self._all().get(self.key, {}).get(name, default)
-        return bool(value)
+        if self.file is None:
+            return default
+        notes = self.file.read().get(self.key, {})
+        return bool(notes.get(name, default) if isinstance(notes, dict) else default)
 
     def set(self, name: str, value: bool) -> None:
-        if self.path is None:
+        if self.file is None:
             return
-        data = self._all()
-        data.setdefault(self.key, {})[name] = value
         try:
-            write_atomic(self.path, json.dumps(data).encode(), sync=False)
+            with self.file.changing() as data:
+                data.setdefault(self.key, {})[name] = value
         except OSError:
             pass  # a read-only store: the next process asks once more
 
