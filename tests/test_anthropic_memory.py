@@ -176,11 +176,14 @@ def test_with_user_store_follows_the_configuration(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     store = MemoryStore(tmp_path / ".memory")
     monkeypatch.setenv("MEMDIR_USER_DIR", str(tmp_path / "mine"))
-    tool = MemdirMemoryTool.with_user_store(MemoryStore(tmp_path / ".memory"))
+    from memdir.config import load_config
+
+    tool = MemdirMemoryTool.with_user_store(MemoryStore(tmp_path / ".memory"), load_config())
     assert tool.user_store is not None and tool.user_store.root == tmp_path / "mine"
     assert (tmp_path / "mine").stat().st_mode & 0o777 == 0o700
     monkeypatch.setenv("MEMDIR_USER_DIR", "none")
-    assert MemdirMemoryTool.with_user_store(MemoryStore(tmp_path / ".memory")).user_store is None
+    assert MemdirMemoryTool.with_user_store(MemoryStore(tmp_path / ".memory"),
+                                            load_config()).user_store is None
     assert len(store) == 0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from memdir import ConflictError, InvalidMemory, MemoryStore, Put, Remove
+from memdir import ConflictError, InvalidMemory, MemoryStore, Put, ReadOnlyStore, Remove
 from memdir import memory as memfmt
 from memdir.config import Config
 from memdir.consolidate import consolidate_memories
@@ -144,11 +144,14 @@ def test_files_vanishing_during_a_listing_do_not_break_opening(tmp_path: Path) -
     t = threading.Thread(target=churn)
     t.start()
     try:
-        for _ in range(200):
-            MemoryStore(root, watch=False).entries()
+        for _ in range(200):  # each open lists the folder while files come and go
+            names = {e.name for e in MemoryStore(root, watch=False).entries()}
+            assert names <= {"x"}  # only the churned memory ever shows, whole or not at all
     finally:
         stop.set()
         t.join()
+    (root / "kept.md").write_text("---\nname: kept\ntype: reference\ndescription: d\n---\n")
+    assert [e.name for e in MemoryStore(root, watch=False).entries()] == ["kept"]
 
 
 def test_links_pipes_and_folders_named_like_memories(store: MemoryStore, cli: CliFn,
@@ -230,7 +233,7 @@ def test_read_only_store_serves_reads(tmp_path: Path) -> None:
         assert ro.read_only and [e.name for e in ro.entries()] == ["style"]
         assert ro.search("tabs")[0].memory.name == "style"
         assert select(ro, [{"role": "user", "content": "tabs?"}]).names == ["style"]
-        with pytest.raises(ConflictError, match="read-only"):
+        with pytest.raises(ReadOnlyStore, match="read-only"):
             ro.write("x", type="reference", description="d", body="b")
         env = child_env()
         r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "recall",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memdir import MemoryStore
+from memdir import MemoryStore, ReadOnlyStore
 from memdir.config import Config, load_config
 from memdir.extract import extract_memories
 from memdir.providers import ChatModel
@@ -115,7 +115,7 @@ def test_read_only_store_is_recalled_and_never_touched(
     assert "review-rule" in sel.names
     block = render_block(scopes, sel.names, 2000)
     assert 'scope="shared:team-conventions"' in block
-    with pytest.raises(Exception, match="read-only"):
+    with pytest.raises(ReadOnlyStore, match="read-only"):
         scopes.writable("shared:team-conventions")
     # consolidation and undo run on the project's store only
     from memdir.consolidate import consolidate_memories

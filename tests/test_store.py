@@ -236,13 +236,15 @@ def test_duplicate_names_reported(store: MemoryStore) -> None:
 def test_plan_is_validated_before_anything_changes(store: MemoryStore) -> None:
     """A plan with one bad change applies nothing."""
     store.write("keep", type="user_preference", description="d", body="b")
-    bad_plans = [
-        [Put(Memory("new1", "user_preference", "d")), Put(Memory("x", "nope", "d"))],
-        [Put(Memory("new1", "user_preference", "d")), Remove("missing")],
-        [Put(Memory("new1", "user_preference", "d")), Put(Memory("new1", "user_preference", "e"))],
+    bad_plans: list[tuple[list[Put | Remove], type[Exception]]] = [
+        ([Put(Memory("new1", "user_preference", "d")), Put(Memory("x", "nope", "d"))],
+         InvalidMemory),
+        ([Put(Memory("new1", "user_preference", "d")), Remove("missing")], MemoryNotFound),
+        ([Put(Memory("new1", "user_preference", "d")),
+          Put(Memory("new1", "user_preference", "e"))], PlanError),
     ]
-    for plan in bad_plans:
-        with pytest.raises((InvalidMemory, MemoryNotFound, PlanError)):
+    for plan, error in bad_plans:
+        with pytest.raises(error):
             store.apply(plan)
     assert [e.name for e in store.entries()] == ["keep"]
 

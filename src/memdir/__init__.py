@@ -1,31 +1,58 @@
 """memdir: long-term memory for LLM agents, kept as a folder of Markdown files."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from .config import Config, load_config
+from .entry import Entry
 from .errors import (
+    ConfigError,
     ConflictError,
     InvalidMemory,
     InvalidName,
+    LLMError,
+    LLMUnavailable,
     MemdirError,
     MemoryNotFound,
+    PlanError,
+    ReadOnlyStore,
+    ReplyFormatError,
     SecretFound,
     StoreLocked,
+    StoreNotFound,
 )
 from .memory import Memory
 from .plan import Put, Remove
-from .store import MemoryStore
+from .scopes import Scopes
+from .store import Hit, MemoryStore
+
+try:
+    __version__ = version("memdir")
+except PackageNotFoundError:  # a source tree that was not installed
+    __version__ = "0"
 
 __all__ = [
     "Config",
+    "ConfigError",
     "ConflictError",
+    "Entry",
+    "Hit",
     "InvalidMemory",
     "InvalidName",
+    "LLMError",
+    "LLMUnavailable",
     "MemdirError",
     "Memory",
     "MemoryNotFound",
     "MemoryStore",
+    "PlanError",
     "Put",
+    "ReadOnlyStore",
     "Remove",
+    "ReplyFormatError",
+    "Scopes",
     "SecretFound",
     "StoreLocked",
+    "StoreNotFound",
+    "__version__",
     "load_config",
 ]

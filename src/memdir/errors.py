@@ -56,5 +56,9 @@ class ReplyFormatError(LLMError, ValueError):
     """The model's reply could not be parsed into the shape the caller expects."""
 
 
+class ReadOnlyStore(MemdirError, PermissionError):
+    """The store cannot be written: a shared store, a read-only mount, a checked-in folder."""
+
+
 class PlanError(MemdirError, ValueError):
     """A plan of changes failed validation; nothing was changed."""

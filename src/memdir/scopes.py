@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING
 
 from .config import Config
 from .entry import Entry
-from .errors import ConfigError, InvalidMemory, MemdirError, MemoryNotFound, StoreNotFound
+from .errors import (
+    ConfigError,
+    InvalidMemory,
+    MemoryNotFound,
+    ReadOnlyStore,
+    StoreNotFound,
+)
 from .memory import Memory
 from .store import MemoryStore
 
@@ -200,7 +206,7 @@ class Scopes:
         """The store of a writable scope, created (owner-only for the user's) if need be."""
         s = self.scope(name)
         if not s.writable:
-            raise MemdirError(f"{s.name} ({s.root}) is read-only — memdir never writes there")
+            raise ReadOnlyStore(f"{s.name} ({s.root}) is read-only — memdir never writes there")
         if s.store is None:
             s.store = open_user_store(s.root, self.config, watch=self.watch)
         return s.store

@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 from . import index as idx
 from . import memory as memfmt
 from .atomic import fsync_dir, private, write_atomic
-from .config import Config, load_config
+from .config import Config, store_config
 from .entry import Entry
 from .errors import (
     ConflictError,
     InvalidMemory,
     MemoryNotFound,
     PlanError,
+    ReadOnlyStore,
     StoreLocked,
     StoreNotFound,
 )
@@ -81,10 +82,12 @@ def _not_a_link(path: Path, what: str) -> None:
 class MemoryStore:
     """The memories in one folder.
 
-    ``config``: as given, else resolved as the ``memdir`` command resolves it (defaults, the
-    store's ``config.toml``, ``MEMDIR_*`` variables). ``create``: make the folder if it is
-    missing (else raise StoreNotFound). ``watch``: start a file-system watcher at once (True),
-    never (False), or when the process turns out to be long-running (None).
+    ``config``: as given (``config.load_config`` resolves it as the ``memdir`` command does,
+    the environment included), else the defaults and the store's own ``config.toml``
+    (``config.store_config``; no environment variable is read below an entry point).
+    ``create``: make the folder if it is missing (else raise StoreNotFound). ``watch``: start
+    a file-system watcher at once (True), never (False), or when the process turns out to be
+    long-running (None).
     ``progress(done, total)`` is called while a first open parses files.
     ``embedder``: embeds memories for hybrid search, instead of the one the configuration names
     (``embed.Embedder``: a name, a dimension and ``embed(texts)``). ``cache_dir``: open the
@@ -97,7 +100,7 @@ class MemoryStore:
                  progress: Callable[[int, int], None] | None = None,
                  embedder: Embedder | None = None, cache_dir: Path | None = None) -> None:
         self.root = Path(path)
-        self.config = config or load_config({"dir": self.root})
+        self.config = config or store_config(self.root)
         if self.root.is_symlink():
             raise ConflictError(
                 f"{self.root} is a symbolic link — point memdir at the real folder")
@@ -155,7 +158,7 @@ class MemoryStore:
         import filelock
 
         if self.read_only:
-            raise ConflictError(
+            raise ReadOnlyStore(
                 f"the store at {self.root} is read-only — memdir can read it but not change it")
         _not_a_link(self.internal / LOCK, "file")
         try:

@@ -34,6 +34,7 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
+from ..config import Config
 from ..errors import MemdirError, MemoryNotFound, SecretFound
 from ..index import read_file
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_name
@@ -83,12 +84,14 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         self.default_type = (default_type if default_type in store.config.types else None)
 
     @classmethod
-    def with_user_store(cls, store: MemoryStore, **kwargs: Any) -> MemdirMemoryTool:
-        """The tool over ``store`` and the user's own store as its configuration places it
-        (created owner-only if need be); just ``store`` when the user's store is turned off."""
+    def with_user_store(cls, store: MemoryStore, config: Config | None = None,
+                        **kwargs: Any) -> MemdirMemoryTool:
+        """The tool over ``store`` and the user's own store where ``config`` places it
+        (default: the store's; ``memdir.load_config()`` reads ``MEMDIR_USER_DIR`` too), created
+        owner-only if need be; just ``store`` when the user's store is turned off."""
         from ..scopes import USER, Scopes
 
-        scopes = Scopes(store.config, project=store, watch=False, scopes=[USER])
+        scopes = Scopes(config or store.config, project=store, watch=False, scopes=[USER])
         user = scopes.writable(USER) if scopes.user_root() is not None else None
         return cls(store, user_store=user, **kwargs)
 
