@@ -111,8 +111,10 @@ def test_edit_validates_and_saves(cli: CliFn, tmp_path: Path) -> None:
               f" p.write_text(p.read_text().replace('type: user_preference', 'type: [x'))\""
     r = cli("edit", "user-language-preference", env={"EDITOR": breaker})
     assert r.code == 1 and "bad YAML in frontmatter" in r.err
-    assert r.err.splitlines()[-1] == "memdir: error: the edit was not saved — run 'memdir edit'" \
-                                     " again"
+    last = r.err.splitlines()[-1]
+    assert last.startswith("memdir: error: the edit was not saved; your text is in ")
+    kept = Path(last.split("your text is in ")[1].split(" — ")[0])
+    assert "type: [x" in kept.read_text()  # nothing typed is lost
     assert path.read_text() == before
 
 

@@ -91,7 +91,7 @@ def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Pa
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
     for name, _, _, question in PARAPHRASES[:3]:
-        assert store.search_index().search(question, 5) == [], "BM25 should find nothing"
+        assert store.ranked(question, 5, dense=False) == [], "BM25 should find nothing"
         hits = store.search(question, 3)
         assert hits and hits[0].memory.name == name
     assert store.search("favourite pizza topping", 5) == []  # unrelated: no hit at all
@@ -388,7 +388,7 @@ def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Conf
     assert "multilingual-e5-small" in store.ranking_note()
     assert "(cosine − 0.8) / 0.2" in store.ranking_note()
     for name, _, _, question in CHINESE + PARAPHRASES[:2]:
-        assert store.search_index().search(question, 5) == [], "BM25 should find nothing"
+        assert store.ranked(question, 5, dense=False) == [], "BM25 should find nothing"
         top = store.ranked(question, 3)
         assert top and top[0].key == f"{name}.md" and top[0].dense_rank == 1, question
     for unrelated in ("favourite pizza topping", "banana bread recipe", "tell me a joke"):

@@ -8,22 +8,26 @@ the commands that use it. This module does NOT contain memory logic.
 from __future__ import annotations
 
 import os
-import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
 from . import memory as memfmt
-from .cli_context import Ctx, F, emit_json, fail, json_option, pass_ctx
-from .errors import InvalidMemory, MemdirError, StoreNotFound
+from .cli_context import (
+    Ctx,
+    emit_json,
+    fail,
+    json_option,
+    name_and_version,
+    pass_ctx,
+    scope_option,
+)
+from .errors import InvalidMemory, MemdirError
 from .layout import INTERNAL
 from .plan import Put
 from .safetext import display_width, for_terminal, for_terminal_text, pad, plural
-from .scopes import PROJECT, USER, route
-from .store import MemoryStore
+from .scopes import PROJECT, route
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,18 +50,6 @@ def cli(ctx: click.Context, dir_: Path | None, provider: str | None, model: str 
     ctx.obj = Ctx({"dir": dir_, "provider": provider, "model": model,
                    "memory_model": memory_model, "timeout": timeout,
                    "max_retries": max_retries, "also": also})
-
-
-def scope_option(default: str | None, writes: bool = False) -> Callable[[F], F]:
-    """``--scope``: project, user (or all, for reads)."""
-    choices = ["project", "user"] if writes else ["project", "user", "all"]
-    if writes and default is None:
-        what = "where to write (default: user for user_preference, else project)"
-    else:
-        what = f"which {'store' if writes else 'stores'} (default: {default})"
-    option: Callable[[F], F] = click.option("--scope", type=click.Choice(choices),
-                                            default=default, help=f"Scope: {what}.")
-    return option
 
 
 @cli.command()
@@ -142,17 +134,6 @@ def list_(c: Ctx, type_: str | None, scope: str, as_json: bool) -> None:
                    f"  {for_terminal(e.description)}{pin}")
 
 
-def _name_and_version(spec: str) -> tuple[str, int | None]:
-    """``NAME`` or ``NAME@vN`` (``NAME.md`` is accepted for a file name)."""
-    name, _, ver = spec.partition("@")
-    name = name[:-3] if name.endswith(".md") else name
-    if not ver:
-        return name, None
-    if not re.fullmatch(r"v?\d+", ver):
-        fail(f"{spec!r} is not NAME@vN — see 'memdir history {name}' for the versions")
-    return name, int(ver.lstrip("v"))
-
-
 @cli.command(short_help="Print the memory NAME (or NAME@vN).")
 @click.argument("name")
 @scope_option("all")
@@ -161,7 +142,7 @@ def _name_and_version(spec: str) -> tuple[str, int | None]:
 def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
     """Print the memory NAME (NAME@v2: an earlier version, see 'memdir history'; user:NAME:
     the one in the user's store)."""
-    name, version = _name_and_version(name)
+    name, version = name_and_version(name)
     store, name, _ = c.pick(name, scope)
     if version is not None:
         text = store.version_text(name, version)
@@ -175,45 +156,6 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
         emit_json(mem.to_dict())
     else:
         click.echo(for_terminal_text(memfmt.dumps(mem)), nl=False)
-
-
-@cli.command(short_help="Show what changed between versions.")
-@click.argument("name")
-@click.argument("versions", nargs=-1)
-@scope_option("all")
-@json_option
-@pass_ctx
-def diff(c: Ctx, name: str, versions: tuple[str, ...], scope: str, as_json: bool) -> None:
-    """Show what changed: between the latest earlier version and now, between version V1 and
-    now, or between V1 and V2 (numbers from 'memdir history NAME'; user:NAME for the user's)."""
-    import difflib
-
-    name = _name_and_version(name)[0]
-    store, name, _ = c.pick(name, scope)
-    if len(versions) > 2:
-        raise click.UsageError("give at most two versions")
-
-    def text_of(v: str | None) -> tuple[str, str]:
-        if v is None or v in ("current", "now"):
-            return memfmt.dumps(store.get(name)), "current"
-        if not re.fullmatch(r"v?\d+", v):
-            fail(f"{v!r} is not a version number — see 'memdir history {name}'")
-        n = int(v.lstrip("v"))
-        return store.version_text(name, n), f"v{n}"
-
-    if versions:
-        a, b = text_of(versions[0]), text_of(versions[1] if len(versions) > 1 else None)
-    else:
-        past = store.history(name)
-        if not past:
-            fail(f"memory {name!r} has no earlier version — nothing to compare")
-        a, b = text_of(str(past[-1].version)), text_of(None)
-    lines = list(difflib.unified_diff(a[0].splitlines(True), b[0].splitlines(True),
-                                      f"{name}@{a[1]}", f"{name}@{b[1]}"))
-    if as_json:
-        emit_json({"name": name, "from": a[1], "to": b[1], "diff": "".join(lines)})
-        return
-    click.echo(for_terminal_text("".join(lines)) if lines else "No differences.", nl=not lines)
 
 
 @cli.command(short_help="Rename a memory, or move it to another scope.")
@@ -322,7 +264,7 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
     """Delete the memory NAME (it stays in history); without --scope, the first scope that
     holds it (project first). --purge removes it and every kept version for good (a secret
     that reached it), after asking."""
-    name, version = _name_and_version(name)
+    name, version = name_and_version(name)
     if version is not None and not purge:
         fail("a version is removed only with --purge — 'memdir rm --purge NAME@vN'")
     store, name, where = c.pick(name, scope, write=True)
@@ -339,146 +281,6 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
     again = f"memdir restore {name}" + ("" if where == PROJECT else f" --scope {where}")
     click.echo(f"Deleted {name}{'' if where == PROJECT else f' from the {where} store'};"
                f" '{again}' brings it back.")
-
-
-@cli.command()
-@click.argument("name")
-@scope_option("all")
-@json_option
-@pass_ctx
-def history(c: Ctx, name: str, scope: str, as_json: bool) -> None:
-    """List the earlier versions of NAME."""
-    store, name, _ = c.pick(name, scope)
-    memfmt.validate_name(name)
-    versions = store.history(name)
-    if as_json:
-        emit_json([v.to_dict() for v in versions])
-        return
-    if not versions:
-        click.echo(f"No history for {name}.")
-    for v in versions:
-        why = f" — {for_terminal(v.reason)}" if v.reason else ""
-        try:
-            held = memfmt.loads(store.version_text(name, v.version)).description
-        except MemdirError:
-            held = "(unreadable)"
-        click.echo(f"v{v.version}  {v.time}  {v.action}{why}\n      {for_terminal(held)}")
-
-
-@cli.command()
-@click.argument("name")
-@click.option("--version", "version", type=int, help="Version number (default: the latest).")
-@scope_option(None, writes=True)
-@pass_ctx
-def restore(c: Ctx, name: str, version: int | None, scope: str | None) -> None:
-    """Bring back an earlier version of NAME."""
-    if scope is None and ":" not in name:
-        scope = PROJECT  # a deleted memory is in no scope's listing: the project's by default
-    store, name, _ = c.pick(name, scope, write=True)
-    mem = store.restore(name, version, source="cli")
-    click.echo(f"Restored {mem.name}.")
-
-
-def _existing(c: Ctx, scope: str) -> MemoryStore:
-    """The project's or the user's store, which must exist already (never created here)."""
-    if scope == PROJECT:
-        return c.store
-    scopes = c.scopes(scope)
-    found = scopes.stores()
-    if not found:
-        raise StoreNotFound(f"no {scope} store yet at {scopes.scope(scope).root} — "
-                            f"'memdir add --scope {scope}' creates it")
-    return found[0][1]
-
-
-@cli.command(short_help="Rebuild MEMORY.md and the search index, and embed every memory.")
-@scope_option(PROJECT, writes=True)
-@click.option("--background", is_flag=True, hidden=True)
-@json_option
-@pass_ctx
-def index(c: Ctx, scope: str, background: bool, as_json: bool) -> None:
-    """Rebuild MEMORY.md (and the caches) from the files of the project's store (or the
-    user's, with --scope user), and embed every memory for search by meaning now (searches
-    otherwise do it a few seconds at a time, and in the background)."""
-    store = _existing(c, scope)
-    if background:
-        _embed_quietly(store)
-        return
-    count = len(store.rebuild())
-    from .cli_context import _Progress
-
-    progress = _Progress("Embedding memories for search") if sys.stderr.isatty() else None
-    try:
-        embedded = store.embed_all(progress)
-    finally:
-        if progress is not None:
-            progress.close()
-    if as_json:
-        emit_json({"index": str(store.index_path), "memories": count, "embedded": embedded})
-    else:
-        click.echo(f"Indexed {count} memories in {store.index_path}"
-                   + (f"; {embedded} embedded for search by meaning." if embedded else "."))
-
-
-def _embed_quietly(store: MemoryStore) -> None:
-    """The background embedder: low priority, one at a time per store, resumable (what it
-    embedded is kept if it is stopped)."""
-    import filelock
-
-    from .layout import INTERNAL
-
-    os.nice(10)
-    try:
-        with filelock.FileLock(str(store.root / INTERNAL / "embedding.lock"), timeout=0):
-            store.embed_all()
-    except filelock.Timeout:
-        return  # another one is at work
-
-
-@cli.command(short_help="Check the store and report problems.")
-@click.option("--fix", is_flag=True, help="Repair what can be repaired (never memory files).")
-@scope_option(PROJECT, writes=True)
-@json_option
-@pass_ctx
-def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
-    """Check the project's store (or the user's, with --scope user): invalid files,
-    rule-bending memories, stale index."""
-    from .doctor import diagnose
-
-    store = _existing(c, scope)
-    report = diagnose(store, fix=fix)
-    if scope == PROJECT:
-        _hook_report(store, report)
-        if c.config.ignored:
-            from .config import untrusted_line
-
-            report.warnings.append({"file": str(c.config.config_file),
-                                    "reason": untrusted_line(c.config).split(": ", 1)[1]})
-    if as_json:
-        emit_json(report.to_dict())
-    else:
-        for line in report.lines():
-            click.echo(line)
-    if report.errors:
-        sys.exit(1)
-
-
-def _hook_report(store: MemoryStore, report: Any) -> None:
-    """Which host hooks are installed, and how the last learn ended."""
-    from .integrations.hooks import installed, last_learn
-
-    places = installed(store.root.absolute().parent)
-    report.hooks = places
-    if places:
-        report.notes.append("hooks installed: " + "; ".join(places))
-    last = last_learn(store.root)
-    if last is not None:
-        how = ("ok" if last.get("status") == "ok"
-               else f"failed: {last.get('error', 'unknown error')}")
-        report.notes.append(f"last learn hook: {last.get('time')} ({last.get('host')}) {how}")
-        if last.get("status") != "ok":
-            report.warnings.append({"file": ".memdir/hooks.jsonl",
-                                    "reason": f"the last learn hook failed: {last.get('error')}"})
 
 
 @cli.command(short_help="Search memories (BM25, with meaning when memdir[embed] is in).")
@@ -522,93 +324,12 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
-@cli.command(short_help="Revert the last change.")
-@scope_option(PROJECT, writes=True)
-@click.option("--force", is_flag=True, help="Revert even a memory changed by hand since.")
-@pass_ctx
-def undo(c: Ctx, scope: str, force: bool) -> None:
-    """Revert the last change (an extraction, a consolidation, an add…) of the project's
-    store, or of the user's with --scope user. A memory changed by hand since is not
-    reverted over that change without --force."""
-    from .undo import undo as undo_last
-
-    store = c.store if scope == PROJECT else c.scopes(require=False).writable(scope)
-    target, _ = undo_last(store, force=force)
-    names = ", ".join(ch["name"] for ch in target.changes) or "nothing"
-    where = "" if scope == PROJECT else f" in the {scope} store"
-    click.echo(f"Reverted {target.source} {target.id}{where} ({names}).")
-
-
-@cli.command(short_help="What changed, when and why.")
-@click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 100000),
-              help="How many of the latest operations.")
-@scope_option("all")
-@json_option
-@pass_ctx
-def log(c: Ctx, limit: int, scope: str, as_json: bool) -> None:
-    """What changed, when and why: the latest operations, newest last."""
-    scopes = c.scopes(scope)
-    # within one second, each store's own order (its log is appended in order)
-    ranked = sorted(((op.time, n, i, op, sc.name)
-                     for n, (sc, st) in enumerate(s for s in scopes.stores() if s[0].writable)
-                     for i, op in enumerate(st.log(limit))), key=lambda t: t[:3])
-    ops = [(op, name) for *_, op, name in ranked][-limit:]
-    several = len({sc for _, sc in ops}) > 1
-    if as_json:
-        emit_json([{**op.to_dict(), "scope": sc} for op, sc in ops])
-        return
-    if not ops:
-        click.echo("No changes recorded yet.")
-    for op, sc in ops:
-        where = f"[{sc}]  " if several else ""
-        click.echo(f"{op.time}  {where}{op.id}  {op.source}"
-                   + (f" — {for_terminal(op.summary)}" if op.summary else ""))
-        for ch in op.changes:
-            why = f" ({for_terminal(ch['reason'])})" if ch.get("reason") else ""
-            click.echo(f"    {ch['action']:<6} {ch['name']}{why}")
-
-
-@cli.command(short_help="Where each store is, its size, and what may be written.")
-@json_option
-@pass_ctx
-def scopes(c: Ctx, as_json: bool) -> None:
-    """The stores this folder sees: the project's, the user's own, and the shared read-only
-    ones (read_only in config.toml, --also)."""
-    try:
-        project: MemoryStore | None = c.store
-    except MemdirError:
-        project = None
-    from .scopes import Scopes
-
-    if project is not None:
-        found = Scopes(c.config, project=project, also=c.also, watch=False)
-    else:
-        found = Scopes(c.config, also=c.also, watch=False, scopes=[USER, "shared"])
-    rows: list[dict[str, Any]] = []
-    if project is None:
-        rows.append({"scope": PROJECT, "path": str(c.config.dir.absolute()), "memories": None,
-                     "writable": True, "exists": False})
-    for sc in found.scopes:
-        rows.append({"scope": sc.name, "path": str(sc.root.absolute()),
-                     "memories": len(sc.store) if sc.store is not None else 0,
-                     "writable": sc.writable,
-                     "exists": sc.store is not None})
-    if as_json:
-        emit_json(rows)
-        return
-    width = max(len(r["scope"]) for r in rows)
-    for r in rows:
-        state = ("not created yet" if not r["exists"]
-                 else plural(r["memories"], "memory", "memories"))
-        mode = "read-write" if r["writable"] else "read-only"
-        click.echo(f"{pad(r['scope'], width)}  {mode:<10}  {state:<16}  {r['path']}")
-
-
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import cli_hooks, cli_llm, cli_trust
+    from . import cli_hooks, cli_llm, cli_trust, cli_upkeep, cli_versions
 
-    for command in (*cli_llm.COMMANDS, *cli_hooks.COMMANDS, *cli_trust.COMMANDS):
+    for command in (*cli_versions.COMMANDS, *cli_upkeep.COMMANDS, *cli_llm.COMMANDS,
+                    *cli_hooks.COMMANDS, *cli_trust.COMMANDS):
         cli.add_command(command)
 
 

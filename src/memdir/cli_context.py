@@ -7,6 +7,7 @@ This module does NOT define commands (``cli``, ``cli_llm`` and ``cli_hooks`` do)
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -193,3 +194,38 @@ def emit_json(data: Any) -> None:
 
 def fail(message: str) -> NoReturn:
     raise MemdirError(message)
+
+
+def scope_option(default: str | None, writes: bool = False) -> Callable[[F], F]:
+    """``--scope``: project, user (or all, for reads)."""
+    choices = ["project", "user"] if writes else ["project", "user", "all"]
+    if writes and default is None:
+        what = "where to write (default: user for user_preference, else project)"
+    else:
+        what = f"which {'store' if writes else 'stores'} (default: {default})"
+    option: Callable[[F], F] = click.option("--scope", type=click.Choice(choices),
+                                            default=default, help=f"Scope: {what}.")
+    return option
+
+
+def name_and_version(spec: str) -> tuple[str, int | None]:
+    """``NAME`` or ``NAME@vN`` (``NAME.md`` is accepted for a file name)."""
+    name, _, ver = spec.partition("@")
+    name = name[:-3] if name.endswith(".md") else name
+    if not ver:
+        return name, None
+    if not re.fullmatch(r"v?\d+", ver):
+        fail(f"{spec!r} is not NAME@vN — see 'memdir history {name}' for the versions")
+    return name, int(ver.lstrip("v"))
+
+
+def existing_store(c: Ctx, scope: str) -> MemoryStore:
+    """The project's or the user's store, which must exist already (never created here)."""
+    if scope == PROJECT:
+        return c.store
+    scopes = c.scopes(scope)
+    found = scopes.stores()
+    if not found:
+        raise StoreNotFound(f"no {scope} store yet at {scopes.scope(scope).root} — "
+                            f"'memdir add --scope {scope}' creates it")
+    return found[0][1]

@@ -17,7 +17,7 @@ from typing import Any
 from .atomic import TEMP_PREFIX
 from .errors import MemdirError
 from .layout import HISTORY, JOURNAL, SEARCH, VECTORS
-from .memory import safe_repr
+from .memory import Memory, safe_repr
 from .safetext import plural
 from .store import MemoryStore
 
@@ -107,6 +107,26 @@ def _damaged_caches(store: MemoryStore) -> list[tuple[str, str]]:
     return found
 
 
+def adopt(store: MemoryStore, fname: str) -> Memory:
+    """Make a Markdown note dropped into the folder without frontmatter a memory, by the rule
+    every bare note follows (``notes.from_text``): its file name is the name, its words give
+    the type, its first line the description; its text stays, as the body."""
+    from .index import read_file
+    from .memory import validate_name
+    from .notes import from_text
+    from .plan import Put
+
+    name = validate_name(fname[:-3])
+    text = read_file(store.root / fname, store.config.max_file_bytes).decode(
+        "utf-8", errors="replace")
+    if text.lstrip("\ufeff").startswith("---"):
+        raise MemdirError(f"{fname} has frontmatter already — fix it by hand")
+    mem = from_text(name, text, store.config.types)
+    store.apply([Put(mem, reason="a note without frontmatter, adopted", adopt=True)],
+                source="doctor", summary=f"adopted {fname}")
+    return store.get(name)
+
+
 def _adoptable(store: MemoryStore, fname: str) -> bool:
     """Whether a file without frontmatter can become a memory as it is: its name is one."""
     from .errors import InvalidName
@@ -163,7 +183,7 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
         if p.reason.startswith("no YAML frontmatter") and _adoptable(store, p.file):
             if fix:
                 try:
-                    mem = store.adopt(p.file, source="doctor")
+                    mem = adopt(store, p.file)
                 except MemdirError as exc:
                     report.errors.append({"file": safe_repr(p.file)[1:-1], "reason": str(exc)})
                     continue

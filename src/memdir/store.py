@@ -15,9 +15,6 @@ import difflib
 import errno
 import json
 import os
-import secrets as _random
-import stat
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,32 +22,29 @@ from typing import TYPE_CHECKING, Any
 
 from . import index as idx
 from . import memory as memfmt
-from .atomic import fsync_dir, private, write_atomic
+from .atomic import private, write_atomic
 from .config import Config, store_config
 from .entry import Entry
 from .errors import (
     ConflictError,
     InvalidMemory,
     MemoryNotFound,
-    PlanError,
     ReadOnlyStore,
     StoreLocked,
     StoreNotFound,
 )
 from .folder import Folder
-from .history import ChangeRecord, History, Journal, Operation, Step, Version
+from .history import History, Journal, Operation, Version
 from .layout import HISTORY, INTERNAL, JOURNAL, LOCK, LOG
 from .lookup import Lookup
 from .memory import Memory
-from .notes import from_text
 from .plan import Change, Put, Remove, screen
-from .secrets import redact_tree
+from .transaction import Transaction, new_op_id, not_a_link
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
     import filelock
 
     from .embed import Embedder
-    from .search import SearchIndex
     from .vectors import Ranked
 
 
@@ -65,18 +59,6 @@ class Hit:
 
 
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
-
-
-def _new_op_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
-
-
-def _not_a_link(path: Path, what: str) -> None:
-    """Refuse to work through a symbolic link planted inside the store."""
-    if path.is_symlink():
-        raise ConflictError(
-            f"{path} is a symbolic link — memdir reads and writes only inside the store;"
-            f" replace it with a real {what} (see 'memdir doctor')")
 
 
 class MemoryStore:
@@ -110,7 +92,7 @@ class MemoryStore:
                 raise StoreNotFound(
                     f"no memory store at {self.root} — run 'memdir init' there, or pass --dir")
             self.root.mkdir(parents=True, exist_ok=True)
-        _not_a_link(self.internal, "folder")
+        not_a_link(self.internal, "folder")
         self.read_only = cache_dir is not None
         if cache_dir is not None:
             cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -134,9 +116,11 @@ class MemoryStore:
         self._lookup = Lookup(self.root, cache_dir or self.internal, self.config, self._catalog,
                               in_memory=self.read_only and cache_dir is None,
                               embedder=embedder)
+        self._tx = Transaction(self.root, self.internal, self.config, self._history,
+                               self._folder, self._lookup)
         if os.path.lexists(self.internal / JOURNAL):
             try:
-                self._try_locked(self._recover)
+                self._try_locked(self._tx.recover)
             except (ConflictError, OSError):
                 pass  # left for 'memdir doctor' to report; reading still works
         self._folder.sweep(progress)
@@ -148,7 +132,7 @@ class MemoryStore:
             import filelock
 
             path = self.internal / LOCK
-            _not_a_link(path, "file")
+            not_a_link(path, "file")
             self._lock = filelock.FileLock(str(path), timeout=self.config.lock_timeout)
         return self._lock
 
@@ -160,7 +144,7 @@ class MemoryStore:
         if self.read_only:
             raise ReadOnlyStore(
                 f"the store at {self.root} is read-only — memdir can read it but not change it")
-        _not_a_link(self.internal / LOCK, "file")
+        not_a_link(self.internal / LOCK, "file")
         try:
             with self._filelock():
                 yield
@@ -251,7 +235,7 @@ class MemoryStore:
             if entry is None:
                 break
             try:
-                mem = self._current(entry)
+                mem = self._tx.current(entry)
             except InvalidMemory:
                 mem = None
             if mem is not None and mem.name == norm:
@@ -271,15 +255,10 @@ class MemoryStore:
         out = []
         for e in self.entries(type):
             try:
-                out.append(self._current(e))
+                out.append(self._tx.current(e))
             except InvalidMemory:
                 continue  # changed under us since the scan; the next look reports it
         return out
-
-    def search_index(self) -> SearchIndex:
-        """The full-text index, brought up to date with the files (incrementally)."""
-        self._folder.catch_up()
-        return self._lookup.sync()
 
     def ranked(self, query: str, k: int = 5, *, explain: bool = False,
                dense: bool = True) -> _list[Ranked]:
@@ -288,13 +267,6 @@ class MemoryStore:
         ``dense``, else BM25. ``explain`` ranks the dense side over every memory (slower)."""
         self._folder.catch_up()
         return self._lookup.rank(query, k, explain=explain, dense=dense)
-
-    def entry_of(self, fname: str) -> Entry | None:
-        """The current memory in file ``fname`` (as search results name them), if any."""
-        rec = self._catalog.state.get(fname)
-        entry = rec[1] if rec else None
-        return entry if entry is not None and self._catalog.entries.get(entry.name) is entry \
-            else None
 
     def pace_embedding(self, progress: Callable[[int, int], None] | None = None,
                        budget: float | None = None) -> None:
@@ -316,30 +288,6 @@ class MemoryStore:
             self._lookup.progress, self._lookup.embed_budget = saved
         vectors = self._lookup.vectors
         return 0 if vectors is None or self._lookup.dense_error else len(self._catalog.entries)
-
-    def _plain_note(self, fname: str) -> bool:
-        """Whether ``fname`` is a regular file without frontmatter (a note to adopt)."""
-        try:
-            text = idx.read_file(self.root / fname, self.config.max_file_bytes)
-        except InvalidMemory:
-            return False
-        return not text.lstrip(b"\xef\xbb\xbf").startswith(b"---")
-
-    def adopt(self, fname: str, *, source: str = "api") -> Memory:
-        """Make a Markdown note dropped into the folder without frontmatter a memory, by the
-        rule every bare note follows (``notes.from_text``): its file name is the name, its
-        words give the type, its first line the description; its text stays, as the body."""
-        if not fname.endswith(".md") or "/" in fname:
-            raise InvalidMemory(f"{fname} is not a note in the store's folder")
-        name = memfmt.validate_name(fname[:-3])
-        if not self._plain_note(fname):
-            raise InvalidMemory(f"{fname} is not a readable note without frontmatter")
-        text = idx.read_file(self.root / fname, self.config.max_file_bytes).decode(
-            "utf-8", errors="replace")
-        mem = from_text(name, text, self.config.types)
-        self.apply([Put(mem, reason="a note without frontmatter, adopted", adopt=True)],
-                   source=source, summary=f"adopted {fname}")
-        return self.get(name)
 
     def discard_caches(self) -> None:
         """Throw away the search index and the vectors (damaged): rebuilt from the files."""
@@ -367,17 +315,24 @@ class MemoryStore:
         ``dense=False``: BM25 alone (a word-overlap check needs no embedder)."""
         out = []
         for hit in self.ranked(query, k, dense=dense):
-            entry = self.entry_of(hit.key)
+            entry = self._entry_of(hit.key)
             if entry is not None:
                 out.append((entry, hit.score))
         return out
+
+    def _entry_of(self, fname: str) -> Entry | None:
+        """The current memory in file ``fname`` (as rankings name them), if any."""
+        rec = self._catalog.state.get(fname)
+        entry = rec[1] if rec else None
+        return entry if entry is not None and self._catalog.entries.get(entry.name) is entry \
+            else None
 
     def search(self, query: str, k: int = 5) -> _list[Hit]:
         """The ``k`` memories that best match ``query``, best first."""
         out = []
         for entry, score in self.search_entries(query, k):
             try:
-                out.append(Hit(self._current(entry), score))
+                out.append(Hit(self._tx.current(entry), score))
             except InvalidMemory:
                 continue
         return out
@@ -429,7 +384,7 @@ class MemoryStore:
             if not gone:
                 what = f"version {version} of {name!r}" if version else f"{name!r}"
                 raise MemoryNotFound(f"no {what} to purge — see 'memdir history {name}'")
-            self._log(Operation(_new_op_id(), memfmt.now(), source,
+            self._tx.log(Operation(new_op_id(), memfmt.now(), source,
                                 f"purged {name}" + (f"@v{version}" if version else ""), (), None))
         return gone
 
@@ -451,187 +406,33 @@ class MemoryStore:
         plan = screen(plan, secrets)
         with self.locked():
             self._folder.catch_up()
-            steps = self._prepare(plan)
+            steps = self._tx.prepare(plan)
             if not steps:
                 return None
-            self._preflight(steps)
-            op: Journal = {"id": _new_op_id(), "time": memfmt.now(), "source": source,
+            self._tx.preflight(steps)
+            op: Journal = {"id": new_op_id(), "time": memfmt.now(), "source": source,
                            "summary": summary, "steps": steps, "undoes": undoes}
             write_atomic(self.internal / JOURNAL, json.dumps(op, ensure_ascii=False).encode())
-            return self._execute(op)
+            return self._tx.execute(op)
 
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
         """Log an operation that changed no file (so that undo can tell it was handled)."""
         with self.locked():
             self._folder.catch_up()
-            op = Operation(_new_op_id(), memfmt.now(), source, summary, (), undoes)
-            self._log(op)
+            op = Operation(new_op_id(), memfmt.now(), source, summary, (), undoes)
+            self._tx.log(op)
         return op
-
-    def _prepare(self, plan: Sequence[Change]) -> _list[Step]:
-        """Validate a plan against the current files and turn it into journal steps."""
-        seen: set[str] = set()
-        steps: _list[Step] = []
-        stamp = memfmt.now()
-        entries = self._catalog.entries
-        removed = {c.name for c in plan if isinstance(c, Remove)}
-        for change in plan:
-            raw = change.memory.name if isinstance(change, Put) else change.name
-            name = memfmt.validate_name(raw)
-            if name in seen:
-                raise PlanError(f"the plan changes {name!r} twice — combine those changes")
-            seen.add(name)
-            entry = entries.get(name)
-            current = self._current(entry) if entry else None
-            if change.expect is not None and (current is None or current.digest != change.expect):
-                raise ConflictError(
-                    f"memory {name!r} changed on disk since it was read — reload it and retry"
-                )
-            if isinstance(change, Remove):
-                if entry is None:
-                    raise MemoryNotFound(f"no memory named {name!r} — see 'memdir list'")
-                steps.append({"name": name, "file": entry.file, "action": "delete",
-                              "content": None, "reason": change.reason})
-                continue
-            new = memfmt.validate_new(change.memory.replace(name=name), self.config.types)
-            if current is not None and change.merge_extra:  # never carry a secret along
-                kept = {k: redact_tree(v) for k, v in current.extra.items()}
-                new = new.replace(extra={**kept, **new.extra})
-            if current is not None:
-                unchanged = new.replace(created=current.created, updated=current.updated)
-                if memfmt.dumps(unchanged) == memfmt.dumps(current):
-                    continue
-            created = (current.created if current else None) or new.created or stamp
-            new = new.replace(created=created, updated=stamp)
-            fname = entry.file if entry else memfmt.filename_for(name)
-            if entry is None and not (change.adopt and self._plain_note(fname)):
-                self._check_new_name(name, fname, seen | removed)
-            content = memfmt.dumps(new)
-            if len(content.encode()) > self.config.max_file_bytes:
-                self.check(new)  # raises, saying by how much
-            steps.append({"name": name, "file": fname,
-                          "action": "update" if entry else "create",
-                          "content": content, "reason": change.reason})
-        return steps
-
-    def _preflight(self, steps: _list[Step]) -> None:
-        """Refuse, before the journal is written, an operation that could not finish: links
-        planted where it would write history or the log."""
-        _not_a_link(self.internal / LOG, "file")
-        _not_a_link(self.internal / HISTORY, "folder")
-        for step in steps:
-            if step["action"] != "create":
-                _not_a_link(self._history.versions_dir(step["name"]), "folder")
 
     def check(self, memory: Memory) -> Memory:
         """Validate a memory as a write would (name, type, description, size) without
         writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
-        new = memfmt.validate_new(memory.replace(name=memfmt.validate_name(memory.name)),
-                                  self.config.types)
-        size = len(memfmt.dumps(new.replace(created=memfmt.now(), updated=memfmt.now()))
-                   .encode())
-        if size > self.config.max_file_bytes:
-            raise InvalidMemory(
-                f"memory {new.name!r} would be {size / 1024:.0f} KiB, over the"
-                f" {self.config.max_file_bytes // 1024} KiB limit — shorten the body or"
-                " split it into several memories")
-        return new
+        return self._tx.check(memory)
 
     def twin_of(self, name: str) -> str | None:
         """The listed name that ``name`` looks like (same letters but for case or look-alike
         characters), if any."""
         self._folder.catch_up()
         return self._catalog.skeletons.get(memfmt.skeleton(name))
-
-    def _check_new_name(self, name: str, fname: str, planned: set[str]) -> None:
-        """A new memory's file must be free, and its name must not pass for another one's."""
-        path = self.root / fname
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            st = None
-        if st is not None:
-            what = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
-                    else "not a regular file" if not stat.S_ISREG(st.st_mode)
-                    else "not a valid memory")
-            raise ConflictError(
-                f"{fname} exists but is {what} — fix or move it (see 'memdir doctor')")
-        twin = self._catalog.skeletons.get(memfmt.skeleton(name))
-        if twin is not None and twin != name and twin not in planned:
-            raise ConflictError(
-                f"memory name {name!r} differs from the existing {twin!r} only in case or"
-                f" look-alike characters — update {twin!r} or choose a distinct name")
-
-    def _current(self, entry: Entry) -> Memory:
-        return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
-
-    def _log(self, op: Operation) -> None:
-        """Append ``op`` to the log with the folder's time, so other processes can tell
-        memdir's own changes from hand edits."""
-        root_mtime = os.lstat(self.root).st_mtime_ns
-        size = self._history.append_log(op, root_mtime=root_mtime, index=self._folder.index_record)
-        if size is not None:
-            self._tracker.acknowledge(size, root_mtime)
-
-    def _execute(self, op: Journal, *, incremental: bool = True) -> Operation:
-        """Carry out a journaled operation; safe to run again after a crash at any point."""
-        changes: _list[ChangeRecord] = []
-        for step in op["steps"]:
-            path = self.root / step["file"]
-            before = None
-            if step["action"] != "create":
-                if path.is_file() and not path.is_symlink():
-                    before = self._history.archive(step["name"], path, step["action"],
-                                                   step["reason"], op["id"])
-                else:  # gone already: this operation archived it before a crash
-                    before = self._history.version_of(step["name"], op["id"])
-            if step["content"] is None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-            else:
-                write_atomic(path, step["content"].encode(), stage=self.internal)
-            written = None if step["content"] is None else \
-                memfmt.digest_of(step["content"].encode())
-            changes.append(ChangeRecord(name=step["name"], file=step["file"],
-                                        action=step["action"], before=before,
-                                        reason=step["reason"], digest=written))
-        record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
-                           tuple(changes), op.get("undoes"))
-        if incremental:
-            for step in op["steps"]:
-                if step["content"] is None:
-                    self._catalog.update([step["file"]])
-                else:
-                    self._catalog.note_written(step["file"], memfmt.loads(step["content"]),
-                                               os.lstat(self.root / step["file"]))
-        else:  # a recovery knows nothing about the folder: look at all of it
-            self._tracker.mark()
-            self._catalog.sweep()
-        self._folder.write_index(stale=incremental, log=True)
-        if any(step["content"] is None for step in op["steps"]):
-            fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
-        self._log(record)
-        os.unlink(self.internal / JOURNAL)
-        self._cache.save()
-        if self._lookup.search is not None:  # keep open indexes in step, incrementally
-            self._lookup.sync()
-        return record
-
-    def _recover(self) -> None:
-        """Finish an operation a crashed process left in the journal."""
-        path = self.internal / JOURNAL
-        if path.is_symlink():  # not ours: keep it aside, never follow it
-            os.replace(path, self.internal / f"journal.unreadable.{_new_op_id()}")
-            return
-        try:
-            op = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return  # its writer finished while we waited for the lock
-        except (OSError, ValueError):
-            # The journal is written atomically, so this is not ours to interpret: keep it aside.
-            os.replace(path, self.internal / f"journal.unreadable.{_new_op_id()}")
-            return
-        self._execute(op, incremental=False)
 
     # -- history and log --------------------------------------------------------------------
 
@@ -656,9 +457,9 @@ class MemoryStore:
             if new in self:
                 raise ConflictError(f"a memory named {new!r} exists — choose another name or"
                                     f" remove it first")
-            self._check_new_name(new, memfmt.filename_for(new), {old})
+            self._tx.check_new_name(new, memfmt.filename_for(new), {old})
             before, after = self._history.versions_dir(old), self._history.versions_dir(new)
-            _not_a_link(before, "folder")
+            not_a_link(before, "folder")
             if before.is_dir() and not os.path.lexists(after):
                 os.rename(before, after)  # the past follows the name (same folder: atomic)
             self.apply([Put(current.replace(name=new), reason=f"renamed from {old}",

@@ -1,0 +1,147 @@
+"""``memdir index``, ``doctor`` and ``scopes``: the stores' health, and where they are.
+This module does NOT change memory files (``doctor --fix`` only repairs what is derived, and
+adopts notes without frontmatter).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from .cli_context import Ctx, emit_json, existing_store, json_option, pass_ctx, scope_option
+from .errors import MemdirError
+from .safetext import pad, plural
+from .scopes import PROJECT, USER
+from .store import MemoryStore
+
+
+@click.command(short_help="Rebuild MEMORY.md and the search index, and embed every memory.")
+@scope_option(PROJECT, writes=True)
+@click.option("--background", is_flag=True, hidden=True)
+@json_option
+@pass_ctx
+def index(c: Ctx, scope: str, background: bool, as_json: bool) -> None:
+    """Rebuild MEMORY.md (and the caches) from the files of the project's store (or the
+    user's, with --scope user), and embed every memory for search by meaning now (searches
+    otherwise do it a few seconds at a time, and in the background)."""
+    store = existing_store(c, scope)
+    if background:
+        _embed_quietly(store)
+        return
+    count = len(store.rebuild())
+    from .cli_context import _Progress
+
+    progress = _Progress("Embedding memories for search") if sys.stderr.isatty() else None
+    try:
+        embedded = store.embed_all(progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if as_json:
+        emit_json({"index": str(store.index_path), "memories": count, "embedded": embedded})
+    else:
+        click.echo(f"Indexed {count} memories in {store.index_path}"
+                   + (f"; {embedded} embedded for search by meaning." if embedded else "."))
+
+
+def _embed_quietly(store: MemoryStore) -> None:
+    """The background embedder: low priority, one at a time per store, resumable (what it
+    embedded is kept if it is stopped)."""
+    import filelock
+
+    from .layout import INTERNAL
+
+    os.nice(10)
+    try:
+        with filelock.FileLock(str(store.root / INTERNAL / "embedding.lock"), timeout=0):
+            store.embed_all()
+    except filelock.Timeout:
+        return  # another one is at work
+
+
+@click.command(short_help="Check the store and report problems.")
+@click.option("--fix", is_flag=True, help="Repair what can be repaired (never memory files).")
+@scope_option(PROJECT, writes=True)
+@json_option
+@pass_ctx
+def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
+    """Check the project's store (or the user's, with --scope user): invalid files,
+    rule-bending memories, stale index."""
+    from .doctor import diagnose
+
+    store = existing_store(c, scope)
+    report = diagnose(store, fix=fix)
+    if scope == PROJECT:
+        _hook_report(store, report)
+        if c.config.ignored:
+            from .config import untrusted_line
+
+            report.warnings.append({"file": str(c.config.config_file),
+                                    "reason": untrusted_line(c.config).split(": ", 1)[1]})
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if report.errors:
+        sys.exit(1)
+
+
+def _hook_report(store: MemoryStore, report: Any) -> None:
+    """Which host hooks are installed, and how the last learn ended."""
+    from .integrations.hooks import installed, last_learn
+
+    places = installed(store.root.absolute().parent)
+    report.hooks = places
+    if places:
+        report.notes.append("hooks installed: " + "; ".join(places))
+    last = last_learn(store.root)
+    if last is not None:
+        how = ("ok" if last.get("status") == "ok"
+               else f"failed: {last.get('error', 'unknown error')}")
+        report.notes.append(f"last learn hook: {last.get('time')} ({last.get('host')}) {how}")
+        if last.get("status") != "ok":
+            report.warnings.append({"file": ".memdir/hooks.jsonl",
+                                    "reason": f"the last learn hook failed: {last.get('error')}"})
+
+
+@click.command(short_help="Where each store is, its size, and what may be written.")
+@json_option
+@pass_ctx
+def scopes(c: Ctx, as_json: bool) -> None:
+    """The stores this folder sees: the project's, the user's own, and the shared read-only
+    ones (read_only in config.toml, --also)."""
+    try:
+        project: MemoryStore | None = c.store
+    except MemdirError:
+        project = None
+    from .scopes import Scopes
+
+    if project is not None:
+        found = Scopes(c.config, project=project, also=c.also, watch=False)
+    else:
+        found = Scopes(c.config, also=c.also, watch=False, scopes=[USER, "shared"])
+    rows: list[dict[str, Any]] = []
+    if project is None:
+        rows.append({"scope": PROJECT, "path": str(c.config.dir.absolute()), "memories": None,
+                     "writable": True, "exists": False})
+    for sc in found.scopes:
+        rows.append({"scope": sc.name, "path": str(sc.root.absolute()),
+                     "memories": len(sc.store) if sc.store is not None else 0,
+                     "writable": sc.writable,
+                     "exists": sc.store is not None})
+    if as_json:
+        emit_json(rows)
+        return
+    width = max(len(r["scope"]) for r in rows)
+    for r in rows:
+        state = ("not created yet" if not r["exists"]
+                 else plural(r["memories"], "memory", "memories"))
+        mode = "read-write" if r["writable"] else "read-only"
+        click.echo(f"{pad(r['scope'], width)}  {mode:<10}  {state:<16}  {r['path']}")
+
+
+COMMANDS = [index, doctor, scopes]

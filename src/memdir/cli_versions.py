@@ -1,0 +1,149 @@
+"""``memdir history``, ``diff``, ``restore``, ``undo`` and ``log``: what changed, and
+bringing it back. This module does NOT change memories except through the store.
+"""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from . import memory as memfmt
+from .cli_context import (
+    Ctx,
+    emit_json,
+    fail,
+    json_option,
+    name_and_version,
+    pass_ctx,
+    scope_option,
+)
+from .errors import MemdirError
+from .safetext import for_terminal, for_terminal_text
+from .scopes import PROJECT
+
+
+@click.command(short_help="Show what changed between versions.")
+@click.argument("name")
+@click.argument("versions", nargs=-1)
+@scope_option("all")
+@json_option
+@pass_ctx
+def diff(c: Ctx, name: str, versions: tuple[str, ...], scope: str, as_json: bool) -> None:
+    """Show what changed: between the latest earlier version and now, between version V1 and
+    now, or between V1 and V2 (numbers from 'memdir history NAME'; user:NAME for the user's)."""
+    import difflib
+
+    name = name_and_version(name)[0]
+    store, name, _ = c.pick(name, scope)
+    if len(versions) > 2:
+        raise click.UsageError("give at most two versions")
+
+    def text_of(v: str | None) -> tuple[str, str]:
+        if v is None or v in ("current", "now"):
+            return memfmt.dumps(store.get(name)), "current"
+        if not re.fullmatch(r"v?\d+", v):
+            fail(f"{v!r} is not a version number — see 'memdir history {name}'")
+        n = int(v.lstrip("v"))
+        return store.version_text(name, n), f"v{n}"
+
+    if versions:
+        a, b = text_of(versions[0]), text_of(versions[1] if len(versions) > 1 else None)
+    else:
+        past = store.history(name)
+        if not past:
+            fail(f"memory {name!r} has no earlier version — nothing to compare")
+        a, b = text_of(str(past[-1].version)), text_of(None)
+    lines = list(difflib.unified_diff(a[0].splitlines(True), b[0].splitlines(True),
+                                      f"{name}@{a[1]}", f"{name}@{b[1]}"))
+    if as_json:
+        emit_json({"name": name, "from": a[1], "to": b[1], "diff": "".join(lines)})
+        return
+    click.echo(for_terminal_text("".join(lines)) if lines else "No differences.", nl=not lines)
+
+
+@click.command()
+@click.argument("name")
+@scope_option("all")
+@json_option
+@pass_ctx
+def history(c: Ctx, name: str, scope: str, as_json: bool) -> None:
+    """List the earlier versions of NAME."""
+    store, name, _ = c.pick(name, scope)
+    memfmt.validate_name(name)
+    versions = store.history(name)
+    if as_json:
+        emit_json([v.to_dict() for v in versions])
+        return
+    if not versions:
+        click.echo(f"No history for {name}.")
+    for v in versions:
+        why = f" — {for_terminal(v.reason)}" if v.reason else ""
+        try:
+            held = memfmt.loads(store.version_text(name, v.version)).description
+        except MemdirError:
+            held = "(unreadable)"
+        click.echo(f"v{v.version}  {v.time}  {v.action}{why}\n      {for_terminal(held)}")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--version", "version", type=int, help="Version number (default: the latest).")
+@scope_option(None, writes=True)
+@pass_ctx
+def restore(c: Ctx, name: str, version: int | None, scope: str | None) -> None:
+    """Bring back an earlier version of NAME."""
+    if scope is None and ":" not in name:
+        scope = PROJECT  # a deleted memory is in no scope's listing: the project's by default
+    store, name, _ = c.pick(name, scope, write=True)
+    mem = store.restore(name, version, source="cli")
+    click.echo(f"Restored {mem.name}.")
+
+
+@click.command(short_help="Revert the last change.")
+@scope_option(PROJECT, writes=True)
+@click.option("--force", is_flag=True, help="Revert even a memory changed by hand since.")
+@pass_ctx
+def undo(c: Ctx, scope: str, force: bool) -> None:
+    """Revert the last change (an extraction, a consolidation, an add…) of the project's
+    store, or of the user's with --scope user. A memory changed by hand since is not
+    reverted over that change without --force."""
+    from .undo import undo as undo_last
+
+    store = c.store if scope == PROJECT else c.scopes(require=False).writable(scope)
+    target, _ = undo_last(store, force=force)
+    names = ", ".join(ch["name"] for ch in target.changes) or "nothing"
+    where = "" if scope == PROJECT else f" in the {scope} store"
+    click.echo(f"Reverted {target.source} {target.id}{where} ({names}).")
+
+
+@click.command(short_help="What changed, when and why.")
+@click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 100000),
+              help="How many of the latest operations.")
+@scope_option("all")
+@json_option
+@pass_ctx
+def log(c: Ctx, limit: int, scope: str, as_json: bool) -> None:
+    """What changed, when and why: the latest operations, newest last."""
+    scopes = c.scopes(scope)
+    # within one second, each store's own order (its log is appended in order)
+    ranked = sorted(((op.time, n, i, op, sc.name)
+                     for n, (sc, st) in enumerate(s for s in scopes.stores() if s[0].writable)
+                     for i, op in enumerate(st.log(limit))), key=lambda t: t[:3])
+    ops = [(op, name) for *_, op, name in ranked][-limit:]
+    several = len({sc for _, sc in ops}) > 1
+    if as_json:
+        emit_json([{**op.to_dict(), "scope": sc} for op, sc in ops])
+        return
+    if not ops:
+        click.echo("No changes recorded yet.")
+    for op, sc in ops:
+        where = f"[{sc}]  " if several else ""
+        click.echo(f"{op.time}  {where}{op.id}  {op.source}"
+                   + (f" — {for_terminal(op.summary)}" if op.summary else ""))
+        for ch in op.changes:
+            why = f" ({for_terminal(ch['reason'])})" if ch.get("reason") else ""
+            click.echo(f"    {ch['action']:<6} {ch['name']}{why}")
+
+
+COMMANDS = [diff, history, restore, undo, log]

@@ -1,0 +1,223 @@
+"""Applying a plan to a store's folder as one transaction: the journal, the files, history,
+the log, MEMORY.md and the caches, safe to finish after a crash at any point.
+
+``MemoryStore.apply`` holds the lock and calls ``prepare``, ``preflight`` and ``execute``;
+``recover`` finishes what a crashed writer left in the journal. This module does NOT lock (the
+store does) and does NOT screen secrets (``plan.screen`` does, before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets as _random
+import stat
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import index as idx
+from . import memory as memfmt
+from .atomic import fsync_dir, write_atomic
+from .config import Config
+from .entry import Entry
+from .errors import ConflictError, InvalidMemory, MemoryNotFound, PlanError
+from .folder import Folder
+from .history import ChangeRecord, History, Journal, Operation, Step
+from .layout import HISTORY, JOURNAL, LOG
+from .lookup import Lookup
+from .memory import Memory
+from .plan import Change, Put, Remove
+from .secrets import redact_tree
+
+_list = list
+
+
+def new_op_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
+
+
+def not_a_link(path: Path, what: str) -> None:
+    """Refuse to work through a symbolic link planted inside the store."""
+    if path.is_symlink():
+        raise ConflictError(
+            f"{path} is a symbolic link — memdir reads and writes only inside the store;"
+            f" replace it with a real {what} (see 'memdir doctor')")
+
+
+class Transaction:
+    """The write side of one store's folder (used holding the store's lock)."""
+
+    def __init__(self, root: Path, internal: Path, config: Config, history: History,
+                 folder: Folder, lookup: Lookup) -> None:
+        self.root, self.internal, self.config = root, internal, config
+        self._history, self._folder, self._lookup = history, folder, lookup
+        self._catalog, self._cache, self._tracker = folder.catalog, folder.cache, folder.tracker
+
+    def check(self, memory: Memory) -> Memory:
+        """Validate a memory as a write would (name, type, description, size) without
+        writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
+        new = memfmt.validate_new(memory.replace(name=memfmt.validate_name(memory.name)),
+                                  self.config.types)
+        size = len(memfmt.dumps(new.replace(created=memfmt.now(), updated=memfmt.now()))
+                   .encode())
+        if size > self.config.max_file_bytes:
+            raise InvalidMemory(
+                f"memory {new.name!r} would be {size / 1024:.0f} KiB, over the"
+                f" {self.config.max_file_bytes // 1024} KiB limit — shorten the body or"
+                " split it into several memories")
+        return new
+
+    def prepare(self, plan: Sequence[Change]) -> _list[Step]:
+        """Validate a plan against the current files and turn it into journal steps."""
+        seen: set[str] = set()
+        steps: _list[Step] = []
+        stamp = memfmt.now()
+        entries = self._catalog.entries
+        removed = {c.name for c in plan if isinstance(c, Remove)}
+        for change in plan:
+            raw = change.memory.name if isinstance(change, Put) else change.name
+            name = memfmt.validate_name(raw)
+            if name in seen:
+                raise PlanError(f"the plan changes {name!r} twice — combine those changes")
+            seen.add(name)
+            entry = entries.get(name)
+            current = self.current(entry) if entry else None
+            if change.expect is not None and (current is None or current.digest != change.expect):
+                raise ConflictError(
+                    f"memory {name!r} changed on disk since it was read — reload it and retry"
+                )
+            if isinstance(change, Remove):
+                if entry is None:
+                    raise MemoryNotFound(f"no memory named {name!r} — see 'memdir list'")
+                steps.append({"name": name, "file": entry.file, "action": "delete",
+                              "content": None, "reason": change.reason})
+                continue
+            new = memfmt.validate_new(change.memory.replace(name=name), self.config.types)
+            if current is not None and change.merge_extra:  # never carry a secret along
+                kept = {k: redact_tree(v) for k, v in current.extra.items()}
+                new = new.replace(extra={**kept, **new.extra})
+            if current is not None:
+                unchanged = new.replace(created=current.created, updated=current.updated)
+                if memfmt.dumps(unchanged) == memfmt.dumps(current):
+                    continue
+            created = (current.created if current else None) or new.created or stamp
+            new = new.replace(created=created, updated=stamp)
+            fname = entry.file if entry else memfmt.filename_for(name)
+            if entry is None and not (change.adopt and self.plain_note(fname)):
+                self.check_new_name(name, fname, seen | removed)
+            content = memfmt.dumps(new)
+            if len(content.encode()) > self.config.max_file_bytes:
+                self.check(new)  # raises, saying by how much
+            steps.append({"name": name, "file": fname,
+                          "action": "update" if entry else "create",
+                          "content": content, "reason": change.reason})
+        return steps
+
+    def preflight(self, steps: _list[Step]) -> None:
+        """Refuse, before the journal is written, an operation that could not finish: links
+        planted where it would write history or the log."""
+        not_a_link(self.internal / LOG, "file")
+        not_a_link(self.internal / HISTORY, "folder")
+        for step in steps:
+            if step["action"] != "create":
+                not_a_link(self._history.versions_dir(step["name"]), "folder")
+
+    def plain_note(self, fname: str) -> bool:
+        """Whether ``fname`` is a regular file without frontmatter (a note to adopt)."""
+        try:
+            text = idx.read_file(self.root / fname, self.config.max_file_bytes)
+        except InvalidMemory:
+            return False
+        return not text.lstrip(b"\xef\xbb\xbf").startswith(b"---")
+
+    def check_new_name(self, name: str, fname: str, planned: set[str]) -> None:
+        """A new memory's file must be free, and its name must not pass for another one's."""
+        path = self.root / fname
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            what = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
+                    else "not a regular file" if not stat.S_ISREG(st.st_mode)
+                    else "not a valid memory")
+            raise ConflictError(
+                f"{fname} exists but is {what} — fix or move it (see 'memdir doctor')")
+        twin = self._catalog.skeletons.get(memfmt.skeleton(name))
+        if twin is not None and twin != name and twin not in planned:
+            raise ConflictError(
+                f"memory name {name!r} differs from the existing {twin!r} only in case or"
+                f" look-alike characters — update {twin!r} or choose a distinct name")
+
+    def current(self, entry: Entry) -> Memory:
+        return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
+
+    def log(self, op: Operation) -> None:
+        """Append ``op`` to the log with the folder's time, so other processes can tell
+        memdir's own changes from hand edits."""
+        root_mtime = os.lstat(self.root).st_mtime_ns
+        size = self._history.append_log(op, root_mtime=root_mtime, index=self._folder.index_record)
+        if size is not None:
+            self._tracker.acknowledge(size, root_mtime)
+
+    def execute(self, op: Journal, *, incremental: bool = True) -> Operation:
+        """Carry out a journaled operation; safe to run again after a crash at any point."""
+        changes: _list[ChangeRecord] = []
+        for step in op["steps"]:
+            path = self.root / step["file"]
+            before = None
+            if step["action"] != "create":
+                if path.is_file() and not path.is_symlink():
+                    before = self._history.archive(step["name"], path, step["action"],
+                                                   step["reason"], op["id"])
+                else:  # gone already: this operation archived it before a crash
+                    before = self._history.version_of(step["name"], op["id"])
+            if step["content"] is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            else:
+                write_atomic(path, step["content"].encode(), stage=self.internal)
+            written = None if step["content"] is None else \
+                memfmt.digest_of(step["content"].encode())
+            changes.append(ChangeRecord(name=step["name"], file=step["file"],
+                                        action=step["action"], before=before,
+                                        reason=step["reason"], digest=written))
+        record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
+                           tuple(changes), op.get("undoes"))
+        if incremental:
+            for step in op["steps"]:
+                if step["content"] is None:
+                    self._catalog.update([step["file"]])
+                else:
+                    self._catalog.note_written(step["file"], memfmt.loads(step["content"]),
+                                               os.lstat(self.root / step["file"]))
+        else:  # a recovery knows nothing about the folder: look at all of it
+            self._tracker.mark()
+            self._catalog.sweep()
+        self._folder.write_index(stale=incremental, log=True)
+        if any(step["content"] is None for step in op["steps"]):
+            fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
+        self.log(record)
+        os.unlink(self.internal / JOURNAL)
+        self._cache.save()
+        if self._lookup.search is not None:  # keep open indexes in step, incrementally
+            self._lookup.sync()
+        return record
+
+    def recover(self) -> None:
+        """Finish an operation a crashed process left in the journal."""
+        path = self.internal / JOURNAL
+        if path.is_symlink():  # not ours: keep it aside, never follow it
+            os.replace(path, self.internal / f"journal.unreadable.{new_op_id()}")
+            return
+        try:
+            op = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return  # its writer finished while we waited for the lock
+        except (OSError, ValueError):
+            # The journal is written atomically, so this is not ours to interpret: keep it aside.
+            os.replace(path, self.internal / f"journal.unreadable.{new_op_id()}")
+            return
+        self.execute(op, incremental=False)
