@@ -125,7 +125,11 @@ def test_handed_over_conversations_are_private_and_redacted(tmp_path: Path) -> N
     worker = MemoryWorker(lambda kind, text: None, spool)
     worker.submit("slow", lambda: str(release.wait(10)) and None)
     worker.submit("extract", lambda: None, {"messages": [
-        {"role": "user", "content": "the staging password is Tr0ub4dor&3, remember it"}]})
+        {"role": "user", "content": "the staging password is Tr0ub4dor&3, remember it"},
+        {"role": "assistant", "content": [{  # the agent's own call splits label and value
+            "type": "tool_use", "id": "call_Xk29pLq7ZaB3cD4eF5gH6iJ7", "name": "save_memory",
+            "input": {"name": "staging_password", "type": "project_fact",
+                      "description": "The staging database password", "body": "Tr0ub4dor&3"}}]}]})
     assert worker.close(0.05) == ["slow", "extract"]
     release.set()
     files = list(spool.glob("*.json"))
@@ -133,3 +137,4 @@ def test_handed_over_conversations_are_private_and_redacted(tmp_path: Path) -> N
     for f in files:
         assert stat.S_IMODE(os.stat(f).st_mode) == 0o600
         assert "Tr0ub4dor" not in f.read_text() and "[REDACTED:password]" in f.read_text()
+        assert "call_Xk29pLq7ZaB3cD4eF5gH6iJ7" in f.read_text()  # ids pair calls and results

@@ -282,6 +282,8 @@ def _whole(text: str, f: Finding) -> Finding:
     return Finding(f.kind, f.start, stop)
 
 
+_LABEL_WORD = re.compile(r"(?i)pass|secret|token|key|credential|login|pwd|\bpw\b|\bpin\b"
+                         r"|密码|口令|密钥|令牌|秘钥|パスワード|暗証|キー|トークン|ログイン")
 _LABEL_TAIL = re.compile(r"\s*(?:\b(?:is|are)\b|[:=])?\s*\[REDACTED:[^\]\n]{1,40}\]\W*$")
 
 
@@ -290,8 +292,8 @@ def scan_labelled(label: str, value: str) -> list[Finding]:
     another field) says are credentials: "The staging database password" over a body
     "Tr0ub4dor&3". Positions are in ``value``."""
     head = _LABEL_TAIL.sub("", label).rstrip(" .:;,-—")
-    if not head:
-        return []
+    if not head or not _LABEL_WORD.search(head):
+        return []  # a label that names no credential makes nothing after it one
     joined = f"{head}: {value}"
     offset = len(head) + 2
     return [Finding(f.kind, f.start - offset, f.end - offset)
@@ -330,12 +332,23 @@ def refuse_secrets(fields: Mapping[str, str], labels: Sequence[str] = ()) -> Non
             )
 
 
+_IDS = frozenset({"id", "tool_use_id", "tool_call_id"})  # random by design, never secrets
+
+
 def redact_tree(value: object) -> object:
-    """Every string in a JSON-like value (messages, frontmatter) redacted."""
+    """Every string in a JSON-like value (messages, frontmatter) redacted; a ``body`` beside
+    a ``description`` or ``name`` is screened with them as its labels (a tool call's memory)."""
     if isinstance(value, str):
         return redact(value)[0]
     if isinstance(value, dict):
-        return {k: redact_tree(v) for k, v in value.items()}
+        out = {k: v if k in _IDS else redact_tree(v) for k, v in value.items()}
+        body = value.get("body")
+        if isinstance(body, str):
+            labels = [str(out[k]).replace("_", " ").replace("-", " ")
+                      for k in ("description", "name") if isinstance(out.get(k), str)]
+            out["body"] = redact(body, [f for label in labels
+                                        for f in scan_labelled(label, body)])[0]
+        return out
     if isinstance(value, (list, tuple)):
         return [redact_tree(v) for v in value]
     return value
