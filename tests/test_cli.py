@@ -91,9 +91,9 @@ def test_rm_history_restore(cli: CliFn) -> None:
     assert cli("show", "user-language-preference").code == 1
     hist = json.loads(cli("history", "user-language-preference", "--json").out)
     assert [(h["version"], h["action"]) for h in hist] == [(1, "delete")]
-    assert cli("restore", "user-language-preference", "--version", "1").code == 0
+    assert cli("restore", "user-language-preference@v1").code == 0
     assert "简体中文" in cli("show", "user-language-preference").out
-    r = cli("restore", "user-language-preference", "--version", "9")
+    r = cli("restore", "user-language-preference@v9")
     assert r.code == 1 and "has no version 9" in r.err
 
 
@@ -200,7 +200,7 @@ def test_versions_diff_rename_and_pin(cli: CliFn) -> None:
     r = cli("diff", "db")
     assert "-description: Staging runs Postgres 15" in r.out
     assert "+description: Staging runs Postgres 16" in r.out
-    assert cli("diff", "db", "v1", "v1").out == "No differences.\n"
+    assert cli("diff", "db@v1", "db@v1").out == "No differences.\n"
     r = cli("history", "db")
     assert "v1" in r.out and "      Staging runs Postgres 15" in r.out
     r = cli("mv", "db", "staging-db")
@@ -306,3 +306,23 @@ def test_list_and_show_do_not_load_an_embedder(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True,
                        text=True, check=True)
     assert "LOADED []" in r.stdout
+
+
+def test_one_vocabulary_for_scopes_and_versions(cli: CliFn) -> None:
+    """--scope picks the store on pin, edit, restore and mv; NAME@vN names a version on
+    show, restore, diff and rm --purge."""
+    assert cli("add", "tabs", "--type", "user_preference", "-d", "Tabs", "--body", "t").code == 0
+    assert cli("add", "tabs", "--scope", "project", "--type", "project_fact", "-d",
+               "Project tabs", "--body", "p").code == 0
+    r = cli("pin", "tabs", "--scope", "user")
+    assert r.code == 0 and "Pinned tabs" in r.out
+    assert "pinned: true" in cli("show", "user:tabs").out
+    assert "pinned" not in cli("show", "tabs", "--scope", "project").out
+    assert cli("add", "tabs", "--scope", "user", "--type", "user_preference", "-d", "Tabs!",
+               "--body", "t2").code == 0
+    r = cli("restore", "tabs@v1", "--scope", "user")
+    assert r.code == 0 and "Tabs" in cli("show", "user:tabs").out
+    r = cli("mv", "tabs", "--scope", "user")
+    assert r.code == 1 and "already has tabs" in r.err
+    r = cli("restore", "tabs", "--version", "1")
+    assert r.code == 2  # one version syntax: NAME@vN

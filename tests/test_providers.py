@@ -246,7 +246,7 @@ def test_llm_check_cli(llm_server: FakeLLMServer, cli: CliFn) -> None:
     lines = r.out.splitlines()
     assert lines[0] == "provider: anthropic" and lines[1] == "model: claude-test"
     assert lines[2].startswith("latency: ") and lines[3] == "tokens: 9 in, 1 out"
-    stats = json.loads(cli("stats", "--json").out)
+    stats = json.loads(cli("llm", "stats", "--json").out)
     assert stats[0]["purpose"] == "check" and stats[0]["input_tokens"] == 9
 
 

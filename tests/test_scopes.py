@@ -209,7 +209,7 @@ def test_cli_scopes(cli: CliFn, tmp_path: Path) -> None:
     assert "pytest, never unittest" in cli("show", "prefer-pytest").out
     r = cli("rm", "style-guide", "--also", str(team))
     assert r.code == 1 and "read-only" in r.err
-    r = cli("mv", "--to", "user", "db")
+    r = cli("mv", "db", "--scope", "user")
     assert r.code == 0 and (tmp_path / "user-store" / "db.md").is_file()
     assert not (tmp_path / ".memory" / "db.md").exists()
     assert "moved to the user store" in cli("history", "db", "--scope", "project").out

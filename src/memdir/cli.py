@@ -161,15 +161,15 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
 @cli.command(short_help="Rename a memory, or move it to another scope.")
 @click.argument("old")
 @click.argument("new", required=False)
-@click.option("--to", "to", type=click.Choice(["project", "user"]),
+@click.option("--scope", "to", type=click.Choice(["project", "user"]),
               help="Move OLD to this scope's store (its history stays where it was).")
 @pass_ctx
 def mv(c: Ctx, old: str, new: str | None, to: str | None) -> None:
-    """Rename the memory OLD to NEW (its history moves with it), or move it to another scope
-    with --to (mv --to user NAME)."""
+    """Rename the memory OLD to NEW (its history moves with it), or move it to another
+    scope's store with --scope (mv NAME --scope user; user:NAME names the user's copy)."""
     if to is None:
         if new is None:
-            raise click.UsageError("give NEW, or --to project|user")
+            raise click.UsageError("give NEW, or --scope project|user")
         store, old, _ = c.pick(old, write=True)
         mem = store.rename(old, new, source="cli")
         click.echo(f"Renamed {old} to {mem.name}.")
@@ -190,21 +190,23 @@ def mv(c: Ctx, old: str, new: str | None, to: str | None) -> None:
 
 @cli.command(short_help="Pin NAME: first in the index, never auto-changed.")
 @click.argument("name")
+@scope_option(None, writes=True, holds=True)
 @pass_ctx
-def pin(c: Ctx, name: str) -> None:
+def pin(c: Ctx, name: str, scope: str | None) -> None:
     """Pin NAME: shown first in the system prompt's index, never changed by extraction or
     consolidation (`pinned: true` in its frontmatter)."""
-    store, name, _ = c.pick(name, write=True)
+    store, name, _ = c.pick(name, scope, write=True)
     changed = store.set_pinned(name, True, source="cli")
     click.echo(f"Pinned {name}." if changed else f"{name} was already pinned; unchanged.")
 
 
 @cli.command()
 @click.argument("name")
+@scope_option(None, writes=True, holds=True)
 @pass_ctx
-def unpin(c: Ctx, name: str) -> None:
+def unpin(c: Ctx, name: str, scope: str | None) -> None:
     """Unpin NAME."""
-    store, name, _ = c.pick(name, write=True)
+    store, name, _ = c.pick(name, scope, write=True)
     changed = store.set_pinned(name, False, source="cli")
     click.echo(f"Unpinned {name}." if changed else f"{name} was not pinned; unchanged.")
 
@@ -221,10 +223,11 @@ def _keep_edit(name: str, text: str) -> str:
 
 @cli.command(short_help="Edit the memory NAME in $EDITOR.")
 @click.argument("name")
+@scope_option(None, writes=True, holds=True)
 @pass_ctx
-def edit(c: Ctx, name: str) -> None:
+def edit(c: Ctx, name: str, scope: str | None) -> None:
     """Edit the memory NAME in $EDITOR; it is validated before it is saved."""
-    store, name, _ = c.pick(name, write=True)
+    store, name, _ = c.pick(name, scope, write=True)
     mem = store.get(name)
     original = (store.root / str(mem.path)).read_text(encoding="utf-8")
     text = original

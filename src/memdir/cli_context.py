@@ -196,10 +196,14 @@ def fail(message: str) -> NoReturn:
     raise MemdirError(message)
 
 
-def scope_option(default: str | None, writes: bool = False) -> Callable[[F], F]:
-    """``--scope``: project, user (or all, for reads)."""
+def scope_option(default: str | None, writes: bool = False,
+                 holds: bool = False) -> Callable[[F], F]:
+    """``--scope``: project, user (or all, for reads). ``holds``: the scope whose store holds
+    the memory named (default: the first that does, project first)."""
     choices = ["project", "user"] if writes else ["project", "user", "all"]
-    if writes and default is None:
+    if holds:
+        what = "the store that holds NAME (default: the first that does, project first)"
+    elif writes and default is None:
         what = "where to write (default: user for user_preference, else project)"
     else:
         what = f"which {'store' if writes else 'stores'} (default: {default})"

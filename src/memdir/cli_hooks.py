@@ -7,11 +7,12 @@ log) and exit code 0. This module does NOT contain hook logic (``integrations.ho
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from .cli_context import Ctx, pass_ctx
+from .cli_context import Ctx, F, pass_ctx
 from .layout import INTERNAL
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
@@ -60,15 +61,20 @@ def hooks_group() -> None:
 def _where(user: bool) -> str:
     return "user" if user else "project"
 
+
+def _scope_option(what: str) -> Callable[[F], F]:
+    return click.option("--scope", type=click.Choice(["project", "user"]), default="project",
+                        show_default=True, help=f"{what}: this project, or the user's own"
+                        " settings (every project: ~/.claude, ~/.codex).")
+
 @hooks_group.command("install", short_help="Add memdir's hooks to HOST's settings.")
 @click.argument("host", type=HOST_CHOICE)
-@click.option("--user", is_flag=True, help="For every project (~/.claude, ~/.codex).")
-@click.option("--project", "project_flag", is_flag=True,
-              help="For this project only (the default).")
-def install(host: str, user: bool, project_flag: bool) -> None:
+@_scope_option("Where")
+def install(host: str, scope: str) -> None:
     """Add recall (UserPromptSubmit) and learning (Stop…) hooks to HOST's settings."""
     from .integrations import hooks
 
+    user = scope == "user"
     path, diff = hooks.install(host, user=user, project=Path.cwd())
     click.echo(diff.rstrip() or f"memdir's hooks are already in {path}; nothing changed.")
     if diff:
@@ -80,12 +86,12 @@ def install(host: str, user: bool, project_flag: bool) -> None:
 
 @hooks_group.command("uninstall")
 @click.argument("host", type=HOST_CHOICE)
-@click.option("--user", is_flag=True, help="From the user's settings.")
-@click.option("--project", "project_flag", is_flag=True, help="From this project's.")
-def uninstall(host: str, user: bool, project_flag: bool) -> None:
+@_scope_option("From where")
+def uninstall(host: str, scope: str) -> None:
     """Take exactly memdir's entries out of HOST's settings."""
     from .integrations import hooks
 
+    user = scope == "user"
     path, diff = hooks.uninstall(host, user=user, project=Path.cwd())
     click.echo(diff.rstrip() or f"No memdir hooks in {path}; nothing changed.")
 

@@ -373,7 +373,7 @@ def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int, token: str | None,
     serve(c.config, http=http, host=host or "127.0.0.1", port=port, token=token,
           origins=origins, hosts=hosts, home=config_home(os.environ))
 
-@click.command("stats", short_help="Model usage per purpose.")
+@llm.command("stats", short_help="Model usage per purpose.")
 @json_option
 @pass_ctx
 def stats(c: Ctx, as_json: bool) -> None:
@@ -400,4 +400,4 @@ def stats(c: Ctx, as_json: bool) -> None:
     click.echo(f"memory operations: {share:.0%} of all tokens")
 
 
-COMMANDS = [llm, recall, extract, consolidate, chat_cmd, run_cmd, mcp_cmd, stats]
+COMMANDS = [llm, recall, extract, consolidate, chat_cmd, run_cmd, mcp_cmd]

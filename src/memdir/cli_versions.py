@@ -4,8 +4,6 @@ bringing it back. This module does NOT change memories except through the store.
 
 from __future__ import annotations
 
-import re
-
 import click
 
 from . import memory as memfmt
@@ -24,36 +22,36 @@ from .scopes import PROJECT
 
 
 @click.command(short_help="Show what changed between versions.")
-@click.argument("name")
-@click.argument("versions", nargs=-1)
+@click.argument("spec")
+@click.argument("other", required=False)
 @scope_option("all")
 @json_option
 @pass_ctx
-def diff(c: Ctx, name: str, versions: tuple[str, ...], scope: str, as_json: bool) -> None:
-    """Show what changed: between the latest earlier version and now, between version V1 and
-    now, or between V1 and V2 (numbers from 'memdir history NAME'; user:NAME for the user's)."""
+def diff(c: Ctx, spec: str, other: str | None, scope: str, as_json: bool) -> None:
+    """Show what changed: NAME, between its latest earlier version and now; NAME@vN, between
+    that version and now; NAME@vN NAME@vM (or @vM), between the two (versions from 'memdir
+    history NAME'; user:NAME for the user's copy)."""
     import difflib
 
-    name = name_and_version(name)[0]
+    name, first = name_and_version(spec)
     store, name, _ = c.pick(name, scope)
-    if len(versions) > 2:
-        raise click.UsageError("give at most two versions")
+    second = None
+    if other is not None:
+        other_name, second = name_and_version(other if "@" in other else f"{name}@{other}")
+        if second is None or other_name not in (name, spec.partition("@")[0], ""):
+            fail(f"{other!r} is not {name}@vN — compare two versions of one memory")
 
-    def text_of(v: str | None) -> tuple[str, str]:
-        if v is None or v in ("current", "now"):
+    def text_of(v: int | None) -> tuple[str, str]:
+        if v is None:
             return memfmt.dumps(store.get(name)), "current"
-        if not re.fullmatch(r"v?\d+", v):
-            fail(f"{v!r} is not a version number — see 'memdir history {name}'")
-        n = int(v.lstrip("v"))
-        return store.version_text(name, n), f"v{n}"
+        return store.version_text(name, v), f"v{v}"
 
-    if versions:
-        a, b = text_of(versions[0]), text_of(versions[1] if len(versions) > 1 else None)
-    else:
+    if first is None:
         past = store.history(name)
         if not past:
             fail(f"memory {name!r} has no earlier version — nothing to compare")
-        a, b = text_of(str(past[-1].version)), text_of(None)
+        first = past[-1].version
+    a, b = text_of(first), text_of(second)
     lines = list(difflib.unified_diff(a[0].splitlines(True), b[0].splitlines(True),
                                       f"{name}@{a[1]}", f"{name}@{b[1]}"))
     if as_json:
@@ -86,13 +84,13 @@ def history(c: Ctx, name: str, scope: str, as_json: bool) -> None:
         click.echo(f"v{v.version}  {v.time}  {v.action}{why}\n      {for_terminal(held)}")
 
 
-@click.command()
+@click.command(short_help="Bring back an earlier version of NAME (or NAME@vN).")
 @click.argument("name")
-@click.option("--version", "version", type=int, help="Version number (default: the latest).")
-@scope_option(None, writes=True)
+@scope_option(None, writes=True, holds=True)
 @pass_ctx
-def restore(c: Ctx, name: str, version: int | None, scope: str | None) -> None:
-    """Bring back an earlier version of NAME."""
+def restore(c: Ctx, name: str, scope: str | None) -> None:
+    """Bring back an earlier version of NAME (NAME@vN: that one; default: the latest)."""
+    name, version = name_and_version(name)
     if scope is None and ":" not in name:
         scope = PROJECT  # a deleted memory is in no scope's listing: the project's by default
     store, name, _ = c.pick(name, scope, write=True)
