@@ -23,12 +23,26 @@ from memdir.consolidate import consolidate_memories
 from memdir.memory import Memory
 from memdir.testing import FakeModel
 
-TOPICS = [f"{a}-{b}" for a in ("api", "db", "ui", "ci", "auth", "cache", "queue", "search",
-                                "billing", "deploy")
-          for b in ("latency", "schema", "limits", "owners", "runbook", "alerts", "tests",
-                    "config", "versions", "costs")]
-WORDS = ("staging production retries timeout postgres redis kafka docker nightly weekly owner"
-         " team budget region replica index migration rollout canary flag").split()
+TOPICS = [
+    f"{a}-{b}"
+    for a in ("api", "db", "ui", "ci", "auth", "cache", "queue", "search", "billing", "deploy")
+    for b in (
+        "latency",
+        "schema",
+        "limits",
+        "owners",
+        "runbook",
+        "alerts",
+        "tests",
+        "config",
+        "versions",
+        "costs",
+    )
+]
+WORDS = (
+    "staging production retries timeout postgres redis kafka docker nightly weekly owner"
+    " team budget region replica index migration rollout canary flag"
+).split()
 
 
 def make_store(root: Path, n: int) -> None:
@@ -37,8 +51,14 @@ def make_store(root: Path, n: int) -> None:
     for i in range(n):
         topic = rng.choice(TOPICS)
         desc = f"{topic.replace('-', ' ')} " + " ".join(rng.choices(WORDS, k=6))
-        m = Memory(f"{topic}-{i}", "project_fact", desc, " ".join(rng.choices(WORDS, k=40)),
-                   "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+        m = Memory(
+            f"{topic}-{i}",
+            "project_fact",
+            desc,
+            " ".join(rng.choices(WORDS, k=40)),
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+        )
         (root / f"{m.name}.md").write_text(memfmt.dumps(m), encoding="utf-8")
 
 
@@ -59,18 +79,24 @@ def main() -> None:
         make_store(root, args.size)
         store = MemoryStore(root, Config(dir=root), watch=False)
         run(store, whole=True)  # the first pass: afterwards only changes count
-        store.write("db-latency-new", type="project_fact",
-                    description="db latency staging postgres replica budget",
-                    body="p99 under 40 ms on the staging replica")
+        store.write(
+            "db-latency-new",
+            type="project_fact",
+            description="db latency staging postgres replica budget",
+            body="p99 under 40 ms on the staging replica",
+        )
         auto = run(store)
         whole = run(store, whole=True, dry_run=True)
-        print(f"| after one new memory in {args.size:,} | model calls | CPU outside the model |"
-              " wall |")
+        print(
+            f"| after one new memory in {args.size:,} | model calls | CPU outside the model |"
+            " wall |"
+        )
         print("|---|---:|---:|---:|")
-        print(f"| automatic run (changed memories and their neighbours) | {auto[0]} |"
-              f" {auto[1]:.2f} s | {auto[2]:.2f} s |")
-        print(f"| whole-store pass (`--all`) | {whole[0]} | {whole[1]:.2f} s |"
-              f" {whole[2]:.2f} s |")
+        print(
+            f"| automatic run (changed memories and their neighbours) | {auto[0]} |"
+            f" {auto[1]:.2f} s | {auto[2]:.2f} s |"
+        )
+        print(f"| whole-store pass (`--all`) | {whole[0]} | {whole[1]:.2f} s | {whole[2]:.2f} s |")
     finally:
         shutil.rmtree(tmp)
 

@@ -32,8 +32,15 @@ def _burn(stop: float) -> None:
 
 def timed(args: list[str], env: dict[str, str], payload: str | None, cwd: Path) -> float:
     began = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "memdir", *args], input=payload, env=env,
-                       cwd=cwd, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", *args],
+        input=payload,
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if r.returncode != 0:
         raise SystemExit(f"{args}: {r.stderr}")
     return time.monotonic() - began
@@ -51,29 +58,48 @@ def main() -> None:
     home = Path(tempfile.mkdtemp())
     project = home / "app"
     store = MemoryStore(project / ".memory")
-    store.apply([Put(Memory(f"note-{i}", "project_fact", f"Note {i} about topic {i % 97}",
-                            f"Details of note {i}: deploys, tests and topic {i % 97}."))
-                 for i in range(args.memories)])
+    store.apply(
+        [
+            Put(
+                Memory(
+                    f"note-{i}",
+                    "project_fact",
+                    f"Note {i} about topic {i % 97}",
+                    f"Details of note {i}: deploys, tests and topic {i % 97}.",
+                )
+            )
+            for i in range(args.memories)
+        ]
+    )
     store.embed_all()  # as after 'memdir index' or the first searches
     fast, slow = FakeLLMServer().start(), FakeLLMServer().start()
     fast.handler = lambda req: reply('{"selected": ["note-5"]}')
     slow.handler = lambda req: Scripted(text='{"selected": []}', delay=600)
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_"))}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_"))
+    }
     base.update(HOME=str(home), MEMDIR_USER_DIR="none", XDG_CONFIG_HOME=str(home / "cfg"))
     envs = {
         "no model (search)": base,
         "model answers": {**base, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": fast.url},
-        "model never answers": {**base, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": slow.url,
-                                "MEMDIR_MAX_RETRIES": "0"},
+        "model never answers": {
+            **base,
+            "ANTHROPIC_API_KEY": "k",
+            "ANTHROPIC_BASE_URL": slow.url,
+            "MEMDIR_MAX_RETRIES": "0",
+        },
     }
 
     def event(prompt: str) -> str:
-        return json.dumps({"prompt": prompt, "cwd": str(project),
-                           "hook_event_name": "UserPromptSubmit"})
+        return json.dumps(
+            {"prompt": prompt, "cwd": str(project), "hook_event_name": "UserPromptSubmit"}
+        )
 
-    cases = [(name, env, event("how do we run the tests for topic 5?"))
-             for name, env in envs.items()]
+    cases = [
+        (name, env, event("how do we run the tests for topic 5?")) for name, env in envs.items()
+    ]
     cases.append(("5 MB prompt, no model", base, event("x " * 2_500_000 + "topic 5 tests?")))
     print(f"{args.memories} memories, hook_budget 2 s (the default), medians of {args.runs}")
     print("| case | idle | both cores busy |")
@@ -87,13 +113,17 @@ def main() -> None:
             for b in burners:
                 b.start()
         try:
-            baseline = statistics.median(timed(["--version"], base, None, project)
-                                         for _ in range(args.runs))
+            baseline = statistics.median(
+                timed(["--version"], base, None, project) for _ in range(args.runs)
+            )
             rows.setdefault("baseline: `memdir --version`", []).append(baseline)
             for name, env, payload in cases:
-                rows.setdefault(name, []).append(statistics.median(
-                    timed(["hook", "prompt", "--host", "claude-code"], env, payload, project)
-                    for _ in range(args.runs)))
+                rows.setdefault(name, []).append(
+                    statistics.median(
+                        timed(["hook", "prompt", "--host", "claude-code"], env, payload, project)
+                        for _ in range(args.runs)
+                    )
+                )
         finally:
             for b in burners:
                 b.terminate()

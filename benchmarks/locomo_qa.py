@@ -31,9 +31,11 @@ from memdir.extract import extract_memories
 from memdir.providers import ChatModel, make_model
 from memdir.recall import estimate_tokens, render_block, select
 
-SYSTEM = ("You answer questions about two people's past conversations. Answer with a short"
-          " phrase only (a name, a date, a few words). If the notes do not say, answer your"
-          " best guess in a few words.")
+SYSTEM = (
+    "You answer questions about two people's past conversations. Answer with a short"
+    " phrase only (a name, a date, a few words). If the notes do not say, answer your"
+    " best guess in a few words."
+)
 
 
 def normalize(text: str) -> list[str]:
@@ -71,10 +73,14 @@ class Timed:
 
 
 def answer(model: Timed, context: str, question: str) -> str:
-    content = (f"{context}\n\nQuestion: {question}\nShort answer:" if context
-               else f"Question: {question}\nShort answer:")
-    reply = model.complete(system=SYSTEM, messages=[{"role": "user", "content": content}],
-                           max_tokens=32, purpose="qa")
+    content = (
+        f"{context}\n\nQuestion: {question}\nShort answer:"
+        if context
+        else f"Question: {question}\nShort answer:"
+    )
+    reply = model.complete(
+        system=SYSTEM, messages=[{"role": "user", "content": content}], max_tokens=32, purpose="qa"
+    )
     return reply.text.strip().splitlines()[0] if reply.text.strip() else ""
 
 
@@ -101,15 +107,21 @@ def transcript(turns: list[dict[str, Any]], budget_tokens: int) -> str:
         lines += [t["text"] for t in session]
     text = "\n".join(lines)
     while estimate_tokens(text) > budget_tokens:
-        text = text[len(text) // 10:]
+        text = text[len(text) // 10 :]
     return text
 
 
-def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int,
-                     context_tokens: int, keep: Path | None = None,
-                     learned: Path | None = None,
-                     methods: tuple[str, ...] = ("none", "search", "model", "full"),
-                     dated: bool = True) -> dict[str, Any]:
+def run_conversation(
+    conv: int,
+    data: dict[str, Any],
+    config: Config,
+    limit: int,
+    context_tokens: int,
+    keep: Path | None = None,
+    learned: Path | None = None,
+    methods: tuple[str, ...] = ("none", "search", "model", "full"),
+    dated: bool = True,
+) -> dict[str, Any]:
     turns = [m for m in data["memories"] if m["conv"] == conv]
     questions = [q for q in data["queries"] if q["conv"] == conv][:limit]
     tmp = Path(tempfile.mkdtemp(prefix="memdir-locomo-"))
@@ -123,12 +135,13 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
         if learned is not None:  # answer from a store an earlier run learned (--keep)
             shutil.copytree(learned / f"conv{conv}", tmp / ".memory", dirs_exist_ok=True)
             store = MemoryStore(tmp / ".memory", cfg, watch=False)
-        for date, session in ([] if learned is not None else sessions_of(turns)):
+        for date, session in [] if learned is not None else sessions_of(turns):
             messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
             messages += [{"role": "user", "content": t["text"]} for t in session]
             try:
-                extract_memories(store, messages, memory_model,
-                                 said_at=iso_date(date) if dated else None)
+                extract_memories(
+                    store, messages, memory_model, said_at=iso_date(date) if dated else None
+                )
                 note_turn(store)
                 if is_due(store):
                     consolidate_memories(store, memory_model)
@@ -141,8 +154,11 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
         seconds: dict[str, float] = defaultdict(float)
         details: list[dict[str, Any]] = []
         for q in questions:
-            detail: dict[str, Any] = {"question": q["question"], "gold": q["answer"],
-                                      "category": q["category"]}
+            detail: dict[str, Any] = {
+                "question": q["question"],
+                "gold": q["answer"],
+                "category": q["category"],
+            }
             details.append(detail)
             asked = [{"role": "user", "content": q["question"]}]
             for method in methods:
@@ -152,8 +168,12 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
                 elif method == "full":
                     context = whole
                 else:
-                    sel = select(store, asked, memory_model if method == "model" else None,
-                                 max_items=cfg.recall_max_items)
+                    sel = select(
+                        store,
+                        asked,
+                        memory_model if method == "model" else None,
+                        max_items=cfg.recall_max_items,
+                    )
                     context = render_block(store, sel.names, cfg.recall_token_budget)
                     detail[f"{method} recalled"] = sel.names
                 try:
@@ -167,43 +187,82 @@ def run_conversation(conv: int, data: dict[str, Any], config: Config, limit: int
         if keep is not None:
             shutil.copytree(tmp / ".memory", keep / f"conv{conv}", dirs_exist_ok=True)
             (keep / f"conv{conv}-answers.json").write_text(
-                json.dumps(details, ensure_ascii=False, indent=1), encoding="utf-8")
-        return {"conv": conv, "memories": len(store.entries()), "questions": len(questions),
-                "learn_seconds": learn_seconds, "learn_calls": learn_calls, "rows": rows,
-                "seconds": seconds, "failures": failures}
+                json.dumps(details, ensure_ascii=False, indent=1), encoding="utf-8"
+            )
+        return {
+            "conv": conv,
+            "memories": len(store.entries()),
+            "questions": len(questions),
+            "learn_seconds": learn_seconds,
+            "learn_calls": learn_calls,
+            "rows": rows,
+            "seconds": seconds,
+            "failures": failures,
+        }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bench-dir", type=Path, default=Path(__file__).resolve().parents[2]
-                    / "shared" / "bench")
+    ap.add_argument(
+        "--bench-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "bench"
+    )
     ap.add_argument("--conversations", type=int, nargs="+", default=[0])
     ap.add_argument("--limit", type=int, default=40, help="Questions per conversation.")
-    ap.add_argument("--context-tokens", type=int, default=12000,
-                    help="Budget of method (d), the whole conversation.")
+    ap.add_argument(
+        "--context-tokens",
+        type=int,
+        default=12000,
+        help="Budget of method (d), the whole conversation.",
+    )
     ap.add_argument("--keep", type=Path, help="Keep the learned store and every answer here.")
-    ap.add_argument("--learned", type=Path,
-                    help="Answer from the stores an earlier run kept there (no learning).")
-    ap.add_argument("--methods", nargs="+", default=["none", "search", "model", "full"],
-                    choices=["none", "search", "model", "full"])
-    ap.add_argument("--undated", action="store_true",
-                    help="Extract without said_at (memories dated by when they were written).")
+    ap.add_argument(
+        "--learned",
+        type=Path,
+        help="Answer from the stores an earlier run kept there (no learning).",
+    )
+    ap.add_argument(
+        "--methods",
+        nargs="+",
+        default=["none", "search", "model", "full"],
+        choices=["none", "search", "model", "full"],
+    )
+    ap.add_argument(
+        "--undated",
+        action="store_true",
+        help="Extract without said_at (memories dated by when they were written).",
+    )
     args = ap.parse_args()
     data = json.loads((args.bench_dir / "locomo" / "turns_dev.json").read_text())
     config = load_config()
-    results = [run_conversation(c, data, config, args.limit, args.context_tokens, args.keep,
-                                args.learned, tuple(args.methods), not args.undated)
-               for c in args.conversations]
-    names = {"none": "(a) no memory", "search": "(b) memdir recall, search",
-             "model": "(c) memdir recall, model selection",
-             "full": "(d) whole conversation (truncated)"}
-    print(f"model {config.memory_model_name}; conversations {args.conversations};"
-          f" {sum(r['questions'] for r in results)} questions;"
-          f" {sum(r['memories'] for r in results)} memories learned with"
-          f" {sum(r['learn_calls'] for r in results)} calls in"
-          f" {sum(r['learn_seconds'] for r in results):.0f} s")
+    results = [
+        run_conversation(
+            c,
+            data,
+            config,
+            args.limit,
+            args.context_tokens,
+            args.keep,
+            args.learned,
+            tuple(args.methods),
+            not args.undated,
+        )
+        for c in args.conversations
+    ]
+    names = {
+        "none": "(a) no memory",
+        "search": "(b) memdir recall, search",
+        "model": "(c) memdir recall, model selection",
+        "full": "(d) whole conversation (truncated)",
+    }
+    print(
+        f"model {config.memory_model_name}; conversations {args.conversations};"
+        f" {sum(r['questions'] for r in results)} questions;"
+        f" {sum(r['memories'] for r in results)} memories learned with"
+        f" {sum(r['learn_calls'] for r in results)} calls in"
+        f" {sum(r['learn_seconds'] for r in results):.0f} s"
+    )
     print("| method | F1 | injected tokens / question | model time / question |")
     print("|---|---:|---:|---:|")
     n = sum(r["questions"] for r in results)
@@ -213,11 +272,15 @@ def main() -> None:
         scores = [s for r in results for s, _ in r["rows"][key]]
         tokens = [t for r in results for _, t in r["rows"][key]]
         secs = sum(r["seconds"][key] for r in results) / max(1, n)
-        print(f"| {label} | {statistics.mean(scores):.3f} | {statistics.mean(tokens):.0f} |"
-              f" {secs:.1f} s |")
+        print(
+            f"| {label} | {statistics.mean(scores):.3f} | {statistics.mean(tokens):.0f} |"
+            f" {secs:.1f} s |"
+        )
     failures = [f for r in results for f in r["failures"]]
-    print(f"\n{len(failures)} failed model calls (scored 0)" + "".join(
-        f"\n- {f}" for f in failures[:20]))
+    print(
+        f"\n{len(failures)} failed model calls (scored 0)"
+        + "".join(f"\n- {f}" for f in failures[:20])
+    )
 
 
 if __name__ == "__main__":

@@ -70,114 +70,199 @@ def everything(store: MemoryStore) -> str:
 
 
 def explicit(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    extract_memories(store, talk("Remember that I always want type hints in Python code.",
-                                 "Got it, I'll add type hints."), model)
+    extract_memories(
+        store,
+        talk(
+            "Remember that I always want type hints in Python code.", "Got it, I'll add type hints."
+        ),
+        model,
+    )
     text = everything(store).lower()
     return Outcome("type hint" in text, f"saved: {text[:120]!r}")
 
 
 def correction(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    extract_memories(store, talk(
-        "Write a function that adds two numbers.", "def add(a, b):\n    return a + b",
-        "No — indent with tabs, not spaces. Fix it.", "def add(a, b):\n\treturn a + b"), model)
+    extract_memories(
+        store,
+        talk(
+            "Write a function that adds two numbers.",
+            "def add(a, b):\n    return a + b",
+            "No — indent with tabs, not spaces. Fix it.",
+            "def add(a, b):\n\treturn a + b",
+        ),
+        model,
+    )
     text = everything(store).lower()
     return Outcome(bool(re.search(r"\btabs?\b", text)), f"saved: {text[:120]!r}")
 
 
 def project_fact(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    extract_memories(store, talk("FYI our staging database runs Postgres 16 on"
-                                 " db-staging.internal; production is still on 14.",
-                                 "Thanks, noted."), model)
+    extract_memories(
+        store,
+        talk(
+            "FYI our staging database runs Postgres 16 on"
+            " db-staging.internal; production is still on 14.",
+            "Thanks, noted.",
+        ),
+        model,
+    )
     text = everything(store)
     return Outcome("16" in text and "ostgres" in text, f"saved: {text[:120]!r}")
 
 
 def secret(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    extract_memories(store, talk(f"The staging DB password is {SECRET}, and we deploy with"
-                                 " Argo CD.", "Understood."), model)
+    extract_memories(
+        store,
+        talk(f"The staging DB password is {SECRET}, and we deploy with Argo CD.", "Understood."),
+        model,
+    )
     files = "".join(p.read_text(encoding="utf-8") for p in store.root.rglob("*.md"))
-    return Outcome(SECRET not in files, "the password reached a file" if SECRET in files
-                   else f"saved: {everything(store)[:100]!r}")
+    return Outcome(
+        SECRET not in files,
+        "the password reached a file" if SECRET in files else f"saved: {everything(store)[:100]!r}",
+    )
 
 
 def small_talk(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    extract_memories(store, talk("Thanks, that worked! Have a nice weekend.",
-                                 "You too, enjoy the weekend!"), model)
+    extract_memories(
+        store,
+        talk("Thanks, that worked! Have a nice weekend.", "You too, enjoy the weekend!"),
+        model,
+    )
     names = [e.name for e in store.entries()]
     return Outcome(not names, f"saved {names}")
 
 
 def contradiction(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    store.write("test-runner", type="project_fact", description="Tests run with unittest",
-                body="The project's tests use unittest.")
-    extract_memories(store, talk("Actually we switched to pytest last month; unittest is gone"
-                                 " from the project.", "Noted: pytest from now on."), model)
+    store.write(
+        "test-runner",
+        type="project_fact",
+        description="Tests run with unittest",
+        body="The project's tests use unittest.",
+    )
+    extract_memories(
+        store,
+        talk(
+            "Actually we switched to pytest last month; unittest is gone from the project.",
+            "Noted: pytest from now on.",
+        ),
+        model,
+    )
     entries = store.entries()
     runner = [m for m in store.list() if "pytest" in (m.description + m.body).lower()]
-    stale = [m.name for m in store.list() if "unittest" in m.description.lower()
-             and "pytest" not in (m.description + m.body).lower()]
+    stale = [
+        m.name
+        for m in store.list()
+        if "unittest" in m.description.lower() and "pytest" not in (m.description + m.body).lower()
+    ]
     ok = bool(runner) and not stale and bool(store.history("test-runner"))
-    return Outcome(ok, f"{len(entries)} memories; still stale: {stale};"
-                       f" history of test-runner: {len(store.history('test-runner'))}")
+    return Outcome(
+        ok,
+        f"{len(entries)} memories; still stale: {stale};"
+        f" history of test-runner: {len(store.history('test-runner'))}",
+    )
 
 
 def recall_paraphrase(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    store.write("prefer-tabs", type="user_preference",
-                description="User prefers tabs over spaces for indentation",
-                body="Indent with tabs, never spaces.")
-    store.write("staging-db", type="project_fact", description="Staging runs Postgres 16",
-                body="db-staging.internal")
-    sel = select(store, talk("What should the leading whitespace of each line look like?"),
-                 model)
+    store.write(
+        "prefer-tabs",
+        type="user_preference",
+        description="User prefers tabs over spaces for indentation",
+        body="Indent with tabs, never spaces.",
+    )
+    store.write(
+        "staging-db",
+        type="project_fact",
+        description="Staging runs Postgres 16",
+        body="db-staging.internal",
+    )
+    sel = select(store, talk("What should the leading whitespace of each line look like?"), model)
     return Outcome(sel.names[:2].count("prefer-tabs") == 1, f"{sel.path}: {sel.names}")
 
 
 def no_recall(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    store.write("prefer-tabs", type="user_preference",
-                description="User prefers tabs over spaces for indentation", body="Tabs.")
-    store.write("staging-db", type="project_fact", description="Staging runs Postgres 16",
-                body="db-staging.internal")
+    store.write(
+        "prefer-tabs",
+        type="user_preference",
+        description="User prefers tabs over spaces for indentation",
+        body="Tabs.",
+    )
+    store.write(
+        "staging-db",
+        type="project_fact",
+        description="Staging runs Postgres 16",
+        body="db-staging.internal",
+    )
     sel = select(store, talk("What is the capital of France?"), model)
     return Outcome(not sel.names, f"{sel.path}: {sel.names}")
 
 
 def duplicates(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    store.write("pytest-flags", type="user_preference", description="Run pytest with -x",
-                body="Use pytest and stop at the first failure with -x.")
-    store.write("pytest-verbose", type="user_preference",
-                description="Run pytest verbosely with -v and --tb=short",
-                body="Always pass -v and --tb=short to pytest.")
-    store.write("staging-db", type="project_fact", description="Staging runs Postgres 16",
-                body="db-staging.internal")
+    store.write(
+        "pytest-flags",
+        type="user_preference",
+        description="Run pytest with -x",
+        body="Use pytest and stop at the first failure with -x.",
+    )
+    store.write(
+        "pytest-verbose",
+        type="user_preference",
+        description="Run pytest verbosely with -v and --tb=short",
+        body="Always pass -v and --tb=short to pytest.",
+    )
+    store.write(
+        "staging-db",
+        type="project_fact",
+        description="Staging runs Postgres 16",
+        body="db-staging.internal",
+    )
     consolidate_memories(store, model)
     pytest_notes = [m for m in store.list() if "pytest" in (m.description + m.body).lower()]
     merged = len(pytest_notes) == 1
     body = (pytest_notes[0].description + pytest_notes[0].body) if merged else ""
     kept = all(flag in body for flag in ("-x", "-v", "--tb=short"))
-    return Outcome(merged and kept, f"{len(pytest_notes)} pytest memories; kept every flag:"
-                                    f" {kept}")
+    return Outcome(merged and kept, f"{len(pytest_notes)} pytest memories; kept every flag: {kept}")
 
 
 def chinese(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
-    extract_memories(store, talk("记住：我希望你以后都用中文回复，代码注释也写中文。",
-                                 "好的，以后我都用中文回复。"), model)
+    extract_memories(
+        store,
+        talk("记住：我希望你以后都用中文回复，代码注释也写中文。", "好的，以后我都用中文回复。"),
+        model,
+    )
     text = everything(store)
     cjk = bool(re.search(r"[\u4e00-\u9fff]", text))
     return Outcome(bool(text) and cjk, f"saved: {text[:80]!r}")
 
 
 def answer_from_memory(store: MemoryStore, model: Counting, agent: Counting) -> Outcome:
-    store.write("prefer-tabs", type="user_preference",
-                description="User prefers tabs over spaces for indentation",
-                body="Indent Python with tabs, never spaces.")
+    store.write(
+        "prefer-tabs",
+        type="user_preference",
+        description="User prefers tabs over spaces for indentation",
+        body="Indent Python with tabs, never spaces.",
+    )
     before = {m.name: m.digest for m in store.list()}
-    messages: list[Any] = [{"role": "user", "content": "How should I indent Python code in"
-                            " this project? Answer in one sentence."}]
-    turn = agent_loop(messages, store=store, model=agent, memory_model=model,
-                      tools=Tools(store.root.parent, store))
-    saved = [b for m in messages if m["role"] == "assistant" and isinstance(m["content"], list)
-             for b in m["content"] if b.get("type") == "tool_use"
-             and b.get("name") == "save_memory"]
+    messages: list[Any] = [
+        {
+            "role": "user",
+            "content": "How should I indent Python code in this project? Answer in one sentence.",
+        }
+    ]
+    turn = agent_loop(
+        messages,
+        store=store,
+        model=agent,
+        memory_model=model,
+        tools=Tools(store.root.parent, store),
+    )
+    saved = [
+        b
+        for m in messages
+        if m["role"] == "assistant" and isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use" and b.get("name") == "save_memory"
+    ]
     after = {m.name: m.digest for m in store.list()}
     ok = "tab" in turn.text.lower() and not saved and before == after
     return Outcome(ok, f"reply {turn.text[:80]!r}; save_memory calls: {len(saved)}")
@@ -187,25 +272,39 @@ def scope_routing(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
     """A personal preference goes to the user's own store, a project fact to the project's,
     and the preference is recalled in another project that shares the user store."""
     user = open_user_store(store.root.parent / "user", store.config)
-    extract_memories(store, talk("I always want answers in British English, in every project."
-                                 " Also: this repo deploys to Fly.io from the main branch.",
-                                 "Noted both."), model, user_store=user)
+    extract_memories(
+        store,
+        talk(
+            "I always want answers in British English, in every project."
+            " Also: this repo deploys to Fly.io from the main branch.",
+            "Noted both.",
+        ),
+        model,
+        user_store=user,
+    )
     mine, ours = everything(user).lower(), everything(store).lower()
     other = MemoryStore(store.root.parent / "other" / ".memory", store.config)
     config = dataclasses.replace(store.config, dir=other.root, user_dir=user.root)
     asked = talk("Which English spelling do I want in answers?")
     recalled = select(Scopes(config, project=other), asked, None).names
     ok = "british" in mine and "fly" in ours and "fly" not in mine and "british" not in ours
-    return Outcome(ok and bool(recalled), f"user store: {mine[:80]!r}; project: {ours[:80]!r};"
-                                          f" recalled elsewhere: {recalled}")
+    return Outcome(
+        ok and bool(recalled),
+        f"user store: {mine[:80]!r}; project: {ours[:80]!r}; recalled elsewhere: {recalled}",
+    )
 
 
 SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
-    "explicit remember": explicit, "implicit preference (correction)": correction,
-    "project fact": project_fact, "secret never saved": secret,
-    "small talk saves nothing": small_talk, "contradiction updates": contradiction,
-    "recall without shared words": recall_paraphrase, "no recall when unrelated": no_recall,
-    "consolidate duplicates, keep details": duplicates, "Chinese conversation": chinese,
+    "explicit remember": explicit,
+    "implicit preference (correction)": correction,
+    "project fact": project_fact,
+    "secret never saved": secret,
+    "small talk saves nothing": small_talk,
+    "contradiction updates": contradiction,
+    "recall without shared words": recall_paraphrase,
+    "no recall when unrelated": no_recall,
+    "consolidate duplicates, keep details": duplicates,
+    "Chinese conversation": chinese,
     "agent answers from memory": answer_from_memory,
 }
 # beyond the eleven the suite is scored on: run with --only scope
@@ -226,25 +325,40 @@ def main() -> None:
     print("|---|---|---:|---:|---:|")
     passed = 0
     notes = []
-    chosen = {k: v for k, v in SCENARIOS.items()
-              if not args.only or any(o.lower() in k.lower() for o in args.only)}
-    chosen.update({k: v for k, v in EXTRA.items()
-                   if args.only and any(o.lower() in k.lower() for o in args.only)})
+    chosen = {
+        k: v
+        for k, v in SCENARIOS.items()
+        if not args.only or any(o.lower() in k.lower() for o in args.only)
+    }
+    chosen.update(
+        {
+            k: v
+            for k, v in EXTRA.items()
+            if args.only and any(o.lower() in k.lower() for o in args.only)
+        }
+    )
     for name, fn in chosen.items():
         tmp = Path(tempfile.mkdtemp(prefix="memdir-scenario-"))
         mem, agent = Counting(memory_model), Counting(agent_model)
         t0 = time.perf_counter()
         try:
-            out = fn(MemoryStore(tmp / ".memory", config.__class__(**{
-                **config.__dict__, "dir": tmp / ".memory"})), mem, agent)
+            out = fn(
+                MemoryStore(
+                    tmp / ".memory", config.__class__(**{**config.__dict__, "dir": tmp / ".memory"})
+                ),
+                mem,
+                agent,
+            )
         except MemdirError as exc:
             out = Outcome(False, f"error: {exc}")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         seconds = time.perf_counter() - t0
         passed += out.ok
-        print(f"| {name} | {'pass' if out.ok else 'FAIL'} | {mem.calls + agent.calls} |"
-              f" {mem.tokens + agent.tokens} | {seconds:.1f} |")
+        print(
+            f"| {name} | {'pass' if out.ok else 'FAIL'} | {mem.calls + agent.calls} |"
+            f" {mem.tokens + agent.tokens} | {seconds:.1f} |"
+        )
         notes.append(f"- {name}: {out.why}")
     print(f"\n{passed} of {len(chosen)} passed")
     print("\n".join(notes))

@@ -53,6 +53,7 @@ def naive_ranker(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
         scored = [s for s in scored if s[0] > 0]
         scored.sort(key=lambda s: -s[0])
         return [i for _, i in scored[:k]]
+
     return rank
 
 
@@ -64,8 +65,10 @@ def bm25s_ranker(stem: bool) -> Ranker:
         stemmer = Stemmer.Stemmer("english") if stem else None
         corpus = [d["text"] for d in docs]
         retriever = bm25s.BM25()
-        retriever.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer,
-                                       show_progress=False), show_progress=False)
+        retriever.index(
+            bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False),
+            show_progress=False,
+        )
         ids = [d["id"] for d in docs]
 
         def rank(q: str, k: int) -> list[str]:
@@ -74,7 +77,9 @@ def bm25s_ranker(stem: bool) -> Ranker:
                 return []
             res, scores = retriever.retrieve(qt, k=min(k, len(ids)), show_progress=False)
             return [ids[int(j)] for j, s in zip(res[0], scores[0], strict=True) if s > 0]
+
         return rank
+
     return build
 
 
@@ -100,13 +105,15 @@ def vector_index(docs: list[dict[str, Any]], kind: str) -> Any:
     from memdir.vectors import Text, VectorIndex
 
     index = VectorIndex(":memory:", embedder(kind))
-    index.sync({d["id"]: None for d in docs},
-               lambda keys: [Text(d["id"], None, d["text"]) for d in docs])
+    index.sync(
+        {d["id"]: None for d in docs}, lambda keys: [Text(d["id"], None, d["text"]) for d in docs]
+    )
     return index
 
 
 def dense_ranker(kind: str) -> Ranker:
     """Cosine alone over memdir's vectors from that embedder, every memory ranked."""
+
     def build(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
         import numpy as np
 
@@ -118,17 +125,21 @@ def dense_ranker(kind: str) -> Ranker:
         def rank(q: str, k: int) -> list[str]:
             cos = matrix @ query_vector(embedder(kind), q)
             return [index._keys[i] for i in np.argsort(-cos)[:k]]
+
         return rank
+
     return build
 
 
 def hybrid_ranker(kind: str) -> Ranker:
     """What `MemoryStore.search` does with that embedder: BM25 fused with cosine."""
+
     def build(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
         bm25 = SearchIndex()
         bm25.update(Doc(d["id"], None, "", "", d["text"]) for d in docs)
         vectors = vector_index(docs, kind)
         return lambda q, k: [r.key for r in vectors.rank(q, bm25.search(q, max(k, 100)), k)]
+
     return build
 
 
@@ -165,8 +176,7 @@ def quality(bench_dir: Path, dense: list[str]) -> None:
         ]
     if "e5" in dense:
         methods += [
-            ("dense: multilingual-e5-small 4-bit cosine (`embedder = \"e5\"`)",
-             dense_ranker("e5")),
+            ('dense: multilingual-e5-small 4-bit cosine (`embedder = "e5"`)', dense_ranker("e5")),
             ("**memdir hybrid search, e5** (BM25 + e5, linear fusion)", hybrid_ranker("e5")),
         ]
     print("| method | observations R@5 / R@10 / MRR | turns R@5 / R@10 / MRR |")
@@ -207,25 +217,35 @@ def score_every_match(index: SearchIndex, query: str) -> list[tuple[str, float]]
     """The exact top 5: every document matching any query term, scored."""
     terms = list(dict.fromkeys(tokenize(query)))
     marks = ",".join("?" * len(terms))
-    df = dict(index.db.execute(f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})",
-                               terms).fetchall())
+    df = dict(
+        index.db.execute(
+            f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms
+        ).fetchall()
+    )
     n_docs, n_tokens = index.db.execute("SELECT docs, tokens FROM stats").fetchone()
     idf = {t: math.log(1 + (n_docs - n + 0.5) / (n + 0.5)) for t, n in df.items()}
     every: set[int] = set()
     for t in df:
-        every.update(r for (r,) in index.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?",
-                                                     (f'"{t}"',)))
+        every.update(
+            r for (r,) in index.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (f'"{t}"',))
+        )
     return index._rescore(sorted(every), idf, n_tokens / n_docs, 5)
 
 
-def write_files(root: Path, n: int, vocab: list[str], weights: list[float],
-                rng: random.Random) -> None:
+def write_files(
+    root: Path, n: int, vocab: list[str], weights: list[float], rng: random.Random
+) -> None:
     """n hand-written memory files (setup, not measured)."""
     root.mkdir(parents=True)
     for i in range(n):
-        m = Memory(f"memory-{i}", "project_fact", zipf_text(vocab, weights, rng, 8),
-                   zipf_text(vocab, weights, rng, 40), "2026-01-01T00:00:00Z",
-                   "2026-01-01T00:00:00Z")
+        m = Memory(
+            f"memory-{i}",
+            "project_fact",
+            zipf_text(vocab, weights, rng, 8),
+            zipf_text(vocab, weights, rng, 40),
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+        )
         (root / f"{m.name}.md").write_text(memfmt.dumps(m), encoding="utf-8")
 
 
@@ -268,14 +288,20 @@ def edit_in_place(store: MemoryStore, root: Path, label: str) -> None:
         hits = store.search(f"zqxedit{label}{k}", 5)
         edits.append(time.perf_counter() - t)
         assert hits and hits[0].memory.name == f"memory-{k * 997}", "edit not seen"
-    print(f"{label}: first search after a hand edit in place (found the edit each time):"
-          f" median {statistics.median(edits) * 1e3:.1f} ms")
+    print(
+        f"{label}: first search after a hand edit in place (found the edit each time):"
+        f" median {statistics.median(edits) * 1e3:.1f} ms"
+    )
 
 
 def cli_search(root: Path, query: str, embedder: str) -> float:
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "search", query],
-                   check=True, capture_output=True, env={**os.environ, "MEMDIR_EMBEDDER": embedder})
+    subprocess.run(
+        [sys.executable, "-m", "memdir", "--dir", str(root), "search", query],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "MEMDIR_EMBEDDER": embedder},
+    )
     return time.perf_counter() - t
 
 
@@ -298,32 +324,43 @@ def speed(n_warm: int = 100_000, n_cold: int = 10_000) -> None:
         store.search("warm up", 5)
         built = time.perf_counter() - t0
         median, p90 = timed_queries(store, queries)
-        print(f"\n`MemoryStore.search` over {n_warm:,} memories (first open {opened:.1f} s,"
-              f" first search builds the index in {built:.1f} s), {len(queries)} queries of ~10"
-              f" words, BM25: median {median:.1f} ms, p90 {p90:.1f} ms")
+        print(
+            f"\n`MemoryStore.search` over {n_warm:,} memories (first open {opened:.1f} s,"
+            f" first search builds the index in {built:.1f} s), {len(queries)} queries of ~10"
+            f" words, BM25: median {median:.1f} ms, p90 {p90:.1f} ms"
+        )
         edit_in_place(store, root, "BM25")
         sweep = median_ms(lambda: (store.refresh(), store.search(queries[0], 5)), 5)
-        print(f"baseline, same store: sweeping the folder before each search (what every"
-              f" call did when more than 0.2 s had passed): {sweep:.0f} ms")
+        print(
+            f"baseline, same store: sweeping the folder before each search (what every"
+            f" call did when more than 0.2 s had passed): {sweep:.0f} ms"
+        )
         texts = [m.body for m in store.list()[:n_warm]]
         t = time.perf_counter()
         words = set(queries[0].split())
         sorted(range(len(texts)), key=lambda j: -sum(w in words for w in texts[j].split()))[:5]
-        print(f"baseline, same corpus: naive keyword overlap, one query:"
-              f" {(time.perf_counter() - t) * 1e3:.0f} ms")
+        print(
+            f"baseline, same corpus: naive keyword overlap, one query:"
+            f" {(time.perf_counter() - t) * 1e3:.0f} ms"
+        )
         store.close()
         root = tmp / "cold" / ".memory"
         write_files(root, n_cold, vocab, weights, rng)
         first = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "list"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "memdir", "--dir", str(root), "list"],
+            check=True,
+            capture_output=True,
+        )
         first = time.perf_counter() - first
         cli_search(root, "warm up the index", "none")  # build the on-disk index once
         time.sleep(0.1)
         cold = [cli_search(root, q, "none") for q in queries[:7]]
-        print(f"first `memdir list` of {n_cold:,} hand-written files: {first:.2f} s;"
-              f" cold `memdir search` process, BM25: median {statistics.median(cold) * 1e3:.0f}"
-              " ms (includes Python start-up)")
+        print(
+            f"first `memdir list` of {n_cold:,} hand-written files: {first:.2f} s;"
+            f" cold `memdir search` process, BM25: median {statistics.median(cold) * 1e3:.0f}"
+            " ms (includes Python start-up)"
+        )
     finally:
         shutil.rmtree(tmp)
 
@@ -334,13 +371,18 @@ def sentence_files(root: Path, n: int, sentences: list[str], rng: random.Random)
     root.mkdir(parents=True)
     for i in range(n):
         desc, *body = rng.sample(sentences, 3)
-        m = Memory(f"memory-{i}", "project_fact", desc, " ".join(body),
-                   "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+        m = Memory(
+            f"memory-{i}",
+            "project_fact",
+            desc,
+            " ".join(body),
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+        )
         (root / f"{m.name}.md").write_text(memfmt.dumps(m), encoding="utf-8")
 
 
-def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm",
-                 n_embed: int = 10_000) -> None:
+def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm", n_embed: int = 10_000) -> None:
     """Hybrid search (BM25 + the ``kind`` embedder) through ``MemoryStore.search`` and
     ``memdir search``, with BM25 alone on the same store in the same run: the cost of embedding
     ``n_embed`` memories, the memory it takes, and warm queries over ``n_warm``."""
@@ -356,12 +398,14 @@ def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm",
         embedded = cli_search(root, "warm up the vectors", kind)
         cold_bm25 = [cli_search(root, q, "none") for q in queries[:7]]
         cold_hybrid = [cli_search(root, q, kind) for q in queries[:7]]
-        print(f"\nhybrid ({kind}): the first `memdir search` over {n_embed:,} new memories"
-              " embeds them all:"
-              f" {embedded:.1f} s ({n_embed / embedded:.0f} memories/s on {os.cpu_count()}"
-              f" cores); then a cold `memdir search` process: hybrid median"
-              f" {statistics.median(cold_hybrid) * 1e3:.0f} ms, BM25 alone"
-              f" {statistics.median(cold_bm25) * 1e3:.0f} ms")
+        print(
+            f"\nhybrid ({kind}): the first `memdir search` over {n_embed:,} new memories"
+            " embeds them all:"
+            f" {embedded:.1f} s ({n_embed / embedded:.0f} memories/s on {os.cpu_count()}"
+            f" cores); then a cold `memdir search` process: hybrid median"
+            f" {statistics.median(cold_hybrid) * 1e3:.0f} ms, BM25 alone"
+            f" {statistics.median(cold_bm25) * 1e3:.0f} ms"
+        )
 
         root = tmp / "warm" / ".memory"
         sentence_files(root, n_warm, sentences, rng)
@@ -377,10 +421,12 @@ def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm",
         assert vectors is not None and len(vectors) == n_warm
         median, p90 = timed_queries(store, queries)
         disk = (root / ".memdir" / "vectors.sqlite").stat().st_size / 2**20
-        print(f"hybrid over {n_warm:,} memories (first search embedded them in {built:.0f} s,"
-              f" {disk:.0f} MB on disk as float16), {len(queries)} LoCoMo questions:"
-              f" median {median:.1f} ms, p90 {p90:.1f} ms; BM25 alone on the same store:"
-              f" median {median_b:.1f} ms, p90 {p90_b:.1f} ms")
+        print(
+            f"hybrid over {n_warm:,} memories (first search embedded them in {built:.0f} s,"
+            f" {disk:.0f} MB on disk as float16), {len(queries)} LoCoMo questions:"
+            f" median {median:.1f} ms, p90 {p90:.1f} ms; BM25 alone on the same store:"
+            f" median {median_b:.1f} ms, p90 {p90_b:.1f} ms"
+        )
         edit_in_place(store, root, "hybrid")
         store.close()
         # memory: a new process that finds the vectors cached, before and after its first search
@@ -389,9 +435,11 @@ def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm",
         before = rss_mb()
         store.search("warm up", 5)
         grown = rss_mb() - before
-        print(f"memory of a process that opens the {n_warm:,} cached vectors: +{grown:.0f} MB"
-              f" at its first hybrid search (the model, and the float32 matrix of"
-              f" {n_warm * 384 * 4 / 2**20:.0f} MB)")
+        print(
+            f"memory of a process that opens the {n_warm:,} cached vectors: +{grown:.0f} MB"
+            f" at its first hybrid search (the model, and the float32 matrix of"
+            f" {n_warm * 384 * 4 / 2**20:.0f} MB)"
+        )
         store.close()
     finally:
         shutil.rmtree(tmp)
@@ -415,23 +463,31 @@ def question_cost(bench_dir: Path, kinds: list[str]) -> None:
             query_vector(model, q)
             times.append(time.perf_counter() - t0)
         times.sort()
-        print(f"  {model.name}: median {statistics.median(times) * 1e3:.1f} ms,"
-              f" p90 {times[int(len(times) * 0.9)] * 1e3:.1f} ms")
+        print(
+            f"  {model.name}: median {statistics.median(times) * 1e3:.1f} ms,"
+            f" p90 {times[int(len(times) * 0.9)] * 1e3:.1f} ms"
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bench-dir", type=Path, default=Path(__file__).resolve().parents[2]
-                    / "shared" / "bench")
+    ap.add_argument(
+        "--bench-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "bench"
+    )
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--warm", type=int, default=100_000, help="memories for the warm queries")
     ap.add_argument("--no-dense", action="store_true", help="BM25 only, even with memdir[embed]")
     ap.add_argument("--skip-bm25-speed", action="store_true", help="only the hybrid speed part")
-    ap.add_argument("--embedder", choices=["minilm", "e5"], default="minilm",
-                    help="the embedder the hybrid speed part times")
-    ap.add_argument("--embed-count", type=int, default=10_000,
-                    help="memories the first `memdir search` embeds")
+    ap.add_argument(
+        "--embedder",
+        choices=["minilm", "e5"],
+        default="minilm",
+        help="the embedder the hybrid speed part times",
+    )
+    ap.add_argument(
+        "--embed-count", type=int, default=10_000, help="memories the first `memdir search` embeds"
+    )
     args = ap.parse_args()
     from memdir.embed import e5_installed, installed
 
@@ -445,8 +501,6 @@ def main() -> None:
             question_cost(args.bench_dir, dense)
         if args.embedder in dense:
             hybrid_speed(args.bench_dir, args.warm, args.embedder, args.embed_count)
-
-
 
 
 if __name__ == "__main__":

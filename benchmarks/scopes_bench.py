@@ -34,13 +34,20 @@ def write(root: Path, names: range, sentences: list[str], seed: int) -> None:
     for i in names:
         rng = random.Random(seed * 1_000_003 + i)  # the same memory whichever store holds it
         desc, *body = rng.sample(sentences, 3)
-        m = Memory(f"memory-{i}", "project_fact", desc, " ".join(body),
-                   "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+        m = Memory(
+            f"memory-{i}",
+            "project_fact",
+            desc,
+            " ".join(body),
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+        )
         (root / f"{m.name}.md").write_text(memfmt.dumps(m), encoding="utf-8")
 
 
-def timed(reader: MemoryStore | Scopes, questions: list[str]
-          ) -> tuple[float, float, list[list[float]]]:
+def timed(
+    reader: MemoryStore | Scopes, questions: list[str]
+) -> tuple[float, float, list[list[float]]]:
     for q in questions[:20]:
         load_memories(reader, [{"role": "user", "content": q}])
     times, picks = [], []
@@ -56,8 +63,9 @@ def timed(reader: MemoryStore | Scopes, questions: list[str]
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bench-dir", type=Path,
-                    default=Path(__file__).resolve().parents[2] / "shared" / "bench")
+    ap.add_argument(
+        "--bench-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "bench"
+    )
     ap.add_argument("--per-store", type=int, default=10_000)
     ap.add_argument("--embedder", default="none", choices=["none", "minilm"])
     args = ap.parse_args()
@@ -85,8 +93,9 @@ def main() -> None:
         med1, p90_1, picks1 = timed(single, questions)
         single.close()
 
-        pconfig = Config(dir=three[0], embedder=args.embedder, user_dir=three[1],
-                         read_only=(str(three[2]),))
+        pconfig = Config(
+            dir=three[0], embedder=args.embedder, user_dir=three[1], read_only=(str(three[2]),)
+        )
         t0 = time.perf_counter()
         project = MemoryStore(three[0], pconfig, watch=True)
         scopes = Scopes(pconfig, project=project, watch=True)
@@ -95,16 +104,22 @@ def main() -> None:
         assert [s.name for s, _ in scopes.stores()] == ["project", "user", "shared:team"]
         med3, p90_3, picks3 = timed(scopes, questions)
         same = sum(a == b for a, b in zip(picks1, picks3, strict=True)) / len(questions)
-        print(f"recall (`load_memories`, search chooses; embedder {args.embedder}),"
-              f" {len(questions)} LoCoMo questions, warm:")
+        print(
+            f"recall (`load_memories`, search chooses; embedder {args.embedder}),"
+            f" {len(questions)} LoCoMo questions, warm:"
+        )
         print("| setup | median | p90 | first open + index |")
         print("|---|---|---|---|")
         print(f"| one store of {3 * n:,} | {med1:.1f} ms | {p90_1:.1f} ms | {built_one:.1f} s |")
-        print(f"| project + user + shared, {n:,} each | {med3:.1f} ms | {p90_3:.1f} ms |"
-              f" {built_three:.1f} s |")
-        print(f"ratio (three stores / one): median {med3 / med1:.2f}×, p90 {p90_3 / p90_1:.2f}×;"
-              f" the top 5 scores are the same as one store's for {same:.0%} of the questions"
-              " (ties among equal scores may order differently)")
+        print(
+            f"| project + user + shared, {n:,} each | {med3:.1f} ms | {p90_3:.1f} ms |"
+            f" {built_three:.1f} s |"
+        )
+        print(
+            f"ratio (three stores / one): median {med3 / med1:.2f}×, p90 {p90_3 / p90_1:.2f}×;"
+            f" the top 5 scores are the same as one store's for {same:.0%} of the questions"
+            " (ties among equal scores may order differently)"
+        )
     finally:
         shutil.rmtree(tmp)
 

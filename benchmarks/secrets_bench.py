@@ -15,17 +15,24 @@ from memdir.secrets import redact, scan
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--corpus", type=Path,
-                    default=Path(__file__).resolve().parents[1] / "tests/data/secrets_corpus.json")
+    ap.add_argument(
+        "--corpus",
+        type=Path,
+        default=Path(__file__).resolve().parents[1] / "tests/data/secrets_corpus.json",
+    )
     data = json.loads(ap.parse_args().corpus.read_text(encoding="utf-8"))
     caught = [s for s in data["secrets"] if scan(s)]
     flagged = [s for s in data["lookalikes"] if scan(s)]
     print("| set | texts | flagged | rate |")
     print("|---|---:|---:|---:|")
-    print(f"| credentials (catch rate) | {len(data['secrets'])} | {len(caught)} |"
-          f" {len(caught) / len(data['secrets']):.0%} |")
-    print(f"| look-alikes (false positives) | {len(data['lookalikes'])} | {len(flagged)} |"
-          f" {len(flagged) / len(data['lookalikes']):.0%} |")
+    print(
+        f"| credentials (catch rate) | {len(data['secrets'])} | {len(caught)} |"
+        f" {len(caught) / len(data['secrets']):.0%} |"
+    )
+    print(
+        f"| look-alikes (false positives) | {len(data['lookalikes'])} | {len(flagged)} |"
+        f" {len(flagged) / len(data['lookalikes']):.0%} |"
+    )
     for s in data["secrets"]:
         if s not in caught:
             print(f"missed: {s[:60]}")

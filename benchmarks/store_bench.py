@@ -32,10 +32,40 @@ from memdir import memory as memfmt
 from memdir.memory import Memory
 
 WORDS = [
-    "user", "prefers", "pytest", "project", "uses", "postgres", "deploy", "staging", "review",
-    "style", "tabs", "spaces", "docker", "kubernetes", "api", "latency", "cache", "redis",
-    "migration", "schema", "frontend", "react", "typescript", "logging", "metrics", "alert",
-    "on-call", "release", "branch", "feature", "flag", "database", "index", "query",
+    "user",
+    "prefers",
+    "pytest",
+    "project",
+    "uses",
+    "postgres",
+    "deploy",
+    "staging",
+    "review",
+    "style",
+    "tabs",
+    "spaces",
+    "docker",
+    "kubernetes",
+    "api",
+    "latency",
+    "cache",
+    "redis",
+    "migration",
+    "schema",
+    "frontend",
+    "react",
+    "typescript",
+    "logging",
+    "metrics",
+    "alert",
+    "on-call",
+    "release",
+    "branch",
+    "feature",
+    "flag",
+    "database",
+    "index",
+    "query",
 ]
 
 
@@ -47,8 +77,14 @@ def make_store(root: Path, n: int) -> None:
     for i in range(n):
         desc = " ".join(rng.choices(WORDS, k=8))
         body = "\n".join(" ".join(rng.choices(WORDS, k=14)) for _ in range(4))
-        m = Memory(f"memory-{i:05d}", types[i % 4], desc, body, "2026-01-01T00:00:00Z",
-                   "2026-01-01T00:00:00Z")
+        m = Memory(
+            f"memory-{i:05d}",
+            types[i % 4],
+            desc,
+            body,
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+        )
         (root / f"{m.name}.md").write_text(memfmt.dumps(m), encoding="utf-8")
 
 
@@ -80,16 +116,20 @@ def note_rebuild_index(root: Path) -> list[dict[str, str]]:
         if meta:
             metas.append(meta)
     lines = ["# Memory Index", ""]
-    lines += [f"- [{m.get('name')}]({m.get('name')}.md) ({m.get('type')}): "
-              f"{m.get('description')}" for m in metas]
+    lines += [
+        f"- [{m.get('name')}]({m.get('name')}.md) ({m.get('type')}): {m.get('description')}"
+        for m in metas
+    ]
     (root / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return metas
 
 
 def note_write_memory_file(root: Path, name: str) -> None:
     """The design note's ``write_memory_file``: write the file, then rebuild the index."""
-    text = (f"---\nname: {name}\ntype: project_fact\ndescription: benchmark write\n---\n"
-            "benchmark body\n")
+    text = (
+        f"---\nname: {name}\ntype: project_fact\ndescription: benchmark write\n---\n"
+        "benchmark body\n"
+    )
     (root / f"{name}.md").write_text(text, encoding="utf-8")
     note_rebuild_index(root)
 
@@ -109,23 +149,29 @@ def median_time(fn: Callable[[int], object], repeat: int) -> float:
 def memdir_cmd(root: Path, *args: str) -> float:
     """Seconds one ``memdir`` process takes (start-up included)."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), *args], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "memdir", "--dir", str(root), *args],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
 def _writer(root: str, tag: str, count: int) -> None:
     store = MemoryStore(root, watch=False)
     for i in range(count):
-        store.write(f"w-{tag}-{i}", type="project_fact", description=f"writer {tag} {i}",
-                    body="x" * 200)
+        store.write(
+            f"w-{tag}-{i}", type="project_fact", description=f"writer {tag} {i}", body="x" * 200
+        )
 
 
 def readers_during_writes(root: Path, writers: int = 2, writes: int = 150) -> list[float]:
     """Times of ``entries()`` calls made while other processes write."""
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(str(root), f"{os.getpid()}-{k}", writes))
-             for k in range(writers)]
+    procs = [
+        ctx.Process(target=_writer, args=(str(root), f"{os.getpid()}-{k}", writes))
+        for k in range(writers)
+    ]
     reader = MemoryStore(root, watch=False)
     for p in procs:
         p.start()
@@ -148,19 +194,22 @@ def measure(n: int, repeat: int) -> dict[str, float]:
         shutil.copytree(tmp / "memdir", tmp / "note")
         out["first_open"] = memdir_cmd(tmp / "memdir", "list")  # builds the caches
         store = MemoryStore(tmp / "memdir", watch=False)
-        out["write"] = median_time(lambda i: store.write(
-            f"new-{i}", type="project_fact", description="benchmark write", body="x"), repeat)
+        out["write"] = median_time(
+            lambda i: store.write(
+                f"new-{i}", type="project_fact", description="benchmark write", body="x"
+            ),
+            repeat,
+        )
         out["note_write"] = median_time(
-            lambda i: note_write_memory_file(tmp / "note", f"new-{i}"), max(3, repeat // 3))
-        out["list"] = median_time(
-            lambda i: MemoryStore(tmp / "memdir", watch=False).entries(), 5)
-        out["cli_list"] = statistics.median(memdir_cmd(tmp / "memdir", "list")
-                                            for _ in range(5))
+            lambda i: note_write_memory_file(tmp / "note", f"new-{i}"), max(3, repeat // 3)
+        )
+        out["list"] = median_time(lambda i: MemoryStore(tmp / "memdir", watch=False).entries(), 5)
+        out["cli_list"] = statistics.median(memdir_cmd(tmp / "memdir", "list") for _ in range(5))
         out["note_list"] = median_time(lambda i: note_rebuild_index(tmp / "note"), 3)
         memdir_cmd(tmp / "memdir", "search", "warm", "up")  # builds the search index
         out["search"] = statistics.median(
-            memdir_cmd(tmp / "memdir", "search", "deploy", "staging", "postgres")
-            for _ in range(5))
+            memdir_cmd(tmp / "memdir", "search", "deploy", "staging", "postgres") for _ in range(5)
+        )
         reads = readers_during_writes(tmp / "memdir")
         out["read_median"] = statistics.median(reads)
         out["read_max"] = max(reads)
@@ -175,21 +224,29 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
     rows = [measure(n, args.repeat) for n in args.sizes]
-    print("| memories | `MemoryStore.write` | design note | speed-up"
-          " | open + `entries()` | design note index rebuild | speed-up |")
+    print(
+        "| memories | `MemoryStore.write` | design note | speed-up"
+        " | open + `entries()` | design note index rebuild | speed-up |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {int(r['n']):,} | {r['write'] * 1e3:.1f} ms | {r['note_write'] * 1e3:.0f} ms |"
-              f" {r['note_write'] / r['write']:.0f}x | {r['list'] * 1e3:.0f} ms |"
-              f" {r['note_list'] * 1e3:.0f} ms | {r['note_list'] / r['list']:.1f}x |")
+        print(
+            f"| {int(r['n']):,} | {r['write'] * 1e3:.1f} ms | {r['note_write'] * 1e3:.0f} ms |"
+            f" {r['note_write'] / r['write']:.0f}x | {r['list'] * 1e3:.0f} ms |"
+            f" {r['note_list'] * 1e3:.0f} ms | {r['note_list'] / r['list']:.1f}x |"
+        )
     print()
-    print("| memories | first `memdir list` of hand-written files | `memdir list` | cold"
-          " `memdir search` | `entries()` while 2 processes write: median / max |")
+    print(
+        "| memories | first `memdir list` of hand-written files | `memdir list` | cold"
+        " `memdir search` | `entries()` while 2 processes write: median / max |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {int(r['n']):,} | {r['first_open']:.2f} s | {r['cli_list'] * 1e3:.0f} ms |"
-              f" {r['search'] * 1e3:.0f} ms | {r['read_median'] * 1e3:.2f} ms /"
-              f" {r['read_max'] * 1e3:.1f} ms |")
+        print(
+            f"| {int(r['n']):,} | {r['first_open']:.2f} s | {r['cli_list'] * 1e3:.0f} ms |"
+            f" {r['search'] * 1e3:.0f} ms | {r['read_median'] * 1e3:.2f} ms /"
+            f" {r['read_max'] * 1e3:.1f} ms |"
+        )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,9 @@ def _writer(root: Path, i: int, n: int, watch: bool, start: Any, out: Any) -> No
     cpu, locked = time.process_time(), 0
     for k in range(n):
         try:
-            store.write(f"p{i}-{k}", type="project_fact", description=f"note {i} {k}",
-                        body="x" * 200)
+            store.write(
+                f"p{i}-{k}", type="project_fact", description=f"note {i} {k}", body="x" * 200
+            )
         except StoreLocked:
             locked += 1
     store.entries()  # what the others wrote, seen as a server would
@@ -47,8 +48,9 @@ def run(procs: int, writes: int, size: int, watch: bool) -> dict[str, float]:
     for k in range(size):
         store.write(f"base-{k}", type="project_fact", description=f"base {k}", body="y")
     start, out = mp.Event(), mp.Queue()
-    workers = [mp.Process(target=_writer, args=(root, i, writes, watch, start, out))
-               for i in range(procs)]
+    workers = [
+        mp.Process(target=_writer, args=(root, i, writes, watch, start, out)) for i in range(procs)
+    ]
     for w in workers:
         w.start()
     time.sleep(2)  # every process open and (with watch) observing
@@ -61,8 +63,12 @@ def run(procs: int, writes: int, size: int, watch: bool) -> dict[str, float]:
     names = {e.name for e in MemoryStore(root).entries()}
     lost = sum(1 for i in range(procs) for k in range(writes) if f"p{i}-{k}" not in names)
     locked = sum(r[1] for r in results)
-    return {"cpu_ms": 1000 * sum(r[0] for r in results) / (procs * writes), "wall": wall,
-            "locked": locked, "lost": lost - locked}
+    return {
+        "cpu_ms": 1000 * sum(r[0] for r in results) / (procs * writes),
+        "wall": wall,
+        "locked": locked,
+        "lost": lost - locked,
+    }
 
 
 def main() -> None:
@@ -78,10 +84,12 @@ def main() -> None:
     for procs in args.procs:
         for watch in (True, False):
             rows = [run(procs, args.writes, args.store, watch) for _ in range(args.repeat)]
-            print(f"| {procs} | {'on' if watch else 'off (baseline)'} |"
-                  f" {statistics.median(r['cpu_ms'] for r in rows):.1f} ms |"
-                  f" {statistics.median(r['wall'] for r in rows):.1f} s |"
-                  f" {sum(int(r['locked']) for r in rows)} | {sum(int(r['lost']) for r in rows)} |")
+            print(
+                f"| {procs} | {'on' if watch else 'off (baseline)'} |"
+                f" {statistics.median(r['cpu_ms'] for r in rows):.1f} ms |"
+                f" {statistics.median(r['wall'] for r in rows):.1f} s |"
+                f" {sum(int(r['locked']) for r in rows)} | {sum(int(r['lost']) for r in rows)} |"
+            )
 
 
 if __name__ == "__main__":

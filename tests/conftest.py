@@ -58,8 +58,11 @@ def child_env() -> dict[str, str]:
     endpoints, but this test's own user store."""
     import os
 
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_")) or k == "MEMDIR_USER_DIR"}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_")) or k == "MEMDIR_USER_DIR"
+    }
 
 
 @pytest.fixture
@@ -72,8 +75,16 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliFn:
     """Run ``memdir`` in-process with ``--dir`` set to a fresh store; returns code/out/err."""
     monkeypatch.chdir(tmp_path)
     MemoryStore(tmp_path / ".memory")
-    for var in ("MEMDIR_DIR", "MEMDIR_PROVIDER", "ANTHROPIC_API_KEY", "OPENAI_API_KEY",
-                "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "MEMDIR_MODEL", "MEMDIR_MEMORY_MODEL"):
+    for var in (
+        "MEMDIR_DIR",
+        "MEMDIR_PROVIDER",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+        "MEMDIR_MODEL",
+        "MEMDIR_MEMORY_MODEL",
+    ):
         monkeypatch.delenv(var, raising=False)
 
     def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> Result:
@@ -101,6 +112,7 @@ def llm_server() -> Iterator[FakeLLMServer]:
 @pytest.fixture
 def server_model(llm_server: FakeLLMServer) -> ChatModel:
     """A real SDK-backed memory model that talks to the fake server."""
-    config = Config(provider="anthropic", api_key="test", base_url=llm_server.url,
-                    max_retries=0, timeout=5)
+    config = Config(
+        provider="anthropic", api_key="test", base_url=llm_server.url, max_retries=0, timeout=5
+    )
     return make_model(config, memory=True)

@@ -37,8 +37,12 @@ def reply(text: str = "", *tool_uses: tuple[str, str, dict[str, Any]], **kw: Any
 
 def error(status: int, message: str = "scripted error", **kw: Any) -> Scripted:
     """An HTTP error with a JSON error body both SDKs understand."""
-    body = json.dumps({"type": "error", "error": {"type": "api_error", "message": message},
-                       }).encode()
+    body = json.dumps(
+        {
+            "type": "error",
+            "error": {"type": "api_error", "message": message},
+        }
+    ).encode()
     headers = {"retry-after-ms": "1", "retry-after": "0", **kw.pop("headers", {})}
     return Scripted(status=status, body=body, headers=headers, **kw)
 
@@ -70,8 +74,11 @@ class FakeLLMServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = {"_raw": raw.decode(errors="replace")}
-                req = {"path": self.path, "body": body,
-                       "headers": {k.lower(): v for k, v in self.headers.items()}}
+                req = {
+                    "path": self.path,
+                    "body": body,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                }
                 with server.lock:
                     server.requests.append(req)
                     item = server._next(req)
@@ -80,8 +87,7 @@ class FakeLLMServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self.httpd.daemon_threads = True
         # a short poll: shutdown() waits for the loop to look up, once per test
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -120,12 +126,22 @@ class FakeLLMServer:
                 return
             if req["path"].endswith("/embeddings") and self.embed_text is not None:
                 texts = req["body"]["input"]
-                data = [{"object": "embedding", "index": i, "embedding": self.embed_text(t)}
-                        for i, t in enumerate([texts] if isinstance(texts, str) else texts)]
-                self._send(h, 200, json.dumps({"object": "list", "data": data,
-                                               "model": req["body"].get("model"),
-                                               "usage": {"prompt_tokens": 1,
-                                                         "total_tokens": 1}}).encode())
+                data = [
+                    {"object": "embedding", "index": i, "embedding": self.embed_text(t)}
+                    for i, t in enumerate([texts] if isinstance(texts, str) else texts)
+                ]
+                self._send(
+                    h,
+                    200,
+                    json.dumps(
+                        {
+                            "object": "list",
+                            "data": data,
+                            "model": req["body"].get("model"),
+                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                        }
+                    ).encode(),
+                )
                 return
             openai = req["path"].endswith("/chat/completions")
             stream = bool(req["body"].get("stream"))
@@ -143,8 +159,13 @@ class FakeLLMServer:
             pass  # the client gave up (a timeout test)
 
     @staticmethod
-    def _send(h: BaseHTTPRequestHandler, status: int, data: bytes,
-              ctype: str = "application/json", headers: dict[str, str] | None = None) -> None:
+    def _send(
+        h: BaseHTTPRequestHandler,
+        status: int,
+        data: bytes,
+        ctype: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         h.send_response(status)
         h.send_header("content-type", ctype)
         h.send_header("content-length", str(len(data)))
@@ -154,8 +175,9 @@ class FakeLLMServer:
         h.wfile.write(data)
 
     @staticmethod
-    def _send_sse(h: BaseHTTPRequestHandler, events: list[tuple[str | None, Any]],
-                  *, openai: bool) -> None:
+    def _send_sse(
+        h: BaseHTTPRequestHandler, events: list[tuple[str | None, Any]], *, openai: bool
+    ) -> None:
         parts = []
         for name, data in events:
             payload = data if isinstance(data, str) else json.dumps(data)
@@ -175,40 +197,89 @@ def _anthropic_blocks(item: Scripted) -> list[dict[str, Any]]:
 
 
 def _anthropic_body(item: Scripted, model: str) -> dict[str, Any]:
-    return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-            "content": _anthropic_blocks(item), "stop_reason": _stop(item), "stop_sequence": None,
-            "usage": {"input_tokens": item.usage[0], "output_tokens": item.usage[1]}}
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _anthropic_blocks(item),
+        "stop_reason": _stop(item),
+        "stop_sequence": None,
+        "usage": {"input_tokens": item.usage[0], "output_tokens": item.usage[1]},
+    }
 
 
 def _anthropic_events(item: Scripted, model: str) -> list[tuple[str | None, Any]]:
     start = _anthropic_body(item, model)
-    start.update(content=[], stop_reason=None,
-                 usage={"input_tokens": item.usage[0], "output_tokens": 1})
-    events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start",
-                                                                "message": start})]
+    start.update(
+        content=[], stop_reason=None, usage={"input_tokens": item.usage[0], "output_tokens": 1}
+    )
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
     for i, block in enumerate(_anthropic_blocks(item)):
         if block["type"] == "text":
-            events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                                   "content_block": {"type": "text", "text": ""}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                )
+            )
             text = block["text"]
             for j in range(0, len(text), 5):
-                events.append(("content_block_delta", {
-                    "type": "content_block_delta", "index": i,
-                    "delta": {"type": "text_delta", "text": text[j : j + 5]}}))
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "text_delta", "text": text[j : j + 5]},
+                        },
+                    )
+                )
         else:
-            events.append(("content_block_start", {
-                "type": "content_block_start", "index": i,
-                "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"],
-                                  "input": {}}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {
+                            "type": "tool_use",
+                            "id": block["id"],
+                            "name": block["name"],
+                            "input": {},
+                        },
+                    },
+                )
+            )
             args = json.dumps(block["input"])
             for j in range(0, len(args), 7):
-                events.append(("content_block_delta", {
-                    "type": "content_block_delta", "index": i,
-                    "delta": {"type": "input_json_delta", "partial_json": args[j : j + 7]}}))
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": i,
+                            "delta": {"type": "input_json_delta", "partial_json": args[j : j + 7]},
+                        },
+                    )
+                )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    events.append(("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": _stop(item), "stop_sequence": None},
-                                     "usage": {"output_tokens": item.usage[1]}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": _stop(item), "stop_sequence": None},
+                "usage": {"output_tokens": item.usage[1]},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
@@ -217,51 +288,97 @@ _FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
 
 
 def _openai_calls(item: Scripted) -> list[dict[str, Any]]:
-    return [{"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-            for i, n, a in item.tool_uses]
+    return [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+        for i, n, a in item.tool_uses
+    ]
 
 
 def _openai_body(item: Scripted, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": item.text or None}
     if item.tool_uses:
         message["tool_calls"] = _openai_calls(item)
-    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": _FINISH[_stop(item)]}],
-            "usage": {"prompt_tokens": item.usage[0], "completion_tokens": item.usage[1],
-                      "total_tokens": sum(item.usage)}}
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": _FINISH[_stop(item)]}],
+        "usage": {
+            "prompt_tokens": item.usage[0],
+            "completion_tokens": item.usage[1],
+            "total_tokens": sum(item.usage),
+        },
+    }
 
 
 def _openai_chunks(item: Scripted, model: str) -> list[tuple[str | None, Any]]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, Any]:
-        return (None, {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                       "model": model, "choices": [{"index": 0, "delta": delta,
-                                                    "finish_reason": finish}]})
+        return (
+            None,
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            },
+        )
+
     out: list[tuple[str | None, Any]] = [chunk({"role": "assistant", "content": ""})]
     for j in range(0, len(item.text), 5):
         out.append(chunk({"content": item.text[j : j + 5]}))
     for k, call in enumerate(_openai_calls(item)):
-        out.append(chunk({"tool_calls": [{"index": k, "id": call["id"], "type": "function",
-                                          "function": {"name": call["function"]["name"],
-                                                       "arguments": ""}}]}))
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": k,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
         args = call["function"]["arguments"]
         for j in range(0, len(args), 7):
-            out.append(chunk({"tool_calls": [{"index": k,
-                                              "function": {"arguments": args[j : j + 7]}}]}))
+            out.append(
+                chunk({"tool_calls": [{"index": k, "function": {"arguments": args[j : j + 7]}}]})
+            )
     out.append(chunk({}, _FINISH[_stop(item)]))
-    out.append((None, {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-                       "model": model, "choices": [],
-                       "usage": {"prompt_tokens": item.usage[0],
-                                 "completion_tokens": item.usage[1],
-                                 "total_tokens": sum(item.usage)}}))
+    out.append(
+        (
+            None,
+            {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": item.usage[0],
+                    "completion_tokens": item.usage[1],
+                    "total_tokens": sum(item.usage),
+                },
+            },
+        )
+    )
     out.append((None, "[DONE]"))
     return out
 
 
 # -- the README session, runnable ---------------------------------------------------------------
 
-README_TABS = {"action": "create", "name": "prefer-tabs", "type": "user_preference",
-               "description": "User prefers tabs over spaces for indentation",
-               "body": "Indent Python with tabs, never spaces; keep lines under 100 characters."}
+README_TABS = {
+    "action": "create",
+    "name": "prefer-tabs",
+    "type": "user_preference",
+    "description": "User prefers tabs over spaces for indentation",
+    "body": "Indent Python with tabs, never spaces; keep lines under 100 characters.",
+}
 
 
 def readme_handler(req: dict[str, Any]) -> Scripted:

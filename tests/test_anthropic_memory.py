@@ -23,15 +23,26 @@ from fakeserver import FakeLLMServer, reply
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 STEPS: list[dict[str, Any]] = [
     {"command": "view", "path": "/memories"},
-    {"command": "create", "path": "/memories/coffee.md",
-     "file_text": "# User likes coffee\nThe user prefers a flat white in the morning.\n"},
+    {
+        "command": "create",
+        "path": "/memories/coffee.md",
+        "file_text": "# User likes coffee\nThe user prefers a flat white in the morning.\n",
+    },
     {"command": "create", "path": "/memories/coffee.md", "file_text": "again"},
     {"command": "view", "path": "/memories/coffee.md"},
-    {"command": "str_replace", "path": "/memories/coffee.md", "old_str": "flat white",
-     "new_str": "cortado"},
+    {
+        "command": "str_replace",
+        "path": "/memories/coffee.md",
+        "old_str": "flat white",
+        "new_str": "cortado",
+    },
     {"command": "str_replace", "path": "/memories/coffee.md", "old_str": "tea", "new_str": "x"},
-    {"command": "insert", "path": "/memories/coffee.md", "insert_line": 2,
-     "insert_text": "No sugar."},
+    {
+        "command": "insert",
+        "path": "/memories/coffee.md",
+        "insert_line": 2,
+        "insert_text": "No sugar.",
+    },
     {"command": "rename", "old_path": "/memories/coffee.md", "new_path": "/memories/drinks.md"},
     {"command": "create", "path": "/memories/../../etc/passwd.md", "file_text": "x"},
     {"command": "create", "path": "/memories/%2e%2e/escape.md", "file_text": "x"},
@@ -45,8 +56,9 @@ STEPS: list[dict[str, Any]] = [
 ]
 
 
-def drive(llm_server: FakeLLMServer, tool: MemdirMemoryTool, steps: list[dict[str, Any]]
-          ) -> tuple[Callable[[int], str], Callable[[int], bool]]:
+def drive(
+    llm_server: FakeLLMServer, tool: MemdirMemoryTool, steps: list[dict[str, Any]]
+) -> tuple[Callable[[int], str], Callable[[int], bool]]:
     """The SDK's tool runner asked for each step in turn: each result's text, and whether it
     was an error."""
     for i, step in enumerate(steps):
@@ -54,8 +66,11 @@ def drive(llm_server: FakeLLMServer, tool: MemdirMemoryTool, steps: list[dict[st
     llm_server.queue(reply("All done."))
     client = Anthropic(api_key="test", base_url=llm_server.url, max_retries=0)
     runner = client.beta.messages.tool_runner(
-        model="claude-test", max_tokens=512, tools=[tool],
-        messages=[{"role": "user", "content": "Tidy my memory."}])
+        model="claude-test",
+        max_tokens=512,
+        tools=[tool],
+        messages=[{"role": "user", "content": "Tidy my memory."}],
+    )
     final = runner.until_done()
     assert final.content[-1].text == "All done."
     results: list[dict[str, Any]] = []
@@ -70,11 +85,11 @@ def drive(llm_server: FakeLLMServer, tool: MemdirMemoryTool, steps: list[dict[st
 
     def failed(i: int) -> bool:
         return bool(results[i].get("is_error"))
+
     return text, failed
 
 
-def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_path: Path
-                                              ) -> None:
+def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_path: Path) -> None:
     """Each command works or fails with the contract's message; the store keeps history and
     undo; nothing is written outside it and no secret lands on disk."""
     store = MemoryStore(tmp_path / ".memory")
@@ -85,9 +100,11 @@ def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_pat
     assert text(0).startswith("Here're the files and directories") and not failed(0)
     assert text(1) == "File created successfully at: /memories/coffee.md"
     assert failed(2) and "already exists" in text(2)
-    assert text(3) == ("Here's the content of /memories/coffee.md with line numbers:\n"
-                       "     1\t# User likes coffee\n"
-                       "     2\tThe user prefers a flat white in the morning.")
+    assert text(3) == (
+        "Here's the content of /memories/coffee.md with line numbers:\n"
+        "     1\t# User likes coffee\n"
+        "     2\tThe user prefers a flat white in the morning."
+    )
     assert text(4).startswith("The memory file has been edited.") and "cortado" in text(4)
     assert failed(5) and "did not appear verbatim" in text(5)
     assert text(6) == "The file /memories/coffee.md has been edited."
@@ -113,13 +130,20 @@ def test_sdk_tool_runner_drives_every_command(llm_server: FakeLLMServer, tmp_pat
 
 
 USER_STEPS: list[dict[str, Any]] = [
-    {"command": "create", "path": "/memories/user/tea.md",
-     "file_text": "# Prefers green tea\nThe user always drinks green tea, in every project.\n"},
+    {
+        "command": "create",
+        "path": "/memories/user/tea.md",
+        "file_text": "# Prefers green tea\nThe user always drinks green tea, in every project.\n",
+    },
     {"command": "create", "path": "/memories/deploy.md", "file_text": "Deploys go to Fly.io\n"},
     {"command": "view", "path": "/memories"},
     {"command": "view", "path": "/memories/user/"},
-    {"command": "str_replace", "path": "/memories/user/tea.md", "old_str": "drinks green",
-     "new_str": "drinks jasmine"},
+    {
+        "command": "str_replace",
+        "path": "/memories/user/tea.md",
+        "old_str": "drinks green",
+        "new_str": "drinks jasmine",
+    },
     {"command": "rename", "old_path": "/memories/deploy.md", "new_path": "/memories/user/ops.md"},
     {"command": "rename", "old_path": "/memories/user/ops.md", "new_path": "/memories/deploy.md"},
     {"command": "create", "path": "/memories/user/../x.md", "file_text": "x"},
@@ -129,8 +153,7 @@ USER_STEPS: list[dict[str, Any]] = [
 ]
 
 
-def test_the_users_own_memories_are_a_folder(llm_server: FakeLLMServer, tmp_path: Path
-                                             ) -> None:
+def test_the_users_own_memories_are_a_folder(llm_server: FakeLLMServer, tmp_path: Path) -> None:
     """Given the user's store, /memories/user/ is it: created, listed, edited and deleted
     there, and a rename between the folders moves a memory from one store to the other."""
     project = MemoryStore(tmp_path / "project" / ".memory")
@@ -140,9 +163,15 @@ def test_the_users_own_memories_are_a_folder(llm_server: FakeLLMServer, tmp_path
     assert "tea" not in project and not project.history("tea")
     listing = text(2).splitlines()[1:]
     assert [ln.split("\t")[1] for ln in listing] == [
-        "/memories", "/memories/deploy.md", "/memories/user", "/memories/user/tea.md"]
+        "/memories",
+        "/memories/deploy.md",
+        "/memories/user",
+        "/memories/user/tea.md",
+    ]
     assert [ln.split("\t")[1] for ln in text(3).splitlines()[1:]] == [
-        "/memories/user", "/memories/user/tea.md"]
+        "/memories/user",
+        "/memories/user/tea.md",
+    ]
     assert "jasmine" in text(4) and not failed(4)
     assert text(5) == "Successfully renamed /memories/deploy.md to /memories/user/ops.md"
     assert text(6) == "Successfully renamed /memories/user/ops.md to /memories/deploy.md"
@@ -161,19 +190,26 @@ def test_the_users_own_memories_are_a_folder(llm_server: FakeLLMServer, tmp_path
     assert (tmp_path / "user" / "tea.md").is_file()
 
 
-def test_without_a_user_store_there_is_no_user_folder(llm_server: FakeLLMServer,
-                                                     tmp_path: Path) -> None:
+def test_without_a_user_store_there_is_no_user_folder(
+    llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
     store = MemoryStore(tmp_path / ".memory")
-    text, _failed = drive(llm_server, MemdirMemoryTool(store), [
-        {"command": "create", "path": "/memories/user/tea.md", "file_text": "Green tea\n"},
-        {"command": "view", "path": "/memories"}])
+    text, _failed = drive(
+        llm_server,
+        MemdirMemoryTool(store),
+        [
+            {"command": "create", "path": "/memories/user/tea.md", "file_text": "Green tea\n"},
+            {"command": "view", "path": "/memories"},
+        ],
+    )
     assert text(0) == "File created successfully at: /memories/user/tea.md"
     assert "/memories/user-tea.md" in text(1)  # an ordinary subfolder: one memory
     assert {e.name for e in store.entries()} == {"user-tea"}
 
 
-def test_with_user_store_follows_the_configuration(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_user_store_follows_the_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = MemoryStore(tmp_path / ".memory")
     monkeypatch.setenv("MEMDIR_USER_DIR", str(tmp_path / "mine"))
     from memdir.config import load_config
@@ -182,8 +218,12 @@ def test_with_user_store_follows_the_configuration(tmp_path: Path,
     assert tool.user_store is not None and tool.user_store.root == tmp_path / "mine"
     assert (tmp_path / "mine").stat().st_mode & 0o777 == 0o700
     monkeypatch.setenv("MEMDIR_USER_DIR", "none")
-    assert MemdirMemoryTool.with_user_store(MemoryStore(tmp_path / ".memory"),
-                                            load_config()).user_store is None
+    assert (
+        MemdirMemoryTool.with_user_store(
+            MemoryStore(tmp_path / ".memory"), load_config()
+        ).user_store
+        is None
+    )
     assert len(store) == 0
 
 
@@ -193,20 +233,36 @@ def test_what_a_small_model_gets_wrong(llm_server: FakeLLMServer, tmp_path: Path
     are its own text's; what cannot be a memory is still refused."""
     project = MemoryStore(tmp_path / "project" / ".memory")
     user = MemoryStore(tmp_path / "user")
-    text, failed = drive(llm_server, MemdirMemoryTool(project, user_store=user), [
-        {"command": "create", "path": "memories/user/type_hints.md",
-         "file_text": "```python\ndef area(r: float) -> float: ...\n```\nType hints everywhere.\n"},
-        {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 0,
-         "insert_text": "Also tests."},
-        {"command": "insert", "path": "/memories/user/type_hints.md", "insert_line": 9,
-         "insert_text": "x"},
-        {"command": "view", "path": "deploy.md"},
-        {"command": "view", "path": "memories"},
-        {"command": "view", "path": "memories/user/type_hints"},
-        {"command": "view", "path": "/memories/user/python_style"},
-        {"command": "create", "path": "/memories/user", "file_text": "x"},
-        {"command": "create", "path": "/memories/user/image.png", "file_text": "x"},
-    ])
+    text, failed = drive(
+        llm_server,
+        MemdirMemoryTool(project, user_store=user),
+        [
+            {
+                "command": "create",
+                "path": "memories/user/type_hints.md",
+                "file_text": "```python\ndef area(r: float) -> float: ...\n```\n"
+                "Type hints everywhere.\n",
+            },
+            {
+                "command": "insert",
+                "path": "/memories/user/type_hints.md",
+                "insert_line": 0,
+                "insert_text": "Also tests.",
+            },
+            {
+                "command": "insert",
+                "path": "/memories/user/type_hints.md",
+                "insert_line": 9,
+                "insert_text": "x",
+            },
+            {"command": "view", "path": "deploy.md"},
+            {"command": "view", "path": "memories"},
+            {"command": "view", "path": "memories/user/type_hints"},
+            {"command": "view", "path": "/memories/user/python_style"},
+            {"command": "create", "path": "/memories/user", "file_text": "x"},
+            {"command": "create", "path": "/memories/user/image.png", "file_text": "x"},
+        ],
+    )
     assert text(0) == "File created successfully at: memories/user/type_hints.md"
     assert user.get("type_hints").type == "user_preference"
     assert "type_hints" not in project
@@ -231,31 +287,55 @@ def test_the_model_edits_the_text_it_wrote(llm_server: FakeLLMServer, tmp_path: 
     project = MemoryStore(tmp_path / "project" / ".memory")
     user = MemoryStore(tmp_path / "user")
     tool = MemdirMemoryTool(project, user_store=user)
-    text, failed = drive(llm_server, tool, [
-        {"command": "create", "path": "/memories/team-db.md",
-         "file_text": "The team runs Postgres 16 on staging.\nBackups nightly.\nOwner: ops.\n"},
-        {"command": "view", "path": "/memories/team-db.md"},
-        {"command": "str_replace", "path": "/memories/team-db.md", "old_str": "Postgres 16",
-         "new_str": "Postgres 17"},
-        {"command": "insert", "path": "/memories/team-db.md", "insert_line": 0,
-         "insert_text": "# Team database"},
-        {"command": "create", "path": "/memories/projects/api/Notes About Auth.txt",
-         "file_text": "Auth uses OIDC via Keycloak."},
-        {"command": "view", "path": "/memories/projects/api/Notes About Auth.txt"},
-        {"command": "view", "path": "/memories/projects"},
-        {"command": "create", "path": "/memories/style.xml",
-         "file_text": "The user prefers tabs over spaces, always."},
-        {"command": "view", "path": "/memories/style.xml"},
-        {"command": "view", "path": 42},
-        {"command": "create", "path": "/memories/x.md", "file_text": None},
-    ])
+    text, failed = drive(
+        llm_server,
+        tool,
+        [
+            {
+                "command": "create",
+                "path": "/memories/team-db.md",
+                "file_text": "The team runs Postgres 16 on staging.\nBackups nightly.\n"
+                "Owner: ops.\n",
+            },
+            {"command": "view", "path": "/memories/team-db.md"},
+            {
+                "command": "str_replace",
+                "path": "/memories/team-db.md",
+                "old_str": "Postgres 16",
+                "new_str": "Postgres 17",
+            },
+            {
+                "command": "insert",
+                "path": "/memories/team-db.md",
+                "insert_line": 0,
+                "insert_text": "# Team database",
+            },
+            {
+                "command": "create",
+                "path": "/memories/projects/api/Notes About Auth.txt",
+                "file_text": "Auth uses OIDC via Keycloak.",
+            },
+            {"command": "view", "path": "/memories/projects/api/Notes About Auth.txt"},
+            {"command": "view", "path": "/memories/projects"},
+            {
+                "command": "create",
+                "path": "/memories/style.xml",
+                "file_text": "The user prefers tabs over spaces, always.",
+            },
+            {"command": "view", "path": "/memories/style.xml"},
+            {"command": "view", "path": 42},
+            {"command": "create", "path": "/memories/x.md", "file_text": None},
+        ],
+    )
     assert text(1).count("\n") == 3 and "     3\tOwner: ops." in text(1)
     assert not failed(2), text(2)
     assert not failed(3)
     db = project.get("team-db")
     assert db.type == "project_fact"
-    assert db.body == "# Team database\nThe team runs Postgres 17 on staging.\nBackups nightly."\
+    assert (
+        db.body == "# Team database\nThe team runs Postgres 17 on staging.\nBackups nightly."
         "\nOwner: ops."
+    )
     assert db.description == "Team database"
     assert "projects-api-notes-about-auth" in project and not failed(5)
     assert "/memories/projects-api-notes-about-auth.md" in text(6)
@@ -274,25 +354,28 @@ def test_costly_arguments_are_refused_quickly(tmp_path: Path) -> None:
     tool = MemdirMemoryTool(store)
     with pytest.raises(ToolError, match="over the 256 KiB"):
         tool.call({"command": "create", "path": "/memories/big.md", "file_text": "a " * 200_000})
-    tool.call({"command": "create", "path": "/memories/many.md",
-               "file_text": "ab\n" * 60_000})
+    tool.call({"command": "create", "path": "/memories/many.md", "file_text": "ab\n" * 60_000})
     with pytest.raises(ToolError) as exc:
-        tool.call({"command": "str_replace", "path": "/memories/many.md", "old_str": "ab",
-                   "new_str": "x"})
+        tool.call(
+            {"command": "str_replace", "path": "/memories/many.md", "old_str": "ab", "new_str": "x"}
+        )
     assert len(str(exc.value)) < 300 and "and 59990 more" in str(exc.value)
 
 
-@pytest.mark.parametrize("note, description", [
-    ("# I prefer C#\nfor tools", "I prefer C#"),
-    ("> - -5 degrees is too cold for the office", "-5 degrees is too cold for the office"),
-    ("## Deploys ##\nOn Fridays", "Deploys"),
-    ("```sh\nmake ship\n```", "make ship"),
-])
-def test_a_notes_description_is_its_first_line_of_text(tmp_path: Path, note: str,
-                                                       description: str) -> None:
+@pytest.mark.parametrize(
+    "note, description",
+    [
+        ("# I prefer C#\nfor tools", "I prefer C#"),
+        ("> - -5 degrees is too cold for the office", "-5 degrees is too cold for the office"),
+        ("## Deploys ##\nOn Fridays", "Deploys"),
+        ("```sh\nmake ship\n```", "make ship"),
+    ],
+)
+def test_a_notes_description_is_its_first_line_of_text(
+    tmp_path: Path, note: str, description: str
+) -> None:
     """Markdown marks around the first line are dropped, not the characters of the text."""
     store = MemoryStore(tmp_path / ".memory")
-    MemdirMemoryTool(store).call({"command": "create", "path": "/memories/n.md",
-                                  "file_text": note})
+    MemdirMemoryTool(store).call({"command": "create", "path": "/memories/n.md", "file_text": note})
     assert store.get("n").description == description
     assert store.get("n").body == note

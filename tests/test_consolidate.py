@@ -23,26 +23,42 @@ from memdir.undo import undo
 from conftest import CliFn
 from fakeserver import FakeLLMServer, reply
 
-MERGE = {"merge": [{"from": ["pytest-a", "pytest-b"],
-                    "into": {"name": "prefer-pytest", "type": "user_preference",
-                             "description": "User runs tests with pytest, verbose",
-                             "body": "Use pytest. Always pass -v."}}],
-         "retire": [{"name": "old-deadline", "reason": "the release shipped"}]}
+MERGE = {
+    "merge": [
+        {
+            "from": ["pytest-a", "pytest-b"],
+            "into": {
+                "name": "prefer-pytest",
+                "type": "user_preference",
+                "description": "User runs tests with pytest, verbose",
+                "body": "Use pytest. Always pass -v.",
+            },
+        }
+    ],
+    "retire": [{"name": "old-deadline", "reason": "the release shipped"}],
+}
 
 
 def fill(store: MemoryStore, extra: int = 7) -> None:
-    store.write("pytest-a", type="user_preference", description="User uses pytest",
-                body="Use pytest.")
-    store.write("pytest-b", type="user_preference", description="pytest with -v",
-                body="Always pass -v.")
-    store.write("old-deadline", type="project_fact", description="Release due 2026-01-15",
-                body="Ship by Jan 15.")
+    store.write(
+        "pytest-a", type="user_preference", description="User uses pytest", body="Use pytest."
+    )
+    store.write(
+        "pytest-b", type="user_preference", description="pytest with -v", body="Always pass -v."
+    )
+    store.write(
+        "old-deadline",
+        type="project_fact",
+        description="Release due 2026-01-15",
+        body="Ship by Jan 15.",
+    )
     for i in range(extra):
         store.write(f"fact-{i}", type="project_fact", description=f"fact number {i}", body="x")
 
 
-def test_merge_and_retire_through_the_server(store: MemoryStore, llm_server: FakeLLMServer,
-                                             server_model: ChatModel) -> None:
+def test_merge_and_retire_through_the_server(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     """Merged memory written, sources and retired memory moved to history with reasons."""
     fill(store)
     llm_server.queue(reply(json.dumps(MERGE)))
@@ -70,20 +86,38 @@ def test_invalid_parts_are_dropped_pinned_untouched(store: MemoryStore) -> None:
     fill(store)
     path = store.root / "fact-0.md"
     path.write_text(path.read_text().replace("---\nx", "pinned: true\n---\nx"))
-    answer = {"merge": [
-        {"from": ["pytest-a", "ghost"], "into": {"name": "pytest-a", "type": "user_preference",
-                                                 "description": "d", "body": "b"}},
-        {"from": ["fact-1", "fact-2"], "into": {"name": "fact-3", "type": "project_fact",
-                                               "description": "d", "body": "b"}},
-        {"from": ["fact-0", "fact-4"], "into": {"name": "f04", "type": "project_fact",
-                                               "description": "d", "body": "b"}}],
-        "retire": [{"name": "pytest-a", "reason": "x"}, {"name": "ghost"},
-                   {"name": "fact-0", "reason": "pinned"}]}
+    answer = {
+        "merge": [
+            {
+                "from": ["pytest-a", "ghost"],
+                "into": {
+                    "name": "pytest-a",
+                    "type": "user_preference",
+                    "description": "d",
+                    "body": "b",
+                },
+            },
+            {
+                "from": ["fact-1", "fact-2"],
+                "into": {"name": "fact-3", "type": "project_fact", "description": "d", "body": "b"},
+            },
+            {
+                "from": ["fact-0", "fact-4"],
+                "into": {"name": "f04", "type": "project_fact", "description": "d", "body": "b"},
+            },
+        ],
+        "retire": [
+            {"name": "pytest-a", "reason": "x"},
+            {"name": "ghost"},
+            {"name": "fact-0", "reason": "pinned"},
+        ],
+    }
     plan = consolidate_memories(store, FakeModel([answer]), force=True)
     assert [m.sources for m in plan.merges] == [["pytest-a"], ["fact-4"]]
     assert plan.retires == []
-    assert (store.root / "fact-0.md").exists() and store.get("fact-3").description == \
-        "fact number 3"
+    assert (store.root / "fact-0.md").exists() and store.get(
+        "fact-3"
+    ).description == "fact number 3"
     assert any("would overwrite" in d for d in plan.dropped)
 
 
@@ -95,8 +129,7 @@ def test_retiring_everything_is_refused_without_force(store: MemoryStore) -> Non
     from memdir.consolidate import is_due
 
     fill(store)
-    everything = {"merge": [], "retire": [{"name": e.name, "reason": "x"}
-                                          for e in store.entries()]}
+    everything = {"merge": [], "retire": [{"name": e.name, "reason": "x"} for e in store.entries()]}
     before = sorted(e.name for e in store.entries())
     small = MemoryStore(store.root, dataclasses.replace(store.config, consolidate_threshold=5))
     with pytest.raises(PlanError, match=r"retires 10 of 10 memories.*--force"):
@@ -114,11 +147,14 @@ def test_a_refused_plan_leaves_the_work_pending(store: MemoryStore) -> None:
     """After a refused plan, the next run still looks at the memories it refused to touch
     (the model is asked again and a good plan applies)."""
     fill(store)
-    everything = {"merge": [], "retire": [{"name": e.name, "reason": "x"}
-                                          for e in store.entries()]}
+    everything = {"merge": [], "retire": [{"name": e.name, "reason": "x"} for e in store.entries()]}
     consolidate_memories(store, FakeModel([{"merge": [], "retire": []}]))  # a first run
-    store.write("pytest-b", type="user_preference", description="pytest with -v, verbose",
-                body="Always pass -v.")
+    store.write(
+        "pytest-b",
+        type="user_preference",
+        description="pytest with -v, verbose",
+        body="Always pass -v.",
+    )
     with pytest.raises(PlanError, match="retires"):
         consolidate_memories(store, FakeModel([everything]))
     model = FakeModel([MERGE])
@@ -155,14 +191,19 @@ def test_malformed_reply_changes_nothing(store: MemoryStore) -> None:
 def test_large_store_is_consolidated_in_batches(tmp_path: Path) -> None:
     """Past the batch size, related memories are sent together in several prompts."""
     store = MemoryStore(tmp_path / "m", Config(dir=tmp_path / "m", consolidate_batch=10))
-    words = iter("amber birch cedar delta ember fjord grove heron ivory jasper kelp lotus "
-                 "maple nectar onyx pearl quartz raven sable tulip umber violet willow yarrow"
-                 .split())
+    words = iter(
+        "amber birch cedar delta ember fjord grove heron ivory jasper kelp lotus "
+        "maple nectar onyx pearl quartz raven sable tulip umber violet willow yarrow".split()
+    )
     for topic in ("docker", "postgres", "react"):
         for i in range(8):
             word = next(words)
-            store.write(f"{topic}-{i}", type="project_fact", description=f"{topic} note {word}",
-                        body=f"{topic} detail {word}")
+            store.write(
+                f"{topic}-{i}",
+                type="project_fact",
+                description=f"{topic} note {word}",
+                body=f"{topic} detail {word}",
+            )
     model = FakeModel(default={"merge": [], "retire": []})
     plan = consolidate_memories(store, model, dry_run=True)
     assert plan.batches >= 3 and len(model.calls) == plan.batches
@@ -221,8 +262,9 @@ def test_crash_while_applying_loses_nothing(tmp_path: Path) -> None:
         assert (names & gone) == (set() if applied else gone), f"partial plan in run {i}"
         for name, body in originals.items():  # each text is in a file or in history
             in_file = name in names and store.get(name).body == body
-            in_history = any(body in store.version_text(name, v.version)
-                             for v in store.history(name))
+            in_history = any(
+                body in store.version_text(name, v.version) for v in store.history(name)
+            )
             assert in_file or in_history, (i, name)
         assert not [p for p in store.problems() if p.severity == "error"]
     assert True in outcomes  # (which runs the kills cut short depends on the machine's load)
@@ -231,10 +273,23 @@ def test_crash_while_applying_loses_nothing(tmp_path: Path) -> None:
 def test_consolidate_cli_dry_run_diff_and_undo_log(cli: CliFn, llm_server: FakeLLMServer) -> None:
     """--dry-run prints a readable diff and changes nothing; log and undo follow the change."""
     env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.url}
-    for name, desc in (("pytest-a", "User uses pytest"), ("pytest-b", "pytest with -v"),
-                       ("old-deadline", "Release due 2026-01-15")):
-        cli("add", name, "--type", "project_fact" if "dead" in name else "user_preference",
-            "--scope", "project", "-d", desc, "--body", desc)
+    for name, desc in (
+        ("pytest-a", "User uses pytest"),
+        ("pytest-b", "pytest with -v"),
+        ("old-deadline", "Release due 2026-01-15"),
+    ):
+        cli(
+            "add",
+            name,
+            "--type",
+            "project_fact" if "dead" in name else "user_preference",
+            "--scope",
+            "project",
+            "-d",
+            desc,
+            "--body",
+            desc,
+        )
     llm_server.queue(reply(json.dumps(MERGE)), reply(json.dumps(MERGE)))
     r = cli("consolidate", "--dry-run", "--force", env=env)
     assert r.code == 0
@@ -251,5 +306,7 @@ def test_consolidate_cli_dry_run_diff_and_undo_log(cli: CliFn, llm_server: FakeL
     assert names == ["old-deadline", "pytest-a", "pytest-b"]
     cli("undo"), cli("undo"), cli("undo")
     r = cli("undo")
-    assert (r.code, r.err) == (1, "memdir: error: there is nothing to undo — 'memdir log' shows"
-                                  " what was done\n")
+    assert (r.code, r.err) == (
+        1,
+        "memdir: error: there is nothing to undo — 'memdir log' shows what was done\n",
+    )

@@ -24,15 +24,30 @@ from conftest import CliFn, trust
 from fakeserver import FakeLLMServer
 
 PARAPHRASES = [  # (name, description, body, a question sharing no word with it)
-    ("staging-database", "Staging runs PostgreSQL 16",
-     "The staging environment uses PostgreSQL 16 on host pg1.",
-     "which DB version is on the preproduction server?"),
-    ("indentation", "User prefers tabs over spaces for indenting code",
-     "Use tabs, never spaces.", "how should I format whitespace at line starts?"),
-    ("answer-language", "Answer the user in Chinese", "The user wants replies in Chinese.",
-     "should you speak Mandarin to me?"),
-    ("test-runner", "Run the tests with pytest", "Use pytest, never unittest.",
-     "favourite pizza topping"),  # nothing asks about this one
+    (
+        "staging-database",
+        "Staging runs PostgreSQL 16",
+        "The staging environment uses PostgreSQL 16 on host pg1.",
+        "which DB version is on the preproduction server?",
+    ),
+    (
+        "indentation",
+        "User prefers tabs over spaces for indenting code",
+        "Use tabs, never spaces.",
+        "how should I format whitespace at line starts?",
+    ),
+    (
+        "answer-language",
+        "Answer the user in Chinese",
+        "The user wants replies in Chinese.",
+        "should you speak Mandarin to me?",
+    ),
+    (
+        "test-runner",
+        "Run the tests with pytest",
+        "Use pytest, never unittest.",
+        "favourite pizza topping",
+    ),  # nothing asks about this one
 ]
 
 
@@ -102,8 +117,12 @@ def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Pa
 def test_exact_names_still_win_through_bm25(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
-    store.write("deploy-steps", type="project_fact", description="How releases go out",
-                body="Run make release-xk7 from the main branch.")
+    store.write(
+        "deploy-steps",
+        type="project_fact",
+        description="How releases go out",
+        body="Run make release-xk7 from the main branch.",
+    )
     top = store.ranked("release-xk7", 3)
     assert top[0].key == "deploy-steps.md" and top[0].bm25_rank == 1
 
@@ -118,8 +137,7 @@ def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> No
     assert "BM25 alone" in store.ranking_note()
 
 
-def test_without_the_extra_auto_means_bm25(tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_extra_auto_means_bm25(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import memdir.embed
 
     monkeypatch.setattr(memdir.embed, "installed", lambda: False)
@@ -139,8 +157,12 @@ def test_vectors_are_keyed_by_content_and_follow_every_change(tmp_path: Path) ->
     fill(store)
     store.search("anything", 1)
     assert len(emb.memories) == 4
-    store.write("staging-database", type="project_fact", description="Staging runs MySQL 8",
-                body="Moved off Postgres.")
+    store.write(
+        "staging-database",
+        type="project_fact",
+        description="Staging runs MySQL 8",
+        body="Moved off Postgres.",
+    )
     assert store.search("mysql moved", 1)[0].memory.name == "staging-database"
     assert len(emb.memories) == 5  # only the changed memory
     store.delete("test-runner")
@@ -185,7 +207,8 @@ def test_a_damaged_vectors_file_is_rebuilt(tmp_path: Path) -> None:
 
 
 def test_a_time_budget_embeds_the_rest_on_later_searches(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(vectors_mod, "BATCH", 2)
     emb = CountingEmbedder()
     store = MemoryStore(tmp_path / ".memory", embedder=emb)
@@ -202,8 +225,7 @@ def test_a_time_budget_embeds_the_rest_on_later_searches(
     assert len(emb.memories) == seen
 
 
-def test_progress_is_reported_per_batch(tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_is_reported_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vectors_mod, "BATCH", 3)
     calls: list[tuple[int, int]] = []
     store = MemoryStore(tmp_path / ".memory", embedder=CountingEmbedder())
@@ -215,8 +237,12 @@ def test_progress_is_reported_per_batch(tmp_path: Path,
 
 def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / ".memory")
-    store.write("回答语言", type="user_preference", description="用中文回答用户",
-                body="用户希望所有回答都使用中文。")
+    store.write(
+        "回答语言",
+        type="user_preference",
+        description="用中文回答用户",
+        body="用户希望所有回答都使用中文。",
+    )
     fill(store)
     hits = store.ranked("请用中文回答", 3)
     assert hits and hits[0].key == "回答语言.md" and hits[0].dense_rank is None
@@ -232,8 +258,12 @@ def test_read_only_store_keeps_vectors_in_memory(tmp_path: Path) -> None:
     shutil.rmtree(root / ".memdir")
 
     def immutable(on: bool) -> bool:
-        return subprocess.run(["chattr", "-R", "+i" if on else "-i", str(root)],
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(
+                ["chattr", "-R", "+i" if on else "-i", str(root)], capture_output=True
+            ).returncode
+            == 0
+        )
 
     if not immutable(True):
         pytest.skip("chattr +i is not available here")
@@ -253,11 +283,17 @@ def bow_server(llm_server: FakeLLMServer) -> CountingEmbedder:
 
 
 def test_http_embedder_against_an_openai_compatible_endpoint(
-        tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
     bow_server(llm_server)
     root = tmp_path / ".memory"
-    config = Config(dir=root, embedder="http", embed_url=llm_server.url + "/v1",
-                    embed_model="nomic-embed-text", embed_api_key="sk-test")
+    config = Config(
+        dir=root,
+        embedder="http",
+        embed_url=llm_server.url + "/v1",
+        embed_model="nomic-embed-text",
+        embed_api_key="sk-test",
+    )
     store = MemoryStore(root, config)
     fill(store)
     hits = store.ranked("staging environment", 2)
@@ -269,10 +305,10 @@ def test_http_embedder_against_an_openai_compatible_endpoint(
 
 
 def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
-        tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
     root = tmp_path / ".memory"
-    config = Config(dir=root, embedder="http", embed_url=llm_server.url + "/v1",
-                    embed_model="m")
+    config = Config(dir=root, embedder="http", embed_url=llm_server.url + "/v1", embed_model="m")
     store = MemoryStore(root, config)
     fill(store)  # no embed_text: the fake server answers 500
     hits = store.search("PostgreSQL", 2)
@@ -297,6 +333,7 @@ def test_http_embedder_rejects_malformed_replies(llm_server: FakeLLMServer) -> N
         emb.embed(["a", "b"])
     llm_server.embed_text = None
     from fakeserver import Scripted
+
     llm_server.queue(Scripted(body=b'{"data": "nope"}'))
     with pytest.raises(EmbedError, match="no embeddings"):
         emb.embed(["a"])
@@ -368,8 +405,12 @@ def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Pa
 
 
 CHINESE = [  # (name, description, body, a question sharing no character pair with it)
-    ("indent-tabs", "缩进一律使用制表符", "用户要求代码缩进用制表符，不要用空格。",
-     "行首的空白该怎么处理"),
+    (
+        "indent-tabs",
+        "缩进一律使用制表符",
+        "用户要求代码缩进用制表符，不要用空格。",
+        "行首的空白该怎么处理",
+    ),
     ("release-day", "部署流程", "每周五下午发布到生产环境。", "什么时候上线"),
 ]
 
@@ -415,8 +456,12 @@ def test_e5_in_a_forked_child(e5_config: Config) -> None:
     def child(queue: Any) -> None:
         found = store.search(CHINESE[1][3], 1)[0].memory.name  # the question embedded here
         mine = MemoryStore(e5_config.dir, e5_config)  # the parent's holds the lock
-        mine.write("weekly-sync", type="project_fact", description="周会在周一上午",
-                   body="团队每周一上午十点开会。")
+        mine.write(
+            "weekly-sync",
+            type="project_fact",
+            description="周会在周一上午",
+            body="团队每周一上午十点开会。",
+        )
         queue.put((found, mine.search("例会是哪天", 1)[0].memory.name))
 
     ctx = multiprocessing.get_context("fork")
@@ -431,8 +476,9 @@ def test_e5_in_a_forked_child(e5_config: Config) -> None:
     store.close()
 
 
-def test_e5_without_its_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch,
-                                               tmp_path: Path) -> None:
+def test_e5_without_its_extra_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import memdir.embed
 
     monkeypatch.setattr(memdir.embed, "e5_installed", lambda: False)
@@ -458,9 +504,15 @@ for i in range(int(sys.argv[2])):
     assert s.ranked("PostgreSQL database", 1)[0].cosine is not None
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
+
     def peak(n: int) -> int:
-        r = subprocess.run([sys.executable, "-c", script, str(tmp_path / f"run{n}"), str(n)],
-                           capture_output=True, text=True, env=child_env(), timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / f"run{n}"), str(n)],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
         return int(r.stdout.split()[-1])  # KiB
 
@@ -472,14 +524,19 @@ def test_a_junk_model_file_is_one_warning_not_a_traceback(cli: CliFn, tmp_path: 
     junk = tmp_path / "model.onnx"
     junk.write_bytes(os.urandom(4096))
     cli("add", "db", "--type", "project_fact", "-d", "Staging runs PostgreSQL", "--body", "pg")
-    r = cli("search", "--explain", "PostgreSQL", env={"MEMDIR_EMBED_MODEL": str(junk),
-                                                      "MEMDIR_EMBEDDER": "minilm"})
+    r = cli(
+        "search",
+        "--explain",
+        "PostgreSQL",
+        env={"MEMDIR_EMBED_MODEL": str(junk), "MEMDIR_EMBEDDER": "minilm"},
+    )
     assert r.code == 0 and "db" in r.out and "Traceback" not in r.err
     assert "is not a usable ONNX model" in r.out + r.err
 
 
 def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
-        tmp_path: Path, llm_server: FakeLLMServer) -> None:
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
     """Every hook is a new process: one that finds the endpoint just failed does not ask it
     (or wait for it) again for RETRY_AFTER seconds."""
     import subprocess
@@ -489,13 +546,21 @@ def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
 
     root = tmp_path / ".memory"
     fill(MemoryStore(root, Config(dir=root, embedder="none")))
-    env = {**child_env(), "MEMDIR_EMBEDDER": "http", "MEMDIR_EMBED_URL": llm_server.url + "/v1",
-           "MEMDIR_EMBED_MODEL": "m"}
+    env = {
+        **child_env(),
+        "MEMDIR_EMBEDDER": "http",
+        "MEMDIR_EMBED_URL": llm_server.url + "/v1",
+        "MEMDIR_EMBED_MODEL": "m",
+    }
 
     def search() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "search",
-                               "PostgreSQL"], capture_output=True, text=True, env=env,
-                              timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "memdir", "--dir", str(root), "search", "PostgreSQL"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
 
     r = search()  # the fake server answers 500
     assert r.returncode == 0 and "staging-database" in r.stdout
@@ -507,7 +572,8 @@ def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
 
 
 def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_background(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """With more memories than a search's embedding budget covers, search answers (BM25 for
     the rest), says so, and a background process embeds the rest; 'memdir index' embeds
     everything up front."""
@@ -522,13 +588,29 @@ def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_backgro
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, embedder="none"))
-    store.apply([Put(Memory(f"note-{i}", "project_fact", f"Note {i} on topic {i % 37}",
-                            f"Details of note {i}.")) for i in range(600)])
+    store.apply(
+        [
+            Put(
+                Memory(
+                    f"note-{i}",
+                    "project_fact",
+                    f"Note {i} on topic {i % 37}",
+                    f"Details of note {i}.",
+                )
+            )
+            for i in range(600)
+        ]
+    )
     (root / "config.toml").write_text("embed_budget = 0\n")
 
     def memdir(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), *args],
-                              capture_output=True, text=True, env=child_env(), timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "memdir", "--dir", str(root), *args],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=300,
+        )
 
     def embedded() -> int:
         db = sqlite3.connect(str(root / ".memdir" / "vectors.sqlite"))

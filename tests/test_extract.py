@@ -26,12 +26,18 @@ def answer(*items: dict[str, str]) -> str:
     return json.dumps({"memories": list(items)}, ensure_ascii=False)
 
 
-ZH = {"action": "create", "name": "user-language-preference", "type": "user_preference",
-      "description": "用户偏好用中文交流和回复", "body": "用户希望所有回复使用简体中文。"}
+ZH = {
+    "action": "create",
+    "name": "user-language-preference",
+    "type": "user_preference",
+    "description": "用户偏好用中文交流和回复",
+    "body": "用户希望所有回复使用简体中文。",
+}
 
 
-def test_create_from_explicit_request(store: MemoryStore, llm_server: FakeLLMServer,
-                                      server_model: ChatModel) -> None:
+def test_create_from_explicit_request(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     """An explicit '记住…' becomes a memory in the user's language; the prompt is right."""
     llm_server.queue(reply(answer(ZH)))
     result = extract_memories(store, TALK, server_model)
@@ -42,8 +48,9 @@ def test_create_from_explicit_request(store: MemoryStore, llm_server: FakeLLMSer
     assert store.log()[-1].source == "extract"
 
 
-def test_cursor_prevents_double_extraction(store: MemoryStore, llm_server: FakeLLMServer,
-                                           server_model: ChatModel) -> None:
+def test_cursor_prevents_double_extraction(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     """The same messages are sent once; only new messages are sent later."""
     llm_server.queue(reply(answer(ZH)), reply(answer()))
     extract_memories(store, TALK, server_model)
@@ -56,29 +63,48 @@ def test_cursor_prevents_double_extraction(store: MemoryStore, llm_server: FakeL
     assert "以后请用简体中文回复我" not in second  # already processed
 
 
-def test_update_on_contradiction_keeps_history(store: MemoryStore, llm_server: FakeLLMServer,
-                                               server_model: ChatModel) -> None:
+def test_update_on_contradiction_keeps_history(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     """An update replaces the text; the old version is in history and undo brings it back."""
-    store.write("test-runner", type="user_preference", description="User runs tests with pytest",
-                body="Use pytest.")
-    llm_server.queue(reply(answer({"action": "update", "name": "test-runner",
-                                   "type": "user_preference",
-                                   "description": "User now runs tests with nox",
-                                   "body": "Use nox sessions; pytest only inside nox."})))
-    extract_memories(store, [{"role": "user", "content": "we switched to nox, not bare pytest"}],
-                     server_model)
+    store.write(
+        "test-runner",
+        type="user_preference",
+        description="User runs tests with pytest",
+        body="Use pytest.",
+    )
+    llm_server.queue(
+        reply(
+            answer(
+                {
+                    "action": "update",
+                    "name": "test-runner",
+                    "type": "user_preference",
+                    "description": "User now runs tests with nox",
+                    "body": "Use nox sessions; pytest only inside nox.",
+                }
+            )
+        )
+    )
+    extract_memories(
+        store, [{"role": "user", "content": "we switched to nox, not bare pytest"}], server_model
+    )
     assert store.get("test-runner").description == "User now runs tests with nox"
     assert "Use pytest." in store.version_text("test-runner", 1)
     undo(store)
     assert store.get("test-runner").body == "Use pytest."
 
 
-def test_create_colliding_or_duplicating_becomes_update(store: MemoryStore,
-                                                        llm_server: FakeLLMServer,
-                                                        server_model: ChatModel) -> None:
+def test_create_colliding_or_duplicating_becomes_update(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     """Same name, or a near-identical description under another name, updates in place."""
-    store.write("user-language-preference", type="user_preference",
-                description="用户偏好用中文交流和回复", body="old")
+    store.write(
+        "user-language-preference",
+        type="user_preference",
+        description="用户偏好用中文交流和回复",
+        body="old",
+    )
     dup = {**ZH, "name": "chinese-replies", "body": "新的内容"}
     llm_server.queue(reply(answer(dup)))
     extract_memories(store, TALK, server_model)
@@ -86,37 +112,63 @@ def test_create_colliding_or_duplicating_becomes_update(store: MemoryStore,
     assert store.get("user-language-preference").body == "新的内容"
 
 
-def test_hallucinated_update_and_bad_items(store: MemoryStore, llm_server: FakeLLMServer,
-                                           server_model: ChatModel) -> None:
+def test_hallucinated_update_and_bad_items(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     """An update of an unknown name becomes a create; junk items are dropped, not fatal."""
-    llm_server.queue(reply(answer(
-        {"action": "update", "name": "does-not-exist", "type": "project_fact",
-         "description": "CI runs on GitHub Actions", "body": "Workflows in .github."},
-        {"action": "delete", "name": "x", "type": "t", "description": "d", "body": "b"},
-        {"action": "create", "name": "Bad Name!!", "type": "fact",
-         "description": "Staging is at staging.example.org", "body": ""},
-    )))
+    llm_server.queue(
+        reply(
+            answer(
+                {
+                    "action": "update",
+                    "name": "does-not-exist",
+                    "type": "project_fact",
+                    "description": "CI runs on GitHub Actions",
+                    "body": "Workflows in .github.",
+                },
+                {"action": "delete", "name": "x", "type": "t", "description": "d", "body": "b"},
+                {
+                    "action": "create",
+                    "name": "Bad Name!!",
+                    "type": "fact",
+                    "description": "Staging is at staging.example.org",
+                    "body": "",
+                },
+            )
+        )
+    )
     result = extract_memories(store, TALK, server_model)
     assert sorted(e.name for e in store.entries()) == ["bad-name", "does-not-exist"]
     assert store.get("bad-name").type == "project_fact"
     assert any("unknown action" in d for d in result.dropped)
 
 
-def test_secrets_are_redacted_before_writing(store: MemoryStore, llm_server: FakeLLMServer,
-                                             server_model: ChatModel) -> None:
+def test_secrets_are_redacted_before_writing(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     """A model that copies a key into a memory never gets it onto disk."""
     key = "sk-ant-api03-" + "x1Y2z3" * 10
-    llm_server.queue(reply(answer({"action": "create", "name": "api-access",
-                                   "type": "reference", "description": "API access",
-                                   "body": f"The key is {key}"})))
+    llm_server.queue(
+        reply(
+            answer(
+                {
+                    "action": "create",
+                    "name": "api-access",
+                    "type": "reference",
+                    "description": "API access",
+                    "body": f"The key is {key}",
+                }
+            )
+        )
+    )
     extract_memories(store, [{"role": "user", "content": f"my key is {key}"}], server_model)
     assert key not in (store.root / "api-access.md").read_text()
     assert "[REDACTED:API key]" in store.get("api-access").body
 
 
-def test_malformed_replies_retry_then_fail_without_changes(store: MemoryStore,
-                                                           llm_server: FakeLLMServer,
-                                                           server_model: ChatModel) -> None:
+def test_malformed_replies_retry_then_fail_without_changes(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     """A bad reply is retried once with the error; two bad replies change nothing."""
     llm_server.queue(reply("Sure! Here you go: memories = none"), reply(answer(ZH)))
     extract_memories(store, TALK, server_model)
@@ -129,8 +181,7 @@ def test_malformed_replies_retry_then_fail_without_changes(store: MemoryStore,
     assert len(store.entries()) == 1
 
 
-def test_extract_cli_json_and_jsonl(cli: CliFn, llm_server: FakeLLMServer,
-                                    tmp_path: Path) -> None:
+def test_extract_cli_json_and_jsonl(cli: CliFn, llm_server: FakeLLMServer, tmp_path: Path) -> None:
     """`memdir extract` reads a JSON list or a JSONL transcript; --dry-run changes nothing."""
     env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.url}
     lines = [json.dumps({"type": "user", "message": m}, ensure_ascii=False) for m in TALK]
@@ -155,12 +206,26 @@ def test_fact_style_for_small_models(tmp_path: Path) -> None:
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, extract_style="facts"))
-    model = FakeModel([{"facts": [
-        "The user prefers tabs over spaces.", "Staging runs Postgres 16 since 2 May 2026.",
-        "Staging runs Postgres 16 since 2 May 2026.", "The wifi password is Wifi2026!pw",
-        "Facts about the project, the people and their lives."]}])
-    said = [{"role": "user", "content": "Tabs over spaces please. Since 2 May 2026 staging runs"
-             " Postgres 16. The wifi password is Wifi2026!pw"}]
+    model = FakeModel(
+        [
+            {
+                "facts": [
+                    "The user prefers tabs over spaces.",
+                    "Staging runs Postgres 16 since 2 May 2026.",
+                    "Staging runs Postgres 16 since 2 May 2026.",
+                    "The wifi password is Wifi2026!pw",
+                    "Facts about the project, the people and their lives.",
+                ]
+            }
+        ]
+    )
+    said = [
+        {
+            "role": "user",
+            "content": "Tabs over spaces please. Since 2 May 2026 staging runs"
+            " Postgres 16. The wifi password is Wifi2026!pw",
+        }
+    ]
     result = extract_memories(store, said, model)
     assert "You extract facts" in model.calls[0]["system"]
     assert model.calls[0]["schema"]["required"] == ["facts"]
@@ -187,10 +252,21 @@ def test_said_at_dates_memories_by_the_conversation(store: MemoryStore) -> None:
     with pytest.raises(InvalidMemory, match="not an ISO date"):
         extract_memories(store, talk, bad, said_at="8 May 2023")
     assert bad.calls == []
-    model = FakeModel([{"memories": [{"action": "create", "name": "support-group",
-                                      "type": "project_fact",
-                                      "description": "Caroline went to an LGBTQ support group",
-                                      "body": "She went the day before."}]}])
+    model = FakeModel(
+        [
+            {
+                "memories": [
+                    {
+                        "action": "create",
+                        "name": "support-group",
+                        "type": "project_fact",
+                        "description": "Caroline went to an LGBTQ support group",
+                        "body": "She went the day before.",
+                    }
+                ]
+            }
+        ]
+    )
     extract_memories(store, talk, model, said_at="2023-05-08T13:56:00Z")
     assert store.get("support-group").extra["said"] == "2023-05-08T13:56:00Z"
     block = render_block(store, ["support-group"], 500)

@@ -22,12 +22,29 @@ from conftest import child_env
 
 DATA = Path(__file__).parent / "data"
 # a preference, but about this repository: the model's scope keeps it in the project's store
-PNPM = {"memories": [{"action": "create", "name": "use-pnpm", "type": "user_preference",
-                      "scope": "project", "description": "Use pnpm, never npm, in this repo",
-                      "body": "The user asked to always use pnpm instead of npm."}]}
-PG = {"memories": [{"action": "create", "name": "staging-postgres", "type": "project_fact",
-                    "description": "Staging database is Postgres 16 on db-staging.internal",
-                    "body": "Staging runs Postgres 16 at db-staging.internal."}]}
+PNPM = {
+    "memories": [
+        {
+            "action": "create",
+            "name": "use-pnpm",
+            "type": "user_preference",
+            "scope": "project",
+            "description": "Use pnpm, never npm, in this repo",
+            "body": "The user asked to always use pnpm instead of npm.",
+        }
+    ]
+}
+PG = {
+    "memories": [
+        {
+            "action": "create",
+            "name": "staging-postgres",
+            "type": "project_fact",
+            "description": "Staging database is Postgres 16 on db-staging.internal",
+            "body": "Staging runs Postgres 16 at db-staging.internal.",
+        }
+    ]
+}
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -37,11 +54,19 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def hook(args: list[str], payload: Any, cwd: Path, env: dict[str, str]
-         ) -> subprocess.CompletedProcess[str]:
+def hook(
+    args: list[str], payload: Any, cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
     raw = payload if isinstance(payload, str) else json.dumps(payload)
-    return subprocess.run([sys.executable, "-m", "memdir", "hook", *args], input=raw,
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "memdir", "hook", *args],
+        input=raw,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=60,
+    )
 
 
 def fake_host(bindir: Path, name: str, answer: dict[str, Any]) -> None:
@@ -49,14 +74,27 @@ def fake_host(bindir: Path, name: str, answer: dict[str, Any]) -> None:
     bindir.mkdir(parents=True, exist_ok=True)
     text = json.dumps(answer)
     if name == "claude":
-        out = json.dumps({"type": "result", "subtype": "success", "is_error": False,
-                          "result": text, "usage": {"input_tokens": 50, "output_tokens": 20}})
+        out = json.dumps(
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": False,
+                "result": text,
+                "usage": {"input_tokens": 50, "output_tokens": 20},
+            }
+        )
     else:
-        out = "\n".join(json.dumps(e) for e in [
-            {"type": "thread.started", "thread_id": "t1"},
-            {"type": "item.completed", "item": {"id": "i1", "type": "agent_message",
-                                                "text": text}},
-            {"type": "turn.completed", "usage": {"input_tokens": 50, "output_tokens": 20}}])
+        out = "\n".join(
+            json.dumps(e)
+            for e in [
+                {"type": "thread.started", "thread_id": "t1"},
+                {
+                    "type": "item.completed",
+                    "item": {"id": "i1", "type": "agent_message", "text": text},
+                },
+                {"type": "turn.completed", "usage": {"input_tokens": 50, "output_tokens": 20}},
+            ]
+        )
     script = bindir / name
     script.write_text(f"#!/bin/sh\ncat > \"{bindir}/{name}.stdin\"\ncat <<'EOF'\n{out}\nEOF\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -67,21 +105,38 @@ def test_prompt_hook_adds_memories_for_both_hosts(tmp_path: Path) -> None:
     the session file's last turns count too."""
     project = tmp_path / "app"
     MemoryStore(project / ".memory").write(
-        "use-pnpm", type="user_preference", description="Use pnpm, never npm, in this repo",
-        body="Always pnpm.")
+        "use-pnpm",
+        type="user_preference",
+        description="Use pnpm, never npm, in this repo",
+        body="Always pnpm.",
+    )
     env = _env(tmp_path)
-    claude = {"session_id": "7f0c", "transcript_path": str(DATA / "claude_session.jsonl"),
-              "cwd": str(project), "permission_mode": "default",
-              "hook_event_name": "UserPromptSubmit", "prompt": "add the lodash package"}
+    claude = {
+        "session_id": "7f0c",
+        "transcript_path": str(DATA / "claude_session.jsonl"),
+        "cwd": str(project),
+        "permission_mode": "default",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "add the lodash package",
+    }
     r = hook(["prompt", "--host", "claude-code"], claude, tmp_path, env)
     assert r.returncode == 0 and r.stderr == ""
     out = json.loads(r.stdout)["hookSpecificOutput"]
     assert out["hookEventName"] == "UserPromptSubmit"
-    assert "<relevant_memories>" in out["additionalContext"] and "Always pnpm." in \
-        out["additionalContext"]  # found through the earlier turn about pnpm
-    codex = {"session_id": "0199", "turn_id": "t1", "transcript_path": None,
-             "cwd": str(project / "src"), "hook_event_name": "UserPromptSubmit",
-             "model": "gpt-5.5", "permission_mode": "default", "prompt": "npm or pnpm?"}
+    assert (
+        "<relevant_memories>" in out["additionalContext"]
+        and "Always pnpm." in out["additionalContext"]
+    )  # found through the earlier turn about pnpm
+    codex = {
+        "session_id": "0199",
+        "turn_id": "t1",
+        "transcript_path": None,
+        "cwd": str(project / "src"),
+        "hook_event_name": "UserPromptSubmit",
+        "model": "gpt-5.5",
+        "permission_mode": "default",
+        "prompt": "npm or pnpm?",
+    }
     (project / "src").mkdir()
     r = hook(["prompt", "--host", "codex"], codex, tmp_path, env)
     assert r.returncode == 0 and "Always pnpm." in r.stdout
@@ -89,13 +144,15 @@ def test_prompt_hook_adds_memories_for_both_hosts(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout == ""
 
 
-@pytest.mark.parametrize("payload, message", [
-    ("not json", "the hook input is not JSON"),
-    ("[1, 2]", "not a JSON object"),
-    ({"hook_event_name": "UserPromptSubmit"}, "no 'prompt' text"),
-])
-def test_bad_payloads_never_break_the_host(tmp_path: Path, payload: Any, message: str
-                                           ) -> None:
+@pytest.mark.parametrize(
+    "payload, message",
+    [
+        ("not json", "the hook input is not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ({"hook_event_name": "UserPromptSubmit"}, "no 'prompt' text"),
+    ],
+)
+def test_bad_payloads_never_break_the_host(tmp_path: Path, payload: Any, message: str) -> None:
     """Malformed or unknown input: exit 0, nothing on stdout, one line on stderr."""
     r = hook(["prompt"], payload, tmp_path, _env(tmp_path))
     assert r.returncode == 0 and r.stdout == ""
@@ -128,13 +185,16 @@ def _wait_for(fn: Any, seconds: float = 30) -> Any:
     return fn()
 
 
-@pytest.mark.parametrize("host, binary, session, answer, name", [
-    ("claude-code", "claude", "claude_session.jsonl", PNPM, "use-pnpm"),
-    ("codex", "codex", "codex_session.jsonl", PG, "staging-postgres"),
-])
+@pytest.mark.parametrize(
+    "host, binary, session, answer, name",
+    [
+        ("claude-code", "claude", "claude_session.jsonl", PNPM, "use-pnpm"),
+        ("codex", "codex", "codex_session.jsonl", PG, "staging-postgres"),
+    ],
+)
 def test_learn_hook_extracts_in_the_background_with_the_host_cli(
-        tmp_path: Path, host: str, binary: str, session: str, answer: dict[str, Any],
-        name: str) -> None:
+    tmp_path: Path, host: str, binary: str, session: str, answer: dict[str, Any], name: str
+) -> None:
     """The Stop hook returns at once; a detached worker reads the session file, asks the host's
     own CLI (no API key set) and saves the memory; a second run finds nothing new."""
     project = tmp_path / "app"
@@ -142,22 +202,32 @@ def test_learn_hook_extracts_in_the_background_with_the_host_cli(
     bindir = tmp_path / "bin"
     fake_host(bindir, binary, answer)
     env = _env(tmp_path, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    event = {"session_id": "s1", "transcript_path": str(DATA / session), "cwd": str(project),
-             "hook_event_name": "Stop", "stop_hook_active": False}
+    event = {
+        "session_id": "s1",
+        "transcript_path": str(DATA / session),
+        "cwd": str(project),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
     r = hook(["learn", "--host", host], event, tmp_path, env)
     assert r.returncode == 0 and r.stderr == ""  # the worker runs detached
     store = MemoryStore(project / ".memory")
     assert _wait_for(lambda: name in {e.name for e in store.entries()})
     sent = (bindir / f"{binary}.stdin").read_text()
     assert "<environment_context>" not in sent and "/clear" not in sent
-    log = (project / ".memory" / ".memdir" / "hooks.jsonl")
+    log = project / ".memory" / ".memdir" / "hooks.jsonl"
     assert _wait_for(lambda: log.exists() and '"status": "ok"' in log.read_text())
     r = hook(["learn", "--host", host], event, tmp_path, env)
     assert _wait_for(lambda: log.read_text().count('"status": "ok"') == 2)
     last = json.loads(log.read_text().splitlines()[-1])
     assert last["new_messages"] == 0 and last["saved"] == []
-    r = subprocess.run([sys.executable, "-m", "memdir", "doctor"], cwd=project, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "doctor"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert f"last learn hook: {last['time']} ({host}) ok" in r.stdout
 
 
@@ -166,14 +236,22 @@ def test_learn_failure_is_logged_not_raised(tmp_path: Path) -> None:
     project = tmp_path / "app"
     MemoryStore(project / ".memory")
     env = _env(tmp_path, PATH="/usr/bin:/bin")
-    event = {"transcript_path": str(DATA / "claude_session.jsonl"), "cwd": str(project),
-             "hook_event_name": "SessionEnd"}
+    event = {
+        "transcript_path": str(DATA / "claude_session.jsonl"),
+        "cwd": str(project),
+        "hook_event_name": "SessionEnd",
+    }
     r = hook(["learn", "--host", "claude-code"], event, tmp_path, env)
     assert r.returncode == 0
     log = project / ".memory" / ".memdir" / "hooks.jsonl"
     assert _wait_for(lambda: log.exists() and "error" in log.read_text())
-    r = subprocess.run([sys.executable, "-m", "memdir", "doctor"], cwd=project, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "doctor"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert "the last learn hook failed: no memory model" in r.stdout
 
 
@@ -183,8 +261,10 @@ def test_sessions_of_both_hosts_are_read(tmp_path: Path) -> None:
     claude = read_session(DATA / "claude_session.jsonl")
     assert [m["role"] for m in claude] == ["user", "assistant", "user", "assistant"]
     codex = read_session(DATA / "codex_session.jsonl")
-    assert codex[0] == {"role": "user", "content": "Note for later: the staging database is"
-                        " Postgres 16 on db-staging.internal."}
+    assert codex[0] == {
+        "role": "user",
+        "content": "Note for later: the staging database is Postgres 16 on db-staging.internal.",
+    }
     assert codex[1]["content"][0]["type"] == "tool_use"
     assert codex[2]["content"][0]["type"] == "tool_result"
     torn = tmp_path / "torn.jsonl"
@@ -192,23 +272,32 @@ def test_sessions_of_both_hosts_are_read(tmp_path: Path) -> None:
     assert len(read_session(torn)) == 4
 
 
-@pytest.mark.parametrize("host, rel", [("claude-code", ".claude/settings.local.json"),
-                                       ("codex", ".codex/hooks.json")])
+@pytest.mark.parametrize(
+    "host, rel", [("claude-code", ".claude/settings.local.json"), ("codex", ".codex/hooks.json")]
+)
 def test_install_merges_idempotently_and_uninstall_removes_only_ours(
-        tmp_path: Path, host: str, rel: str) -> None:
+    tmp_path: Path, host: str, rel: str
+) -> None:
     """The user's own hooks and settings stay; a second install changes nothing; uninstall
     takes out exactly what install added; a broken settings file is left alone."""
     project = tmp_path / "app"
     settings = project / rel
     settings.parent.mkdir(parents=True)
-    mine = {"model": "x", "hooks": {"Stop": [{"hooks": [{"type": "command",
-                                                        "command": "notify-send done"}]}]}}
+    mine = {
+        "model": "x",
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]},
+    }
     settings.write_text(json.dumps(mine))
     env = _env(tmp_path)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "memdir", "hooks", *args], cwd=project,
-                              env=env, capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "memdir", "hooks", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
 
     r = run("install", host)
     assert r.returncode == 0 and "+" in r.stdout and "Installed memdir's hooks" in r.stdout
@@ -223,10 +312,20 @@ def test_install_merges_idempotently_and_uninstall_removes_only_ours(
         assert prompt_cmd == f"{sys.executable} -m memdir hook prompt --host {host}"
         assert not (project / ".claude" / "settings.json").exists()
     assert "nothing changed" in run("install", host).stdout
-    r = subprocess.run([sys.executable, "-m", "memdir", "init"], cwd=project, env=env,
-                       capture_output=True, text=True)
-    r = subprocess.run([sys.executable, "-m", "memdir", "doctor"], cwd=project, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "init"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "doctor"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert f"hooks installed: {host} (project: {settings})" in r.stdout
     run("uninstall", host)
     assert json.loads(settings.read_text()) == mine
@@ -236,8 +335,7 @@ def test_install_merges_idempotently_and_uninstall_removes_only_ours(
     assert settings.read_text() == "{broken"
 
 
-def test_stores_start_where_they_belong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                        ) -> None:
+def test_stores_start_where_they_belong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """add in a subfolder of a repository without a store creates it at the repository's top;
     the learn hook outside any store learns into the user's store and creates none; an MCP
     server started in an arbitrary folder remembers into the user's store."""
@@ -252,17 +350,38 @@ def test_stores_start_where_they_belong(tmp_path: Path, monkeypatch: pytest.Monk
     (repo / ".git").mkdir(parents=True)
     (repo / "pkg" / "sub").mkdir(parents=True)
     env = _env(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "memdir", "add", "db", "--type", "project_fact",
-                        "-d", "Postgres 16", "--body", "pg"], cwd=repo / "pkg" / "sub",
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memdir",
+            "add",
+            "db",
+            "--type",
+            "project_fact",
+            "-d",
+            "Postgres 16",
+            "--body",
+            "pg",
+        ],
+        cwd=repo / "pkg" / "sub",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert (repo / ".memory" / "db.md").is_file()
     assert not (repo / "pkg" / "sub" / ".memory").exists()
 
     other = tmp_path / "other-repo"
     (other / ".git").mkdir(parents=True)
-    event = {"session_id": "s1", "transcript_path": str(DATA / "claude_session.jsonl"),
-             "cwd": str(other), "hook_event_name": "Stop"}
+    event = {
+        "session_id": "s1",
+        "transcript_path": str(DATA / "claude_session.jsonl"),
+        "cwd": str(other),
+        "hook_event_name": "Stop",
+    }
     r = hook(["learn", "--host", "claude-code"], event, tmp_path, env)
     assert r.returncode == 0, r.stderr
     user_root = Path(env["MEMDIR_USER_DIR"])
@@ -276,9 +395,11 @@ def test_stores_start_where_they_belong(tmp_path: Path, monkeypatch: pytest.Monk
 
     async def body() -> str:
         async with Client(build_server(config)) as client:
-            r = await client.call_tool("remember", {"description": "Notes in Obsidian",
-                                                    "body": "The vault is ~/notes."})
+            r = await client.call_tool(
+                "remember", {"description": "Notes in Obsidian", "body": "The vault is ~/notes."}
+            )
             return str(r.content[0].text)
+
     said = asyncio.run(body())
     assert "in the user's own store" in said and not (anywhere / ".memory").exists()
 
@@ -292,22 +413,36 @@ def test_the_prompt_hook_never_waits_on_the_model(tmp_path: Path) -> None:
 
     project = tmp_path / "app"
     store = MemoryStore(project / ".memory")
-    store.write("deploy-days", type="project_fact", description="Deploys happen on Fridays",
-                body="We deploy on Fridays after lunch.")
+    store.write(
+        "deploy-days",
+        type="project_fact",
+        description="Deploys happen on Fridays",
+        body="We deploy on Fridays after lunch.",
+    )
     (project / ".memory" / "config.toml").write_text("hook_budget = 1.0\n")
     server = FakeLLMServer().start()
     server.handler = lambda req: Scripted(text='{"selected": []}', delay=90)
     fifo = tmp_path / "session.fifo"
     os.mkfifo(fifo)
     try:
-        env = _env(tmp_path, ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.url,
-                   MEMDIR_MAX_RETRIES="0")
-        event = {"prompt": "x " * 400_000 + "when do we deploy?", "cwd": str(project),
-                 "hook_event_name": "UserPromptSubmit", "transcript_path": str(fifo)}
+        env = _env(
+            tmp_path,
+            ANTHROPIC_API_KEY="test",
+            ANTHROPIC_BASE_URL=server.url,
+            MEMDIR_MAX_RETRIES="0",
+        )
+        event = {
+            "prompt": "x " * 400_000 + "when do we deploy?",
+            "cwd": str(project),
+            "hook_event_name": "UserPromptSubmit",
+            "transcript_path": str(fifo),
+        }
         r = hook(["prompt", "--host", "vim"], event, tmp_path, env)
         assert r.returncode == 0, r.stderr
-        assert "We deploy on Fridays" in json.loads(r.stdout)["hookSpecificOutput"][
-            "additionalContext"]
+        assert (
+            "We deploy on Fridays"
+            in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+        )
         # (the model, asked or still loading its SDK, was not waited for: 90 s > 60 s)
     finally:
         server.stop()
@@ -326,8 +461,11 @@ def test_learn_workers_refuse_pipes_and_devices(tmp_path: Path) -> None:
     for path in (fifo, Path("/dev/zero")):
         job = project / ".memory" / ".memdir" / "job.json"
         job.parent.mkdir(exist_ok=True)
-        job.write_text(json.dumps({"event": {"transcript_path": str(path),
-                                             "hook_event_name": "Stop"}, "host": None}))
+        job.write_text(
+            json.dumps(
+                {"event": {"transcript_path": str(path), "hook_event_name": "Stop"}, "host": None}
+            )
+        )
         record = learn_worker(job, config)
         assert record["status"] == "error" and "not a regular file" in record["error"]
 
@@ -341,19 +479,36 @@ def test_concurrent_learns_ask_the_model_once(tmp_path: Path) -> None:
     server = FakeLLMServer().start()
     server.handler = lambda req: reply(json.dumps(PG))
     try:
-        env = _env(tmp_path, ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.url,
-                   MEMDIR_MAX_RETRIES="0", MEMDIR_USER_DIR="none")
-        event = {"session_id": "s1", "transcript_path": str(DATA / "codex_session.jsonl"),
-                 "cwd": str(project), "hook_event_name": "Stop"}
-        procs = [subprocess.Popen([sys.executable, "-m", "memdir", "hook", "learn", "--host",
-                                   "codex"], stdin=subprocess.PIPE, env=env, cwd=tmp_path,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for _ in range(10)]
+        env = _env(
+            tmp_path,
+            ANTHROPIC_API_KEY="test",
+            ANTHROPIC_BASE_URL=server.url,
+            MEMDIR_MAX_RETRIES="0",
+            MEMDIR_USER_DIR="none",
+        )
+        event = {
+            "session_id": "s1",
+            "transcript_path": str(DATA / "codex_session.jsonl"),
+            "cwd": str(project),
+            "hook_event_name": "Stop",
+        }
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "memdir", "hook", "learn", "--host", "codex"],
+                stdin=subprocess.PIPE,
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(10)
+        ]
         for p in procs:
             p.communicate(json.dumps(event).encode(), timeout=60)
         log = project / ".memory" / ".memdir" / "hooks.jsonl"
-        assert _wait_for(lambda: log.exists() and log.read_text().count('"hook": "learn"')
-                         == 10, 120)
+        assert _wait_for(
+            lambda: log.exists() and log.read_text().count('"hook": "learn"') == 10, 120
+        )
         assert len(server.requests) == 1
     finally:
         server.stop()

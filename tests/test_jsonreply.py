@@ -11,11 +11,14 @@ from hypothesis import strategies as st
 
 from memdir.providers.jsonreply import extract_json
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
-                    st.text(max_size=20))
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-    max_leaves=12)
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.text(max_size=20))
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 objects = st.dictionaries(st.text(min_size=1, max_size=8), values, min_size=1, max_size=4)
 prose = st.text(st.characters(blacklist_characters="{}[]`\"'\\"), max_size=40)
 
@@ -25,10 +28,17 @@ def add_trailing_commas(text: str) -> str:
 
 
 @settings(max_examples=150)
-@given(obj=objects, before=prose, after=prose, fence=st.booleans(), commas=st.booleans(),
-       indent=st.sampled_from([None, 2]))
-def test_mangled_object_is_recovered(obj: dict[str, Any], before: str, after: str, fence: bool,
-                                     commas: bool, indent: int | None) -> None:
+@given(
+    obj=objects,
+    before=prose,
+    after=prose,
+    fence=st.booleans(),
+    commas=st.booleans(),
+    indent=st.sampled_from([None, 2]),
+)
+def test_mangled_object_is_recovered(
+    obj: dict[str, Any], before: str, after: str, fence: bool, commas: bool, indent: int | None
+) -> None:
     """Prose around it, code fences, indentation and trailing commas do not hide the object."""
     text = json.dumps(obj, indent=indent, ensure_ascii=False)
     if commas:
@@ -44,13 +54,16 @@ def test_bare_list_is_returned(items: list[str], before: str) -> None:
     assert extract_json(before + "\n" + json.dumps(items)) == items
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("{'selected': ['a', 'b']}", {"selected": ["a", "b"]}),
-    ('Sure! {"selected": ["x"]} Hope that helps.', {"selected": ["x"]}),
-    ('{"a": "contains } brace"}', {"a": "contains } brace"}),
-    ('{"memories": [], }', {"memories": []}),
-    ("{'ok': true, 'v': null}", {"ok": True, "v": None}),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{'selected': ['a', 'b']}", {"selected": ["a", "b"]}),
+        ('Sure! {"selected": ["x"]} Hope that helps.', {"selected": ["x"]}),
+        ('{"a": "contains } brace"}', {"a": "contains } brace"}),
+        ('{"memories": [], }', {"memories": []}),
+        ("{'ok': true, 'v': null}", {"ok": True, "v": None}),
+    ],
+)
 def test_common_slips(text: str, expected: Any) -> None:
     """Single quotes, braces inside strings, prose, trailing commas, JS literals."""
     assert extract_json(text) == expected

@@ -34,14 +34,16 @@ def _env() -> dict[str, str]:
 
 
 def stdio(root: Path) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable,
-                                 args=["-m", "memdir", "--dir", str(root), "mcp"], env=_env())
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "memdir", "--dir", str(root), "mcp"], env=_env()
+    )
 
 
 def run(root: Path, body: Callable[[Client], Awaitable[Any]], server: Any = None) -> Any:
     async def main() -> Any:
         async with Client(server or stdio(root), read_timeout_seconds=30) as client:
             return await body(client)
+
     return asyncio.run(main())
 
 
@@ -61,20 +63,40 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
 
     async def body(client: Client) -> None:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) >= {"recall", "search", "list", "read", "remember", "edit", "forget",
-                              "history", "restore"}
+        assert set(tools) >= {
+            "recall",
+            "search",
+            "list",
+            "read",
+            "remember",
+            "edit",
+            "forget",
+            "history",
+            "restore",
+        }
         assert tools["read"].annotations.read_only_hint is True
         assert tools["forget"].annotations.destructive_hint is True
         out, err = await call(client, "list")
         assert err and "no memory store" in out and "remember" in out
-        out, err = await call(client, "remember", type="user_preference",
-                              description="User prefers tabs over spaces",
-                              body="Indent with tabs.\nKeep lines short.\nTabs in Makefiles too.")
-        assert not err and out == ("Saved memory user-prefers-tabs-over-spaces in the user's"
-                                   " own store.")
+        out, err = await call(
+            client,
+            "remember",
+            type="user_preference",
+            description="User prefers tabs over spaces",
+            body="Indent with tabs.\nKeep lines short.\nTabs in Makefiles too.",
+        )
+        assert not err and out == (
+            "Saved memory user-prefers-tabs-over-spaces in the user's own store."
+        )
         assert (tmp_path / "user-store" / "user-prefers-tabs-over-spaces.md").is_file()
-        out, err = await call(client, "remember", name="db", type="project_fact",
-                              description="Staging runs Postgres 16", body="Postgres 16.")
+        out, err = await call(
+            client,
+            "remember",
+            name="db",
+            type="project_fact",
+            description="Staging runs Postgres 16",
+            body="Postgres 16.",
+        )
         assert not err
         out, err = await call(client, "search", q="postgres")
         assert not err and out.startswith("db (project_fact")
@@ -84,14 +106,17 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
         assert not err and "name: db" in out
         out, err = await call(client, "edit", name="db", old="Postgres 16.", new="Postgres 17.")
         assert not err and MemoryStore(root).get("db").body == "Postgres 17."
-        out, err = await call(client, "edit", memory="user-prefers-tabs-over-spaces",
-                              old="Spaces!", new="x")
+        out, err = await call(
+            client, "edit", memory="user-prefers-tabs-over-spaces", old="Spaces!", new="x"
+        )
         assert err and "does not occur" in out
-        out, err = await call(client, "edit", name="user-prefers-tabs-over-spaces", old="s",
-                              new="z")
+        out, err = await call(
+            client, "edit", name="user-prefers-tabs-over-spaces", old="s", new="z"
+        )
         assert err and "appears" in out and "lines 1, 2, 3" in out
-        out, err = await call(client, "remember", type="reference", description="CI token",
-                              body=f"token {GHP}")
+        out, err = await call(
+            client, "remember", type="reference", description="CI token", body=f"token {GHP}"
+        )
         assert err and "credential" in out and GHP not in out and "\n" not in out
         out, err = await call(client, "remember", type="nonsense", description="d", body="b")
         assert err and "unknown type 'nonsense'" in out
@@ -105,8 +130,9 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
         assert not err and "delete — moved to the wiki" in out
         out, err = await call(client, "restore", name="db")
         assert not err and "db" in {e.name for e in MemoryStore(root).entries()}
-        (root / "db.md").write_text(memfmt.dumps(Memory(
-            "db", "project_fact", "Staging runs Postgres 18", "edited by hand")))
+        (root / "db.md").write_text(
+            memfmt.dumps(Memory("db", "project_fact", "Staging runs Postgres 18", "edited by hand"))
+        )
         out, err = await call(client, "read", name="db")
         assert "edited by hand" in out
         (root / "broken.md").write_text("---\nname: [oops\n---\n")
@@ -131,8 +157,14 @@ def test_list_pages_stay_within_the_budget(tmp_path: Path) -> None:
     root = tmp_path / ".memory"
     root.mkdir()
     for i in range(3000):
-        m = Memory(f"fact-{i:04d}", "project_fact", f"Fact number {i} about the billing service",
-                   "b", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+        m = Memory(
+            f"fact-{i:04d}",
+            "project_fact",
+            f"Fact number {i} about the billing service",
+            "b",
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00Z",
+        )
         (root / f"{m.name}.md").write_text(memfmt.dumps(m))
 
     async def body(client: Client) -> None:
@@ -142,8 +174,7 @@ def test_list_pages_stay_within_the_budget(tmp_path: Path) -> None:
             args = {"cursor": cursor} if cursor else {}
             out, err = await call(client, "list", **args)
             assert not err and estimate_tokens(out) <= PAGE_TOKENS
-            seen += [line[2:].split(" ")[0] for line in out.splitlines()
-                     if line.startswith("- ")]
+            seen += [line[2:].split(" ")[0] for line in out.splitlines() if line.startswith("- ")]
             if "(more: call list with cursor" not in out:
                 break
             cursor = out.rsplit('cursor "', 1)[1].split('"')[0]
@@ -157,9 +188,16 @@ def test_list_pages_stay_within_the_budget(tmp_path: Path) -> None:
 def _writer(root: str, tag: str) -> None:
     async def body(client: Client) -> None:
         for i in range(25):
-            out, err = await call(client, "remember", name=f"{tag}-{i}", type="project_fact",
-                                  description=f"{tag} fact {i}", body=f"{tag} {i}")
+            out, err = await call(
+                client,
+                "remember",
+                name=f"{tag}-{i}",
+                type="project_fact",
+                description=f"{tag} fact {i}",
+                body=f"{tag} {i}",
+            )
             assert not err, out
+
     asyncio.run(_with(Path(root), body))
 
 
@@ -179,9 +217,26 @@ def test_two_clients_and_the_cli_write_at_once(tmp_path: Path) -> None:
     for p in procs:
         p.start()
     for i in range(15):
-        subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "add", f"cli-{i}",
-                        "--type", "project_fact", "-d", f"cli fact {i}", "--body", "x"],
-                       check=True, env=_env(), capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memdir",
+                "--dir",
+                str(root),
+                "add",
+                f"cli-{i}",
+                "--type",
+                "project_fact",
+                "-d",
+                f"cli fact {i}",
+                "--body",
+                "x",
+            ],
+            check=True,
+            env=_env(),
+            capture_output=True,
+        )
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
@@ -199,12 +254,27 @@ def _free_port() -> int:
 TOKEN = "test-token-0123456789abcdef"
 
 
-def _start_http(root: Path, *args: str, env: dict[str, str] | None = None
-                ) -> tuple[subprocess.Popen[bytes], int]:
+def _start_http(
+    root: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(root), "mcp",
-                             "--http", "--port", str(port), *args], env=env or _env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memdir",
+            "--dir",
+            str(root),
+            "mcp",
+            "--http",
+            "--port",
+            str(port),
+            *args,
+        ],
+        env=env or _env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and proc.poll() is None:
         with socket.socket() as s:
@@ -217,8 +287,9 @@ def _start_http(root: Path, *args: str, env: dict[str, str] | None = None
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     root = tmp_path / ".memory"
-    MemoryStore(root).write("tabs", type="user_preference", description="Prefers tabs",
-                            body="Indent with tabs.")
+    MemoryStore(root).write(
+        "tabs", type="user_preference", description="Prefers tabs", body="Indent with tabs."
+    )
     proc, port = _start_http(root, env={**_env(), "MEMDIR_MCP_TOKEN": TOKEN})
     try:
         yield f"http://127.0.0.1:{port}/mcp", root
@@ -232,22 +303,39 @@ def authed(url: str, token: str = TOKEN) -> Any:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    return streamable_http_client(url, http_client=create_mcp_http_client(
-        headers={"Authorization": f"Bearer {token}"}))
+    return streamable_http_client(
+        url, http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    )
 
 
 def _post(port: int, headers: dict[str, str]) -> int:
     """The status of an MCP initialize request with these headers."""
     import http.client
 
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "1"}}})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "probe", "version": "1"},
+            },
+        }
+    )
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request("POST", "/mcp", body=body, headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream", **headers})
+        conn.request(
+            "POST",
+            "/mcp",
+            body=body,
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json, text/event-stream",
+                **headers,
+            },
+        )
         return conn.getresponse().status
     finally:
         conn.close()
@@ -260,8 +348,14 @@ def test_streamable_http(http_server: tuple[str, Path]) -> None:
     async def body(client: Client) -> None:
         out, err = await call(client, "recall", message="tabs or spaces?")
         assert not err and "Indent with tabs." in out
-        out, err = await call(client, "remember", name="ci", type="project_fact",
-                              description="CI runs on every push", body="GitHub Actions.")
+        out, err = await call(
+            client,
+            "remember",
+            name="ci",
+            type="project_fact",
+            description="CI runs on every push",
+            body="GitHub Actions.",
+        )
         assert not err
         out, err = await call(client, "edit", name="nope", old="a", new="b")
         assert err and "no memory named 'nope'" in out
@@ -299,8 +393,9 @@ def test_http_needs_the_token_and_a_known_host_and_origin(tmp_path: Path) -> Non
     assert token in err.decode()  # printed when it was made
     proc, port = _start_http(root)
     try:
-        assert _post(port, {"Host": f"localhost:{port}", "Authorization": f"Bearer {token}"}) \
-            == 200  # kept
+        assert (
+            _post(port, {"Host": f"localhost:{port}", "Authorization": f"Bearer {token}"}) == 200
+        )  # kept
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=10)
@@ -310,13 +405,34 @@ def test_http_needs_the_token_and_a_known_host_and_origin(tmp_path: Path) -> Non
 def test_http_beyond_loopback_needs_a_token_of_ones_own(tmp_path: Path) -> None:
     root = tmp_path / ".memory"
     MemoryStore(root)
-    r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "mcp", "--http",
-                        "--host", "0.0.0.0", "--port", str(_free_port())], env=_env(),
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memdir",
+            "--dir",
+            str(root),
+            "mcp",
+            "--http",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(_free_port()),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1
-    assert r.stderr.startswith("memdir: error: serving on 0.0.0.0 reaches beyond this machine"
-                               " — pass --token")
-    r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "mcp", "--http",
-                        "--token", "short"], env=_env(), capture_output=True, text=True,
-                       timeout=60)
+    assert r.stderr.startswith(
+        "memdir: error: serving on 0.0.0.0 reaches beyond this machine — pass --token"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "--dir", str(root), "mcp", "--http", "--token", "short"],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "give one of at least 16" in r.stderr

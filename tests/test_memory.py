@@ -26,8 +26,11 @@ def test_chinese_memory_fields() -> None:
     """The design's example memory parses to the expected fields."""
     m = memfmt.loads((GOLDEN / "user-language-preference.md").read_text(encoding="utf-8"))
     assert (m.name, m.type, m.description, m.body) == (
-        "user-language-preference", "user_preference", "用户偏好用中文交流和回复",
-        "用户希望所有回复使用简体中文。")
+        "user-language-preference",
+        "user_preference",
+        "用户偏好用中文交流和回复",
+        "用户希望所有回复使用简体中文。",
+    )
     assert m.created == "2026-11-30T10:00:00Z"  # timestamps stay strings, not datetimes
 
 
@@ -39,16 +42,19 @@ def test_unknown_keys_are_kept_in_order() -> None:
     assert again.extra == {"tags": ["testing", "python"], "pinned": True}
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ("no frontmatter here\n", "no YAML frontmatter"),
-    ("---\nname: a\n", "not closed"),
-    ("---\nname: [a\n---\nbody\n", "bad YAML"),
-    ("---\n- a\n- b\n---\n", "not a mapping"),
-    ("---\nname: a\ntype: t\n---\n", "missing required field 'description'"),
-    ("---\nname: ../etc\ntype: t\ndescription: d\n---\n", "invalid memory name"),
-    ("---\nname: a\ntype: t\ndescription: {x: 1}\n---\n", "must be text"),
-    ("---\nname: a\x00\n---\n", "binary"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("no frontmatter here\n", "no YAML frontmatter"),
+        ("---\nname: a\n", "not closed"),
+        ("---\nname: [a\n---\nbody\n", "bad YAML"),
+        ("---\n- a\n- b\n---\n", "not a mapping"),
+        ("---\nname: a\ntype: t\n---\n", "missing required field 'description'"),
+        ("---\nname: ../etc\ntype: t\ndescription: d\n---\n", "invalid memory name"),
+        ("---\nname: a\ntype: t\ndescription: {x: 1}\n---\n", "must be text"),
+        ("---\nname: a\x00\n---\n", "binary"),
+    ],
+)
 def test_malformed_files_raise_with_reason(text: str, reason: str) -> None:
     """Each kind of malformed file is rejected with a reason a person can act on."""
     with pytest.raises(InvalidMemory, match=reason):
@@ -65,10 +71,28 @@ def test_liberal_reading_of_hand_written_files() -> None:
     assert any("longer than" in w for w in warnings)
 
 
-@pytest.mark.parametrize("name", [
-    "", "a/b", "a\\b", "..", "../x", ".hidden", "MEMORY", "memory", "con", "NUL",
-    "a b", "-lead", "a" * 101, "名" * 80, "x\ny", "a:b", "a*b",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "a/b",
+        "a\\b",
+        "..",
+        "../x",
+        ".hidden",
+        "MEMORY",
+        "memory",
+        "con",
+        "NUL",
+        "a b",
+        "-lead",
+        "a" * 101,
+        "名" * 80,
+        "x\ny",
+        "a:b",
+        "a*b",
+    ],
+)
 def test_hostile_names_are_refused(name: str) -> None:
     """Path tricks, reserved names, odd characters and over-long names are refused."""
     with pytest.raises(InvalidName):
@@ -91,8 +115,12 @@ def test_validate_new_is_strict() -> None:
     base = Memory("n", "user_preference", "one line")
     types = ("user_preference",)
     assert memfmt.validate_new(base, types) == base
-    for bad in (base.replace(type="idea"), base.replace(description=" "),
-                base.replace(description="a\nb"), base.replace(description="x" * 201)):
+    for bad in (
+        base.replace(type="idea"),
+        base.replace(description=" "),
+        base.replace(description="a\nb"),
+        base.replace(description="x" * 201),
+    ):
         with pytest.raises(InvalidMemory):
             memfmt.validate_new(bad, types)
 
@@ -102,8 +130,9 @@ text_st = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=60)
 
 @given(
     desc=text_st.filter(lambda s: s.strip() == s and s),
-    body=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"),
-                 max_size=200),
+    body=st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"), max_size=200
+    ),
     tags=st.lists(text_st, max_size=3),
 )
 def test_any_memory_round_trips(desc: str, body: str, tags: list[str]) -> None:

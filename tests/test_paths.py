@@ -30,8 +30,10 @@ def test_a_held_lock_is_a_one_line_error(tmp_path: Path) -> None:
     """A writer waits lock_timeout seconds, then names the lock and the fix."""
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, lock_timeout=0.2))
-    with filelock.FileLock(str(root / ".memdir" / "lock")), \
-            pytest.raises(StoreLocked, match=r"held .*lock for over 0s — wait for it"):
+    with (
+        filelock.FileLock(str(root / ".memdir" / "lock")),
+        pytest.raises(StoreLocked, match=r"held .*lock for over 0s — wait for it"),
+    ):
         store.write("x", type="reference", description="d", body="b")
     store.write("x", type="reference", description="d", body="b")  # free again
 
@@ -42,31 +44,43 @@ def test_catalogue_past_its_limit_keeps_pinned_and_best_hits(tmp_path: Path) -> 
     root = tmp_path / ".memory"
     store = MemoryStore(root)
     for i in range(30):
-        store.write(f"note-{i}", type="project_fact", description=f"ordinary note {i}",
-                    body="x")
-    store.write("kafka-retention", type="project_fact", description="Kafka keeps 7 days",
-                body="retention")
-    store.write("house-rules", type="user_preference", description="Answer briefly",
-                body="b", extra={"pinned": True})
+        store.write(f"note-{i}", type="project_fact", description=f"ordinary note {i}", body="x")
+    store.write(
+        "kafka-retention", type="project_fact", description="Kafka keeps 7 days", body="retention"
+    )
+    store.write(
+        "house-rules",
+        type="user_preference",
+        description="Answer briefly",
+        body="b",
+        extra={"pinned": True},
+    )
     out = catalogue_for(store, "how long does kafka keep messages", 5)
     assert len(out) == 5 and out[0].name == "house-rules" and out[1].name == "kafka-retention"
 
 
 def test_openai_switches_token_parameter_once(llm_server: FakeLLMServer) -> None:
     """An endpoint that refuses max_tokens gets max_completion_tokens, and keeps getting it."""
+
     def handler(req: dict[str, Any]) -> Scripted:
         if "max_tokens" in req["body"]:
-            return error(400, "Unsupported parameter: 'max_tokens' is not supported with this"
-                              " model. Use 'max_completion_tokens' instead.")
+            return error(
+                400,
+                "Unsupported parameter: 'max_tokens' is not supported with this"
+                " model. Use 'max_completion_tokens' instead.",
+            )
         return reply("ok")
 
     llm_server.handler = handler
-    model = make_model(Config(provider="openai", api_key="k", base_url=llm_server.url + "/v1",
-                              max_retries=0))
+    model = make_model(
+        Config(provider="openai", api_key="k", base_url=llm_server.url + "/v1", max_retries=0)
+    )
     for _ in range(2):
         assert model.complete(system="s", messages=[{"role": "user", "content": "x"}]).text == "ok"
-    sent = [("max_tokens" in r["body"], "max_completion_tokens" in r["body"])
-            for r in llm_server.requests]
+    sent = [
+        ("max_tokens" in r["body"], "max_completion_tokens" in r["body"])
+        for r in llm_server.requests
+    ]
     assert sent == [(True, False), (False, True), (False, True)]
 
 
@@ -82,13 +96,24 @@ def test_tool_step_cap_ends_a_runaway_turn(tmp_path: Path) -> None:
 
 def test_extraction_leaves_pinned_memories_alone(store: MemoryStore) -> None:
     """An update of a pinned memory is dropped with a note; the file stays as it was."""
-    store.write("house-rules", type="user_preference", description="Answer briefly",
-                body="Short answers.", extra={"pinned": True})
+    store.write(
+        "house-rules",
+        type="user_preference",
+        description="Answer briefly",
+        body="Short answers.",
+        extra={"pinned": True},
+    )
     before = (store.root / "house-rules.md").read_text()
-    item = {"action": "update", "name": "house-rules", "type": "user_preference",
-            "description": "Answer at length", "body": "Long answers."}
-    result = extract_memories(store, [{"role": "user", "content": "be verbose"}],
-                              FakeModel([{"memories": [item]}]))
+    item = {
+        "action": "update",
+        "name": "house-rules",
+        "type": "user_preference",
+        "description": "Answer at length",
+        "body": "Long answers.",
+    }
+    result = extract_memories(
+        store, [{"role": "user", "content": "be verbose"}], FakeModel([{"memories": [item]}])
+    )
     assert result.changes == [] and any("pinned" in d for d in result.dropped)
     assert (store.root / "house-rules.md").read_text() == before
 
@@ -136,9 +161,20 @@ def test_chat_consolidate_command(tmp_path: Path) -> None:
     out: list[str] = []
     Out = _collector(out)
 
-    merge = {"merge": [{"from": ["a", "b"], "into": {
-        "name": "ab", "type": "project_fact", "description": "A fact", "body": "a and b"}}],
-        "retire": []}
+    merge = {
+        "merge": [
+            {
+                "from": ["a", "b"],
+                "into": {
+                    "name": "ab",
+                    "type": "project_fact",
+                    "description": "A fact",
+                    "body": "a and b",
+                },
+            }
+        ],
+        "retire": [],
+    }
     session = Session(store, FakeModel(), FakeModel([merge]), tmp_path, out=Out(), err=Out())
     assert session.command("/consolidate")
     session.close()
@@ -146,8 +182,9 @@ def test_chat_consolidate_command(tmp_path: Path) -> None:
     assert [e.name for e in store.entries()] == ["ab"]
 
 
-def test_readme_python_example_runs(llm_server: FakeLLMServer, tmp_path: Path,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_python_example_runs(
+    llm_server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The README's Python API example, as written, against the fake server."""
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Python API", 1)[1]
@@ -177,9 +214,17 @@ def test_chat_clear_model_and_cost(tmp_path: Path) -> None:
     assert "memory: none (recall by search)" in "".join(out)
     session.command("/cost")
     assert "no model calls yet" in "".join(out)
-    (store.internal / "usage.jsonl").write_text(json.dumps({
-        "time": "2999-01-01T00:00:00Z", "purpose": "agent", "input_tokens": 10,
-        "output_tokens": 3}) + "\n")
+    (store.internal / "usage.jsonl").write_text(
+        json.dumps(
+            {
+                "time": "2999-01-01T00:00:00Z",
+                "purpose": "agent",
+                "input_tokens": 10,
+                "output_tokens": 3,
+            }
+        )
+        + "\n"
+    )
     session.command("/cost")
     assert "agent: 1 calls, 10 tokens in, 3 out" in "".join(out)
     session.close()

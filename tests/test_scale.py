@@ -29,16 +29,18 @@ from fakeserver import FakeLLMServer, Scripted, reply
 
 def hand_write(root: Path, name: str, description: str, body: str = "b") -> Path:
     """A memory file written by a person or another tool, not through memdir."""
-    m = Memory(name, "project_fact", description, body, "2026-01-01T00:00:00Z",
-               "2026-01-01T00:00:00Z")
+    m = Memory(
+        name, "project_fact", description, body, "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"
+    )
     path = root / f"{name}.md"
     path.write_text(memfmt.dumps(m), encoding="utf-8")
     return path
 
 
 def _write_one(root: str, name: str) -> None:
-    MemoryStore(root, watch=False).write(name, type="project_fact", description="from afar",
-                                         body="written by another process")
+    MemoryStore(root, watch=False).write(
+        name, type="project_fact", description="from afar", body="written by another process"
+    )
 
 
 def test_writes_of_another_process_are_seen_by_the_next_read(tmp_path: Path) -> None:
@@ -47,8 +49,9 @@ def test_writes_of_another_process_are_seen_by_the_next_read(tmp_path: Path) -> 
     store = MemoryStore(root, watch=False)
     store.write("mine", type="project_fact", description="mine", body="x")
     assert [e.name for e in store.entries()] == ["mine"]
-    proc = multiprocessing.get_context("spawn").Process(target=_write_one,
-                                                        args=(str(root), "theirs"))
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_write_one, args=(str(root), "theirs")
+    )
     proc.start()
     proc.join(30)
     assert [e.name for e in store.entries()] == ["mine", "theirs"]
@@ -71,8 +74,7 @@ def test_hand_creates_deletes_and_renames_are_seen_without_a_sweep(tmp_path: Pat
     assert "(renamed-file.md)" in index and "keep" not in index
 
 
-def test_in_place_edit_is_seen_by_a_long_running_process_within_a_second(tmp_path: Path
-                                                                          ) -> None:
+def test_in_place_edit_is_seen_by_a_long_running_process_within_a_second(tmp_path: Path) -> None:
     """With the watcher on, an edit that keeps the inode and the folder's time is seen within
     a second, and search finds the new words."""
     root = tmp_path / ".memory"
@@ -109,10 +111,19 @@ def test_readers_never_wait_for_the_writers_lock(tmp_path: Path) -> None:
     cfg = Config(dir=root, lock_timeout=0.5)
     store = MemoryStore(root, cfg, watch=False)
     store.write("a", type="project_fact", description="alpha topic", body="x")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import filelock, sys, time\n"
-        f"l = filelock.FileLock({str(root / '.memdir' / 'lock')!r}); l.acquire()\n"
-        "print('held', flush=True); time.sleep(20)\n")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import filelock, sys, time\n"
+                f"l = filelock.FileLock({str(root / '.memdir' / 'lock')!r}); l.acquire()\n"
+                "print('held', flush=True); time.sleep(20)\n"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         hand_write(root, "b", "beta topic")  # a hand change: MEMORY.md cannot be repaired now
@@ -146,8 +157,7 @@ def many(root: Path, n: int) -> None:
         hand_write(root, f"{topic}-note-{i}", f"{topic} setting {i} for the {topic} service")
 
 
-def test_automatic_consolidation_looks_at_what_changed_with_its_neighbours(tmp_path: Path
-                                                                            ) -> None:
+def test_automatic_consolidation_looks_at_what_changed_with_its_neighbours(tmp_path: Path) -> None:
     """After one new memory in a large store, one call sees that memory and its closest
     neighbours, not the whole store."""
     root = tmp_path / ".memory"
@@ -155,15 +165,21 @@ def test_automatic_consolidation_looks_at_what_changed_with_its_neighbours(tmp_p
     many(root, 400)
     cfg = Config(dir=root, consolidate_threshold=50, consolidate_batch=20)
     store = MemoryStore(root, cfg, watch=False)
-    consolidate_memories(store, FakeModel(default={"merge": [], "retire": []}), whole=True,
-                         dry_run=True)
+    consolidate_memories(
+        store, FakeModel(default={"merge": [], "retire": []}), whole=True, dry_run=True
+    )
     model = FakeModel(default={"merge": [], "retire": []})
     consolidate_memories(store, model, max_calls=100)  # the first run: everything is new
     assert not is_due(store) and changed_since_last_run(store) == []
-    store.write("kafka-retention", type="project_fact",
-                description="kafka retention is seven days for the kafka service", body="7d")
+    store.write(
+        "kafka-retention",
+        type="project_fact",
+        description="kafka retention is seven days for the kafka service",
+        body="7d",
+    )
     for _ in range(cfg.consolidate_cooldown):
         from memdir.consolidate import note_turn
+
         note_turn(store)
     assert is_due(store)
     model = FakeModel(default={"merge": [], "retire": []})
@@ -201,8 +217,10 @@ def test_force_still_caps_retirements(tmp_path: Path) -> None:
     for i in range(n):
         hand_write(root, f"old-{i}", f"old fact {i}")
     store = MemoryStore(root, Config(dir=root, consolidate_batch=n + 1), watch=False)
-    everything = {"merge": [], "retire": [{"name": f"old-{i}", "reason": "stale"}
-                                          for i in range(n)]}
+    everything = {
+        "merge": [],
+        "retire": [{"name": f"old-{i}", "reason": "stale"} for i in range(n)],
+    }
     plan = consolidate_memories(store, FakeModel([everything]), force=True)
     assert len(plan.retires) == MAX_RETIRE_PER_RUN == n - len(store.entries())
 
@@ -213,49 +231,76 @@ def test_exiting_agent_hands_slow_memory_work_over(tmp_path: Path) -> None:
     release = threading.Event()
     events: list[tuple[str, str]] = []
     worker = MemoryWorker(lambda k, t: events.append((k, t)), spool)
-    worker.submit("slow extraction", lambda: (release.wait(10), None)[1],
-                  {"messages": [{"role": "user", "content": "remember tabs"}]})
-    worker.submit("queued extraction", lambda: "done",
-                  {"messages": [{"role": "user", "content": "and pytest"}]})
+    worker.submit(
+        "slow extraction",
+        lambda: (release.wait(10), None)[1],
+        {"messages": [{"role": "user", "content": "remember tabs"}]},
+    )
+    worker.submit(
+        "queued extraction",
+        lambda: "done",
+        {"messages": [{"role": "user", "content": "and pytest"}]},
+    )
     left = worker.close(timeout=0.3)
     assert not release.is_set()  # close came back while the slow job still runs
     assert left == ["slow extraction", "queued extraction"]
-    spooled = sorted(json.loads(p.read_text())["messages"][0]["content"]
-                     for p in spool.iterdir())
+    spooled = sorted(json.loads(p.read_text())["messages"][0]["content"] for p in spool.iterdir())
     assert spooled == ["and pytest", "remember tabs"]
     release.set()
 
 
-def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_path: Path
-                                                 ) -> None:
+def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_path: Path) -> None:
     """`memdir run` with a slow memory model replies, says what it handed over and exits in a
     few seconds; the next run finishes the extraction."""
     slow = {"on": True}
-    tabs = {"action": "create", "name": "prefer-tabs", "type": "user_preference",
-            "description": "User prefers tabs", "body": "Indent with tabs."}
+    tabs = {
+        "action": "create",
+        "name": "prefer-tabs",
+        "type": "user_preference",
+        "description": "User prefers tabs",
+        "body": "Indent with tabs.",
+    }
 
     def handler(req: dict[str, Any]) -> Scripted:
         system = json.dumps(req["body"].get("system", ""))
         if "You extract memories" in system:
-            return Scripted(text=json.dumps({"memories": [tabs]}),
-                            delay=120 if slow["on"] else 0)  # longer than run may take
+            return Scripted(
+                text=json.dumps({"memories": [tabs]}), delay=120 if slow["on"] else 0
+            )  # longer than run may take
         if "You select memories" in system or "select relevant" in system:
             return reply('{"selected": []}')
         return reply("Noted.")
 
     llm_server.handler = handler
-    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": llm_server.url,
-           "MEMDIR_MAX_RETRIES": "0", "MEMDIR_TIMEOUT": "60"}
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "test",
+        "ANTHROPIC_BASE_URL": llm_server.url,
+        "MEMDIR_MAX_RETRIES": "0",
+        "MEMDIR_TIMEOUT": "60",
+    }
     env.pop("MEMDIR_DIR", None)
-    r = subprocess.run([sys.executable, "-m", "memdir", "run", "I like tabs"], cwd=tmp_path,
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "run", "I like tabs"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0 and "Noted." in r.stdout, r.stderr
     assert "handed over to the next session: memory extraction" in r.stderr
     assert "Traceback" not in r.stderr
     assert len(list((tmp_path / ".memory" / ".memdir" / "pending").glob("*.json"))) == 1
     slow["on"] = False
-    r = subprocess.run([sys.executable, "-m", "memdir", "run", "hello"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "run", "hello"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0 and "resuming 1 extraction" in r.stderr, r.stderr
     assert "prefer-tabs" in {e.name for e in MemoryStore(tmp_path / "user-store").entries()}
     assert not list((tmp_path / ".memory" / ".memdir" / "pending").iterdir())

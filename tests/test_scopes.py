@@ -22,34 +22,47 @@ from memdir.testing import FakeModel
 from conftest import CliFn, trust
 from fakeserver import FakeLLMServer, reply
 
-TABS = {"action": "create", "name": "prefer-tabs", "type": "user_preference",
-        "description": "User prefers tabs over spaces for indentation",
-        "body": "Indent with tabs, never spaces."}
-PG = {"action": "create", "name": "staging-postgres", "type": "project_fact",
-      "description": "Staging runs Postgres 16", "body": "Staging runs Postgres 16 on pg1."}
-TALK = [{"role": "user", "content": "I prefer tabs over spaces. Staging runs Postgres 16."},
-        {"role": "assistant", "content": "Noted both."}]
+TABS = {
+    "action": "create",
+    "name": "prefer-tabs",
+    "type": "user_preference",
+    "description": "User prefers tabs over spaces for indentation",
+    "body": "Indent with tabs, never spaces.",
+}
+PG = {
+    "action": "create",
+    "name": "staging-postgres",
+    "type": "project_fact",
+    "description": "Staging runs Postgres 16",
+    "body": "Staging runs Postgres 16 on pg1.",
+}
+TALK = [
+    {"role": "user", "content": "I prefer tabs over spaces. Staging runs Postgres 16."},
+    {"role": "assistant", "content": "Noted both."},
+]
 
 
 def config_for(project: Path, user: Path, **kw: object) -> Config:
-    return load_config({"dir": project / ".memory", **kw},
-                       environ={"MEMDIR_USER_DIR": str(user)})
+    return load_config({"dir": project / ".memory", **kw}, environ={"MEMDIR_USER_DIR": str(user)})
 
 
 def checksums(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_two_projects_share_the_users_preferences_not_their_facts(
-        tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel) -> None:
+    tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     user = tmp_path / "user"
     a, b = tmp_path / "project-a", tmp_path / "project-b"
     store_a = MemoryStore(a / ".memory", config_for(a, user))
     scopes_a = Scopes(config_for(a, user), project=store_a)
     llm_server.queue(reply(json.dumps({"memories": [TABS, PG]})))
-    result = extract_memories(store_a, TALK, server_model,
-                              user_store=scopes_a.writable("user"))
+    result = extract_memories(store_a, TALK, server_model, user_store=scopes_a.writable("user"))
     assert [c.memory.name for c in result.changes] == ["staging-postgres"]
     assert [c.memory.name for c in result.user_changes] == ["prefer-tabs"]
     # the extraction prompt asked for a scope, and the schema carries it
@@ -67,13 +80,18 @@ def test_two_projects_share_the_users_preferences_not_their_facts(
     assert sel.names == ["prefer-tabs"]
     block = render_block(scopes_b, sel.names, 2000)
     assert 'name="prefer-tabs"' in block and 'scope="user"' in block
-    assert select(scopes_b, [{"role": "user", "content": "which Postgres runs on staging?"}]
-                  ).names == []
+    assert (
+        select(scopes_b, [{"role": "user", "content": "which Postgres runs on staging?"}]).names
+        == []
+    )
     system = build_system("", scopes_b)
     assert "### user" in system and "prefer-tabs" in system and "staging-postgres" not in system
     # nothing of the user's store was written into project B's folder
-    assert not any("tabs" in p.read_text(errors="ignore")
-                   for p in (b / ".memory").rglob("*") if p.is_file() and p.suffix == ".md")
+    assert not any(
+        "tabs" in p.read_text(errors="ignore")
+        for p in (b / ".memory").rglob("*")
+        if p.is_file() and p.suffix == ".md"
+    )
 
 
 def test_type_decides_when_the_model_gives_no_scope(tmp_path: Path) -> None:
@@ -81,33 +99,49 @@ def test_type_decides_when_the_model_gives_no_scope(tmp_path: Path) -> None:
     project = tmp_path / "p"
     store = MemoryStore(project / ".memory", config_for(project, user))
     scopes = Scopes(config_for(project, user), project=store)
-    model = FakeModel([{"memories": [TABS, {**PG, "scope": "user"},
-                                     {**TABS, "name": "tabs-here", "scope": "project",
-                                      "description": "Tabs in this repo's Makefiles"}]}])
+    model = FakeModel(
+        [
+            {
+                "memories": [
+                    TABS,
+                    {**PG, "scope": "user"},
+                    {
+                        **TABS,
+                        "name": "tabs-here",
+                        "scope": "project",
+                        "description": "Tabs in this repo's Makefiles",
+                    },
+                ]
+            }
+        ]
+    )
     result = extract_memories(store, TALK, model, user_store=scopes.writable("user"))
-    assert sorted(c.memory.name for c in result.user_changes) == ["prefer-tabs",
-                                                                   "staging-postgres"]
+    assert sorted(c.memory.name for c in result.user_changes) == ["prefer-tabs", "staging-postgres"]
     assert [c.memory.name for c in result.changes] == ["tabs-here"]
 
 
 def test_read_only_store_is_recalled_and_never_touched(
-        tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel) -> None:
+    tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
     team = tmp_path / "team-conventions" / ".memory"
     team.mkdir(parents=True)  # a checked-in folder of plain files, no .memdir
     (team / "review-rule.md").write_text(
         "---\nname: review-rule\ntype: project_fact\ndescription: Every change needs two"
-        " reviewers\n---\nTwo approvals before merging to main.\n")
+        " reviewers\n---\nTwo approvals before merging to main.\n"
+    )
     before = checksums(team.parent)
     project = tmp_path / "app"
     (project / ".memory").mkdir(parents=True)
     (project / ".memory" / "config.toml").write_text(
-        'read_only = ["../team-conventions/.memory"]\n')
+        'read_only = ["../team-conventions/.memory"]\n'
+    )
     trust(project / ".memory" / "config.toml")  # a store outside the project
     config = config_for(project, tmp_path / "user")
     store = MemoryStore(project / ".memory", config)
     for i in range(3):
-        store.write(f"note-{i}", type="project_fact", description=f"Reviewers note {i}",
-                    body="reviewers")
+        store.write(
+            f"note-{i}", type="project_fact", description=f"Reviewers note {i}", body="reviewers"
+        )
     scopes = Scopes(config, project=store)
     assert [s.name for s in scopes.scopes] == ["project", "user", "shared:team-conventions"]
     assert not scopes.scope("shared:team-conventions").writable
@@ -121,8 +155,9 @@ def test_read_only_store_is_recalled_and_never_touched(
     from memdir.consolidate import consolidate_memories
     from memdir.undo import undo
 
-    llm_server.queue(reply(json.dumps({"merge": [], "retire": [{"name": "note-1",
-                                                                "reason": "stale"}]})))
+    llm_server.queue(
+        reply(json.dumps({"merge": [], "retire": [{"name": "note-1", "reason": "stale"}]}))
+    )
     consolidate_memories(store, server_model, force=True, whole=True)
     undo(store)
     assert checksums(team.parent) == before
@@ -140,8 +175,11 @@ def test_a_name_in_two_scopes(tmp_path: Path) -> None:
     store.write("same", type="reference", description="Docs at docs.example", body="docs")
     u.write("same", type="reference", description="Docs at docs.example", body="docs")
     names = {e.name: e.description for e in scopes.entries()}
-    assert names == {"editor": "Use vim here", "user:editor": "Use emacs everywhere",
-                     "same": "Docs at docs.example"}
+    assert names == {
+        "editor": "Use vim here",
+        "user:editor": "Use emacs everywhere",
+        "same": "Docs at docs.example",
+    }
     assert scopes.get("editor").body == "vim" and scopes.get("user:editor").body == "emacs"
     hits = [e.name for e, _ in scopes.search_entries("emacs vim editor", 5)]
     assert set(hits) == {"editor", "user:editor"}
@@ -154,12 +192,19 @@ def test_scores_compare_across_stores(tmp_path: Path) -> None:
     config = config_for(project, user, embedder="none")
     store = MemoryStore(project / ".memory", config)
     for i in range(30):
-        store.write(f"deploy-{i}", type="project_fact", description=f"Deploy step {i}",
-                    body="deploy the service with make")
+        store.write(
+            f"deploy-{i}",
+            type="project_fact",
+            description=f"Deploy step {i}",
+            body="deploy the service with make",
+        )
     scopes = Scopes(config, project=store)
-    scopes.writable("user").write("kubectl-alias", type="user_preference",
-                                  description="User aliases kubectl as k",
-                                  body="k is kubectl; deploy with k apply")
+    scopes.writable("user").write(
+        "kubectl-alias",
+        type="user_preference",
+        description="User aliases kubectl as k",
+        body="k is kubectl; deploy with k apply",
+    )
     top = scopes.ranked("kubectl deploy", 3)
     assert (top[0][0].name, top[0][1].key) == ("user", "kubectl-alias.md")
     assert top[0][1].score > top[1][1].score
@@ -170,13 +215,15 @@ def test_hand_edits_in_each_scope_are_seen(tmp_path: Path) -> None:
     config = config_for(project, user)
     store = MemoryStore(project / ".memory", config)
     scopes = Scopes(config, project=store)
-    scopes.writable("user").write("shell", type="user_preference", description="Uses zsh",
-                                  body="zsh")
+    scopes.writable("user").write(
+        "shell", type="user_preference", description="Uses zsh", body="zsh"
+    )
     store.write("ci", type="project_fact", description="CI on GitHub Actions", body="actions")
     scopes.search_entries("zsh", 1)  # indexes built
     (user / "shell.md").write_text((user / "shell.md").read_text().replace("zsh", "fish"))
     (project / ".memory" / "ci.md").write_text(
-        (project / ".memory" / "ci.md").read_text().replace("GitHub Actions", "Buildkite"))
+        (project / ".memory" / "ci.md").read_text().replace("GitHub Actions", "Buildkite")
+    )
     for _, s in scopes.stores():
         s.refresh()
     assert [e.name for e, _ in scopes.search_entries("fish", 1)] == ["shell"]
@@ -185,10 +232,19 @@ def test_hand_edits_in_each_scope_are_seen(tmp_path: Path) -> None:
 
 def test_cli_scopes(cli: CliFn, tmp_path: Path) -> None:
     team = tmp_path / "team" / ".memory"
-    MemoryStore(team).write("style-guide", type="reference", description="Team style guide",
-                            body="PEP 8, 100 columns.")
-    r = cli("add", "prefer-pytest", "--type", "user_preference", "-d", "User runs pytest",
-            "--body", "pytest, never unittest")
+    MemoryStore(team).write(
+        "style-guide", type="reference", description="Team style guide", body="PEP 8, 100 columns."
+    )
+    r = cli(
+        "add",
+        "prefer-pytest",
+        "--type",
+        "user_preference",
+        "-d",
+        "User runs pytest",
+        "--body",
+        "pytest, never unittest",
+    )
     assert r.code == 0 and "in the user store" in r.out
     assert (tmp_path / "user-store" / "prefer-pytest.md").is_file()
     assert cli("add", "db", "--type", "project_fact", "-d", "Postgres 16", "--body", "pg").code == 0
@@ -201,7 +257,8 @@ def test_cli_scopes(cli: CliFn, tmp_path: Path) -> None:
     assert r.out.splitlines() == [
         "project      db             project_fact     Postgres 16",
         "user         prefer-pytest  user_preference  User runs pytest",
-        "shared:team  style-guide    reference        Team style guide"]
+        "shared:team  style-guide    reference        Team style guide",
+    ]
     assert "db" not in cli("list", "--scope", "user").out
     assert json.loads(cli("list", "--scope", "project", "--json").out)[0]["scope"] == "project"
     r = cli("--also", str(team), "search", "style", "guide")
@@ -219,15 +276,23 @@ def test_cli_scopes(cli: CliFn, tmp_path: Path) -> None:
     assert r.code == 0 and (tmp_path / "user-store" / "db.md").is_file()
     r = cli("log")
     assert "[user]" in r.out and "[project]" in r.out
-    r = cli("add", "x", "--type", "user_preference", "-d", "d", "--body", "b",
-            "--scope", "team")
+    r = cli("add", "x", "--type", "user_preference", "-d", "d", "--body", "b", "--scope", "team")
     assert r.code == 2
     assert team.joinpath("style-guide.md").read_text().endswith("PEP 8, 100 columns.\n")
 
 
 def test_no_user_scope_when_turned_off(cli: CliFn, tmp_path: Path) -> None:
-    r = cli("add", "prefer-pytest", "--type", "user_preference", "-d", "User runs pytest",
-            "--body", "pytest", env={"MEMDIR_USER_DIR": "none"})
+    r = cli(
+        "add",
+        "prefer-pytest",
+        "--type",
+        "user_preference",
+        "-d",
+        "User runs pytest",
+        "--body",
+        "pytest",
+        env={"MEMDIR_USER_DIR": "none"},
+    )
     assert r.code == 0 and (tmp_path / ".memory" / "prefer-pytest.md").is_file()
     assert not (tmp_path / "user-store").exists()
 
@@ -236,8 +301,19 @@ def test_doctor_and_index_check_the_user_store(cli: CliFn, tmp_path: Path) -> No
     user = tmp_path / "user-store"
     r = cli("doctor", "--scope", "user")
     assert r.code == 1 and "no user store yet" in r.err and not user.exists()
-    assert cli("add", "prefer-pytest", "--type", "user_preference", "-d", "User runs pytest",
-               "--body", "pytest").code == 0
+    assert (
+        cli(
+            "add",
+            "prefer-pytest",
+            "--type",
+            "user_preference",
+            "-d",
+            "User runs pytest",
+            "--body",
+            "pytest",
+        ).code
+        == 0
+    )
     r = cli("doctor", "--scope", "user")
     assert r.code == 0 and "No problems found" in r.out
     broken = "---\nname: broken\ntype: nope\n---\nbody\n"
@@ -265,15 +341,25 @@ def test_hook_prompt_and_mcp_recall_read_every_scope(tmp_path: Path) -> None:
     from memdir.integrations.mcp import build_server
 
     project = tmp_path / "app"
-    MemoryStore(project / ".memory").write("ci", type="project_fact",
-                                           description="CI runs on Buildkite", body="buildkite")
+    MemoryStore(project / ".memory").write(
+        "ci", type="project_fact", description="CI runs on Buildkite", body="buildkite"
+    )
     config = load_config({"dir": project / ".memory"})
     Scopes(config).writable("user").write(
-        "answer-language", type="user_preference", description="Answer in Chinese",
-        body="The user wants replies in Chinese.")
-    out = prompt({"prompt": "which language do I want answers in? Chinese?",
-                  "cwd": str(project), "hook_event_name": "UserPromptSubmit"},
-                 host="claude-code", budget=0)
+        "answer-language",
+        type="user_preference",
+        description="Answer in Chinese",
+        body="The user wants replies in Chinese.",
+    )
+    out = prompt(
+        {
+            "prompt": "which language do I want answers in? Chinese?",
+            "cwd": str(project),
+            "hook_event_name": "UserPromptSubmit",
+        },
+        host="claude-code",
+        budget=0,
+    )
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert 'name="answer-language"' in context and 'scope="user"' in context
 
@@ -283,11 +369,13 @@ def test_hook_prompt_and_mcp_recall_read_every_scope(tmp_path: Path) -> None:
             assert "answer-language (user_preference, user)" in listed.content[0].text
             result = await client.call_tool("recall", {"message": "answer in Chinese?"})
             return str(result.content[0].text)
+
     assert 'scope="user"' in asyncio.run(body())
 
 
 def test_a_missing_shared_store_is_skipped_from_config_and_refused_from_the_flag(
-        cli: CliFn, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cli: CliFn, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     (tmp_path / ".memory" / "config.toml").write_text('read_only = ["../not-checked-out"]\n')
     trust(tmp_path / ".memory" / "config.toml")
     assert cli("add", "db", "--type", "project_fact", "-d", "Postgres", "--body", "pg").code == 0
@@ -309,14 +397,34 @@ def test_the_readme_first_command_in_a_folder_without_a_store(tmp_path: Path) ->
     somewhere = tmp_path / "somewhere"
     somewhere.mkdir()
     env = child_env()
-    r = subprocess.run([sys.executable, "-m", "memdir", "add", "prefer-pytest", "--type",
-                        "user_preference", "-d", "User runs tests with pytest", "--body",
-                        "Always use pytest, never unittest."], cwd=somewhere, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memdir",
+            "add",
+            "prefer-pytest",
+            "--type",
+            "user_preference",
+            "-d",
+            "User runs tests with pytest",
+            "--body",
+            "Always use pytest, never unittest.",
+        ],
+        cwd=somewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert not (somewhere / ".memory").exists()
-    r = subprocess.run([sys.executable, "-m", "memdir", "recall", "how do I run the tests?"],
-                       cwd=somewhere, env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "recall", "how do I run the tests?"],
+        cwd=somewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and "Always use pytest" in r.stdout, r.stderr
 
 
@@ -336,11 +444,14 @@ def test_mcp_routes_untyped_memories_and_restores_the_users(tmp_path: Path) -> N
 
     async def body() -> None:
         async with Client(build_server(config)) as client:
-            r = await client.call_tool("remember", {"description": "CI runs on every push",
-                                                    "body": "GitHub Actions."})
+            r = await client.call_tool(
+                "remember", {"description": "CI runs on every push", "body": "GitHub Actions."}
+            )
             assert not r.is_error and "user" not in r.content[0].text
-            r = await client.call_tool("remember", {
-                "name": "tabs", "description": "User prefers tabs, never spaces", "body": "Tabs."})
+            r = await client.call_tool(
+                "remember",
+                {"name": "tabs", "description": "User prefers tabs, never spaces", "body": "Tabs."},
+            )
             assert "in the user's own store" in r.content[0].text
             index = await client.read_resource("memory://index")
             text = "".join(getattr(c, "text", "") for c in index.contents)
@@ -361,12 +472,42 @@ def test_mcp_routes_untyped_memories_and_restores_the_users(tmp_path: Path) -> N
 
 def test_user_names_work_in_show_history_and_diff(cli: CliFn) -> None:
     """What 'list' prints as user:NAME (or NAME) is what show, history and diff take."""
-    assert cli("add", "prefer-pytest", "--type", "user_preference", "-d", "pytest",
-               "--body", "pytest").code == 0
-    assert cli("add", "prefer-pytest", "--scope", "project", "--type", "project_fact",
-               "-d", "the project's own", "--body", "nose").code == 0
-    assert cli("add", "prefer-pytest", "--scope", "user", "--type", "user_preference",
-               "-d", "pytest -v", "--body", "pytest -v").code == 0
+    assert (
+        cli(
+            "add", "prefer-pytest", "--type", "user_preference", "-d", "pytest", "--body", "pytest"
+        ).code
+        == 0
+    )
+    assert (
+        cli(
+            "add",
+            "prefer-pytest",
+            "--scope",
+            "project",
+            "--type",
+            "project_fact",
+            "-d",
+            "the project's own",
+            "--body",
+            "nose",
+        ).code
+        == 0
+    )
+    assert (
+        cli(
+            "add",
+            "prefer-pytest",
+            "--scope",
+            "user",
+            "--type",
+            "user_preference",
+            "-d",
+            "pytest -v",
+            "--body",
+            "pytest -v",
+        ).code
+        == 0
+    )
     assert "user:prefer-pytest" in cli("list").out
     r = cli("show", "user:prefer-pytest")
     assert r.code == 0 and "pytest -v" in r.out

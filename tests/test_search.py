@@ -16,12 +16,24 @@ from conftest import CliFn
 
 @pytest.fixture
 def zh(store: MemoryStore) -> MemoryStore:
-    store.write("user-language-preference", type="user_preference",
-                description="用户偏好用中文交流和回复", body="用户希望所有回复使用简体中文。")
-    store.write("prefer-pytest", type="user_preference", description="User runs tests with pytest",
-                body="Always use pytest, never unittest.")
-    store.write("deploy-target", type="project_fact", description="Production runs on Kubernetes",
-                body="Deploys go through Argo CD to the prod cluster.")
+    store.write(
+        "user-language-preference",
+        type="user_preference",
+        description="用户偏好用中文交流和回复",
+        body="用户希望所有回复使用简体中文。",
+    )
+    store.write(
+        "prefer-pytest",
+        type="user_preference",
+        description="User runs tests with pytest",
+        body="Always use pytest, never unittest.",
+    )
+    store.write(
+        "deploy-target",
+        type="project_fact",
+        description="Production runs on Kubernetes",
+        body="Deploys go through Argo CD to the prod cluster.",
+    )
     return store
 
 
@@ -55,8 +67,7 @@ def test_japanese_and_korean_are_searchable(store: MemoryStore) -> None:
 def test_description_weighs_more_than_body(store: MemoryStore) -> None:
     """The same word in a description outranks it in a body."""
     store.write("in-body", type="project_fact", description="Notes", body="We use postgres here.")
-    store.write("in-desc", type="project_fact", description="Database is postgres",
-                body="Notes.")
+    store.write("in-desc", type="project_fact", description="Database is postgres", body="Notes.")
     assert [h.memory.name for h in store.search("postgres", 2)] == ["in-desc", "in-body"]
 
 
@@ -67,8 +78,9 @@ def test_index_follows_writes_hand_edits_and_deletes(zh: MemoryStore) -> None:
     path.write_text(path.read_text().replace("Argo CD", "Flux"))
     os.utime(path, (1, 1))
     fresh = MemoryStore(zh.root)
-    assert fresh.search("Argo", 1) == [] and fresh.search("Flux", 1)[0].memory.name == \
-        "deploy-target"
+    assert (
+        fresh.search("Argo", 1) == [] and fresh.search("Flux", 1)[0].memory.name == "deploy-target"
+    )
     fresh.delete("deploy-target")
     assert fresh.search("Flux", 1) == []
 
@@ -90,10 +102,20 @@ def test_candidates_from_rarer_terms_score_like_a_full_ranking() -> None:
     """Leaving common terms out of candidate gathering keeps the top scores of scoring all,
     and a query whose informative terms find fewer than k documents is widened with the next
     rarest terms, so it still returns k results."""
-    docs = [Doc(f"d{i}", None, f"doc-{i}", f"common word{i % 3} topic{i % 7}",
-                f"common filler text number{i} shared{i % 2}") for i in range(60)]
-    every, pruned = SearchIndex(candidates=60), SearchIndex(candidate_share=0.2,
-                                                            min_postings=0, candidates=60)
+    docs = [
+        Doc(
+            f"d{i}",
+            None,
+            f"doc-{i}",
+            f"common word{i % 3} topic{i % 7}",
+            f"common filler text number{i} shared{i % 2}",
+        )
+        for i in range(60)
+    ]
+    every, pruned = (
+        SearchIndex(candidates=60),
+        SearchIndex(candidate_share=0.2, min_postings=0, candidates=60),
+    )
     every.update(docs)
     pruned.update(docs)
     for q in ("common topic3 word1", "shared0 number7 common", "topic5 filler"):
@@ -105,8 +127,16 @@ def test_candidates_from_rarer_terms_score_like_a_full_ranking() -> None:
 
 def test_search_cli(cli: CliFn) -> None:
     """`memdir search` prints ranked results, JSON with --json, and says when nothing matched."""
-    cli("add", "user-language-preference", "--type", "user_preference", "-d",
-        "用户偏好用中文交流和回复", "--body", "用户希望所有回复使用简体中文。")
+    cli(
+        "add",
+        "user-language-preference",
+        "--type",
+        "user_preference",
+        "-d",
+        "用户偏好用中文交流和回复",
+        "--body",
+        "用户希望所有回复使用简体中文。",
+    )
     r = cli("search", "简体中文回复", "--json")
     assert r.code == 0 and json.loads(r.out)[0]["name"] == "user-language-preference"
     assert "user-language-preference" in cli("search", "中文").out
@@ -123,9 +153,19 @@ def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> N
 
     store = MemoryStore(tmp_path / ".memory")
     words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma".split()
-    store.apply([Put(Memory(f"note-{i}", "project_fact", f"Note {i} about {words[i % 10]}",
-                            " ".join(words[(i + j) % 10] for j in range(300))))
-                 for i in range(40)])
+    store.apply(
+        [
+            Put(
+                Memory(
+                    f"note-{i}",
+                    "project_fact",
+                    f"Note {i} about {words[i % 10]}",
+                    " ".join(words[(i + j) % 10] for j in range(300)),
+                )
+            )
+            for i in range(40)
+        ]
+    )
     assert cli("search", "kappa").code == 0  # builds both caches
     path = tmp_path / ".memory" / ".memdir" / cache
 
@@ -138,7 +178,7 @@ def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> N
         db.close()
         data = bytearray(path.read_bytes())
         middle = len(data) // 2
-        data[middle: middle + 8192] = os.urandom(min(8192, len(data) - middle))
+        data[middle : middle + 8192] = os.urandom(min(8192, len(data) - middle))
         path.write_bytes(bytes(data))
         for suffix in ("-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
@@ -157,8 +197,13 @@ def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> N
     from conftest import child_env
 
     def memdir(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "memdir", "--dir", str(store.root), *args],
-                              capture_output=True, text=True, env=child_env(), timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "memdir", "--dir", str(store.root), *args],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=120,
+        )
 
     r = memdir("search", "lambda", "--json")
     assert r.returncode == 0, r.stderr

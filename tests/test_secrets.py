@@ -16,8 +16,12 @@ from conftest import CliFn
 
 DATA = Path(__file__).parent / "data"
 CORPUS = {"secrets": [], "lookalikes": []}
-for _name in ("secrets_corpus.json", "secrets_holdout.json", "secrets_holdout_r3.json",
-              "secrets_holdout_r3b.json"):
+for _name in (
+    "secrets_corpus.json",
+    "secrets_holdout.json",
+    "secrets_holdout_r3.json",
+    "secrets_holdout_r3b.json",
+):
     for _key, _texts in json.loads((DATA / _name).read_text(encoding="utf-8")).items():
         if _key in CORPUS:
             CORPUS[_key] += _texts
@@ -52,8 +56,9 @@ def test_store_refuses_by_default_and_redacts_when_asked(store: MemoryStore) -> 
     with pytest.raises(SecretFound, match="GitHub token"):
         store.write("t", type="reference", description="ci token", body=f"use {token}")
     assert store.entries() == []
-    store.write("t", type="reference", description="ci token", body=f"use {token}",
-                secrets="redact")
+    store.write(
+        "t", type="reference", description="ci token", body=f"use {token}", secrets="redact"
+    )
     assert store.get("t").body == "use [REDACTED:GitHub token]"
     assert token not in (store.root / "t.md").read_text()
 
@@ -67,8 +72,10 @@ def test_multi_part_tokens_are_redacted_whole() -> None:
 
 def test_code_and_prose_about_secrets_stay(store: MemoryStore) -> None:
     """Naming a secret is not holding one: code that reads it and prose about it are kept."""
-    body = ("password = get_password_from_vault(name)\napi_key=settings.OPENAI_API_KEY\n"
-            "密码是用户自己设置的字符串。トークンは一時間ごとに更新されます。")
+    body = (
+        "password = get_password_from_vault(name)\napi_key=settings.OPENAI_API_KEY\n"
+        "密码是用户自己设置的字符串。トークンは一時間ごとに更新されます。"
+    )
     store.write("auth-notes", type="reference", description="how auth works", body=body)
     assert store.get("auth-notes").body == body
 
@@ -76,31 +83,50 @@ def test_code_and_prose_about_secrets_stay(store: MemoryStore) -> None:
 def test_a_secret_split_across_fields_is_caught(store: MemoryStore, cli: CliFn) -> None:
     """The label in the description (or name) and the value in the body: refused by hand,
     redacted on automatic paths, whole."""
-    r = cli("add", "pw1", "--type", "reference", "-d", "The staging database password",
-            "--body", "Tr0ub4dor&3")
+    r = cli(
+        "add",
+        "pw1",
+        "--type",
+        "reference",
+        "-d",
+        "The staging database password",
+        "--body",
+        "Tr0ub4dor&3",
+    )
     assert r.code == 1 and "the body looks like it contains a credential (password)" in r.err
     tools = Tools(store.root.parent, store)
-    tools.run("save_memory", {"name": "staging_db_password", "type": "project_fact",
-                              "description": "The staging database password is"
-                                             " [REDACTED:password]", "body": "Tr0ub4dor&3"})
+    tools.run(
+        "save_memory",
+        {
+            "name": "staging_db_password",
+            "type": "project_fact",
+            "description": "The staging database password is [REDACTED:password]",
+            "body": "Tr0ub4dor&3",
+        },
+    )
     text = (store.root / "staging_db_password.md").read_text()
     assert "Tr0ub4dor" not in text and "[REDACTED:password]" in text
-    store.write("db", type="project_fact", description="Staging DB",
-                body="The password is Tr0ub4dor&amp;3 now.", secrets="redact")
+    store.write(
+        "db",
+        type="project_fact",
+        description="Staging DB",
+        body="The password is Tr0ub4dor&amp;3 now.",
+        secrets="redact",
+    )
     assert store.get("db").body == "The password is [REDACTED:password] now."
 
 
 def test_purge_removes_a_secret_from_history(store: MemoryStore, cli: CliFn) -> None:
     """rm --purge takes a memory and every kept version away for good, after confirming;
     NAME@vN purges one version."""
-    store.write("db", type="project_fact", description="DB", body="v1 Hunter22!x",
-                secrets="allow")
+    store.write("db", type="project_fact", description="DB", body="v1 Hunter22!x", secrets="allow")
     store.write("db", type="project_fact", description="DB", body="v2 clean")
     store.write("db", type="project_fact", description="DB", body="v3 clean")
     assert [v.version for v in store.history("db")] == [1, 2]
     r = cli("rm", "--purge", "db@v1")
-    assert r.code == 1 and r.err == ("memdir: error: purging version 1 of db cannot be undone"
-                                     " — confirm with --yes\n")
+    assert r.code == 1 and r.err == (
+        "memdir: error: purging version 1 of db cannot be undone — confirm with --yes\n"
+    )
     r = cli("rm", "--purge", "db@v1", "--yes")
     assert r.code == 0 and "Purged version 1 of db (1 version removed)" in r.out
     assert [v.version for v in store.history("db")] == [2]
@@ -124,12 +150,31 @@ def test_handed_over_conversations_are_private_and_redacted(tmp_path: Path) -> N
     release = threading.Event()
     worker = MemoryWorker(lambda kind, text: None, spool)
     worker.submit("slow", lambda: str(release.wait(10)) and None)
-    worker.submit("extract", lambda: None, {"messages": [
-        {"role": "user", "content": "the staging password is Tr0ub4dor&3, remember it"},
-        {"role": "assistant", "content": [{  # the agent's own call splits label and value
-            "type": "tool_use", "id": "call_Xk29pLq7ZaB3cD4eF5gH6iJ7", "name": "save_memory",
-            "input": {"name": "staging_password", "type": "project_fact",
-                      "description": "The staging database password", "body": "Tr0ub4dor&3"}}]}]})
+    worker.submit(
+        "extract",
+        lambda: None,
+        {
+            "messages": [
+                {"role": "user", "content": "the staging password is Tr0ub4dor&3, remember it"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {  # the agent's own call splits label and value
+                            "type": "tool_use",
+                            "id": "call_Xk29pLq7ZaB3cD4eF5gH6iJ7",
+                            "name": "save_memory",
+                            "input": {
+                                "name": "staging_password",
+                                "type": "project_fact",
+                                "description": "The staging database password",
+                                "body": "Tr0ub4dor&3",
+                            },
+                        }
+                    ],
+                },
+            ]
+        },
+    )
     assert worker.close(0.05) == ["slow", "extract"]
     release.set()
     files = list(spool.glob("*.json"))

@@ -67,7 +67,9 @@ def test_created_kept_updated_bumped_and_history(store: MemoryStore) -> None:
     store.restore("n")
     assert store.get("n").body == "v1"
     assert [v.body for v in (memfmt.loads(store.version_text("n", i)) for i in (1, 2))] == [
-        "v1", "v2"]
+        "v1",
+        "v2",
+    ]
 
 
 def test_identical_write_is_a_no_op(store: MemoryStore) -> None:
@@ -124,12 +126,14 @@ def test_overwrite_after_hand_edit_keeps_the_edit_in_history(store: MemoryStore)
 def test_hand_add_edit_rename_delete_are_noticed(store: MemoryStore) -> None:
     """The index follows files added, edited, renamed and deleted by hand on the next call."""
     root = store.root
-    (root / "by-hand.md").write_text("---\nname: by-hand\ntype: project_fact\ndescription: "
-                                     "added by hand\n---\nbody\n")
+    (root / "by-hand.md").write_text(
+        "---\nname: by-hand\ntype: project_fact\ndescription: added by hand\n---\nbody\n"
+    )
     assert [e.name for e in MemoryStore(root).entries()] == ["by-hand"]
     assert "added by hand" in store.index_path.read_text()
-    (root / "by-hand.md").write_text("---\nname: by-hand\ntype: project_fact\ndescription: "
-                                     "edited\n---\nbody\n")
+    (root / "by-hand.md").write_text(
+        "---\nname: by-hand\ntype: project_fact\ndescription: edited\n---\nbody\n"
+    )
     MemoryStore(root)
     assert "edited" in store.index_path.read_text()
     os.rename(root / "by-hand.md", root / "renamed.md")
@@ -204,7 +208,8 @@ def test_malformed_files_reported_untouched_and_never_break_listing(store: Memor
 def test_rule_bending_memory_is_listed_with_warning(store: MemoryStore) -> None:
     """Liberal reading: an unknown type or long description is listed, and doctor warns."""
     (store.root / "odd.md").write_text(
-        "---\nname: odd\ntype: idea\ndescription: " + "long " * 60 + "\n---\nbody\n")
+        "---\nname: odd\ntype: idea\ndescription: " + "long " * 60 + "\n---\nbody\n"
+    )
     fresh = MemoryStore(store.root)
     assert [e.name for e in fresh.entries()] == ["odd"]
     warnings = [p.reason for p in fresh.problems() if p.severity == "warning"]
@@ -237,11 +242,18 @@ def test_plan_is_validated_before_anything_changes(store: MemoryStore) -> None:
     """A plan with one bad change applies nothing."""
     store.write("keep", type="user_preference", description="d", body="b")
     bad_plans: list[tuple[list[Put | Remove], type[Exception]]] = [
-        ([Put(Memory("new1", "user_preference", "d")), Put(Memory("x", "nope", "d"))],
-         InvalidMemory),
+        (
+            [Put(Memory("new1", "user_preference", "d")), Put(Memory("x", "nope", "d"))],
+            InvalidMemory,
+        ),
         ([Put(Memory("new1", "user_preference", "d")), Remove("missing")], MemoryNotFound),
-        ([Put(Memory("new1", "user_preference", "d")),
-          Put(Memory("new1", "user_preference", "e"))], PlanError),
+        (
+            [
+                Put(Memory("new1", "user_preference", "d")),
+                Put(Memory("new1", "user_preference", "e")),
+            ],
+            PlanError,
+        ),
     ]
     for plan, error in bad_plans:
         with pytest.raises(error):
@@ -252,20 +264,28 @@ def test_plan_is_validated_before_anything_changes(store: MemoryStore) -> None:
 def test_apply_logs_operations(store: MemoryStore) -> None:
     """Each applied plan is one log entry with its changes and the versions they replaced."""
     store.write("a", type="user_preference", description="d", body="1")
-    op = store.apply([Put(Memory("a", "user_preference", "d", "2")),
-                      Put(Memory("b", "project_fact", "d", "x"))], source="test",
-                     summary="two changes")
+    op = store.apply(
+        [Put(Memory("a", "user_preference", "d", "2")), Put(Memory("b", "project_fact", "d", "x"))],
+        source="test",
+        summary="two changes",
+    )
     assert op is not None
     last = store.log()[-1]
     assert last.id == op.id and last.source == "test"
     assert [(c["name"], c["action"], c["before"]) for c in last.changes] == [
-        ("a", "update", 1), ("b", "create", None)]
+        ("a", "update", 1),
+        ("b", "create", None),
+    ]
 
 
 def test_unicode_name_maps_to_safe_file(store: MemoryStore) -> None:
     """A Chinese name is stored under its own, safe, file name and indexed."""
-    store.write("用户语言偏好", type="user_preference", description="用户偏好用中文交流和回复",
-                body="用户希望所有回复使用简体中文。")
+    store.write(
+        "用户语言偏好",
+        type="user_preference",
+        description="用户偏好用中文交流和回复",
+        body="用户希望所有回复使用简体中文。",
+    )
     assert (store.root / "用户语言偏好.md").is_file()
     assert index_names(store) == ["用户语言偏好"]
 
@@ -289,8 +309,12 @@ def test_memory_files_get_ordinary_permissions(store: MemoryStore) -> None:
 def _writer(root: str, worker: int, count: int) -> None:
     store = MemoryStore(root)
     for i in range(count):
-        store.write(f"w{worker}-{i}", type="project_fact", description=f"worker {worker} #{i}",
-                    body=f"value {worker}/{i}")
+        store.write(
+            f"w{worker}-{i}",
+            type="project_fact",
+            description=f"worker {worker} #{i}",
+            body=f"value {worker}/{i}",
+        )
         if i % 10 == 0:  # also overwrite a shared memory, to contend on one file
             store.write("shared", type="project_fact", description="shared", body=f"{worker}/{i}")
 
@@ -327,8 +351,9 @@ def _crashing_writer(root: str, ack_fd: int, seed: int) -> None:
         i += 1
         name = f"m{rng.randrange(12)}"
         if rng.random() < 0.2:
-            plan = [Put(Memory(f"batch{k}", "project_fact", f"batch {i}", f"b{i}"))
-                    for k in range(4)]
+            plan = [
+                Put(Memory(f"batch{k}", "project_fact", f"batch {i}", f"b{i}")) for k in range(4)
+            ]
             os.write(ack_fd, f"start batch {i}\n".encode())
             store.apply(plan)
             os.write(ack_fd, f"done batch {i}\n".encode())
@@ -410,8 +435,9 @@ def test_hand_written_notes_follow_one_rule(cli: CliFn, tmp_path: Path) -> None:
     root = tmp_path / ".memory"
     (root / "deploy-notes.md").write_text("# Deploys\nWe deploy on Fridays after lunch.\n")
     for i in range(5):
-        (root / f"hand-{i}.md").write_text(f"---\nname: hand-{i}\ntype: project_fact\n"
-                                           f"description: Hand note {i}\n---\nText {i}.\n")
+        (root / f"hand-{i}.md").write_text(
+            f"---\nname: hand-{i}\ntype: project_fact\ndescription: Hand note {i}\n---\nText {i}.\n"
+        )
     r = cli("doctor")
     assert "deploy-notes.md: a note without frontmatter" in r.out
     assert "timestamps" not in r.out
@@ -446,8 +472,11 @@ def test_undo_does_not_run_over_a_later_hand_edit(cli: CliFn, store: MemoryStore
 
 def test_a_secret_in_a_hand_written_key_does_not_survive_an_update(store: MemoryStore) -> None:
     path = store.root / "ci.md"
-    path.write_text("---\nname: ci\ntype: reference\ndescription: CI\ntoken: ghp_"
-                    + "Ab1" * 12 + "\n---\nCI notes.\n")
+    path.write_text(
+        "---\nname: ci\ntype: reference\ndescription: CI\ntoken: ghp_"
+        + "Ab1" * 12
+        + "\n---\nCI notes.\n"
+    )
     store.write("ci", type="reference", description="CI", body="CI notes, updated.")
     assert "ghp_" not in path.read_text() and "[REDACTED:" in path.read_text()
 

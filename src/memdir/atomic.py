@@ -34,8 +34,14 @@ def private(folder: Path) -> bool:
         return False
 
 
-def write_atomic(path: Path, data: bytes, *, sync: bool = True, mode: int | None = None,
-                 stage: Path | None = None) -> None:
+def write_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    sync: bool = True,
+    mode: int | None = None,
+    stage: Path | None = None,
+) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
 
     ``sync=False`` skips the fsyncs, for derived files that are rebuilt when found stale.
@@ -77,8 +83,7 @@ def fsync_dir(path: Path) -> None:
 
 def append_nofollow(path: Path, data: bytes, *, sync: bool = False) -> None:
     """Append ``data`` to ``path`` in one write, refusing to follow a symbolic link."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
-                 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
         os.write(fd, data)
         if sync:

@@ -33,8 +33,9 @@ class CacheDB:
             self.db = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), timeout=10, isolation_level=None,
-                             check_same_thread=False)
+        db = sqlite3.connect(
+            str(self.path), timeout=10, isolation_level=None, check_same_thread=False
+        )
         if self.path != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
         db.execute("PRAGMA synchronous=OFF")  # a cache: losing the tail costs a rebuild only
@@ -64,16 +65,16 @@ class CacheDB:
             part = list(values[i : i + 500])
             yield from self.db.execute(sql.format(",".join("?" * len(part))), part)
 
-    def compare(self, current: dict[str, str | None], only: list[str] | None
-                ) -> tuple[list[str], list[str]]:
+    def compare(
+        self, current: dict[str, str | None], only: list[str] | None
+    ) -> tuple[list[str], list[str]]:
         """The keys of ``current`` (key -> file identity) to read again, and the cached keys
         to drop. A None identity is always read again (the file changed too recently for its
         identity to be trusted). With ``only``, just those keys are compared."""
         if only is None:
             indexed = dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
         else:
-            indexed = dict(self.select_in("SELECT key, identity FROM docs WHERE key IN ({})",
-                                          only))
+            indexed = dict(self.select_in("SELECT key, identity FROM docs WHERE key IN ({})", only))
         stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
         removed = [k for k in indexed if k not in current]
         return stale, removed

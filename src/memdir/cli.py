@@ -31,25 +31,51 @@ from .scopes import PROJECT, route
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--dir", "dir_", type=click.Path(file_okay=False, path_type=Path),
-              help="The memory folder (default ./.memory, or $MEMDIR_DIR).")
-@click.option("--provider", type=click.Choice(["anthropic", "openai", "claude-code", "codex"]),
-              help="LLM provider (claude-code and codex run the host's CLI headless).")
+@click.option(
+    "--dir",
+    "dir_",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The memory folder (default ./.memory, or $MEMDIR_DIR).",
+)
+@click.option(
+    "--provider",
+    type=click.Choice(["anthropic", "openai", "claude-code", "codex"]),
+    help="LLM provider (claude-code and codex run the host's CLI headless).",
+)
 @click.option("--model", help="Main (agent) model.")
 @click.option("--memory-model", help="Cheaper model for memory operations.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds per model request.")
 @click.option("--max-retries", type=click.IntRange(min=0), help="Retries of a failed request.")
-@click.option("--also", multiple=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Another store to recall from, read-only (repeatable).")
+@click.option(
+    "--also",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Another store to recall from, read-only (repeatable).",
+)
 @click.version_option(package_name="memdir")
 @click.pass_context
-def cli(ctx: click.Context, dir_: Path | None, provider: str | None, model: str | None,
-        memory_model: str | None, timeout: float | None, max_retries: int | None,
-        also: tuple[Path, ...]) -> None:
+def cli(
+    ctx: click.Context,
+    dir_: Path | None,
+    provider: str | None,
+    model: str | None,
+    memory_model: str | None,
+    timeout: float | None,
+    max_retries: int | None,
+    also: tuple[Path, ...],
+) -> None:
     """Long-term memory for LLM agents, kept as a folder of Markdown files."""
-    ctx.obj = Ctx({"dir": dir_, "provider": provider, "model": model,
-                   "memory_model": memory_model, "timeout": timeout,
-                   "max_retries": max_retries, "also": also})
+    ctx.obj = Ctx(
+        {
+            "dir": dir_,
+            "provider": provider,
+            "model": model,
+            "memory_model": memory_model,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "also": also,
+        }
+    )
 
 
 @cli.command()
@@ -85,8 +111,16 @@ def _read_body(body: str | None, body_file: Path | None) -> str:
 @click.option("--allow-secret", is_flag=True, help="Store text that looks like a credential.")
 @scope_option(None, writes=True)
 @pass_ctx
-def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
-        body_file: Path | None, allow_secret: bool, scope: str | None) -> None:
+def add(
+    c: Ctx,
+    name: str,
+    type_: str,
+    description: str,
+    body: str | None,
+    body_file: Path | None,
+    allow_secret: bool,
+    scope: str | None,
+) -> None:
     """Create or update the memory NAME (user_preference goes to the user's own store)."""
     text = _read_body(body, body_file)
     scope = route(c.config, type_, scope)
@@ -94,8 +128,14 @@ def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
     store = c.store if scope == PROJECT else c.scopes(require=False).writable(scope)
     existed = name in store
     before = store.get(name).digest if existed else None
-    mem = store.write(name, type=type_, description=description, body=text, source="cli",
-                      secrets="allow" if allow_secret else "refuse")
+    mem = store.write(
+        name,
+        type=type_,
+        description=description,
+        body=text,
+        source="cli",
+        secrets="allow" if allow_secret else "refuse",
+    )
     if existed and mem.digest == before:
         click.echo(f"Unchanged {mem.name}: it already says exactly this.")
         return
@@ -112,8 +152,9 @@ def add(c: Ctx, name: str, type_: str, description: str, body: str | None,
 def list_(c: Ctx, type_: str | None, scope: str, as_json: bool) -> None:
     """List memories: name, type, description (and scope, when there are several)."""
     scopes = c.scopes(scope)
-    rows = [(sc.name, e, shown) for sc, e, shown in scopes.located()
-            if type_ is None or e.type == type_]
+    rows = [
+        (sc.name, e, shown) for sc, e, shown in scopes.located() if type_ is None or e.type == type_
+    ]
     if as_json:
         emit_json([{**e.to_dict(), "name": shown, "scope": sc} for sc, e, shown in rows])
         return
@@ -130,8 +171,10 @@ def list_(c: Ctx, type_: str | None, scope: str, as_json: bool) -> None:
     for sc, e, shown in rows:
         pin = " 📌" if e.pinned else ""
         where = f"{pad(sc, swidth)}  " if several else ""
-        click.echo(f"{where}{pad(shown, width)}  {pad(for_terminal(e.type), twidth)}"
-                   f"  {for_terminal(e.description)}{pin}")
+        click.echo(
+            f"{where}{pad(shown, width)}  {pad(for_terminal(e.type), twidth)}"
+            f"  {for_terminal(e.description)}{pin}"
+        )
 
 
 @cli.command(short_help="Print the memory NAME (or NAME@vN).")
@@ -161,8 +204,12 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
 @cli.command(short_help="Rename a memory, or move it to another scope.")
 @click.argument("old")
 @click.argument("new", required=False)
-@click.option("--scope", "to", type=click.Choice(["project", "user"]),
-              help="Move OLD to this scope's store (its history stays where it was).")
+@click.option(
+    "--scope",
+    "to",
+    type=click.Choice(["project", "user"]),
+    help="Move OLD to this scope's store (its history stays where it was).",
+)
 @pass_ctx
 def mv(c: Ctx, old: str, new: str | None, to: str | None) -> None:
     """Rename the memory OLD to NEW (its history moves with it), or move it to another
@@ -181,11 +228,16 @@ def mv(c: Ctx, old: str, new: str | None, to: str | None) -> None:
     if name in target:
         fail(f"the {to} store already has {name} — rename one first ('memdir mv')")
     mem = source.get(name)
-    target.apply([Put(mem.replace(name=new or name), reason=f"moved from the {here} store")],
-                  source="cli", summary=f"moved {name} from {here}")
+    target.apply(
+        [Put(mem.replace(name=new or name), reason=f"moved from the {here} store")],
+        source="cli",
+        summary=f"moved {name} from {here}",
+    )
     source.delete(name, reason=f"moved to the {to} store", source="cli")
-    click.echo(f"Moved {name} from the {here} store to the {to} store"
-               f" ({target.root / f'{new or name}.md'}).")
+    click.echo(
+        f"Moved {name} from the {here} store to the {to} store"
+        f" ({target.root / f'{new or name}.md'})."
+    )
 
 
 @cli.command(short_help="Pin NAME: first in the index, never auto-changed.")
@@ -239,19 +291,22 @@ def edit(c: Ctx, name: str, scope: str | None) -> None:
         try:
             new = memfmt.loads(edited)
             if new.name != mem.name:
-                raise InvalidMemory(f"the name must stay {mem.name!r} — use 'memdir mv' to"
-                                    " rename")
+                raise InvalidMemory(f"the name must stay {mem.name!r} — use 'memdir mv' to rename")
             new = memfmt.validate_new(new, store.config.types)
-            store.apply([Put(new, reason="edited by hand", expect=mem.digest,
-                             merge_extra=False)], source="edit")
+            store.apply(
+                [Put(new, reason="edited by hand", expect=mem.digest, merge_extra=False)],
+                source="edit",
+            )
         except MemdirError as exc:  # invalid, a secret, changed meanwhile: never lose the text
             click.echo(f"memdir: error: {exc}", err=True)
             if sys.stdin.isatty() and click.confirm("Reopen the editor?", default=True):
                 text = edited
                 continue
             kept = _keep_edit(name, edited)
-            fail(f"the edit was not saved; your text is in {kept} — fix it and run"
-                 f" 'memdir edit {name}' again")
+            fail(
+                f"the edit was not saved; your text is in {kept} — fix it and run"
+                f" 'memdir edit {name}' again"
+            )
         break
     click.echo(f"Saved {mem.name}.")
 
@@ -259,8 +314,9 @@ def edit(c: Ctx, name: str, scope: str | None) -> None:
 @cli.command(short_help="Delete the memory NAME (it stays in history; --purge: for good).")
 @click.argument("name")
 @scope_option(None, writes=True)
-@click.option("--purge", is_flag=True,
-              help="Remove it and its history for good (NAME@vN: only that version).")
+@click.option(
+    "--purge", is_flag=True, help="Remove it and its history for good (NAME@vN: only that version)."
+)
 @click.option("--yes", is_flag=True, help="Do not ask before --purge.")
 @pass_ctx
 def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
@@ -282,21 +338,28 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
         return
     store.delete(name, reason="removed with memdir rm", source="cli")
     again = f"memdir restore {name}" + ("" if where == PROJECT else f" --scope {where}")
-    click.echo(f"Deleted {name}{'' if where == PROJECT else f' from the {where} store'};"
-               f" '{again}' brings it back.")
+    click.echo(
+        f"Deleted {name}{'' if where == PROJECT else f' from the {where} store'};"
+        f" '{again}' brings it back."
+    )
 
 
 @cli.command(short_help="Search memories (BM25, with meaning when memdir[embed] is in).")
 @click.argument("query", nargs=-1, required=True)
-@click.option("-k", "k", default=5, show_default=True, type=click.IntRange(1, 1000),
-              help="How many results.")
-@click.option("--explain", is_flag=True,
-              help="Show each method's rank and score: BM25, and embedding similarity.")
+@click.option(
+    "-k", "k", default=5, show_default=True, type=click.IntRange(1, 1000), help="How many results."
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Show each method's rank and score: BM25, and embedding similarity.",
+)
 @scope_option("all")
 @json_option
 @pass_ctx
-def search(c: Ctx, query: tuple[str, ...], k: int, explain: bool, scope: str,
-           as_json: bool) -> None:
+def search(
+    c: Ctx, query: tuple[str, ...], k: int, explain: bool, scope: str, as_json: bool
+) -> None:
     """Search names, descriptions and bodies of every scope: BM25 (scores comparable across
     stores), fused with embedding similarity when memdir[embed] is installed (see 'embedder'
     in config.toml)."""
@@ -304,10 +367,26 @@ def search(c: Ctx, query: tuple[str, ...], k: int, explain: bool, scope: str,
     hits = scopes.hits(" ".join(query), k, explain=explain)
     several = len(scopes.stores()) > 1
     if as_json:
-        emit_json([{**e.to_dict(), "scope": sc.name, "score": round(r.score, 4),
-                    **({"bm25_rank": r.bm25_rank, "bm25": _round(r.bm25),
-                        "dense_rank": r.dense_rank, "cosine": _round(r.cosine)}
-                       if explain else {})} for sc, e, r in hits])
+        emit_json(
+            [
+                {
+                    **e.to_dict(),
+                    "scope": sc.name,
+                    "score": round(r.score, 4),
+                    **(
+                        {
+                            "bm25_rank": r.bm25_rank,
+                            "bm25": _round(r.bm25),
+                            "dense_rank": r.dense_rank,
+                            "cosine": _round(r.cosine),
+                        }
+                        if explain
+                        else {}
+                    ),
+                }
+                for sc, e, r in hits
+            ]
+        )
         return
     if explain:
         click.echo(scopes.ranking_note())
@@ -315,8 +394,10 @@ def search(c: Ctx, query: tuple[str, ...], k: int, explain: bool, scope: str,
         click.echo("No matching memories.")
     for sc, e, r in hits:
         where = f"[{sc.name}] " if several else ""
-        click.echo(f"{r.score:6.2f}  {where}{e.name}  ({for_terminal(e.type)}) —"
-                   f" {for_terminal(e.description)}")
+        click.echo(
+            f"{r.score:6.2f}  {where}{e.name}  ({for_terminal(e.type)}) —"
+            f" {for_terminal(e.description)}"
+        )
         if explain:
             bm25 = "—" if r.bm25_rank is None else f"#{r.bm25_rank} ({r.bm25:.2f})"
             dense = "—" if r.dense_rank is None else f"#{r.dense_rank} ({r.cosine:.3f})"
@@ -331,13 +412,25 @@ def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
     from . import cli_hooks, cli_llm, cli_trust, cli_upkeep, cli_versions
 
-    for command in (*cli_versions.COMMANDS, *cli_upkeep.COMMANDS, *cli_llm.COMMANDS,
-                    *cli_hooks.COMMANDS, *cli_trust.COMMANDS):
+    for command in (
+        *cli_versions.COMMANDS,
+        *cli_upkeep.COMMANDS,
+        *cli_llm.COMMANDS,
+        *cli_hooks.COMMANDS,
+        *cli_trust.COMMANDS,
+    ):
         cli.add_command(command)
 
 
-GLOBAL_OPTIONS = {"--dir", "--provider", "--model", "--memory-model", "--timeout",
-                  "--max-retries", "--also"}
+GLOBAL_OPTIONS = {
+    "--dir",
+    "--provider",
+    "--model",
+    "--memory-model",
+    "--timeout",
+    "--max-retries",
+    "--also",
+}
 
 
 def hoist_global_options(args: list[str]) -> list[str]:
@@ -399,8 +492,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
-        click.echo(f"memdir: error: {exc.strerror or exc}{where} — check the path and its"
-                   " permissions", err=True)
+        click.echo(
+            f"memdir: error: {exc.strerror or exc}{where} — check the path and its permissions",
+            err=True,
+        )
         sys.exit(1)
     except click.Abort:
         click.echo("memdir: aborted", err=True)

@@ -50,8 +50,13 @@ class Ctx:
         if self._store is None:
             progress = _Progress() if sys.stderr.isatty() else None
             try:
-                self._store = MemoryStore(self.config.dir, self.config, create=self.create_store,
-                                          watch=None, progress=progress)
+                self._store = MemoryStore(
+                    self.config.dir,
+                    self.config,
+                    create=self.create_store,
+                    watch=None,
+                    progress=progress,
+                )
             finally:
                 if progress is not None:
                     progress.close()
@@ -78,9 +83,12 @@ class Ctx:
             if left and not store.read_only:
                 started = embed_in_background(store.root)
                 if started:
-                    click.echo(f"memdir: {left} memories are being embedded in the background;"
-                               " until then search finds them by their words ('memdir index'"
-                               " embeds them now)", err=True)
+                    click.echo(
+                        f"memdir: {left} memories are being embedded in the background;"
+                        " until then search finds them by their words ('memdir index'"
+                        " embeds them now)",
+                        err=True,
+                    )
 
     def scopes(self, scope: str | None = None, *, require: bool = True) -> Scopes:
         """The project, user and shared stores (``scope``: only project or user; "all" or
@@ -92,8 +100,12 @@ class Ctx:
             for _, store in self._scopes.stores():
                 self._pace(store)
         scopes = self._scopes
-        if require and scope in (None, "all", PROJECT) and scopes.project is None \
-                and self.config.dir_source in ("flag", "env"):
+        if (
+            require
+            and scope in (None, "all", PROJECT)
+            and scopes.project is None
+            and self.config.dir_source in ("flag", "env")
+        ):
             _ = self.store  # a store named with --dir or MEMDIR_DIR must exist: say so
         if scope in (PROJECT, USER):
             scopes = scopes.only(scope)
@@ -101,13 +113,16 @@ class Ctx:
             if scope is None or scope == "all" or scope == PROJECT:
                 _ = self.store  # the usual "no memory store at X" error
             if scope == USER:
-                raise StoreNotFound("the user store is turned off (user_dir = \"none\" in "
-                                    "config.toml, or MEMDIR_USER_DIR=none)")
+                raise StoreNotFound(
+                    'the user store is turned off (user_dir = "none" in '
+                    "config.toml, or MEMDIR_USER_DIR=none)"
+                )
             raise StoreNotFound(f"no {scope} store yet — 'memdir add --scope {scope}' creates it")
         return scopes
 
-    def pick(self, spec: str, scope: str | None = None, *, write: bool = False
-             ) -> tuple[MemoryStore, str, str]:
+    def pick(
+        self, spec: str, scope: str | None = None, *, write: bool = False
+    ) -> tuple[MemoryStore, str, str]:
         """The store, real name and scope of the memory ``spec`` (``NAME`` or ``user:NAME``):
         the named or given scope, else the first scope holding it (project first), else the
         project's. ``write``: the scope must be writable."""
@@ -127,8 +142,7 @@ class Ctx:
                 shown = [name for _, _, name in scopes.located()]
                 close = difflib.get_close_matches(spec, shown, n=1, cutoff=0.75)
                 if close:
-                    raise MemoryNotFound(f"no memory named {spec!r} — did you mean"
-                                         f" {close[0]!r}?")
+                    raise MemoryNotFound(f"no memory named {spec!r} — did you mean {close[0]!r}?")
                 found = scopes.scope(PROJECT)
         if write:
             return scopes.writable(found.name), spec, found.name
@@ -166,8 +180,9 @@ class _Progress:
         if self.bar is None:
             if time.monotonic() - self.start < 1.0 or total - done < 100:
                 return
-            self.bar = click.progressbar(length=total, label=self.label,
-                                         file=sys.stderr, show_eta=True)
+            self.bar = click.progressbar(
+                length=total, label=self.label, file=sys.stderr, show_eta=True
+            )
             self.bar.__enter__()
         self.bar.update(done - self.done)
         self.done = done
@@ -196,8 +211,9 @@ def fail(message: str) -> NoReturn:
     raise MemdirError(message)
 
 
-def scope_option(default: str | None, writes: bool = False,
-                 holds: bool = False) -> Callable[[F], F]:
+def scope_option(
+    default: str | None, writes: bool = False, holds: bool = False
+) -> Callable[[F], F]:
     """``--scope``: project, user (or all, for reads). ``holds``: the scope whose store holds
     the memory named (default: the first that does, project first)."""
     choices = ["project", "user"] if writes else ["project", "user", "all"]
@@ -207,8 +223,9 @@ def scope_option(default: str | None, writes: bool = False,
         what = "where to write (default: user for user_preference, else project)"
     else:
         what = f"which {'store' if writes else 'stores'} (default: {default})"
-    option: Callable[[F], F] = click.option("--scope", type=click.Choice(choices),
-                                            default=default, help=f"Scope: {what}.")
+    option: Callable[[F], F] = click.option(
+        "--scope", type=click.Choice(choices), default=default, help=f"Scope: {what}."
+    )
     return option
 
 
@@ -230,6 +247,8 @@ def existing_store(c: Ctx, scope: str) -> MemoryStore:
     scopes = c.scopes(scope)
     found = scopes.stores()
     if not found:
-        raise StoreNotFound(f"no {scope} store yet at {scopes.scope(scope).root} — "
-                            f"'memdir add --scope {scope}' creates it")
+        raise StoreNotFound(
+            f"no {scope} store yet at {scopes.scope(scope).root} — "
+            f"'memdir add --scope {scope}' creates it"
+        )
     return found[0][1]

@@ -20,8 +20,10 @@ HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
 @click.command("hook", short_help="Run as a Claude Code or Codex hook.")
 @click.argument("kind", type=click.Choice(["prompt", "learn"]))
-@click.option("--host", help="The host that runs the hook: claude-code or codex (another"
-              " name is used as no host).")
+@click.option(
+    "--host",
+    help="The host that runs the hook: claude-code or codex (another name is used as no host).",
+)
 @click.option("--worker", "job", type=click.Path(path_type=Path), hidden=True)
 @pass_ctx
 def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
@@ -49,23 +51,33 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
             try:
                 store_dir = hooks._config_for(event).dir
                 if (store_dir / INTERNAL).is_dir():
-                    hooks.log_line(store_dir, {"hook": kind, "host": host,
-                                               "status": "error", "error": str(exc)})
+                    hooks.log_line(
+                        store_dir,
+                        {"hook": kind, "host": host, "status": "error", "error": str(exc)},
+                    )
             except Exception:  # the log is best effort
                 pass
+
 
 @click.group("hooks")
 def hooks_group() -> None:
     """Install memdir's hooks into Claude Code or Codex."""
+
 
 def _where(user: bool) -> str:
     return "user" if user else "project"
 
 
 def _scope_option(what: str) -> Callable[[F], F]:
-    return click.option("--scope", type=click.Choice(["project", "user"]), default="project",
-                        show_default=True, help=f"{what}: this project, or the user's own"
-                        " settings (every project: ~/.claude, ~/.codex).")
+    return click.option(
+        "--scope",
+        type=click.Choice(["project", "user"]),
+        default="project",
+        show_default=True,
+        help=f"{what}: this project, or the user's own"
+        " settings (every project: ~/.claude, ~/.codex).",
+    )
+
 
 @hooks_group.command("install", short_help="Add memdir's hooks to HOST's settings.")
 @click.argument("host", type=HOST_CHOICE)
@@ -80,9 +92,12 @@ def install(host: str, scope: str) -> None:
     if diff:
         click.echo(f"Installed memdir's hooks for {host} ({_where(user)}) in {path}.")
     if host == "codex":
-        click.echo("Codex runs hooks only with its hooks feature on: add [features]"
-                   " hooks = true (codex_hooks = true in older versions) to"
-                   " ~/.codex/config.toml.")
+        click.echo(
+            "Codex runs hooks only with its hooks feature on: add [features]"
+            " hooks = true (codex_hooks = true in older versions) to"
+            " ~/.codex/config.toml."
+        )
+
 
 @hooks_group.command("uninstall")
 @click.argument("host", type=HOST_CHOICE)

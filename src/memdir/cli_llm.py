@@ -30,8 +30,9 @@ def build_model(c: Ctx, *, memory: bool) -> ChatModel:
     from .providers import make_model
 
     store = c.store_or_none()
-    return make_model(c.config, memory=memory,
-                      usage_log=store.internal / USAGE if store is not None else None)
+    return make_model(
+        c.config, memory=memory, usage_log=store.internal / USAGE if store is not None else None
+    )
 
 
 def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dict[str, Any]]:
@@ -65,14 +66,17 @@ def read_transcript(path: Path) -> list[dict[str, Any]]:
             try:
                 rows.append(json.loads(line))
             except ValueError:
-                raise MemdirError(f"{path}:{n} is not JSON — pass a JSON list of messages or a"
-                                  " JSONL transcript") from None
+                raise MemdirError(
+                    f"{path}:{n} is not JSON — pass a JSON list of messages or a JSONL transcript"
+                ) from None
     from .integrations.transcripts import message_from_row
 
     messages = [m for m in map(message_from_row, rows) if m is not None]
     if not messages:
-        raise MemdirError(f"{path} holds no user or assistant messages — pass a JSON list of"
-                          " {role, content} objects or a JSONL transcript")
+        raise MemdirError(
+            f"{path} holds no user or assistant messages — pass a JSON list of"
+            " {role, content} objects or a JSONL transcript"
+        )
     return messages
 
 
@@ -84,8 +88,9 @@ def read_session_file(path: Path) -> list[dict[str, Any]]:
         try:
             messages = read_session(path)
         except OSError as exc:
-            raise MemdirError(f"cannot read {path} ({exc.strerror}) — pass a readable"
-                              " file") from None
+            raise MemdirError(
+                f"cannot read {path} ({exc.strerror}) — pass a readable file"
+            ) from None
         if messages:
             return messages
     return read_transcript(path)
@@ -126,13 +131,15 @@ def check_endpoint(config: Any) -> None:
         socket.create_connection((url.hostname or "localhost", port), timeout=3).close()
     except OSError as exc:
         var = "ANTHROPIC_BASE_URL" if config.provider in (None, "anthropic") else "OPENAI_BASE_URL"
-        raise LLMUnavailable(f"the model endpoint {config.base_url} is not reachable"
-                             f" ({exc.strerror or exc}) — start the server or fix {var}"
-                             ) from None
+        raise LLMUnavailable(
+            f"the model endpoint {config.base_url} is not reachable"
+            f" ({exc.strerror or exc}) — start the server or fix {var}"
+        ) from None
 
 
-def new_session(c: Ctx, out: Any = None, *, yes: bool = False, interactive: bool = False
-                ) -> Session:
+def new_session(
+    c: Ctx, out: Any = None, *, yes: bool = False, interactive: bool = False
+) -> Session:
     """An agent session in the current folder with the configured models. Commands and file
     changes need approval: asked on a terminal, else allowed by --yes or the 'allow' rules."""
     from .agent.permissions import Gate
@@ -144,8 +151,7 @@ def new_session(c: Ctx, out: Any = None, *, yes: bool = False, interactive: bool
     gate = Gate(rules=c.config.allow, yes=yes, ask=ask_on_terminal if interactive else None)
     kwargs = {"out": out} if out is not None else {}
     store = c.store
-    return Session(store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(),
-                   **kwargs)
+    return Session(store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(), **kwargs)
 
 
 def optional_model(c: Ctx) -> ChatModel | None:
@@ -162,6 +168,7 @@ def optional_model(c: Ctx) -> ChatModel | None:
 def llm() -> None:
     """Language-model configuration."""
 
+
 @llm.command("check", short_help="One tiny request: provider, model, latency.")
 @click.option("--memory", "memory", is_flag=True, help="Check the memory model instead.")
 @json_option
@@ -170,40 +177,61 @@ def llm_check(c: Ctx, memory: bool, as_json: bool) -> None:
     """Send one tiny request and report provider, model, latency and tokens."""
     model = build_model(c, memory=memory)
     start = time.perf_counter()
-    reply = model.complete(system="You are a connectivity check.", purpose="check",
-                           messages=[{"role": "user", "content": "Reply with the word: ok"}],
-                           max_tokens=16)
+    reply = model.complete(
+        system="You are a connectivity check.",
+        purpose="check",
+        messages=[{"role": "user", "content": "Reply with the word: ok"}],
+        max_tokens=16,
+    )
     latency = (time.perf_counter() - start) * 1000
-    data = {"provider": model.provider, "model": reply.model or model.model,
-            "latency_ms": round(latency), "input_tokens": reply.usage.input_tokens,
-            "output_tokens": reply.usage.output_tokens, "reply": reply.text.strip()}
+    data = {
+        "provider": model.provider,
+        "model": reply.model or model.model,
+        "latency_ms": round(latency),
+        "input_tokens": reply.usage.input_tokens,
+        "output_tokens": reply.usage.output_tokens,
+        "reply": reply.text.strip(),
+    }
     if as_json:
         emit_json(data)
         return
-    click.echo(f"provider: {data['provider']}\nmodel: {data['model']}\n"
-               f"latency: {data['latency_ms']} ms\n"
-               f"tokens: {data['input_tokens']} in, {data['output_tokens']} out\n"
-               f"reply: {data['reply']}")
+    click.echo(
+        f"provider: {data['provider']}\nmodel: {data['model']}\n"
+        f"latency: {data['latency_ms']} ms\n"
+        f"tokens: {data['input_tokens']} in, {data['output_tokens']} out\n"
+        f"reply: {data['reply']}"
+    )
+
 
 @click.command("recall", short_help="Print what would be injected for TEXT.")
 @click.argument("text", nargs=-1)
-@click.option("--messages", "messages_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="A JSON list of messages (Anthropic format) instead of TEXT.")
+@click.option(
+    "--messages",
+    "messages_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A JSON list of messages (Anthropic format) instead of TEXT.",
+)
 @click.option("--no-llm", is_flag=True, help="Select with search only.")
 @click.option("--explain", is_flag=True, help="Show candidates, scores and the path taken.")
 @click.option("-k", "max_items", type=click.IntRange(1, 50), help="At most this many.")
 @json_option
 @pass_ctx
-def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bool,
-           explain: bool, max_items: int | None, as_json: bool) -> None:
+def recall(
+    c: Ctx,
+    text: tuple[str, ...],
+    messages_file: Path | None,
+    no_llm: bool,
+    explain: bool,
+    max_items: int | None,
+    as_json: bool,
+) -> None:
     """Print the <relevant_memories> block that would be injected for TEXT (or stdin)."""
     from .recall import render_block, select
 
     messages = read_messages(text, messages_file)
     model = None if no_llm else optional_model(c)
     scopes = c.scopes()
-    sel = select(scopes, messages, model,
-                 max_items=max_items or c.config.recall_max_items)
+    sel = select(scopes, messages, model, max_items=max_items or c.config.recall_max_items)
     if no_llm:
         sel.note = "--no-llm"
     block = render_block(scopes, sel.names, c.config.recall_token_budget)
@@ -219,6 +247,7 @@ def recall(c: Ctx, text: tuple[str, ...], messages_file: Path | None, no_llm: bo
         click.echo("")
     click.echo(block or "(no relevant memories)")
 
+
 @click.command("extract", short_help="Learn memories from a conversation file.")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @click.option("--dry-run", is_flag=True, help="Show what would be saved; change nothing.")
@@ -233,17 +262,27 @@ def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: boo
     c.create_store = True
     messages = read_session_file(file)
     user = c.user_store_for_learning()
-    result = extract_memories(c.store, messages, build_model(c, memory=True),
-                              apply=not dry_run, user_store=user, said_at=said_at)
-    changes = [("project", ch) for ch in result.changes] + [("user", ch)
-                                                            for ch in result.user_changes]
+    result = extract_memories(
+        c.store,
+        messages,
+        build_model(c, memory=True),
+        apply=not dry_run,
+        user_store=user,
+        said_at=said_at,
+    )
+    changes = [("project", ch) for ch in result.changes] + [
+        ("user", ch) for ch in result.user_changes
+    ]
     if as_json:
-        emit_json({"changes": [{**ch.memory.to_dict(), "scope": scope}
-                               for scope, ch in changes],
-                   "dropped": result.dropped, "new_messages": result.new_messages,
-                   "operation": result.operation.id if result.operation else None,
-                   "user_operation": (result.user_operation.id if result.user_operation
-                                      else None)})
+        emit_json(
+            {
+                "changes": [{**ch.memory.to_dict(), "scope": scope} for scope, ch in changes],
+                "dropped": result.dropped,
+                "new_messages": result.new_messages,
+                "operation": result.operation.id if result.operation else None,
+                "user_operation": (result.user_operation.id if result.user_operation else None),
+            }
+        )
         return
     if result.new_messages == 0:
         click.echo("Nothing new in this conversation since the last extraction.")
@@ -259,17 +298,26 @@ def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: boo
     if result.user_operation:
         click.echo("Undo the user store's part with 'memdir undo --scope user'.")
 
+
 @click.command("consolidate", short_help="Merge duplicates and retire stale memories.")
 @click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
 @click.option("--force", is_flag=True, help="Allow retiring more than the configured share.")
-@click.option("--all", "whole", is_flag=True,
-              help="Look at every memory, not only those changed since the last run.")
-@click.option("--scope", type=click.Choice(["project", "user"]), default="project",
-              show_default=True, help="Which store: scopes are never merged together.")
+@click.option(
+    "--all",
+    "whole",
+    is_flag=True,
+    help="Look at every memory, not only those changed since the last run.",
+)
+@click.option(
+    "--scope",
+    type=click.Choice(["project", "user"]),
+    default="project",
+    show_default=True,
+    help="Which store: scopes are never merged together.",
+)
 @json_option
 @pass_ctx
-def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str,
-                as_json: bool) -> None:
+def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str, as_json: bool) -> None:
     """Merge duplicate memories and retire stale ones (asks the memory model).
 
     Without --all, only memories created or changed since the last run are looked at,
@@ -278,12 +326,21 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str,
 
     def progress(done: int, total: int, calls: int) -> None:
         if sys.stderr.isatty():
-            click.echo(f"\rconsolidating: batch {done} of {total}, {calls} model calls",
-                       err=True, nl=done == total)
+            click.echo(
+                f"\rconsolidating: batch {done} of {total}, {calls} model calls",
+                err=True,
+                nl=done == total,
+            )
 
     store = c.store if scope == "project" else c.scopes(require=False).writable(scope)
-    plan = consolidate_memories(store, build_model(c, memory=True), force=force,
-                                dry_run=dry_run, whole=whole, progress=progress)
+    plan = consolidate_memories(
+        store,
+        build_model(c, memory=True),
+        force=force,
+        dry_run=dry_run,
+        whole=whole,
+        progress=progress,
+    )
     if as_json:
         emit_json(plan.to_dict())
         return
@@ -292,16 +349,20 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str,
     if plan.is_empty():
         click.echo("Nothing to consolidate.")
     if plan.left:
-        click.echo(f"{len(plan.left)} changed memories are left for the next run (the"
-                   " call budget ran out); 'memdir consolidate --all' looks at everything.")
+        click.echo(
+            f"{len(plan.left)} changed memories are left for the next run (the"
+            " call budget ran out); 'memdir consolidate --all' looks at everything."
+        )
     elif dry_run:
         click.echo("Dry run: nothing changed. Run without --dry-run to apply.")
     elif not plan.is_empty():
         click.echo("Applied. Undo with 'memdir undo'.")
 
+
 @click.command("chat")
-@click.option("--yes", "-y", is_flag=True,
-              help="Let the agent run commands and write files without asking.")
+@click.option(
+    "--yes", "-y", is_flag=True, help="Let the agent run commands and write files without asking."
+)
 @pass_ctx
 def chat_cmd(c: Ctx, yes: bool) -> None:
     """Talk to the coding agent; it remembers across sessions. It asks before it runs a
@@ -311,11 +372,16 @@ def chat_cmd(c: Ctx, yes: bool) -> None:
     c.create_store = True
     chat(new_session(c, yes=yes, interactive=sys.stdin.isatty()))
 
+
 @click.command("run", short_help="Run one agent turn for TASK.")
 @click.argument("task", nargs=-1)
-@click.option("--yes", "-y", is_flag=True,
-              help="Let the agent run commands and write files (else only what the"
-                   " 'allow' rules in config.toml permit).")
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Let the agent run commands and write files (else only what the"
+    " 'allow' rules in config.toml permit).",
+)
 @json_option
 @pass_ctx
 def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
@@ -337,41 +403,82 @@ def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
         session.close()
     if as_json:
         changes = [op.to_dict() for op in c.store.log(50) if op.id not in before]
-        emit_json({"reply": turn.text, "recalled": turn.recalled,
-                   "interrupted": turn.interrupted, "transcript": session.messages,
-                   "memory_changes": changes,
-                   "events": [{"kind": k, "text": t} for k, t in session.events]})
+        emit_json(
+            {
+                "reply": turn.text,
+                "recalled": turn.recalled,
+                "interrupted": turn.interrupted,
+                "transcript": session.messages,
+                "memory_changes": changes,
+                "events": [{"kind": k, "text": t} for k, t in session.events],
+            }
+        )
     elif turn.interrupted:
         raise MemdirError("the turn was interrupted")
+
 
 @click.command("mcp", short_help="Serve the memory to an agent host over MCP.")
 @click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
 @click.option("--host", help="Address to listen on with --http (default 127.0.0.1 only).")
-@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True,
-              help="Port for --http.")
-@click.option("--token", envvar="MEMDIR_MCP_TOKEN", show_envvar=True,
-              help="The bearer token --http requires (default: one generated and kept"
-                   " owner-only; required beyond loopback).")
-@click.option("--allow-origin", "origins", multiple=True,
-              help="A browser Origin allowed to call --http, exactly (repeatable).")
-@click.option("--allow-host", "hosts", multiple=True,
-              help="Another Host name clients use to reach --http (repeatable).")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8765,
+    show_default=True,
+    help="Port for --http.",
+)
+@click.option(
+    "--token",
+    envvar="MEMDIR_MCP_TOKEN",
+    show_envvar=True,
+    help="The bearer token --http requires (default: one generated and kept"
+    " owner-only; required beyond loopback).",
+)
+@click.option(
+    "--allow-origin",
+    "origins",
+    multiple=True,
+    help="A browser Origin allowed to call --http, exactly (repeatable).",
+)
+@click.option(
+    "--allow-host",
+    "hosts",
+    multiple=True,
+    help="Another Host name clients use to reach --http (repeatable).",
+)
 @pass_ctx
-def mcp_cmd(c: Ctx, http: bool, host: str | None, port: int, token: str | None,
-            origins: tuple[str, ...], hosts: tuple[str, ...]) -> None:
+def mcp_cmd(
+    c: Ctx,
+    http: bool,
+    host: str | None,
+    port: int,
+    token: str | None,
+    origins: tuple[str, ...],
+    hosts: tuple[str, ...],
+) -> None:
     """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp, which needs a
     bearer token)."""
     try:
         from .integrations.mcp import serve
     except ImportError:
-        raise MemdirError("the MCP server needs the mcp package — install memdir[mcp]"
-                          " (pip install 'memdir[mcp]')") from None
+        raise MemdirError(
+            "the MCP server needs the mcp package — install memdir[mcp] (pip install 'memdir[mcp]')"
+        ) from None
     import os
 
     from .trust import config_home
 
-    serve(c.config, http=http, host=host or "127.0.0.1", port=port, token=token,
-          origins=origins, hosts=hosts, home=config_home(os.environ))
+    serve(
+        c.config,
+        http=http,
+        host=host or "127.0.0.1",
+        port=port,
+        token=token,
+        origins=origins,
+        hosts=hosts,
+        home=config_home(os.environ),
+    )
+
 
 @llm.command("stats", short_help="Model usage per purpose.")
 @json_option
@@ -385,18 +492,25 @@ def stats(c: Ctx, as_json: bool) -> None:
     if not totals:
         click.echo("No model calls recorded yet.")
         return
-    click.echo(f"{'purpose':<12} {'calls':>6} {'failed':>6} {'tokens in':>10}"
-               f" {'tokens out':>10} {'avg ms':>8}")
+    click.echo(
+        f"{'purpose':<12} {'calls':>6} {'failed':>6} {'tokens in':>10}"
+        f" {'tokens out':>10} {'avg ms':>8}"
+    )
     for t in totals:
-        click.echo(f"{t.purpose:<12} {t.calls:>6} {t.failures:>6} {t.input_tokens:>10}"
-                   f" {t.output_tokens:>10} {t.latency_ms / max(1, t.calls):>8.0f}")
+        click.echo(
+            f"{t.purpose:<12} {t.calls:>6} {t.failures:>6} {t.input_tokens:>10}"
+            f" {t.output_tokens:>10} {t.latency_ms / max(1, t.calls):>8.0f}"
+        )
     total_in = sum(t.input_tokens for t in totals)
     total_out = sum(t.output_tokens for t in totals)
-    memory_share = sum(t.input_tokens + t.output_tokens for t in totals
-                       if t.purpose not in ("agent", "check"))
+    memory_share = sum(
+        t.input_tokens + t.output_tokens for t in totals if t.purpose not in ("agent", "check")
+    )
     share = memory_share / max(1, total_in + total_out)
-    click.echo(f"{'total':<12} {sum(t.calls for t in totals):>6}"
-               f" {sum(t.failures for t in totals):>6} {total_in:>10} {total_out:>10}")
+    click.echo(
+        f"{'total':<12} {sum(t.calls for t in totals):>6}"
+        f" {sum(t.failures for t in totals):>6} {total_in:>10} {total_out:>10}"
+    )
     click.echo(f"memory operations: {share:.0%} of all tokens")
 
 

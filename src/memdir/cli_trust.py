@@ -42,8 +42,7 @@ def trust_cmd(c: Ctx, path: Path | None, list_: bool, revoke: bool, as_json: boo
     if list_:
         grants = trusted.grants()
         if as_json:
-            emit_json([g.__dict__ | {"current": _current(Path(g.path), g.sha256)}
-                       for g in grants])
+            emit_json([g.__dict__ | {"current": _current(Path(g.path), g.sha256)} for g in grants])
             return
         for g in grants:
             state = "" if _current(Path(g.path), g.sha256) else "  (changed since: not trusted)"
@@ -63,8 +62,7 @@ def trust_cmd(c: Ctx, path: Path | None, list_: bool, revoke: bool, as_json: boo
         emit_json({"trusted": str(file), "settings": sensitive})
         return
     what = ", ".join(sensitive) if sensitive else "nothing sensitive yet"
-    click.echo(f"Trusted {file} as it is now ({what}). After it changes, run 'memdir trust'"
-               " again.")
+    click.echo(f"Trusted {file} as it is now ({what}). After it changes, run 'memdir trust' again.")
 
 
 def _current(path: Path, sha256: str) -> bool:

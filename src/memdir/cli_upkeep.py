@@ -43,8 +43,10 @@ def index(c: Ctx, scope: str, background: bool, as_json: bool) -> None:
     if as_json:
         emit_json({"index": str(store.index_path), "memories": count, "embedded": embedded})
     else:
-        click.echo(f"Indexed {count} memories in {store.index_path}"
-                   + (f"; {embedded} embedded for search by meaning." if embedded else "."))
+        click.echo(
+            f"Indexed {count} memories in {store.index_path}"
+            + (f"; {embedded} embedded for search by meaning." if embedded else ".")
+        )
 
 
 def _embed_quietly(store: MemoryStore) -> None:
@@ -79,8 +81,12 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
         if c.config.ignored:
             from .config import untrusted_line
 
-            report.warnings.append({"file": str(c.config.config_file),
-                                    "reason": untrusted_line(c.config).split(": ", 1)[1]})
+            report.warnings.append(
+                {
+                    "file": str(c.config.config_file),
+                    "reason": untrusted_line(c.config).split(": ", 1)[1],
+                }
+            )
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -100,12 +106,17 @@ def _hook_report(store: MemoryStore, report: Any) -> None:
         report.notes.append("hooks installed: " + "; ".join(places))
     last = last_learn(store.root)
     if last is not None:
-        how = ("ok" if last.get("status") == "ok"
-               else f"failed: {last.get('error', 'unknown error')}")
+        how = (
+            "ok" if last.get("status") == "ok" else f"failed: {last.get('error', 'unknown error')}"
+        )
         report.notes.append(f"last learn hook: {last.get('time')} ({last.get('host')}) {how}")
         if last.get("status") != "ok":
-            report.warnings.append({"file": ".memdir/hooks.jsonl",
-                                    "reason": f"the last learn hook failed: {last.get('error')}"})
+            report.warnings.append(
+                {
+                    "file": ".memdir/hooks.jsonl",
+                    "reason": f"the last learn hook failed: {last.get('error')}",
+                }
+            )
 
 
 @click.command(short_help="Where each store is, its size, and what may be written.")
@@ -126,20 +137,33 @@ def scopes(c: Ctx, as_json: bool) -> None:
         found = Scopes(c.config, also=c.also, watch=False, scopes=[USER, "shared"])
     rows: list[dict[str, Any]] = []
     if project is None:
-        rows.append({"scope": PROJECT, "path": str(c.config.dir.absolute()), "memories": None,
-                     "writable": True, "exists": False})
+        rows.append(
+            {
+                "scope": PROJECT,
+                "path": str(c.config.dir.absolute()),
+                "memories": None,
+                "writable": True,
+                "exists": False,
+            }
+        )
     for sc in found.scopes:
-        rows.append({"scope": sc.name, "path": str(sc.root.absolute()),
-                     "memories": len(sc.store) if sc.store is not None else 0,
-                     "writable": sc.writable,
-                     "exists": sc.store is not None})
+        rows.append(
+            {
+                "scope": sc.name,
+                "path": str(sc.root.absolute()),
+                "memories": len(sc.store) if sc.store is not None else 0,
+                "writable": sc.writable,
+                "exists": sc.store is not None,
+            }
+        )
     if as_json:
         emit_json(rows)
         return
     width = max(len(r["scope"]) for r in rows)
     for r in rows:
-        state = ("not created yet" if not r["exists"]
-                 else plural(r["memories"], "memory", "memories"))
+        state = (
+            "not created yet" if not r["exists"] else plural(r["memories"], "memory", "memories")
+        )
         mode = "read-write" if r["writable"] else "read-only"
         click.echo(f"{pad(r['scope'], width)}  {mode:<10}  {state:<16}  {r['path']}")
 

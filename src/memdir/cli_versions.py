@@ -52,8 +52,11 @@ def diff(c: Ctx, spec: str, other: str | None, scope: str, as_json: bool) -> Non
             fail(f"memory {name!r} has no earlier version — nothing to compare")
         first = past[-1].version
     a, b = text_of(first), text_of(second)
-    lines = list(difflib.unified_diff(a[0].splitlines(True), b[0].splitlines(True),
-                                      f"{name}@{a[1]}", f"{name}@{b[1]}"))
+    lines = list(
+        difflib.unified_diff(
+            a[0].splitlines(True), b[0].splitlines(True), f"{name}@{a[1]}", f"{name}@{b[1]}"
+        )
+    )
     if as_json:
         emit_json({"name": name, "from": a[1], "to": b[1], "diff": "".join(lines)})
         return
@@ -116,8 +119,14 @@ def undo(c: Ctx, scope: str, force: bool) -> None:
 
 
 @click.command(short_help="What changed, when and why.")
-@click.option("-n", "limit", default=20, show_default=True, type=click.IntRange(1, 100000),
-              help="How many of the latest operations.")
+@click.option(
+    "-n",
+    "limit",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 100000),
+    help="How many of the latest operations.",
+)
 @scope_option("all")
 @json_option
 @pass_ctx
@@ -125,9 +134,14 @@ def log(c: Ctx, limit: int, scope: str, as_json: bool) -> None:
     """What changed, when and why: the latest operations, newest last."""
     scopes = c.scopes(scope)
     # within one second, each store's own order (its log is appended in order)
-    ranked = sorted(((op.time, n, i, op, sc.name)
-                     for n, (sc, st) in enumerate(s for s in scopes.stores() if s[0].writable)
-                     for i, op in enumerate(st.log(limit))), key=lambda t: t[:3])
+    ranked = sorted(
+        (
+            (op.time, n, i, op, sc.name)
+            for n, (sc, st) in enumerate(s for s in scopes.stores() if s[0].writable)
+            for i, op in enumerate(st.log(limit))
+        ),
+        key=lambda t: t[:3],
+    )
     ops = [(op, name) for *_, op, name in ranked][-limit:]
     several = len({sc for _, sc in ops}) > 1
     if as_json:
@@ -137,8 +151,10 @@ def log(c: Ctx, limit: int, scope: str, as_json: bool) -> None:
         click.echo("No changes recorded yet.")
     for op, sc in ops:
         where = f"[{sc}]  " if several else ""
-        click.echo(f"{op.time}  {where}{op.id}  {op.source}"
-                   + (f" — {for_terminal(op.summary)}" if op.summary else ""))
+        click.echo(
+            f"{op.time}  {where}{op.id}  {op.source}"
+            + (f" — {for_terminal(op.summary)}" if op.summary else "")
+        )
         for ch in op.changes:
             why = f" ({for_terminal(ch['reason'])})" if ch.get("reason") else ""
             click.echo(f"    {ch['action']:<6} {ch['name']}{why}")

@@ -80,8 +80,11 @@ class Config:
     def memory_model_name(self) -> str:
         """The model for memory operations: set explicitly, else the main model if one was set
         (a local endpoint rarely serves the provider's default), else the cheaper default."""
-        return (self.memory_model or self.model
-                or DEFAULT_MODELS.get(self.provider or "anthropic", ("", ""))[1])
+        return (
+            self.memory_model
+            or self.model
+            or DEFAULT_MODELS.get(self.provider or "anthropic", ("", ""))[1]
+        )
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
@@ -128,15 +131,17 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             return number
         text = None if value in (None, "") else str(value)
         if name == "embedder" and text not in EMBEDDERS:
-            raise ConfigError(f"{source}: embedder = {text!r} is not valid — use one of"
-                              f" {', '.join(EMBEDDERS)}")
+            raise ConfigError(
+                f"{source}: embedder = {text!r} is not valid — use one of {', '.join(EMBEDDERS)}"
+            )
         return text
     except (TypeError, ValueError):
         raise ConfigError(f"{source}: {name} = {value!r} is not valid — fix or remove it") from None
 
 
-def find_store_dir(flag: Any = None, env_dir: str | None = None,
-                   start: Path | None = None) -> tuple[Path, str]:
+def find_store_dir(
+    flag: Any = None, env_dir: str | None = None, start: Path | None = None
+) -> tuple[Path, str]:
     """Where the store is, and how that was decided: ``--dir``, else ``MEMDIR_DIR``, else the
     nearest ``.memory`` folder in the working directory or a parent (as git finds ``.git``),
     else ``.memory`` at the top of the git repository the folder is in, else ``./.memory``
@@ -165,8 +170,7 @@ def read_toml(path: Path) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML ({exc}) — fix the file") from None
     except OSError as exc:
-        raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions"
-                          ) from None
+        raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions") from None
     flat = dict(data.get("memdir", {}), **{k: v for k, v in data.items() if k != "memdir"})
     values: dict[str, Any] = {}
     for key, value in flat.items():
@@ -182,8 +186,7 @@ def read_toml(path: Path) -> dict[str, Any]:
     return values
 
 
-def _project_settings(path: Path, home: Path, project: Path
-                      ) -> tuple[dict[str, Any], list[str]]:
+def _project_settings(path: Path, home: Path, project: Path) -> tuple[dict[str, Any], list[str]]:
     """The settings of a project's config.toml that apply, and the ones ignored because the
     user has not trusted this content (a ``read_only`` store inside the project is kept)."""
     values = read_toml(path)
@@ -194,8 +197,7 @@ def _project_settings(path: Path, home: Path, project: Path
     for key in sensitive:
         value = values.pop(key)
         if key == "read_only":
-            kept = tuple(r for r in value
-                         if inside(project / os.path.expanduser(str(r)), project))
+            kept = tuple(r for r in value if inside(project / os.path.expanduser(str(r)), project))
             ignored += [f"read_only {r!r}" for r in value if r not in kept]
             if kept:
                 values[key] = kept
@@ -263,8 +265,13 @@ def store_config(root: Path) -> Config:
                 ignored.append(key)
             else:
                 values[key] = value
-    return Config(dir=root, dir_source="flag", config_file=path if path.is_file() else None,
-                  ignored=tuple(ignored), **values)
+    return Config(
+        dir=root,
+        dir_source="flag",
+        config_file=path if path.is_file() else None,
+        ignored=tuple(ignored),
+        **values,
+    )
 
 
 def ignored_notice(config: Config, environ: Mapping[str, str] | None = None) -> str | None:
@@ -274,8 +281,7 @@ def ignored_notice(config: Config, environ: Mapping[str, str] | None = None) -> 
         return None
     env = os.environ if environ is None else environ
     try:
-        fresh = TrustList(config_home(env)).announce(config.config_file,
-                                                     digest(config.config_file))
+        fresh = TrustList(config_home(env)).announce(config.config_file, digest(config.config_file))
     except OSError:
         fresh = True
     return untrusted_line(config) if fresh else None
@@ -283,5 +289,7 @@ def ignored_notice(config: Config, environ: Mapping[str, str] | None = None) -> 
 
 def untrusted_line(config: Config) -> str:
     """What was ignored from the project's config.toml, and how to honour it."""
-    return (f"{config.config_file}: ignored {', '.join(config.ignored)} (this repository's"
-            " settings are not trusted) — review the file, then run 'memdir trust' to use them")
+    return (
+        f"{config.config_file}: ignored {', '.join(config.ignored)} (this repository's"
+        " settings are not trusted) — review the file, then run 'memdir trust' to use them"
+    )

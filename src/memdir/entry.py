@@ -44,15 +44,29 @@ class Entry:
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as JSON-able data."""
-        return {"name": self.name, "type": self.type, "description": self.description,
-                "created": self.created, "updated": self.updated, "pinned": self.pinned,
-                "file": self.file, "warnings": list(self.warnings)}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "description": self.description,
+            "created": self.created,
+            "updated": self.updated,
+            "pinned": self.pinned,
+            "file": self.file,
+            "warnings": list(self.warnings),
+        }
 
     @classmethod
     def from_row(cls, row: list[Any], fname: str) -> Entry:
         """An entry from a metadata-cache row (the cold-start path: no per-field setattr)."""
         entry = cls.__new__(cls)
-        entry.__dict__.update(name=row[4], type=row[5], description=row[6], created=row[7],
-                              updated=row[8], pinned=row[9], file=fname,
-                              warnings=tuple(row[10]))
+        entry.__dict__.update(
+            name=row[4],
+            type=row[5],
+            description=row[6],
+            created=row[7],
+            updated=row[8],
+            pinned=row[9],
+            file=fname,
+            warnings=tuple(row[10]),
+        )
         return entry

@@ -36,9 +36,15 @@ from .statefile import StateFile
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.extract")
-TYPE_ALIASES = {"preference": "user_preference", "user": "user_preference",
-                "fact": "project_fact", "project": "project_fact", "correction": "feedback",
-                "pointer": "reference", "link": "reference"}
+TYPE_ALIASES = {
+    "preference": "user_preference",
+    "user": "user_preference",
+    "fact": "project_fact",
+    "project": "project_fact",
+    "correction": "feedback",
+    "pointer": "reference",
+    "link": "reference",
+}
 
 
 @dataclass
@@ -85,8 +91,10 @@ class Cursors:
         """Mark every message as processed; under the store lock, so that two agents
         extracting from different conversations at once do not lose each other's cursor."""
         with self.file.changing() as data:
-            data[conversation_key(messages)] = {"count": len(messages),
-                                                "digest": _prefix_digest(messages)}
+            data[conversation_key(messages)] = {
+                "count": len(messages),
+                "digest": _prefix_digest(messages),
+            }
         self.data = data
 
 
@@ -117,8 +125,25 @@ def _duplicate_of(store: MemoryStore, item: Memory) -> str | None:
 
 
 MAX_ITEMS = 20  # items taken from one reply; a flood of items is a broken or hostile reply
-_PLACEHOLDERS = {"", "...", "…", "n/a", "na", "none", "null", "todo", "tbd", "body", "text",
-                 "description", "details", "content", "memory", "placeholder", "-"}
+_PLACEHOLDERS = {
+    "",
+    "...",
+    "…",
+    "n/a",
+    "na",
+    "none",
+    "null",
+    "todo",
+    "tbd",
+    "body",
+    "text",
+    "description",
+    "details",
+    "content",
+    "memory",
+    "placeholder",
+    "-",
+}
 
 
 def _short_name(text: str, taken: set[str]) -> str:
@@ -150,15 +175,32 @@ def _name_for(raw_name: str, description: str, types: tuple[str, ...], taken: se
     except InvalidName:
         return _short_name(raw_name or description, taken)
     words = [w for w in re.split(r"[-_]+", name.lower()) if w]
-    generic = (name.lower() in {t.lower() for t in types} or name.lower() in TYPE_ALIASES
-               or all(w in STOP_WORDS or w in _GENERIC_WORDS for w in words))
+    generic = (
+        name.lower() in {t.lower() for t in types}
+        or name.lower() in TYPE_ALIASES
+        or all(w in STOP_WORDS or w in _GENERIC_WORDS for w in words)
+    )
     if generic or len(words) > 8:
         return _short_name(description if generic else name.replace("-", " "), taken)
     return name
 
 
-_GENERIC_WORDS = {"memory", "memories", "note", "notes", "fact", "facts", "preference",
-                  "preferences", "user", "project", "info", "information", "item", "new"}
+_GENERIC_WORDS = {
+    "memory",
+    "memories",
+    "note",
+    "notes",
+    "fact",
+    "facts",
+    "preference",
+    "preferences",
+    "user",
+    "project",
+    "info",
+    "information",
+    "item",
+    "new",
+}
 
 
 def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory] | str:
@@ -169,8 +211,9 @@ def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory]
     action = str(raw.get("action", "create")).lower()
     if action not in ("create", "update"):
         return f"unknown action {action!r:.40}"
-    text = {k: redact(str(raw.get(k) or "").strip())[0]
-            for k in ("name", "type", "description", "body")}
+    text = {
+        k: redact(str(raw.get(k) or "").strip())[0] for k in ("name", "type", "description", "body")
+    }
     if text["body"].lower().strip(" .") in _PLACEHOLDERS:
         text["body"] = ""
     if not text["body"] and not text["description"]:
@@ -200,21 +243,33 @@ def _in_users_language(mem: Memory, said: str) -> Memory:
 def extract_schema(types: tuple[str, ...], scoped: bool = False) -> dict[str, Any]:
     """The extraction reply's shape, for endpoints that enforce a JSON schema."""
     item: dict[str, Any] = {
-        "type": "object", "required": ["action", "name", "type", "description", "body"],
-        "properties": {"action": {"type": "string", "enum": ["create", "update"]},
-                       "name": {"type": "string"},
-                       "type": {"type": "string", "enum": list(types)},
-                       "description": {"type": "string"}, "body": {"type": "string"}}}
+        "type": "object",
+        "required": ["action", "name", "type", "description", "body"],
+        "properties": {
+            "action": {"type": "string", "enum": ["create", "update"]},
+            "name": {"type": "string"},
+            "type": {"type": "string", "enum": list(types)},
+            "description": {"type": "string"},
+            "body": {"type": "string"},
+        },
+    }
     if scoped:
         item["required"].append("scope")
         item["properties"]["scope"] = {"type": "string", "enum": ["user", "project"]}
-    return {"type": "object", "required": ["memories"],
-            "properties": {"memories": {"type": "array", "items": item}}}
+    return {
+        "type": "object",
+        "required": ["memories"],
+        "properties": {"memories": {"type": "array", "items": item}},
+    }
 
 
 FACTS_SCHEMA: dict[str, Any] = {
-    "type": "object", "required": ["facts"],
-    "properties": {"facts": {"type": "array", "items": {"type": "string"}}}}
+    "type": "object",
+    "required": ["facts"],
+    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+}
+
+
 def _fact_style(config: Any, model: ChatModel) -> bool:
     """Whether to ask for plain facts (``extract_style``): small models list facts well but
     fill the five-field memory shape with invented text. "auto" asks models on this machine."""
@@ -236,8 +291,11 @@ def _validate_facts(value: Any) -> list[str]:
     return out
 
 
-_GENERIC = frozenset(tokenize("user users assistant prefer prefers want wants fact facts"
-                              " project people remember memory"))
+_GENERIC = frozenset(
+    tokenize(
+        "user users assistant prefer prefers want wants fact facts project people remember memory"
+    )
+)
 
 
 def _grounded(fact: str, heard: set[str]) -> bool:
@@ -270,30 +328,49 @@ def _validate(value: Any) -> list[Any]:
 SCOPE_RULE = (
     '\nEach memory also has a "scope": "user" for what is about the person in any project'
     ' (preferences, how they like to communicate, habits), "project" for what is about this'
-    ' repository. Memories marked [user] in the catalogue are in the user\'s scope.')
+    " repository. Memories marked [user] in the catalogue are in the user's scope."
+)
 
 
-def _ask(store: MemoryStore, model: ChatModel, talk: str, catalogue: str,
-         result: Extraction, scoped: bool = False) -> list[Any]:
+def _ask(
+    store: MemoryStore,
+    model: ChatModel,
+    talk: str,
+    catalogue: str,
+    result: Extraction,
+    scoped: bool = False,
+) -> list[Any]:
     """The model's items for the new talk: memories, or facts made into memories."""
     if _fact_style(store.config, model):
         prompt = prompts.render("extract_facts", catalogue=catalogue, conversation=for_body(talk))
-        facts = complete_json(model, system="You extract facts and answer in JSON.",
-                              messages=[{"role": "user", "content": prompt}], purpose="extract",
-                              validate=_validate_facts, schema=FACTS_SCHEMA)
+        facts = complete_json(
+            model,
+            system="You extract facts and answer in JSON.",
+            messages=[{"role": "user", "content": prompt}],
+            purpose="extract",
+            validate=_validate_facts,
+            schema=FACTS_SCHEMA,
+        )
         heard = set(tokenize(talk))
         grounded = [f for f in facts if _grounded(f, heard)]
-        result.dropped += [f"not in the conversation: {f[:60]}" for f in facts
-                           if f not in grounded]
+        result.dropped += [f"not in the conversation: {f[:60]}" for f in facts if f not in grounded]
         items: list[Any] = [_fact_item(f, store.config.types) for f in grounded]
     else:
-        prompt = prompts.render("extract", catalogue=catalogue,
-                                types=", ".join(store.config.types), conversation=for_body(talk),
-                                scope_rule=SCOPE_RULE if scoped else "")
-        items = complete_json(model, system="You extract memories and answer in JSON.",
-                              messages=[{"role": "user", "content": prompt}], purpose="extract",
-                              validate=_validate,
-                              schema=extract_schema(store.config.types, scoped))
+        prompt = prompts.render(
+            "extract",
+            catalogue=catalogue,
+            types=", ".join(store.config.types),
+            conversation=for_body(talk),
+            scope_rule=SCOPE_RULE if scoped else "",
+        )
+        items = complete_json(
+            model,
+            system="You extract memories and answer in JSON.",
+            messages=[{"role": "user", "content": prompt}],
+            purpose="extract",
+            validate=_validate,
+            schema=extract_schema(store.config.types, scoped),
+        )
     if len(items) > MAX_ITEMS:
         result.dropped.append(f"{len(items) - MAX_ITEMS} items past the first {MAX_ITEMS}")
         items = items[:MAX_ITEMS]
@@ -324,8 +401,9 @@ class _Planner:
         twin = store.twin_of(mem.name)
         if twin is not None and twin != mem.name:
             mem = mem.replace(name=twin)  # a look-alike of an existing name means that memory
-        if mem.name in planned or (action == "create" and mem.name in existing
-                                   and mem.name not in self.shown):
+        if mem.name in planned or (
+            action == "create" and mem.name in existing and mem.name not in self.shown
+        ):
             # two items with one name, or a name the model did not know was taken: keep both
             mem = mem.replace(name=_short_name(mem.description, existing | planned.keys()))
         if action == "create" and mem.name not in existing:
@@ -335,8 +413,10 @@ class _Planner:
                 return
             if dup is not None:
                 mem = mem.replace(name=dup)
-        if any(p.memory.description == mem.description and p.memory.body == mem.body
-               for p in planned.values()):
+        if any(
+            p.memory.description == mem.description and p.memory.body == mem.body
+            for p in planned.values()
+        ):
             self.result.dropped.append(f"{mem.name}: repeats an item of the same reply")
             return
         try:
@@ -354,8 +434,11 @@ class _Planner:
         if current.pinned:
             self.result.dropped.append(f"{mem.name} is pinned; not changed automatically")
             return
-        self.planned[mem.name] = Put(mem.replace(extra=dict(current.extra)),
-                                     reason="updated from conversation", expect=current.digest)
+        self.planned[mem.name] = Put(
+            mem.replace(extra=dict(current.extra)),
+            reason="updated from conversation",
+            expect=current.digest,
+        )
 
 
 def validate_said(value: str) -> str:
@@ -366,8 +449,10 @@ def validate_said(value: str) -> str:
     try:
         datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidMemory(f"said_at {value!r} is not an ISO date — write it like"
-                            " 2023-05-08 or 2023-05-08T13:56:00Z") from None
+        raise InvalidMemory(
+            f"said_at {value!r} is not an ISO date — write it like"
+            " 2023-05-08 or 2023-05-08T13:56:00Z"
+        ) from None
     return text
 
 
@@ -387,8 +472,14 @@ def _is_users(raw: Any) -> bool:
     return _kind(str(raw.get("type") or "")) in USER_TYPES
 
 
-def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatModel,
-                    start: int = 0, *, user_store: MemoryStore | None = None) -> Extraction:
+def plan_extraction(
+    store: MemoryStore,
+    messages: list[Message],
+    model: ChatModel,
+    start: int = 0,
+    *,
+    user_store: MemoryStore | None = None,
+) -> Extraction:
     """Ask the model about ``messages[start:]`` and turn its answer into a safe plan. With
     ``user_store``, items about the person (the model's ``scope``, else their kind) are planned
     against that store instead (``user_changes``)."""
@@ -404,16 +495,28 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
     if user_store is not None:
         user_store.refresh()
         user_entries = catalogue_for(user_store, talk, store.config.select_catalogue_max)
-        lines += [f"- {e.name} ({for_prompt(e.type)}) [user]: {for_prompt(e.description)}"
-                  for e in user_entries]
-    items = _ask(store, model, talk, "\n".join(lines) or "(none yet)", result,
-                 scoped=user_store is not None)
+        lines += [
+            f"- {e.name} ({for_prompt(e.type)}) [user]: {for_prompt(e.description)}"
+            for e in user_entries
+        ]
+    items = _ask(
+        store, model, talk, "\n".join(lines) or "(none yet)", result, scoped=user_store is not None
+    )
     said = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
-    planner = _Planner(store, {e.name for e in entries}, said, result,
-                       {e.name for e in store.entries()})
-    user_planner = None if user_store is None else _Planner(
-        user_store, {e.name for e in user_entries}, said, result,
-        {e.name for e in user_store.entries()})
+    planner = _Planner(
+        store, {e.name for e in entries}, said, result, {e.name for e in store.entries()}
+    )
+    user_planner = (
+        None
+        if user_store is None
+        else _Planner(
+            user_store,
+            {e.name for e in user_entries},
+            said,
+            result,
+            {e.name for e in user_store.entries()},
+        )
+    )
     for raw in items:
         if user_planner is not None and _is_users(raw):
             user_planner.add(raw)
@@ -427,9 +530,15 @@ def plan_extraction(store: MemoryStore, messages: list[Message], model: ChatMode
     return result
 
 
-def extract_memories(store: MemoryStore, messages: list[Message], model: ChatModel,
-                     *, apply: bool = True, user_store: MemoryStore | None = None,
-                     said_at: str | None = None) -> Extraction:
+def extract_memories(
+    store: MemoryStore,
+    messages: list[Message],
+    model: ChatModel,
+    *,
+    apply: bool = True,
+    user_store: MemoryStore | None = None,
+    said_at: str | None = None,
+) -> Extraction:
     """Extract from the messages not processed yet; apply the plan and advance the cursor.
 
     With ``apply=False`` nothing is written and the cursor stays (a dry run). With
@@ -445,18 +554,23 @@ def extract_memories(store: MemoryStore, messages: list[Message], model: ChatMod
     result = plan_extraction(store, messages, model, start, user_store=user_store)
     if said is not None:
         for changes in (result.changes, result.user_changes):
-            changes[:] = [dataclasses.replace(
-                c, memory=c.memory.replace(extra={**c.memory.extra, "said": said}))
-                for c in changes]
+            changes[:] = [
+                dataclasses.replace(
+                    c, memory=c.memory.replace(extra={**c.memory.extra, "said": said})
+                )
+                for c in changes
+            ]
     if not apply:
         return result
     if result.changes:
         names = ", ".join(c.memory.name for c in result.changes)
-        result.operation = store.apply(result.changes, source="extract", secrets="redact",
-                                       summary=f"extracted {names}")
+        result.operation = store.apply(
+            result.changes, source="extract", secrets="redact", summary=f"extracted {names}"
+        )
     if result.user_changes and user_store is not None:
         names = ", ".join(c.memory.name for c in result.user_changes)
-        result.user_operation = user_store.apply(result.user_changes, source="extract",
-                                                 secrets="redact", summary=f"extracted {names}")
+        result.user_operation = user_store.apply(
+            result.user_changes, source="extract", secrets="redact", summary=f"extracted {names}"
+        )
     cursors.advance(messages)
     return result

@@ -28,10 +28,18 @@ from .watch import Tracker
 class Folder:
     """The catalogue, metadata cache and change tracker of one store folder."""
 
-    def __init__(self, root: Path, internal: Path, config: Config, history: History, *,
-                 read_only: bool, watch: bool | None,
-                 try_locked: Callable[[Callable[[], None]], bool],
-                 caches: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        internal: Path,
+        config: Config,
+        history: History,
+        *,
+        read_only: bool,
+        watch: bool | None,
+        try_locked: Callable[[Callable[[], None]], bool],
+        caches: Path | None = None,
+    ) -> None:
         self.root, self.internal, self.config, self.history = root, internal, config, history
         self.read_only = read_only
         self.try_locked = try_locked
@@ -147,6 +155,10 @@ class Folder:
         from (so no separate record is written)."""
         if stale or not self.index_current():
             # Derived data: no fsync; a torn or stale MEMORY.md is repaired on the next open.
-            write_atomic(self.index_path, self.catalog.render(), sync=False,
-                         stage=None if self.read_only else self.internal)
+            write_atomic(
+                self.index_path,
+                self.catalog.render(),
+                sync=False,
+                stage=None if self.read_only else self.internal,
+            )
             self.note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)

@@ -102,7 +102,8 @@ class History:
             if path.is_symlink():
                 raise ConflictError(
                     f"{path} is a symbolic link — memdir keeps history only inside the store;"
-                    " remove the link (see 'memdir doctor')")
+                    " remove the link (see 'memdir doctor')"
+                )
             path.mkdir(exist_ok=True)
         return self.versions_dir(name)
 
@@ -118,8 +119,13 @@ class History:
             return versions[-1].version  # archived before a crash; the file may be new already
         number = versions[-1].version + 1 if versions else 1
         write_atomic(vdir / f"{number:04d}.md", path.read_bytes())
-        meta = {"version": number, "time": memfmt.now(), "action": action,
-                "reason": reason, "op": op_id}
+        meta = {
+            "version": number,
+            "time": memfmt.now(),
+            "action": action,
+            "reason": reason,
+            "op": op_id,
+        }
         write_atomic(vdir / f"{number:04d}.json", json.dumps(meta, ensure_ascii=False).encode())
         return number
 
@@ -138,8 +144,16 @@ class History:
                 meta = json.loads(meta_path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            out.append(Version(name, int(meta["version"]), meta["time"], meta["action"],
-                               meta.get("reason", ""), meta.get("op", "")))
+            out.append(
+                Version(
+                    name,
+                    int(meta["version"]),
+                    meta["time"],
+                    meta["action"],
+                    meta.get("reason", ""),
+                    meta.get("op", ""),
+                )
+            )
         out.sort(key=lambda v: v.version)
         return out
 
@@ -163,21 +177,27 @@ class History:
     def text(self, name: str, version: int) -> str:
         """The file text of one history version; raise MemoryNotFound."""
         path = self.versions_dir(name) / f"{version:04d}.md"
-        if (not path.with_suffix(".json").exists() or not path.exists() or path.is_symlink()
-                or self.versions_dir(name).is_symlink()):
+        if (
+            not path.with_suffix(".json").exists()
+            or not path.exists()
+            or path.is_symlink()
+            or self.versions_dir(name).is_symlink()
+        ):
             raise MemoryNotFound(
                 f"memory {name!r} has no version {version} — see 'memdir history {name}'"
             )
         return path.read_text(encoding="utf-8")
 
-    def append_log(self, op: Operation, *, root_mtime: int | None = None,
-                   index: Any = None) -> int | None:
+    def append_log(
+        self, op: Operation, *, root_mtime: int | None = None, index: Any = None
+    ) -> int | None:
         """Append ``op`` (with the store folder's time after it) to the log; the log's new
         size, or None if the operation was logged before a crash."""
         if self.log_path.is_symlink():
             raise ConflictError(
                 f"{self.log_path} is a symbolic link — memdir writes its log only inside the"
-                " store; remove the link (see 'memdir doctor')")
+                " store; remove the link (see 'memdir doctor')"
+            )
         if any(o.id == op.id for o in self.log(limit=5)):
             return None
         data = op.to_dict()
@@ -221,8 +241,16 @@ class History:
         out = []
         for d in self.records(limit):
             try:
-                out.append(Operation(d["id"], d["time"], d["source"], d.get("summary", ""),
-                                     tuple(d["changes"]), d.get("undoes")))
+                out.append(
+                    Operation(
+                        d["id"],
+                        d["time"],
+                        d["source"],
+                        d.get("summary", ""),
+                        tuple(d["changes"]),
+                        d.get("undoes"),
+                    )
+                )
             except (KeyError, TypeError):
                 continue
         return out

@@ -101,8 +101,6 @@ def racy(mtime_ns: int, now_ns: int) -> bool:
     return now_ns - mtime_ns < window
 
 
-
-
 def _odd_file_name(fname: str) -> str | None:
     """Why a file name cannot be listed as a memory (it would break the lines it appears on)."""
     if not fname.isprintable():
@@ -121,8 +119,9 @@ class Catalog:
     This class does NOT watch the folder or decide when to look: the store does.
     """
 
-    def __init__(self, root: Path, cache: MetaCache, types: tuple[str, ...],
-                 max_bytes: int) -> None:
+    def __init__(
+        self, root: Path, cache: MetaCache, types: tuple[str, ...], max_bytes: int
+    ) -> None:
         self.root = root
         self.cache = cache
         self.types = types
@@ -168,8 +167,11 @@ class Catalog:
                 seen[fname] = stat_key(st)
         cached = self.cache.files
         old = self.state
-        todo = [f for f, key in seen.items()
-                if (old.get(f) or cached.get(f) or (None,))[0] != key or racy(key[1], now_ns)]
+        todo = [
+            f
+            for f, key in seen.items()
+            if (old.get(f) or cached.get(f) or (None,))[0] != key or racy(key[1], now_ns)
+        ]
         fresh: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
         for i, fname in enumerate(todo):
             fresh[fname] = self._parse(fname, seen[fname], now_ns)
@@ -178,8 +180,13 @@ class Catalog:
         state: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
         for fname, key in seen.items():
             prev = old.get(fname)
-            state[fname] = (fresh[fname] if fname in fresh
-                            else prev if prev is not None and prev[0] == key else cached[fname])
+            state[fname] = (
+                fresh[fname]
+                if fname in fresh
+                else prev
+                if prev is not None and prev[0] == key
+                else cached[fname]
+            )
         for fname in [f for f in cached if f not in seen]:
             self.cache.forget(fname)
         self.changed.update(f for f in old if f not in state)
@@ -223,8 +230,9 @@ class Catalog:
         if self.recheck:
             self.update(list(self.recheck))
 
-    def _parse(self, fname: str, key: tuple[int, ...], now_ns: int
-               ) -> tuple[tuple[int, ...], Entry | None, str | None]:
+    def _parse(
+        self, fname: str, key: tuple[int, ...], now_ns: int
+    ) -> tuple[tuple[int, ...], Entry | None, str | None]:
         try:
             mem = read_memory(self.root / fname, self.max_bytes)
             entry: Entry | None = entry_from(mem, fname, self.types)
@@ -281,8 +289,9 @@ class Catalog:
             self.fingerprint ^= _file_hash(fname, key)
         self.version += 1
 
-    def _replace(self, fname: str,
-                 new: tuple[tuple[int, ...], Entry | None, str | None] | None) -> None:
+    def _replace(
+        self, fname: str, new: tuple[tuple[int, ...], Entry | None, str | None] | None
+    ) -> None:
         """Put what ``fname`` now holds (None: gone) in place of what it held, updating the
         claims, winners and fingerprint of just the names involved."""
         old = self.state.get(fname)
@@ -319,7 +328,10 @@ class Catalog:
             entry = self.state[own if own in files else min(files)][1]
             same = self.entries[name]
             if entry is not None and (entry.type, entry.description, entry.file) == (
-                    same.type, same.description, same.file):
+                same.type,
+                same.description,
+                same.file,
+            ):
                 self.entries[name] = entry  # same line in MEMORY.md, same group: no re-render
                 return
         old = self.entries.pop(name, None)
@@ -335,8 +347,7 @@ class Catalog:
             if not group:
                 del self.groups[old.type]
                 self._lines.pop(old.type, None)
-            if self._skeletons is not None and self._skeletons.get(
-                    memfmt.skeleton(name)) == name:
+            if self._skeletons is not None and self._skeletons.get(memfmt.skeleton(name)) == name:
                 del self._skeletons[memfmt.skeleton(name)]
         if not files:
             return
@@ -379,8 +390,11 @@ class Catalog:
                 out.append(Problem(fname, error or "unreadable"))
         for name, files in self.claims.items():
             winner = self.entries[name].file
-            out += [Problem(f, f"duplicate name {name!r} (also in {winner}); not listed")
-                    for f in files if f != winner]
+            out += [
+                Problem(f, f"duplicate name {name!r} (also in {winner}); not listed")
+                for f in files
+                if f != winner
+            ]
         for entry in self.entries.values():
             out += [Problem(entry.file, w, "warning") for w in entry.warnings]
         out.sort(key=lambda p: (p.file, p.reason))
@@ -420,8 +434,13 @@ def _classify(fname: str, st: os.stat_result) -> str | None:
     if stat.S_ISLNK(st.st_mode):
         return "symbolic link, not followed"
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a folder" if stat.S_ISDIR(st.st_mode)
-                else "a named pipe" if stat.S_ISFIFO(st.st_mode) else "a special file")
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "a named pipe"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a special file"
+        )
         return f"{kind}, not a regular file — move it out of the store"
     return _odd_file_name(fname)
 
@@ -440,8 +459,10 @@ def render(entries: Iterable[Entry], types: tuple[str, ...]) -> str:
     return render_groups(group_order(entries, types))
 
 
-_INDEX_HEAD = ("# Memory index\n\n<!-- Generated by memdir from the memory files in this folder."
-               " Edit those files, not this one. -->")
+_INDEX_HEAD = (
+    "# Memory index\n\n<!-- Generated by memdir from the memory files in this folder."
+    " Edit those files, not this one. -->"
+)
 
 
 def render_groups(groups: list[tuple[str, list[Entry]]]) -> str:

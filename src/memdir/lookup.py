@@ -43,8 +43,16 @@ class Lookup:
 
     RETRY_AFTER = 30.0  # seconds before an embedder that failed is asked again
 
-    def __init__(self, root: Path, internal: Path, config: Config, catalog: idx.Catalog,
-                 *, in_memory: bool, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        internal: Path,
+        config: Config,
+        catalog: idx.Catalog,
+        *,
+        in_memory: bool,
+        embedder: Embedder | None = None,
+    ) -> None:
         self.root, self.internal, self.config = root, internal, config
         self.catalog = catalog
         self.in_memory = in_memory
@@ -123,8 +131,11 @@ class Lookup:
             self.search = self.vectors = None
             self._pending = None
             self.repaired = True
-            log.warning("memdir: the search cache of %s was damaged (%s); rebuilt from the"
-                        " files", self.root, why)
+            log.warning(
+                "memdir: the search cache of %s was damaged (%s); rebuilt from the files",
+                self.root,
+                why,
+            )
 
     def _sync(self, dense: bool = True) -> SearchIndex:
         from .search import Doc, SearchIndex
@@ -141,8 +152,9 @@ class Lookup:
             current = self._identities(files)
 
             def load(stale: list[str]) -> list[Doc]:
-                return [Doc(f, current[f], m.name, m.description, m.body)
-                        for f, m in self._read(stale)]
+                return [
+                    Doc(f, current[f], m.name, m.description, m.body) for f, m in self._read(stale)
+                ]
 
             self.search.sync(current, load, only=files)
         if dense or self.vectors is not None:
@@ -184,12 +196,15 @@ class Lookup:
         current = self._identities(files)
 
         def load(stale: list[str]) -> list[Text]:
-            return [Text(f, current[f], memory_text(m.name, m.description, m.body))
-                    for f, m in self._read(stale)]
+            return [
+                Text(f, current[f], memory_text(m.name, m.description, m.body))
+                for f, m in self._read(stale)
+            ]
 
         try:
-            left = self.vectors.sync(current, load, only=files, budget=self.embed_budget,
-                                     progress=self.progress)
+            left = self.vectors.sync(
+                current, load, only=files, budget=self.embed_budget, progress=self.progress
+            )
         except MemdirError as exc:
             self.failed(exc)
             self._pending = set(current) if files is None else set(files)
@@ -212,8 +227,12 @@ class Lookup:
 
             from .atomic import write_atomic
 
-            record = {"name": self.embedder.name, "error": str(exc)[:300],
-                      "until": time.time() + self.RETRY_AFTER, "pid": os.getpid()}
+            record = {
+                "name": self.embedder.name,
+                "error": str(exc)[:300],
+                "until": time.time() + self.RETRY_AFTER,
+                "pid": os.getpid(),
+            }
             try:
                 write_atomic(path, json.dumps(record).encode(), sync=False)
             except OSError:
@@ -228,8 +247,11 @@ class Lookup:
 
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
-            if (record.get("name") == self.embedder.name and record.get("pid") != os.getpid()
-                    and time.time() < float(record["until"])):
+            if (
+                record.get("name") == self.embedder.name
+                and record.get("pid") != os.getpid()
+                and time.time() < float(record["until"])
+            ):
                 return str(record.get("error") or "it failed a moment ago")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
@@ -240,30 +262,39 @@ class Lookup:
         with self._mutex:
             self._make_embedder()
         if self.embedder is None:
-            why = self.dense_error or ("embedder = 'none'" if self.config.embedder == "none"
-                                       else "install memdir[embed] for hybrid search")
+            why = self.dense_error or (
+                "embedder = 'none'"
+                if self.config.embedder == "none"
+                else "install memdir[embed] for hybrid search"
+            )
             return f"ranking: BM25 alone ({why})"
         if self.dense_error:
             return f"ranking: BM25 alone ({self.embedder.name} failed: {self.dense_error})"
         if self.last_bm25_only:
-            return (f"ranking: BM25 alone ({self.embedder.name} is English-only and the query"
-                    " is not)")
+            return (
+                f"ranking: BM25 alone ({self.embedder.name} is English-only and the query is not)"
+            )
         from .embed import baseline
         from .vectors import ALPHA
 
         b = baseline(self.embedder)
         cosine = "cosine" if not b else f"(cosine − {b:g}) / {1 - b:g}"
-        return (f"ranking: hybrid, {1 - ALPHA:.1f} × {cosine} ({self.embedder.name}) +"
-                f" {ALPHA:.1f} × (BM25 / best BM25)²")
+        return (
+            f"ranking: hybrid, {1 - ALPHA:.1f} × {cosine} ({self.embedder.name}) +"
+            f" {ALPHA:.1f} × (BM25 / best BM25)²"
+        )
 
-    def rank(self, query: str, k: int, *, explain: bool = False,
-             dense: bool = True) -> list[Ranked]:
+    def rank(
+        self, query: str, k: int, *, explain: bool = False, dense: bool = True
+    ) -> list[Ranked]:
         """The ``k`` best files for ``query``: hybrid when vectors are available (and
         ``dense``), else BM25."""
         import dataclasses
 
-        return [dataclasses.replace(r, key=r.key[1])
-                for r in rank_many([self], query, k, explain=explain, dense=dense)]
+        return [
+            dataclasses.replace(r, key=r.key[1])
+            for r in rank_many([self], query, k, explain=explain, dense=dense)
+        ]
 
     def dense_ready(self, query: str) -> bool:
         """Whether this query can be ranked with vectors here (else BM25 alone)."""
@@ -273,12 +304,12 @@ class Lookup:
         return not self.last_bm25_only
 
 
-def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = False,
-              dense: bool = True) -> list[Ranked]:
+def rank_many(
+    lookups: list[Lookup], query: str, k: int, *, explain: bool = False, dense: bool = True
+) -> list[Ranked]:
     """The ``k`` best memories of one or more stores (keys ``(store index, file)``): BM25 with
     the statistics of all of them together, so that scores compare, fused with cosines when
     ``dense`` and every store has vectors from one embedder."""
-
 
     if not lookups:
         return []
@@ -294,12 +325,16 @@ def rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool = Fals
 
 def damaged(exc: sqlite3.DatabaseError) -> bool:
     """Whether SQLite says the file is damaged (not merely busy or locked)."""
-    return not isinstance(exc, sqlite3.OperationalError) or "malformed" in str(exc) \
+    return (
+        not isinstance(exc, sqlite3.OperationalError)
+        or "malformed" in str(exc)
         or "not a database" in str(exc)
+    )
 
 
-def _rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool,
-               dense: bool) -> list[Ranked]:
+def _rank_many(
+    lookups: list[Lookup], query: str, k: int, *, explain: bool, dense: bool
+) -> list[Ranked]:
     from contextlib import ExitStack
 
     from .search import tokenize
@@ -332,8 +367,12 @@ def _rank_many(lookups: list[Lookup], query: str, k: int, *, explain: bool,
             for i, search in enumerate(searches):
                 # each store scores its share of the candidates one store would score
                 share = max(pool, search.candidates * max(1, sizes[i]) // max(1, docs))
-                bm25 += [((i, key), s) for key, s in search.search(
-                    query, pool, stats=(df, docs, tokens), candidates=share)]
+                bm25 += [
+                    ((i, key), s)
+                    for key, s in search.search(
+                        query, pool, stats=(df, docs, tokens), candidates=share
+                    )
+                ]
         bm25.sort(key=lambda h: (-h[1], h[0]))
         if dense:
             embedder = lookups[0].embedder
@@ -375,11 +414,14 @@ class _Tagged(Sequence[tuple[int, str]]):
         return (self.store_index, self.keys[i])
 
 
-def _row_in(index: int, row: Callable[[str], int | None]
-            ) -> Callable[[tuple[int, str]], int | None]:
+def _row_in(
+    index: int, row: Callable[[str], int | None]
+) -> Callable[[tuple[int, str]], int | None]:
     """A key's row in store ``index``'s matrix (None for other stores' keys)."""
+
     def lookup(key: tuple[int, str]) -> int | None:
         return row(key[1]) if key[0] == index else None
+
     return lookup
 
 
@@ -390,9 +432,13 @@ def embed_in_background(root: Path) -> bool:
     import sys
 
     try:
-        subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(root), "index",
-                          "--background"], start_new_session=True, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [sys.executable, "-m", "memdir", "--dir", str(root), "index", "--background"],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     except OSError:
         return False
     return True

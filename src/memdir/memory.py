@@ -45,8 +45,10 @@ def _yaml() -> tuple[Any, Any]:
         base_dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
         def without_timestamps(resolvers: dict[Any, Any]) -> dict[Any, Any]:
-            return {ch: [(tag, rx) for tag, rx in items if tag != "tag:yaml.org,2002:timestamp"]
-                    for ch, items in resolvers.items()}
+            return {
+                ch: [(tag, rx) for tag, rx in items if tag != "tag:yaml.org,2002:timestamp"]
+                for ch, items in resolvers.items()
+            }
 
         class Loader(base_loader):  # type: ignore[misc,valid-type]
             """SafeLoader that keeps timestamps as the strings they were written as, and
@@ -64,8 +66,11 @@ def _yaml() -> tuple[Any, Any]:
 
         def refuse(loader: Any, node: Any) -> Any:
             raise yaml.constructor.ConstructorError(
-                None, None, f"the tag {node.tag} is not supported (plain values only)",
-                node.start_mark)
+                None,
+                None,
+                f"the tag {node.tag} is not supported (plain values only)",
+                node.start_mark,
+            )
 
         Loader.yaml_implicit_resolvers = without_timestamps(yaml.SafeLoader.yaml_implicit_resolvers)
         Dumper.yaml_implicit_resolvers = without_timestamps(yaml.SafeDumper.yaml_implicit_resolvers)
@@ -114,7 +119,8 @@ def validate_name(name: object) -> str:
         raise InvalidName(f"invalid memory name {shown}: the name is reserved — choose another")
     scripts = _scripts(norm)
     if len(scripts & _CONFUSABLE_SCRIPTS) > 1 or (
-            "LATIN" in scripts and scripts & (_CONFUSABLE_SCRIPTS - {"LATIN"})):
+        "LATIN" in scripts and scripts & (_CONFUSABLE_SCRIPTS - {"LATIN"})
+    ):
         raise InvalidName(
             f"invalid memory name {shown}: it mixes {' and '.join(sorted(scripts))} letters,"
             " which can look alike — write it in one script"
@@ -256,7 +262,8 @@ def parse_frontmatter(head: str) -> dict[str, Any]:
     if _node_count(data, {}) > MAX_FRONTMATTER_NODES:
         raise InvalidMemory(
             f"the frontmatter expands to more than {MAX_FRONTMATTER_NODES} values (YAML"
-            " aliases?) — write the values out or remove them")
+            " aliases?) — write the values out or remove them"
+        )
     return data
 
 
@@ -351,10 +358,11 @@ def check(memory: Memory, types: tuple[str, ...]) -> list[str]:
         warnings.append("empty description")
     if "\n" in memory.description:
         warnings.append("description spans several lines")
-    if any(not ch.isprintable() for ch in memory.description.replace("\n", "")
-           + memory.type):
-        warnings.append("control or invisible characters in the type or description (shown"
-                        " escaped in MEMORY.md, prompts and the terminal)")
+    if any(not ch.isprintable() for ch in memory.description.replace("\n", "") + memory.type):
+        warnings.append(
+            "control or invisible characters in the type or description (shown"
+            " escaped in MEMORY.md, prompts and the terminal)"
+        )
     if len(memory.description) > MAX_DESCRIPTION_CHARS:
         warnings.append(f"description longer than {MAX_DESCRIPTION_CHARS} characters")
     return warnings

@@ -63,12 +63,20 @@ class MetaCache:
             self.files[fname] = (tuple(row[1:4]), Entry.from_row(row, fname), None)
 
     @staticmethod
-    def _row(fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None
-             ) -> list[Any]:
+    def _row(fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None) -> list[Any]:
         if entry is None:
             return [fname, *key, error]
-        return [fname, *key, entry.name, entry.type, entry.description, entry.created,
-                entry.updated, entry.pinned, list(entry.warnings)]
+        return [
+            fname,
+            *key,
+            entry.name,
+            entry.type,
+            entry.description,
+            entry.created,
+            entry.updated,
+            entry.pinned,
+            list(entry.warnings),
+        ]
 
     def save(self, *, force: bool = False) -> None:
         """Persist what changed; losing a race with another process only costs re-parsing."""
@@ -93,8 +101,9 @@ class MetaCache:
             os.unlink(self.log_path)
         self.log_rows = 0
 
-    def remember(self, file: str, key: tuple[int, ...], entry: Entry | None,
-                 error: str | None) -> None:
+    def remember(
+        self, file: str, key: tuple[int, ...], entry: Entry | None, error: str | None
+    ) -> None:
         """Record what a file with this identity parsed to."""
         self.files[file] = (key, entry, error)
         self.pending.append(self._row(file, key, entry, error))

@@ -13,8 +13,10 @@ import re
 
 from .memory import MAX_DESCRIPTION_CHARS, Memory
 
-_PREFERENCE = re.compile(r"(?i)\b(?:prefers?|likes?|wants?|always|never|don'?t|from now on)\b"
-                         r"|喜欢|偏好|希望|不要|好み|してほしい")
+_PREFERENCE = re.compile(
+    r"(?i)\b(?:prefers?|likes?|wants?|always|never|don'?t|from now on)\b"
+    r"|喜欢|偏好|希望|不要|好み|してほしい"
+)
 _MARKS = re.compile(r"^\s*(?:[#>]+\s*|[-*+]\s+)*")  # headings, quotes, list bullets
 _CLOSING = re.compile(r"\s+#+\s*$")  # a heading's closing hashes ("## Title ##")
 
@@ -28,9 +30,12 @@ def sounds_like_preference(text: str) -> bool:
 def guess_type(text: str, types: tuple[str, ...]) -> str:
     """The type for text that came without one: the person's preference, a pointer (a
     link), else a fact about the project; always one of ``types``."""
-    for kind, fits in (("user_preference", sounds_like_preference(text)),
-                       ("reference", re.search(r"https?://", text) is not None),
-                       ("project_fact", True), ("reference", True)):
+    for kind, fits in (
+        ("user_preference", sounds_like_preference(text)),
+        ("reference", re.search(r"https?://", text) is not None),
+        ("project_fact", True),
+        ("reference", True),
+    ):
         if fits and kind in types:
             return kind
     return types[0]
@@ -57,5 +62,6 @@ def first_line(text: str) -> str:
 def from_text(name: str, text: str, types: tuple[str, ...], kind: str | None = None) -> Memory:
     """The memory a bare note describes (``kind``: its type, if the caller knows it)."""
     description = (first_line(text) or name)[:MAX_DESCRIPTION_CHARS]
-    return Memory(name, kind or guess_type(text, types), description,
-                  text.lstrip("\ufeff").strip("\n"))
+    return Memory(
+        name, kind or guess_type(text, types), description, text.lstrip("\ufeff").strip("\n")
+    )

@@ -64,18 +64,26 @@ def screen(plan: Sequence[Change], policy: str) -> list[Change]:
             extras = [x for k, v in m.extra.items() for x in _strings(v, str(k))]
             labels = (m.description, m.name.replace("_", " ").replace("-", " "))
             if policy == "refuse":
-                secrets.refuse_secrets({"name": m.name, "description": m.description,
-                                        "body": m.body,
-                                        **{f"field {k!r}": v for k, v in extras}}, labels)
+                secrets.refuse_secrets(
+                    {
+                        "name": m.name,
+                        "description": m.description,
+                        "body": m.body,
+                        **{f"field {k!r}": v for k, v in extras},
+                    },
+                    labels,
+                )
             else:
                 name, found = secrets.redact(m.name)
                 if found:
                     name = slugify(name.replace("[REDACTED:", "redacted-").replace("]", ""))
                 desc, _ = secrets.redact(m.description)
-                body, _ = secrets.redact(m.body, [f for label in labels
-                                                  for f in secrets.scan_labelled(label, m.body)])
+                body, _ = secrets.redact(
+                    m.body, [f for label in labels for f in secrets.scan_labelled(label, m.body)]
+                )
                 extra = {k: secrets.redact_tree(v) for k, v in m.extra.items()}
-                change = replace(change, memory=m.replace(name=name, description=desc,
-                                                          body=body, extra=extra))
+                change = replace(
+                    change, memory=m.replace(name=name, description=desc, body=body, extra=extra)
+                )
         out.append(change)
     return out

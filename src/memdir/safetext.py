@@ -16,9 +16,11 @@ from html import escape
 
 # Chinese, Japanese and Korean scripts, as one regex character class (search indexes them as
 # bigrams; extraction and secret detection tell CJK text apart with it).
-CJK = ("\u3040-\u30ff"  # hiragana, katakana
-       "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
-       "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af")  # hangul
+CJK = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
+)  # hangul
 CJK_CHAR = re.compile(f"[{CJK}]")
 
 _MD_SPECIAL = re.compile(r"([\\`\[\]<>])")
@@ -54,8 +56,10 @@ def for_prompt(text: str) -> str:
 def for_body(text: str) -> str:
     """Several lines inside an XML-tagged prompt section: line breaks stay, tags are escaped,
     other control characters go."""
-    clean = "".join(ch if ch == "\n" else _clean_char(ch) if not ch.isprintable() else ch
-                    for ch in text.replace("\r\n", "\n"))
+    clean = "".join(
+        ch if ch == "\n" else _clean_char(ch) if not ch.isprintable() else ch
+        for ch in text.replace("\r\n", "\n")
+    )
     return escape(clean, quote=False)
 
 
@@ -67,8 +71,10 @@ def for_terminal(text: str) -> str:
 def for_terminal_text(text: str) -> str:
     """Several lines for a terminal: line breaks and tabs stay, escape sequences and other
     control or invisible characters go."""
-    return "".join(ch if ch in "\n\t" or ch.isprintable() else _clean_char(ch)
-                   for ch in text.replace("\r\n", "\n"))
+    return "".join(
+        ch if ch in "\n\t" or ch.isprintable() else _clean_char(ch)
+        for ch in text.replace("\r\n", "\n")
+    )
 
 
 def display_width(text: str) -> int:

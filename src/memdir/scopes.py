@@ -76,8 +76,12 @@ def make_private(root: Path) -> None:
             if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
                 os.chmod(entry.path, 0o600)
     except OSError as exc:
-        log.warning("memdir: cannot make the user store %s owner-only (%s) — run"
-                    " 'chmod -R go= %s'", root, exc.strerror, root)
+        log.warning(
+            "memdir: cannot make the user store %s owner-only (%s) — run 'chmod -R go= %s'",
+            root,
+            exc.strerror,
+            root,
+        )
 
 
 def route(config: Config, type: str, scope: str | None = None) -> str:
@@ -88,14 +92,16 @@ def route(config: Config, type: str, scope: str | None = None) -> str:
     return USER if type in USER_TYPES and user_store_dir(config) is not None else PROJECT
 
 
-def open_user_store(root: Path, config: Config, *, watch: bool | None = False,
-                    embedder: Embedder | None = None) -> MemoryStore:
+def open_user_store(
+    root: Path, config: Config, *, watch: bool | None = False, embedder: Embedder | None = None
+) -> MemoryStore:
     """The user's store at ``root``, created owner-only (0700) if it does not exist."""
     if not root.is_dir():
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
     make_private(root)
-    return MemoryStore(root, dataclasses.replace(config, dir=root), create=True, watch=watch,
-                       embedder=embedder)
+    return MemoryStore(
+        root, dataclasses.replace(config, dir=root), create=True, watch=watch, embedder=embedder
+    )
 
 
 def project_folder(config: Config) -> Path:
@@ -124,9 +130,16 @@ def _shared_label(path: Path, taken: set[str]) -> str:
 class Scopes:
     """The stores a project sees: project, user and shared ones, read as one."""
 
-    def __init__(self, config: Config, *, project: MemoryStore | None = None,
-                 also: Sequence[str | os.PathLike[str]] = (), create: bool = False,
-                 watch: bool | None = None, scopes: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        project: MemoryStore | None = None,
+        also: Sequence[str | os.PathLike[str]] = (),
+        create: bool = False,
+        watch: bool | None = None,
+        scopes: Sequence[str] | None = None,
+    ) -> None:
         """``project``: an open project store (else opened from ``config.dir``; created only
         with ``create``). ``also``: more read-only stores. ``scopes``: only these scope names
         (``project``, ``user``, ``shared``); default all."""
@@ -161,11 +174,14 @@ class Scopes:
                     continue
                 if not path.is_dir():
                     if given:
-                        raise ConfigError(f"--also {raw}: {path} is not a folder — give the"
-                                          " path of a memory store")
+                        raise ConfigError(
+                            f"--also {raw}: {path} is not a folder — give the"
+                            " path of a memory store"
+                        )
                     # a teammate without that checkout still gets the rest
-                    log.warning("memdir: read_only store %s (%s) is not a folder; skipped",
-                                raw, path)
+                    log.warning(
+                        "memdir: read_only store %s (%s) is not a folder; skipped", raw, path
+                    )
                     continue
                 label = _shared_label(path, taken)
                 taken.add(label)
@@ -175,8 +191,9 @@ class Scopes:
     # -- the stores ---------------------------------------------------------------------------
 
     def _open(self, root: Path, *, create: bool) -> MemoryStore:
-        return MemoryStore(root, dataclasses.replace(self.config, dir=root), create=create,
-                           watch=self.watch)
+        return MemoryStore(
+            root, dataclasses.replace(self.config, dir=root), create=create, watch=self.watch
+        )
 
     def _open_shared(self, root: Path) -> MemoryStore:
         """A shared store, read-only: its caches live in the user's cache folder, so nothing
@@ -187,8 +204,13 @@ class Scopes:
 
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
         caches = Path(platformdirs.user_cache_dir("memdir", appauthor=False)) / "shared" / key
-        return MemoryStore(root, dataclasses.replace(self.config, dir=root), create=False,
-                           watch=self.watch, cache_dir=caches)
+        return MemoryStore(
+            root,
+            dataclasses.replace(self.config, dir=root),
+            create=False,
+            watch=self.watch,
+            cache_dir=caches,
+        )
 
     def stores(self) -> list[tuple[Scope, MemoryStore]]:
         """The scopes that have a store, project first."""
@@ -213,8 +235,7 @@ class Scopes:
 
     def route(self, type: str, scope: str | None = None) -> str:
         """Where a new memory of this kind goes (see ``route``)."""
-        return route(self.config, type, scope) if self.user_root() is not None or scope \
-            else PROJECT
+        return route(self.config, type, scope) if self.user_root() is not None or scope else PROJECT
 
     def only(self, name: str) -> Scopes:
         """These scopes narrowed to the one called ``name`` (the stores stay shared)."""
@@ -272,8 +293,11 @@ class Scopes:
         if (a[1].type, a[1].description) != (b[1].type, b[1].description):
             return False
         try:
-            return bool(a[0].store is not None and b[0].store is not None
-                        and a[0].store.get(a[1].name).body == b[0].store.get(b[1].name).body)
+            return bool(
+                a[0].store is not None
+                and b[0].store is not None
+                and a[0].store.get(a[1].name).body == b[0].store.get(b[1].name).body
+            )
         except (InvalidMemory, LookupError):
             return False
 
@@ -304,18 +328,22 @@ class Scopes:
         assert scope.store is not None
         return scope.store.get(name)
 
-    def ranked(self, query: str, k: int = 5, *, explain: bool = False
-               ) -> list[tuple[Scope, Ranked]]:
+    def ranked(
+        self, query: str, k: int = 5, *, explain: bool = False
+    ) -> list[tuple[Scope, Ranked]]:
         """The ``k`` best memories over every scope, with comparable scores."""
         from .lookup import rank_many
 
         pairs = self.stores()
         hits = rank_many([store.lookup for _, store in pairs], query, k, explain=explain)
-        return [(pairs[i][0], dataclasses.replace(r, key=key)) for (i, key), r in
-                ((r.key, r) for r in hits)]
+        return [
+            (pairs[i][0], dataclasses.replace(r, key=key))
+            for (i, key), r in ((r.key, r) for r in hits)
+        ]
 
-    def hits(self, query: str, k: int = 5, *, explain: bool = False
-             ) -> list[tuple[Scope, Entry, Ranked]]:
+    def hits(
+        self, query: str, k: int = 5, *, explain: bool = False
+    ) -> list[tuple[Scope, Entry, Ranked]]:
         """The ``k`` best memories with their scope and catalogue entry (named as the
         catalogue shows it; a same-content copy hidden by the project's is left out)."""
         by_file = self._view().by_file
@@ -324,8 +352,7 @@ class Scopes:
             hit = by_file.get((scope.name, r.key))
             if hit is not None:
                 e, name = hit
-                out.append((scope, e if name == e.name else dataclasses.replace(e, name=name),
-                            r))
+                out.append((scope, e if name == e.name else dataclasses.replace(e, name=name), r))
         return out
 
     def search_entries(self, query: str, k: int = 5) -> list[tuple[Entry, float]]:
@@ -340,11 +367,13 @@ class Scopes:
 class _View:
     """What ``located`` derived from the stores at given versions, with its lookups."""
 
-    def __init__(self, key: tuple[tuple[str, int], ...],
-                 located: list[tuple[Scope, Entry, str]]) -> None:
+    def __init__(
+        self, key: tuple[tuple[str, int], ...], located: list[tuple[Scope, Entry, str]]
+    ) -> None:
         self.key = key
         self.located = located
         self.by_shown = {shown: (sc, e) for sc, e, shown in located}
         self.by_file = {(sc.name, e.file): (e, shown) for sc, e, shown in located}
-        self.entries = [e if shown == e.name else dataclasses.replace(e, name=shown)
-                        for _, e, shown in located]
+        self.entries = [
+            e if shown == e.name else dataclasses.replace(e, name=shown) for _, e, shown in located
+        ]

@@ -39,7 +39,8 @@ WEIGHTS = (2.0, 3.0, 1.0)
 _CJK = CJK
 _TOKEN = re.compile(f"[{_CJK}]+|[^\\W_{_CJK}]+(?:'[^\\W_{_CJK}]+)?")
 
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against all am an and any are aren't as at be because been before
 being below between both but by can can't cannot could couldn't did didn't do does doesn't
 doing don't down during each few for from further had hadn't has hasn't have haven't having he
@@ -51,7 +52,8 @@ there's these they they'd they'll they're they've this those through to too unde
 was wasn't we we'd we'll we're we've were weren't what what's when when's where where's which
 while who who's whom why why's with won't would wouldn't you you'd you'll you're you've your
 yours yourself yourselves also just s t d ll m o re ve y
-""".split())
+""".split()
+)
 
 _stemmer = Stemmer.Stemmer("english")
 
@@ -98,8 +100,14 @@ class Doc:
 class SearchIndex(CacheDB):
     """An FTS5 index of documents, kept in one SQLite file (or in memory)."""
 
-    def __init__(self, path: Path | str = ":memory:", *, candidate_share: float = CANDIDATE_SHARE,
-                 min_postings: int = MIN_POSTINGS, candidates: int = CANDIDATES) -> None:
+    def __init__(
+        self,
+        path: Path | str = ":memory:",
+        *,
+        candidate_share: float = CANDIDATE_SHARE,
+        min_postings: int = MIN_POSTINGS,
+        candidates: int = CANDIDATES,
+    ) -> None:
         self.candidate_share = candidate_share
         self.min_postings = min_postings
         self.candidates = candidates
@@ -137,13 +145,20 @@ class SearchIndex(CacheDB):
                 self._delete(key)
             for d in docs:
                 self._delete(d.key)
-                cols = (tokenize(d.name.replace("-", " ")), tokenize(d.description),
-                        tokenize(d.body))
+                cols = (
+                    tokenize(d.name.replace("-", " ")),
+                    tokenize(d.description),
+                    tokenize(d.body),
+                )
                 length = sum(map(len, cols))
-                cur = db.execute("INSERT INTO docs (key, identity, length) VALUES (?, ?, ?)",
-                                 (d.key, d.identity, length))
-                db.execute("INSERT INTO fts (rowid, name, description, body) VALUES (?,?,?,?)",
-                           (cur.lastrowid, *(" ".join(c) for c in cols)))
+                cur = db.execute(
+                    "INSERT INTO docs (key, identity, length) VALUES (?, ?, ?)",
+                    (d.key, d.identity, length),
+                )
+                db.execute(
+                    "INSERT INTO fts (rowid, name, description, body) VALUES (?,?,?,?)",
+                    (cur.lastrowid, *(" ".join(c) for c in cols)),
+                )
                 db.execute("UPDATE stats SET docs = docs + 1, tokens = tokens + ?", (length,))
             db.execute("COMMIT")
         except BaseException:
@@ -157,8 +172,13 @@ class SearchIndex(CacheDB):
             self.db.execute("DELETE FROM docs WHERE id = ?", (row[0],))
             self.db.execute("UPDATE stats SET docs = docs - 1, tokens = tokens - ?", (row[1],))
 
-    def sync(self, current: dict[str, str | None], load: Callable[[list[str]], list[Doc]],
-             *, only: list[str] | None = None) -> int:
+    def sync(
+        self,
+        current: dict[str, str | None],
+        load: Callable[[list[str]], list[Doc]],
+        *,
+        only: list[str] | None = None,
+    ) -> int:
         """Bring the index in line with ``current`` (key -> identity); returns docs re-indexed.
 
         ``load`` reads the documents whose identity changed. A None identity is always
@@ -178,14 +198,22 @@ class SearchIndex(CacheDB):
             df: dict[str, int] = {}
         else:
             marks = ",".join("?" * len(terms))
-            df = dict(self.db.execute(
-                f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms).fetchall())
+            df = dict(
+                self.db.execute(
+                    f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms
+                ).fetchall()
+            )
         n_docs, n_tokens = self.db.execute("SELECT docs, tokens FROM stats").fetchone()
         return df, int(n_docs), int(n_tokens)
 
-    def search(self, query: str, k: int = 5, *,
-               stats: tuple[dict[str, int], int, int] | None = None,
-               candidates: int | None = None) -> list[tuple[str, float]]:
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        stats: tuple[dict[str, int], int, int] | None = None,
+        candidates: int | None = None,
+    ) -> list[tuple[str, float]]:
         """The best ``k`` keys for ``query`` with their BM25 scores (higher is better).
 
         Terms are OR-ed and ranked by BM25 over name, description and body (Lucene's IDF, so
@@ -205,8 +233,10 @@ class SearchIndex(CacheDB):
         if not terms:
             return []
         g_df, g_docs, g_tokens = stats or (df, n_docs, n_tokens)
-        idf = {t: math.log(1 + (g_docs - g_df.get(t, df[t]) + 0.5)
-                           / (g_df.get(t, df[t]) + 0.5)) for t in terms}
+        idf = {
+            t: math.log(1 + (g_docs - g_df.get(t, df[t]) + 0.5) / (g_df.get(t, df[t]) + 0.5))
+            for t in terms
+        }
         cap = max(self.min_postings, self.candidate_share * n_docs)
         gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
         matched: dict[int, float] = {}
@@ -216,23 +246,27 @@ class SearchIndex(CacheDB):
         while len(matched) < k and rest:  # too few: widen with the next rarest terms
             t = rest.pop(0)
             self._gather(t, idf[t], matched)
-        best = heapq.nlargest(max(candidates or self.candidates, k), matched,
-                              key=matched.__getitem__)
+        best = heapq.nlargest(
+            max(candidates or self.candidates, k), matched, key=matched.__getitem__
+        )
         return self._rescore(best, idf, g_tokens / max(1, g_docs), k)
 
     def _gather(self, term: str, weight: float, matched: dict[int, float]) -> None:
-        for (rowid,) in self.db.execute("SELECT rowid FROM fts WHERE fts MATCH ?",
-                                        (_phrase(term),)):
+        for (rowid,) in self.db.execute(
+            "SELECT rowid FROM fts WHERE fts MATCH ?", (_phrase(term),)
+        ):
             matched[rowid] = matched.get(rowid, 0.0) + weight
 
-    def _rescore(self, rowids: list[int], idf: dict[str, float], avgdl: float, k: int
-                 ) -> list[tuple[str, float]]:
+    def _rescore(
+        self, rowids: list[int], idf: dict[str, float], avgdl: float, k: int
+    ) -> list[tuple[str, float]]:
         """BM25 of a few documents: column-weighted presence (a term counts once per column,
         as the index keeps no positions), length-normalised."""
         ids = ",".join(str(r) for r in rowids)
         rows = self.db.execute(
             f"SELECT fts.rowid, docs.key, docs.length, fts.name, fts.description, fts.body"
-            f" FROM fts JOIN docs ON docs.id = fts.rowid WHERE fts.rowid IN ({ids})").fetchall()
+            f" FROM fts JOIN docs ON docs.id = fts.rowid WHERE fts.rowid IN ({ids})"
+        ).fetchall()
         scored = []
         for rowid, key, length, *columns in rows:
             freq: dict[str, float] = {}

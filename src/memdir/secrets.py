@@ -67,63 +67,120 @@ _PASSPHRASE = re.compile(
     r"(?i)(?<![a-z0-9])(?:pass ?phrase|password|passwd|pass ?word)(?![a-z0-9])"
     r"(?:\s+(?:for|of|on|to|at)\s+[^\n.:=]{1,40}?)?"
     r"\s*(?:\bis\b\s*:?|[:=])\s*[\"']?((?:[A-Za-z]{3,}[ \-]){2,7}[A-Za-z]{3,})"
-    r"(?=[\"']?\s*(?:[.,;!?)]|$))", re.MULTILINE)
-_PROSE_WORDS = frozenset("""
+    r"(?=[\"']?\s*(?:[.,;!?)]|$))",
+    re.MULTILINE,
+)
+_PROSE_WORDS = frozenset(
+    """
 the a an in on at to of for is are was be been being not no none stored kept saved set same
 required optional changed rotated reset empty blank hidden available there here this that it its
 our your their my his her we you they with from by as and or but now still also only never
 always just when then than if under above below different managed handled sent shared known
 written given unknown expired missing wrong correct incorrect valid invalid strong weak long
 short secure stored where what which who how please ask see check use using used via into
-""".split()) - {"correct"}
+""".split()
+) - {"correct"}
 
 
 def _passphrase(value: str) -> bool:
     """Whether words after a password label are a passphrase rather than prose about it."""
     words = [w.lower() for w in re.split(r"[ \-]", value) if w]
-    return len(words) >= 3 and not any(w in _PROSE_WORDS for w in words[:2]) \
+    return (
+        len(words) >= 3
+        and not any(w in _PROSE_WORDS for w in words[:2])
         and sum(w in _PROSE_WORDS for w in words) <= 1
+    )
 
 
 _PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
-    ("private key", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"), 0),
+    (
+        "private key",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"
+        ),
+        0,
+    ),
     *[(kind, re.compile(rx), 0) for kind, rx in _TOKENS],
     ("password in URL", re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:([^\s@/]{3,})@"), 1),
-    ("Azure connection string",
-     re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})"), 1),
-    ("HTTP credentials", re.compile(
-        r"(?i)\bAuthorization:\s*(?:Basic|Bearer|Token)\s+([A-Za-z0-9._~+/=\-]{12,})"), 1),
-    ("password", re.compile(r"(?:\bcurl\b|\bwget\b|\bhttp\b)[^\n]*?\s(?:-u|--user)[ =]"
-                            r"[\"']?[^\s:\"']+:([^\s\"']{4,})"), 1),
+    (
+        "Azure connection string",
+        re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=([A-Za-z0-9+/=]{20,})"),
+        1,
+    ),
+    (
+        "HTTP credentials",
+        re.compile(r"(?i)\bAuthorization:\s*(?:Basic|Bearer|Token)\s+([A-Za-z0-9._~+/=\-]{12,})"),
+        1,
+    ),
+    (
+        "password",
+        re.compile(
+            r"(?:\bcurl\b|\bwget\b|\bhttp\b)[^\n]*?\s(?:-u|--user)[ =]"
+            r"[\"']?[^\s:\"']+:([^\s\"']{4,})"
+        ),
+        1,
+    ),
     ("password", re.compile(r"\bmysql(?:dump|admin)?\b[^\n]*?\s-p([^\s\"']{4,})"), 1),
     # NAME=value where the name says it holds a secret (shells, .env files, CI settings)
-    ("password", re.compile(
-        r"(?i)\b[A-Z0-9_]*(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_?KEY"
-        r"|PRIVATE_?KEY|_PWD|PGPASS)[A-Z0-9_]*\s*[:=]\s*[\"']?([^\s\"',;]{6,})"), 1),
+    (
+        "password",
+        re.compile(
+            r"(?i)\b[A-Z0-9_]*(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_?KEY"
+            r"|PRIVATE_?KEY|_PWD|PGPASS)[A-Z0-9_]*\s*[:=]\s*[\"']?([^\s\"',;]{6,})"
+        ),
+        1,
+    ),
     # prose and config in English: "the password for X is Y", "api key: Y", "login is u / Y"
-    ("password", re.compile(
-        r"(?i)(?<![a-z0-9])(?:password|passwd|pwd|pw|passphrase|pass ?code|pass"
-        r"|secret(?:[ _-]?key)?|api[ _-]?key|access[ _-]?(?:key|token)|auth[ _-]?token|token"
-        r"|client[ _-]?secret"
-        r"|private[ _-]?key|credentials?|login)(?![a-z0-9])"
-        r"(?:\s+(?:for|of|on|to|at)\s+[^\n.:=]{1,40}?)?"
-        r"[\"']?\s*(?:(?:\bis\b|\bare\b)\s*[:=]?|[:=])\s*[\"']?"
-        r"(?:[^\s/:\"']{1,32}\s*(?:/|:)\s*)?([^\s\"',;]{6,})"), 1),
-    ("password", re.compile(r"(?i)\b(?:credentials?|login)\s+(?:is\s+|are\s+)?"
-                            r"[^\s/]{1,32}\s*/\s*([^\s\"',;]{6,})"), 1),
+    (
+        "password",
+        re.compile(
+            r"(?i)(?<![a-z0-9])(?:password|passwd|pwd|pw|passphrase|pass ?code|pass"
+            r"|secret(?:[ _-]?key)?|api[ _-]?key|access[ _-]?(?:key|token)|auth[ _-]?token|token"
+            r"|client[ _-]?secret"
+            r"|private[ _-]?key|credentials?|login)(?![a-z0-9])"
+            r"(?:\s+(?:for|of|on|to|at)\s+[^\n.:=]{1,40}?)?"
+            r"[\"']?\s*(?:(?:\bis\b|\bare\b)\s*[:=]?|[:=])\s*[\"']?"
+            r"(?:[^\s/:\"']{1,32}\s*(?:/|:)\s*)?([^\s\"',;]{6,})"
+        ),
+        1,
+    ),
+    (
+        "password",
+        re.compile(
+            r"(?i)\b(?:credentials?|login)\s+(?:is\s+|are\s+)?"
+            r"[^\s/]{1,32}\s*/\s*([^\s\"',;]{6,})"
+        ),
+        1,
+    ),
     # no separator at all: "api key 4caf…", "password D3ploy#Stg" (only values shaped like keys)
-    ("API key", re.compile(r"(?i)\b(?:api[ _-]?key|access[ _-]?token|secret[ _-]?key)\s+"
-                           r"(?=[a-z0-9_\-]*\d)([A-Za-z0-9_\-]{32,})\b"), 1),
-    ("password", re.compile(r"(?i)\b(?:password|passwd|passphrase)\s+"
-                            r"(?=\S*\d)(?=\S*[A-Z!@#$%^&*])([^\s\"',;]{6,})"), 1),
+    (
+        "API key",
+        re.compile(
+            r"(?i)\b(?:api[ _-]?key|access[ _-]?token|secret[ _-]?key)\s+"
+            r"(?=[a-z0-9_\-]*\d)([A-Za-z0-9_\-]{32,})\b"
+        ),
+        1,
+    ),
+    (
+        "password",
+        re.compile(
+            r"(?i)\b(?:password|passwd|passphrase)\s+"
+            r"(?=\S*\d)(?=\S*[A-Z!@#$%^&*])([^\s\"',;]{6,})"
+        ),
+        1,
+    ),
     ("passphrase", _PASSPHRASE, 1),
     # Chinese and Japanese: 密码是 Y, パスワードは Y, ログインは u / Y
-    ("password", re.compile(
-        r"(?:密码|口令|密钥|令牌|秘钥|Secret|パスワード|暗証番号|APIキー|トークン|ログイン)"
-        r"[^\n:：=是为は]{0,6}\s*(?:[:：=]|是|为|は)\s*"
-        r"(?:[^\s/:：]{1,32}\s*/\s*)?([^\s\"',;，。、]{6,})"), 1),
+    (
+        "password",
+        re.compile(
+            r"(?:密码|口令|密钥|令牌|秘钥|Secret|パスワード|暗証番号|APIキー|トークン|ログイン)"
+            r"[^\n:：=是为は]{0,6}\s*(?:[:：=]|是|为|は)\s*"
+            r"(?:[^\s/:：]{1,32}\s*/\s*)?([^\s\"',;，。、]{6,})"
+        ),
+        1,
+    ),
 ]
 
 _PLACEHOLDER = re.compile(
@@ -148,11 +205,17 @@ def _plausible_secret(value: str) -> bool:
     value = value.strip("\"'`").rstrip(".!?,;)")
     if len(value) < 6 or _PLACEHOLDER.match(value) or CJK_CHAR.search(value):
         return False
-    if (value[0] in "?&*|>" or re.match(r"![A-Za-z]+$", value) or "${" in value
-            or "}" in value or _WORDS_VALUE.match(value)):
+    if (
+        value[0] in "?&*|>"
+        or re.match(r"![A-Za-z]+$", value)
+        or "${" in value
+        or "}" in value
+        or _WORDS_VALUE.match(value)
+    ):
         return False  # a YAML tag or anchor, a shell expansion, a path or a name of words
-    if _CODE_VALUE.search(value) and not (any(c.isdigit() for c in value)
-                                          and not re.search(r"^[\w.]*\(|^[\[{(]", value)):
+    if _CODE_VALUE.search(value) and not (
+        any(c.isdigit() for c in value) and not re.search(r"^[\w.]*\(|^[\[{(]", value)
+    ):
         return False
     return not (value.isalpha() and value.islower())
 
@@ -180,8 +243,9 @@ def _is_text_base64(token: str) -> bool:
     """Whether the token is base64 of ordinary text (a look-alike, not a secret)."""
     padded = token + "=" * (-len(token) % 4)
     try:
-        raw = base64.b64decode(padded, altchars=b"-_" if "-" in token or "_" in token else None,
-                               validate=True)
+        raw = base64.b64decode(
+            padded, altchars=b"-_" if "-" in token or "_" in token else None, validate=True
+        )
     except (binascii.Error, ValueError):
         return False
     try:
@@ -196,21 +260,27 @@ def _is_text_base64(token: str) -> bool:
 # integrity hashes, SSH public keys, fingerprints, base64 data URIs.
 _PUBLIC_BEFORE = re.compile(
     r"(?:\bh1:|\bsha(?:1|256|384|512)-|\bSHA(?:1|256|384|512):|;base64,"
-    r"|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)\s+)$")
+    r"|\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com)\s+)$"
+)
 # Words that say the value after them names something public: an id, an address, a digest.
 _ID_CONTEXT = re.compile(
     r"(?i)\b(?:ids?|identifier|address|wallet|cid|playlist|digest|hash|checksum|commit|pin"
     r"|program|document|doc|page|sheet|spreadsheet|file|folder|video|form|channel|issue"
     r"|object|blob|tx|transaction|contract|build|trace|span"
-    r"|event|zone|item|base|table|record|row)\b(?:\s+(?:is|was|of|for))?\s*[:=#]?\s*$")
+    r"|event|zone|item|base|table|record|row)\b(?:\s+(?:is|was|of|for))?\s*[:=#]?\s*$"
+)
 # Addresses and content ids: bech32 wallets, IPFS CIDs.
-_PUBLIC_FORM = re.compile(r"(?:bc|tb|ltc)1[02-9ac-hj-np-z]{20,}$|bafy[a-z2-7]{40,}$"
-                          r"|0x(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$"
-                          r"|Qm[1-9A-HJ-NP-Za-km-z]{44}$")
+_PUBLIC_FORM = re.compile(
+    r"(?:bc|tb|ltc)1[02-9ac-hj-np-z]{20,}$|bafy[a-z2-7]{40,}$"
+    r"|0x(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$"
+    r"|Qm[1-9A-HJ-NP-Za-km-z]{44}$"
+)
 # Object ids of payment and chat APIs: random, but names of things, not keys to them.
-_ID_PREFIX = re.compile(r"sha(?:1|256|384|512)-"
-                        r"|(?:cus|pi|ch|sub|prod|price|evt|acct|in|txn|seti|src|pm|re|po|ii|il"
-                        r"|cs_live|cs_test|plink|card|ba|btok|file|sku)_[A-Za-z0-9]{8,}$")
+_ID_PREFIX = re.compile(
+    r"sha(?:1|256|384|512)-"
+    r"|(?:cus|pi|ch|sub|prod|price|evt|acct|in|txn|seti|src|pm|re|po|ii|il"
+    r"|cs_live|cs_test|plink|card|ba|btok|file|sku)_[A-Za-z0-9]{8,}$"
+)
 
 
 def _looks_random(token: str) -> bool:
@@ -218,11 +288,18 @@ def _looks_random(token: str) -> bool:
     core = token.rstrip("=")
     if len(core) < 24 or _HEX.match(core) or _UUID.match(core) or _PUBLIC_FORM.match(core):
         return False
-    if "/" in core and (core.startswith("/") or any(
-            re.fullmatch(r"[a-z][a-z0-9._\-]{2,}|\d{1,4}", part) for part in core.split("/"))):
+    if "/" in core and (
+        core.startswith("/")
+        or any(re.fullmatch(r"[a-z][a-z0-9._\-]{2,}|\d{1,4}", part) for part in core.split("/"))
+    ):
         return False  # a path: a file, a store path, an object key (folders named in words)
-    classes = sum((any(c.islower() for c in core), any(c.isupper() for c in core),
-                   any(c.isdigit() for c in core)))
+    classes = sum(
+        (
+            any(c.islower() for c in core),
+            any(c.isupper() for c in core),
+            any(c.isdigit() for c in core),
+        )
+    )
     digits = sum(c.isdigit() for c in core)
     if classes < 2 or (classes == 2 and (len(core) < 32 or not 0.1 <= digits / len(core) <= 0.7)):
         return False  # two character classes only count when long with digits mixed in
@@ -240,8 +317,9 @@ def scan(text: str) -> list[Finding]:
     done = [m.span() for m in _MARKER.finditer(text)]
 
     def overlaps(a: int, b: int) -> bool:
-        return (any(a < f.end and f.start < b for f in found)
-                or any(a < e and s < b for s, e in done))
+        return any(a < f.end and f.start < b for f in found) or any(
+            a < e and s < b for s, e in done
+        )
 
     for kind, pattern, group in _PATTERNS:
         for m in pattern.finditer(text):
@@ -258,8 +336,9 @@ def scan(text: str) -> list[Finding]:
     for m in _CANDIDATE.finditer(text):
         if _PUBLIC_BEFORE.search(text, max(0, m.start() - 40), m.start()):
             continue  # a checksum, a public key, inline data: random by design, not secret
-        if _ID_PREFIX.match(m.group(0)) or _ID_CONTEXT.search(text, max(0, m.start() - 40),
-                                                              m.start()):
+        if _ID_PREFIX.match(m.group(0)) or _ID_CONTEXT.search(
+            text, max(0, m.start() - 40), m.start()
+        ):
             continue  # a named public id: a document, a wallet, a playlist, a trace
         if _looks_random(m.group(0)) and not overlaps(*m.span()):
             found.append(Finding("high-entropy token", *m.span()))
@@ -282,8 +361,10 @@ def _whole(text: str, f: Finding) -> Finding:
     return Finding(f.kind, f.start, stop)
 
 
-_LABEL_WORD = re.compile(r"(?i)pass|secret|token|key|credential|login|pwd|\bpw\b|\bpin\b"
-                         r"|密码|口令|密钥|令牌|秘钥|パスワード|暗証|キー|トークン|ログイン")
+_LABEL_WORD = re.compile(
+    r"(?i)pass|secret|token|key|credential|login|pwd|\bpw\b|\bpin\b"
+    r"|密码|口令|密钥|令牌|秘钥|パスワード|暗証|キー|トークン|ログイン"
+)
 _LABEL_TAIL = re.compile(r"\s*(?:\b(?:is|are)\b|[:=])?\s*\[REDACTED:[^\]\n]{1,40}\]\W*$")
 
 
@@ -296,8 +377,9 @@ def scan_labelled(label: str, value: str) -> list[Finding]:
         return []  # a label that names no credential makes nothing after it one
     joined = f"{head}: {value}"
     offset = len(head) + 2
-    return [Finding(f.kind, f.start - offset, f.end - offset)
-            for f in scan(joined) if f.start >= offset]
+    return [
+        Finding(f.kind, f.start - offset, f.end - offset) for f in scan(joined) if f.start >= offset
+    ]
 
 
 def redact(text: str, also: Sequence[Finding] = ()) -> tuple[str, list[Finding]]:
@@ -328,7 +410,7 @@ def refuse_secrets(fields: Mapping[str, str], labels: Sequence[str] = ()) -> Non
             kinds = ", ".join(sorted({f.kind for f in findings}))
             raise SecretFound(
                 f"the {field_name} looks like it contains a credential ({kinds}) — remove it,"
-                " or store it anyway with --allow-secret (secrets=\"allow\" in Python)"
+                ' or store it anyway with --allow-secret (secrets="allow" in Python)'
             )
 
 
@@ -344,10 +426,14 @@ def redact_tree(value: object) -> object:
         out = {k: v if k in _IDS else redact_tree(v) for k, v in value.items()}
         body = value.get("body")
         if isinstance(body, str):
-            labels = [str(out[k]).replace("_", " ").replace("-", " ")
-                      for k in ("description", "name") if isinstance(out.get(k), str)]
-            out["body"] = redact(body, [f for label in labels
-                                        for f in scan_labelled(label, body)])[0]
+            labels = [
+                str(out[k]).replace("_", " ").replace("-", " ")
+                for k in ("description", "name")
+                if isinstance(out.get(k), str)
+            ]
+            out["body"] = redact(body, [f for label in labels for f in scan_labelled(label, body)])[
+                0
+            ]
         return out
     if isinstance(value, (list, tuple)):
         return [redact_tree(v) for v in value]

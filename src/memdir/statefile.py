@@ -24,8 +24,14 @@ class StateFile:
     """``path``: the JSON file. ``lock``: the lock its changes take (default: a lock file
     beside it); ``sync``: fsync writes (off for what is only a hint); ``mode``: permissions."""
 
-    def __init__(self, path: Path, *, lock: Callable[[], AbstractContextManager[Any]] | None
-                 = None, sync: bool = True, mode: int | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        lock: Callable[[], AbstractContextManager[Any]] | None = None,
+        sync: bool = True,
+        mode: int | None = None,
+    ) -> None:
         self.path = path
         self._lock = lock or self._file_lock
         self.sync, self.mode = sync, mode
@@ -50,8 +56,12 @@ class StateFile:
             state = self.read()
             yield state
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.path, json.dumps(state, ensure_ascii=False).encode(),
-                         sync=self.sync, mode=self.mode)
+            write_atomic(
+                self.path,
+                json.dumps(state, ensure_ascii=False).encode(),
+                sync=self.sync,
+                mode=self.mode,
+            )
 
     def update(self, change: Callable[[State], None]) -> State:
         """Apply ``change`` to the object under the lock; the new object."""

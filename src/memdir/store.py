@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost star
     from .vectors import Ranked
 
 
-
 @dataclass(frozen=True)
 class Hit:
     """A search result: the memory and its score (higher is better): BM25, or BM25 fused with
@@ -77,20 +76,27 @@ class MemoryStore:
     nothing is ever written into the folder (a shared store another team owns).
     """
 
-    def __init__(self, path: str | os.PathLike[str] = ".memory", config: Config | None = None,
-                 *, create: bool = True, watch: bool | None = None,
-                 progress: Callable[[int, int], None] | None = None,
-                 embedder: Embedder | None = None, cache_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ".memory",
+        config: Config | None = None,
+        *,
+        create: bool = True,
+        watch: bool | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        embedder: Embedder | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
         self.root = Path(path)
         self.config = config or store_config(self.root)
         if self.root.is_symlink():
-            raise ConflictError(
-                f"{self.root} is a symbolic link — point memdir at the real folder")
+            raise ConflictError(f"{self.root} is a symbolic link — point memdir at the real folder")
         self.internal = self.root / INTERNAL
         if not self.root.is_dir():
             if not create:
                 raise StoreNotFound(
-                    f"no memory store at {self.root} — run 'memdir init' there, or pass --dir")
+                    f"no memory store at {self.root} — run 'memdir init' there, or pass --dir"
+                )
             self.root.mkdir(parents=True, exist_ok=True)
         not_a_link(self.internal, "folder")
         self.read_only = cache_dir is not None
@@ -108,16 +114,29 @@ class MemoryStore:
                 self.read_only = True  # a read-only mount or a checked-in store: reads work
         self._history = History(self.internal / HISTORY, self.internal / LOG)
         self._lock: filelock.FileLock | None = None
-        self._folder = Folder(self.root, self.internal, self.config, self._history,
-                              read_only=self.read_only, watch=watch,
-                              try_locked=self._try_locked, caches=cache_dir)
+        self._folder = Folder(
+            self.root,
+            self.internal,
+            self.config,
+            self._history,
+            read_only=self.read_only,
+            watch=watch,
+            try_locked=self._try_locked,
+            caches=cache_dir,
+        )
         self._cache, self._catalog = self._folder.cache, self._folder.catalog
         self._tracker = self._folder.tracker
-        self._lookup = Lookup(self.root, cache_dir or self.internal, self.config, self._catalog,
-                              in_memory=self.read_only and cache_dir is None,
-                              embedder=embedder)
-        self._tx = Transaction(self.root, self.internal, self.config, self._history,
-                               self._folder, self._lookup)
+        self._lookup = Lookup(
+            self.root,
+            cache_dir or self.internal,
+            self.config,
+            self._catalog,
+            in_memory=self.read_only and cache_dir is None,
+            embedder=embedder,
+        )
+        self._tx = Transaction(
+            self.root, self.internal, self.config, self._history, self._folder, self._lookup
+        )
         if os.path.lexists(self.internal / JOURNAL):
             try:
                 self._try_locked(self._tx.recover)
@@ -143,7 +162,8 @@ class MemoryStore:
 
         if self.read_only:
             raise ReadOnlyStore(
-                f"the store at {self.root} is read-only — memdir can read it but not change it")
+                f"the store at {self.root} is read-only — memdir can read it but not change it"
+            )
         not_a_link(self.internal / LOCK, "file")
         try:
             with self._filelock():
@@ -260,16 +280,18 @@ class MemoryStore:
                 continue  # changed under us since the scan; the next look reports it
         return out
 
-    def ranked(self, query: str, k: int = 5, *, explain: bool = False,
-               dense: bool = True) -> _list[Ranked]:
+    def ranked(
+        self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
+    ) -> _list[Ranked]:
         """The ``k`` best files for ``query`` with each method's rank and score: BM25 fused
         with embedding similarity when an embedder is configured (``memdir[embed]``) and
         ``dense``, else BM25. ``explain`` ranks the dense side over every memory (slower)."""
         self._folder.catch_up()
         return self._lookup.rank(query, k, explain=explain, dense=dense)
 
-    def pace_embedding(self, progress: Callable[[int, int], None] | None = None,
-                       budget: float | None = None) -> None:
+    def pace_embedding(
+        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
+    ) -> None:
         """How searches embed memories that have no vector yet: ``progress(done, total)`` is
         called after each batch; with ``budget``, a search embeds for at most that many
         seconds and ranks the rest by BM25 until a later search embeds them."""
@@ -309,8 +331,9 @@ class MemoryStore:
         """How searches rank right now: BM25 alone (and why) or hybrid with which model."""
         return self._lookup.describe()
 
-    def search_entries(self, query: str, k: int = 5, *,
-                       dense: bool = True) -> _list[tuple[Entry, float]]:
+    def search_entries(
+        self, query: str, k: int = 5, *, dense: bool = True
+    ) -> _list[tuple[Entry, float]]:
         """The ``k`` best-matching memories' metadata with scores (no bodies read).
         ``dense=False``: BM25 alone (a word-overlap check needs no embedder)."""
         out = []
@@ -324,8 +347,9 @@ class MemoryStore:
         """The current memory in file ``fname`` (as rankings name them), if any."""
         rec = self._catalog.state.get(fname)
         entry = rec[1] if rec else None
-        return entry if entry is not None and self._catalog.entries.get(entry.name) is entry \
-            else None
+        return (
+            entry if entry is not None and self._catalog.entries.get(entry.name) is entry else None
+        )
 
     def search(self, query: str, k: int = 5) -> _list[Hit]:
         """The ``k`` memories that best match ``query``, best first."""
@@ -384,13 +408,26 @@ class MemoryStore:
             if not gone:
                 what = f"version {version} of {name!r}" if version else f"{name!r}"
                 raise MemoryNotFound(f"no {what} to purge — see 'memdir history {name}'")
-            self._tx.log(Operation(new_op_id(), memfmt.now(), source,
-                                f"purged {name}" + (f"@v{version}" if version else ""), (), None))
+            self._tx.log(
+                Operation(
+                    new_op_id(),
+                    memfmt.now(),
+                    source,
+                    f"purged {name}" + (f"@v{version}" if version else ""),
+                    (),
+                    None,
+                )
+            )
         return gone
 
     def apply(
-        self, plan: Sequence[Change], *, source: str = "api", summary: str = "",
-        secrets: str = "refuse", undoes: str | None = None,
+        self,
+        plan: Sequence[Change],
+        *,
+        source: str = "api",
+        summary: str = "",
+        secrets: str = "refuse",
+        undoes: str | None = None,
     ) -> Operation | None:
         """Apply a list of changes as one transaction; None when nothing changed.
 
@@ -402,7 +439,8 @@ class MemoryStore:
             if isinstance(change, Put) and len(change.memory.body) > limit:
                 raise InvalidMemory(
                     f"memory {change.memory.name!r} is over the {limit // 1024} KiB limit —"
-                    " shorten the body or split it into several memories")
+                    " shorten the body or split it into several memories"
+                )
         plan = screen(plan, secrets)
         with self.locked():
             self._folder.catch_up()
@@ -410,8 +448,14 @@ class MemoryStore:
             if not steps:
                 return None
             self._tx.preflight(steps)
-            op: Journal = {"id": new_op_id(), "time": memfmt.now(), "source": source,
-                           "summary": summary, "steps": steps, "undoes": undoes}
+            op: Journal = {
+                "id": new_op_id(),
+                "time": memfmt.now(),
+                "source": source,
+                "summary": summary,
+                "steps": steps,
+                "undoes": undoes,
+            }
             write_atomic(self.internal / JOURNAL, json.dumps(op, ensure_ascii=False).encode())
             return self._tx.execute(op)
 
@@ -455,17 +499,23 @@ class MemoryStore:
         with self.locked():
             current = self.get(old)
             if new in self:
-                raise ConflictError(f"a memory named {new!r} exists — choose another name or"
-                                    f" remove it first")
+                raise ConflictError(
+                    f"a memory named {new!r} exists — choose another name or remove it first"
+                )
             self._tx.check_new_name(new, memfmt.filename_for(new), {old})
             before, after = self._history.versions_dir(old), self._history.versions_dir(new)
             not_a_link(before, "folder")
             if before.is_dir() and not os.path.lexists(after):
                 os.rename(before, after)  # the past follows the name (same folder: atomic)
-            self.apply([Put(current.replace(name=new), reason=f"renamed from {old}",
-                            merge_extra=False),
-                        Remove(old, reason=f"renamed to {new}", expect=current.digest)],
-                       source=source, summary=f"rename {old} to {new}", secrets="allow")
+            self.apply(
+                [
+                    Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
+                    Remove(old, reason=f"renamed to {new}", expect=current.digest),
+                ],
+                source=source,
+                summary=f"rename {old} to {new}",
+                secrets="allow",
+            )
         return self.get(new)
 
     def set_pinned(self, name: str, pinned: bool, *, source: str = "api") -> bool:
@@ -477,10 +527,19 @@ class MemoryStore:
         extra = {k: v for k, v in current.extra.items() if k != "pinned"}
         if pinned:
             extra["pinned"] = True
-        self.apply([Put(current.replace(extra=extra), expect=current.digest, merge_extra=False,
-                        reason="pinned" if pinned else "unpinned")],
-                   source=source, summary=f"{'pin' if pinned else 'unpin'} {current.name}",
-                   secrets="allow")
+        self.apply(
+            [
+                Put(
+                    current.replace(extra=extra),
+                    expect=current.digest,
+                    merge_extra=False,
+                    reason="pinned" if pinned else "unpinned",
+                )
+            ],
+            source=source,
+            summary=f"{'pin' if pinned else 'unpin'} {current.name}",
+            secrets="allow",
+        )
         return True
 
     def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory:
@@ -493,8 +552,10 @@ class MemoryStore:
         if mem.name != memfmt.validate_name(name):
             mem = mem.replace(name=memfmt.validate_name(name))
         # The user's own earlier text: restored as it was, even if it held a credential.
-        self.apply([Put(mem, reason=f"restore version {number}", merge_extra=False)],
-                   source=source, summary=f"restore {name} to version {number}",
-                   secrets="allow")
+        self.apply(
+            [Put(mem, reason=f"restore version {number}", merge_extra=False)],
+            source=source,
+            summary=f"restore {name} to version {number}",
+            secrets="allow",
+        )
         return self.get(name)
-

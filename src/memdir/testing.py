@@ -26,8 +26,13 @@ class FakeModel:
 
     provider = "fake"
 
-    def __init__(self, replies: Iterable[Scripted] = (), *, default: Scripted | None = None,
-                 model: str = "fake-model") -> None:
+    def __init__(
+        self,
+        replies: Iterable[Scripted] = (),
+        *,
+        default: Scripted | None = None,
+        model: str = "fake-model",
+    ) -> None:
         self.replies: list[Scripted] = list(replies)
         self.default = default
         self.model = model
@@ -50,9 +55,15 @@ class FakeModel:
         schema: dict[str, Any] | None = None,
     ) -> Reply:
         """Record the call and return (or raise) the next scripted reply."""
-        call = {"system": system, "messages": json.loads(json.dumps(messages)), "tools": tools,
-                "max_tokens": max_tokens, "purpose": purpose, "json_mode": json_mode,
-                "schema": schema}
+        call = {
+            "system": system,
+            "messages": json.loads(json.dumps(messages)),
+            "tools": tools,
+            "max_tokens": max_tokens,
+            "purpose": purpose,
+            "json_mode": json_mode,
+            "schema": schema,
+        }
         self.calls.append(call)
         if self.replies:
             item = self.replies.pop(0)
@@ -77,14 +88,19 @@ class FakeModel:
             item = json.dumps(item, ensure_ascii=False)
         if not isinstance(item, str):
             raise TypeError(f"FakeModel cannot reply with {type(item).__name__}")
-        return Reply([{"type": "text", "text": item}], "end_turn",
-                     Usage(sum(len(str(m["content"])) for m in call["messages"]) // 4,
-                           len(item) // 4), self.model)
+        return Reply(
+            [{"type": "text", "text": item}],
+            "end_turn",
+            Usage(sum(len(str(m["content"])) for m in call["messages"]) // 4, len(item) // 4),
+            self.model,
+        )
 
 
 def tool_reply(*calls: tuple[str, dict[str, Any]], text: str = "") -> Reply:
     """A Reply that calls tools: ``tool_reply(("bash", {"command": "ls"}))``."""
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-    blocks += [{"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
-               for i, (name, args) in enumerate(calls)]
+    blocks += [
+        {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
+        for i, (name, args) in enumerate(calls)
+    ]
     return Reply(blocks, "tool_use", Usage(10, 10), "fake-model")

@@ -43,14 +43,22 @@ def not_a_link(path: Path, what: str) -> None:
     if path.is_symlink():
         raise ConflictError(
             f"{path} is a symbolic link — memdir reads and writes only inside the store;"
-            f" replace it with a real {what} (see 'memdir doctor')")
+            f" replace it with a real {what} (see 'memdir doctor')"
+        )
 
 
 class Transaction:
     """The write side of one store's folder (used holding the store's lock)."""
 
-    def __init__(self, root: Path, internal: Path, config: Config, history: History,
-                 folder: Folder, lookup: Lookup) -> None:
+    def __init__(
+        self,
+        root: Path,
+        internal: Path,
+        config: Config,
+        history: History,
+        folder: Folder,
+        lookup: Lookup,
+    ) -> None:
         self.root, self.internal, self.config = root, internal, config
         self._history, self._folder, self._lookup = history, folder, lookup
         self._catalog, self._cache, self._tracker = folder.catalog, folder.cache, folder.tracker
@@ -58,15 +66,16 @@ class Transaction:
     def check(self, memory: Memory) -> Memory:
         """Validate a memory as a write would (name, type, description, size) without
         writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
-        new = memfmt.validate_new(memory.replace(name=memfmt.validate_name(memory.name)),
-                                  self.config.types)
-        size = len(memfmt.dumps(new.replace(created=memfmt.now(), updated=memfmt.now()))
-                   .encode())
+        new = memfmt.validate_new(
+            memory.replace(name=memfmt.validate_name(memory.name)), self.config.types
+        )
+        size = len(memfmt.dumps(new.replace(created=memfmt.now(), updated=memfmt.now())).encode())
         if size > self.config.max_file_bytes:
             raise InvalidMemory(
                 f"memory {new.name!r} would be {size / 1024:.0f} KiB, over the"
                 f" {self.config.max_file_bytes // 1024} KiB limit — shorten the body or"
-                " split it into several memories")
+                " split it into several memories"
+            )
         return new
 
     def prepare(self, plan: Sequence[Change]) -> _list[Step]:
@@ -91,8 +100,15 @@ class Transaction:
             if isinstance(change, Remove):
                 if entry is None:
                     raise MemoryNotFound(f"no memory named {name!r} — see 'memdir list'")
-                steps.append({"name": name, "file": entry.file, "action": "delete",
-                              "content": None, "reason": change.reason})
+                steps.append(
+                    {
+                        "name": name,
+                        "file": entry.file,
+                        "action": "delete",
+                        "content": None,
+                        "reason": change.reason,
+                    }
+                )
                 continue
             new = memfmt.validate_new(change.memory.replace(name=name), self.config.types)
             if current is not None and change.merge_extra:  # never carry a secret along
@@ -110,9 +126,15 @@ class Transaction:
             content = memfmt.dumps(new)
             if len(content.encode()) > self.config.max_file_bytes:
                 self.check(new)  # raises, saying by how much
-            steps.append({"name": name, "file": fname,
-                          "action": "update" if entry else "create",
-                          "content": content, "reason": change.reason})
+            steps.append(
+                {
+                    "name": name,
+                    "file": fname,
+                    "action": "update" if entry else "create",
+                    "content": content,
+                    "reason": change.reason,
+                }
+            )
         return steps
 
     def preflight(self, steps: _list[Step]) -> None:
@@ -140,16 +162,22 @@ class Transaction:
         except FileNotFoundError:
             st = None
         if st is not None:
-            what = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
-                    else "not a regular file" if not stat.S_ISREG(st.st_mode)
-                    else "not a valid memory")
+            what = (
+                "a symbolic link"
+                if stat.S_ISLNK(st.st_mode)
+                else "not a regular file"
+                if not stat.S_ISREG(st.st_mode)
+                else "not a valid memory"
+            )
             raise ConflictError(
-                f"{fname} exists but is {what} — fix or move it (see 'memdir doctor')")
+                f"{fname} exists but is {what} — fix or move it (see 'memdir doctor')"
+            )
         twin = self._catalog.skeletons.get(memfmt.skeleton(name))
         if twin is not None and twin != name and twin not in planned:
             raise ConflictError(
                 f"memory name {name!r} differs from the existing {twin!r} only in case or"
-                f" look-alike characters — update {twin!r} or choose a distinct name")
+                f" look-alike characters — update {twin!r} or choose a distinct name"
+            )
 
     def current(self, entry: Entry) -> Memory:
         return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
@@ -170,8 +198,9 @@ class Transaction:
             before = None
             if step["action"] != "create":
                 if path.is_file() and not path.is_symlink():
-                    before = self._history.archive(step["name"], path, step["action"],
-                                                   step["reason"], op["id"])
+                    before = self._history.archive(
+                        step["name"], path, step["action"], step["reason"], op["id"]
+                    )
                 else:  # gone already: this operation archived it before a crash
                     before = self._history.version_of(step["name"], op["id"])
             if step["content"] is None:
@@ -179,20 +208,37 @@ class Transaction:
                     os.unlink(path)
             else:
                 write_atomic(path, step["content"].encode(), stage=self.internal)
-            written = None if step["content"] is None else \
-                memfmt.digest_of(step["content"].encode())
-            changes.append(ChangeRecord(name=step["name"], file=step["file"],
-                                        action=step["action"], before=before,
-                                        reason=step["reason"], digest=written))
-        record = Operation(op["id"], op["time"], op["source"], op.get("summary", ""),
-                           tuple(changes), op.get("undoes"))
+            written = (
+                None if step["content"] is None else memfmt.digest_of(step["content"].encode())
+            )
+            changes.append(
+                ChangeRecord(
+                    name=step["name"],
+                    file=step["file"],
+                    action=step["action"],
+                    before=before,
+                    reason=step["reason"],
+                    digest=written,
+                )
+            )
+        record = Operation(
+            op["id"],
+            op["time"],
+            op["source"],
+            op.get("summary", ""),
+            tuple(changes),
+            op.get("undoes"),
+        )
         if incremental:
             for step in op["steps"]:
                 if step["content"] is None:
                     self._catalog.update([step["file"]])
                 else:
-                    self._catalog.note_written(step["file"], memfmt.loads(step["content"]),
-                                               os.lstat(self.root / step["file"]))
+                    self._catalog.note_written(
+                        step["file"],
+                        memfmt.loads(step["content"]),
+                        os.lstat(self.root / step["file"]),
+                    )
         else:  # a recovery knows nothing about the folder: look at all of it
             self._tracker.mark()
             self._catalog.sweep()

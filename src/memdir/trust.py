@@ -27,8 +27,18 @@ from pathlib import Path
 from .statefile import StateFile
 
 # Settings that send data or keys somewhere, or grant the agent permissions.
-SENSITIVE = frozenset({"provider", "base_url", "embedder", "embed_url", "embed_model",
-                       "user_dir", "read_only", "allow"})
+SENSITIVE = frozenset(
+    {
+        "provider",
+        "base_url",
+        "embedder",
+        "embed_url",
+        "embed_model",
+        "user_dir",
+        "read_only",
+        "allow",
+    }
+)
 TRUST_FILE = "trusted.json"
 USER_CONFIG = "config.toml"
 
@@ -74,7 +84,10 @@ class TrustList:
         raw = self.file.read()
         self._data: dict[str, dict[str, dict[str, str]]] = {
             part: {str(k): v for k, v in raw.get(part, {}).items() if isinstance(v, dict)}
-            if isinstance(raw.get(part), dict) else {} for part in ("trusted", "announced")}
+            if isinstance(raw.get(part), dict)
+            else {}
+            for part in ("trusted", "announced")
+        }
 
     @staticmethod
     def key(path: Path) -> str:
@@ -91,12 +104,16 @@ class TrustList:
         return Grant(self.key(path), str(entry.get("sha256", "")), str(entry.get("when", "")))
 
     def grants(self) -> list[Grant]:
-        return [Grant(k, str(v.get("sha256", "")), str(v.get("when", "")))
-                for k, v in sorted(self._data["trusted"].items())]
+        return [
+            Grant(k, str(v.get("sha256", "")), str(v.get("when", "")))
+            for k, v in sorted(self._data["trusted"].items())
+        ]
 
     def trust(self, path: Path, sha256: str) -> None:
         self._data["trusted"][self.key(path)] = {
-            "sha256": sha256, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "sha256": sha256,
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         self._save()
 
     def revoke(self, path: Path) -> bool:

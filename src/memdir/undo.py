@@ -63,6 +63,8 @@ def _refuse_over_later_edits(store: MemoryStore, target: Operation, present: set
         except MemdirError:
             continue
         if now != wrote:
-            raise ConflictError(f"{name} was changed after {target.source} {target.id} (by"
-                                " hand?) — undo would replace that change; run 'memdir undo"
-                                " --force' to revert anyway (the change is kept in history)")
+            raise ConflictError(
+                f"{name} was changed after {target.source} {target.id} (by"
+                " hand?) — undo would replace that change; run 'memdir undo"
+                " --force' to revert anyway (the change is kept in history)"
+            )

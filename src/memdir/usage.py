@@ -39,12 +39,28 @@ class UsageLog:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def record(self, *, purpose: str, provider: str, model: str, input_tokens: int,
-               output_tokens: int, latency_ms: float, ok: bool = True) -> None:
+    def record(
+        self,
+        *,
+        purpose: str,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        latency_ms: float,
+        ok: bool = True,
+    ) -> None:
         """Append one call's usage (best effort: a read-only store still works)."""
-        row = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "purpose": purpose,
-               "provider": provider, "model": model, "input_tokens": input_tokens,
-               "output_tokens": output_tokens, "latency_ms": round(latency_ms, 1), "ok": ok}
+        row = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "purpose": purpose,
+            "provider": provider,
+            "model": model,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "latency_ms": round(latency_ms, 1),
+            "ok": ok,
+        }
         try:
             append_nofollow(self.path, (json.dumps(row) + "\n").encode())
         except OSError:

@@ -98,14 +98,23 @@ class VectorIndex(CacheDB):
             db.execute("INSERT INTO meta VALUES ('model', ?)", (model,))
 
     def __len__(self) -> int:
-        return len(self._keys) if self._matrix is not None else int(
-            self.db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        return (
+            len(self._keys)
+            if self._matrix is not None
+            else int(self.db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        )
 
     # -- keeping up with the files ----------------------------------------------------------
 
-    def sync(self, current: dict[str, str | None], load: Callable[[list[str]], list[Text]], *,
-             only: list[str] | None = None, budget: float | None = None,
-             progress: Callable[[int, int], None] | None = None) -> int:
+    def sync(
+        self,
+        current: dict[str, str | None],
+        load: Callable[[list[str]], list[Text]],
+        *,
+        only: list[str] | None = None,
+        budget: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
         """Bring the vectors in line with ``current`` (key -> identity), like
         ``SearchIndex.sync``; returns how many memories are still without a vector (only when
         ``budget`` seconds ran out first: they are embedded by a later sync)."""
@@ -133,9 +142,13 @@ class VectorIndex(CacheDB):
             batch = todo[start : start + BATCH]
             vectors = self.embedder.embed([text for _, text in batch])
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany("INSERT OR REPLACE INTO vecs VALUES (?, ?)",
-                                [(d, v.astype("float16").tobytes())
-                                 for (d, _), v in zip(batch, vectors, strict=True)])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO vecs VALUES (?, ?)",
+                [
+                    (d, v.astype("float16").tobytes())
+                    for (d, _), v in zip(batch, vectors, strict=True)
+                ],
+            )
             self.db.execute("COMMIT")
             have.update(d for d, _ in batch)
             done += len(batch)
@@ -143,16 +156,19 @@ class VectorIndex(CacheDB):
                 progress(done, len(todo))
         ready = [(t, d) for t, d in zip(texts, digests, strict=True) if d in have]
         self.db.execute("BEGIN IMMEDIATE")
-        self.db.executemany("INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
-                            [(t.key, t.identity, d) for t, d in ready])
+        self.db.executemany(
+            "INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
+            [(t.key, t.identity, d) for t, d in ready],
+        )
         self.db.execute("COMMIT")
         if self._matrix is not None:
             self._put([t.key for t, _ in ready], self._vectors([d for _, d in ready]))
         return len(texts) - len(ready)
 
     def _have(self, digests: set[bytes]) -> set[bytes]:
-        return {h for (h,) in self.select_in("SELECT hash FROM vecs WHERE hash IN ({})",
-                                             list(digests))}
+        return {
+            h for (h,) in self.select_in("SELECT hash FROM vecs WHERE hash IN ({})", list(digests))
+        }
 
     def _vectors(self, digests: list[bytes]) -> Vectors:
         import numpy as np
@@ -174,7 +190,8 @@ class VectorIndex(CacheDB):
             matrix = np.empty((n, self.embedder.dim), dtype=np.float32)
             keys: list[str] = []
             for key, vec in self.db.execute(
-                    "SELECT docs.key, vecs.vec FROM docs JOIN vecs ON vecs.hash = docs.hash"):
+                "SELECT docs.key, vecs.vec FROM docs JOIN vecs ON vecs.hash = docs.hash"
+            ):
                 if len(keys) == n:
                     break  # a row added meanwhile: the next sync brings it
                 matrix[len(keys)] = np.frombuffer(vec, dtype=np.float16)
@@ -222,12 +239,14 @@ class VectorIndex(CacheDB):
         matrix = self._load()
         return Dense(self._keys, matrix @ qvec, self._row.get)
 
-    def rank(self, query: str, bm25: list[tuple[str, float]], k: int,
-             *, explain: bool = False) -> list[Ranked]:
+    def rank(
+        self, query: str, bm25: list[tuple[str, float]], k: int, *, explain: bool = False
+    ) -> list[Ranked]:
         """The ``k`` best memories for ``query``: the BM25 hits (best first, with scores) fused
         with the nearest vectors. With ``explain``, dense ranks are over every memory."""
-        return hybrid(self.embedder, query, bm25, lambda qvec: [self.cosines(qvec)], k,
-                      explain=explain)
+        return hybrid(
+            self.embedder, query, bm25, lambda qvec: [self.cosines(qvec)], k, explain=explain
+        )
 
 
 K = TypeVar("K", bound=Hashable)
@@ -242,20 +261,39 @@ class Dense(Generic[K]):
     row: Callable[[K], int | None]
 
 
-def hybrid(embedder: Embedder, query: str, bm25: list[tuple[K, float]],
-           dense_of: Callable[[Vectors], list[Dense[K]]], k: int, *, explain: bool = False
-           ) -> list[Ranked]:
+def hybrid(
+    embedder: Embedder,
+    query: str,
+    bm25: list[tuple[K, float]],
+    dense_of: Callable[[Vectors], list[Dense[K]]],
+    k: int,
+    *,
+    explain: bool = False,
+) -> list[Ranked]:
     """BM25 hits fused with the cosines ``dense_of`` gives for the query's vector: the query
     embedded as its model asks (e5's query prefix), the model's floor and baseline applied.
     One path for a store's search, over one index or several, and for the benchmark's."""
     from .embed import baseline, query_vector
 
-    return fuse(bm25, dense_of(query_vector(embedder, query)), k, embedder.min_similarity,
-                explain=explain, baseline=baseline(embedder))
+    return fuse(
+        bm25,
+        dense_of(query_vector(embedder, query)),
+        k,
+        embedder.min_similarity,
+        explain=explain,
+        baseline=baseline(embedder),
+    )
 
 
-def fuse(bm25: list[tuple[K, float]], dense: list[Dense[K]], k: int, floor: float,
-         *, explain: bool = False, baseline: float = 0.0) -> list[Ranked]:
+def fuse(
+    bm25: list[tuple[K, float]],
+    dense: list[Dense[K]],
+    k: int,
+    floor: float,
+    *,
+    explain: bool = False,
+    baseline: float = 0.0,
+) -> list[Ranked]:
     """Fuse BM25 hits (best first, scores on one scale) with the cosines of one or more vector
     indexes (keys distinct across them) into the ``k`` best. Candidates: every BM25 hit, and
     each index's nearest vectors whose cosine reaches ``floor``. Cosines count from
@@ -265,8 +303,11 @@ def fuse(bm25: list[tuple[K, float]], dense: list[Dense[K]], k: int, floor: floa
     candidates: set[K] = {key for key, _ in bm25}
     for d in dense:
         n = len(d.keys)
-        near = np.argpartition(-d.cos, DENSE_CANDIDATES)[:DENSE_CANDIDATES] \
-            if n > DENSE_CANDIDATES else np.arange(n)
+        near = (
+            np.argpartition(-d.cos, DENSE_CANDIDATES)[:DENSE_CANDIDATES]
+            if n > DENSE_CANDIDATES
+            else np.arange(n)
+        )
         candidates.update(d.keys[i] for i in near if d.cos[i] >= floor)
     cos_of: dict[K, float] = {}
     for key in candidates:
@@ -297,5 +338,8 @@ def fuse(bm25: list[tuple[K, float]], dense: list[Dense[K]], k: int, floor: floa
 
         def dense_rank(c: float | None) -> int | None:
             return None if c is None else where[c]
-    return [Ranked(key, fused, b[0] if b else None, b[1] if b else None, dense_rank(c), c)
-            for fused, _, key, b, c in scored[:k]]
+
+    return [
+        Ranked(key, fused, b[0] if b else None, b[1] if b else None, dense_rank(c), c)
+        for fused, _, key, b, c in scored[:k]
+    ]

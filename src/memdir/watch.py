@@ -52,8 +52,9 @@ class Changes:
 class Tracker:
     """Follows the operation log, the folder's time and (when started) a watcher."""
 
-    def __init__(self, root: Path, log_path: Path, journal_path: Path, *,
-                 watch: bool | None = None) -> None:
+    def __init__(
+        self, root: Path, log_path: Path, journal_path: Path, *, watch: bool | None = None
+    ) -> None:
         self.root = root
         self.log_path = log_path
         self.journal_path = journal_path
@@ -90,8 +91,12 @@ class Tracker:
         """What changed since the last poll (or mark)."""
         out = Changes()
         self._read_log(out)
-        if self._watcher is None and not self._watch_failed and self.watch is not False and (
-                self.watch or time.monotonic() - self.opened >= WATCH_AFTER):
+        if (
+            self._watcher is None
+            and not self._watch_failed
+            and self.watch is not False
+            and (self.watch or time.monotonic() - self.opened >= WATCH_AFTER)
+        ):
             self._start_watcher()
             out.full = True  # one sweep covers the time before the watcher ran
         if self._watcher is not None:
@@ -107,8 +112,9 @@ class Tracker:
             out.full = out.full or overflow
         else:
             now = _mtime(self.root)
-            if now != self._root_mtime and (now == self._explained_mtime
-                                            or not self.journal_path.exists()):
+            if now != self._root_mtime and (
+                now == self._explained_mtime or not self.journal_path.exists()
+            ):
                 # (while a writer is at work, its log line will explain the time: wait for it)
                 out.names = now != self._explained_mtime
                 self._root_mtime = now
@@ -151,8 +157,12 @@ class Tracker:
             self._watcher = _Watcher(self.root)
         except Exception as exc:  # any failure means: no watcher, sweep instead
             self._watch_failed = True
-            log.info("no file-system watcher for %s (%s); sweeping at most every %ss",
-                     self.root, exc, SWEEP_EVERY)
+            log.info(
+                "no file-system watcher for %s (%s); sweeping at most every %ss",
+                self.root,
+                exc,
+                SWEEP_EVERY,
+            )
 
     @property
     def watching(self) -> bool:
@@ -204,8 +214,12 @@ class _Watcher:
         self._observer.daemon = True
         # only what changes a file: every other process's reads (open, close-without-write)
         # would otherwise wake this one for each file they read
-        self._observer.schedule(Handler(), str(root), recursive=False, event_filter=[
-            FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent])
+        self._observer.schedule(
+            Handler(),
+            str(root),
+            recursive=False,
+            event_filter=[FileCreatedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent],
+        )
         self._observer.start()
 
     def drain(self) -> tuple[set[str], bool]:

@@ -83,8 +83,9 @@ class MemoryWorker:
         self.thread = threading.Thread(target=self._loop, name="memdir-memory", daemon=True)
         self.thread.start()
 
-    def submit(self, label: str, job: Callable[[], str | None],
-               handover: dict[str, Any] | None = None) -> None:
+    def submit(
+        self, label: str, job: Callable[[], str | None], handover: dict[str, Any] | None = None
+    ) -> None:
         """Queue ``job``; its returned text (if any) and any failure become one-line events."""
         with self.cond:
             self.jobs.append(_Job(label, job, handover))
@@ -144,14 +145,17 @@ class MemoryWorker:
                 with contextlib.suppress(OSError):
                     self.spool.mkdir(exist_ok=True)
                     # the conversation waits on disk: owner-only, and never with a credential
-                    write_atomic(self.spool / f"{time.time_ns()}-{os.getpid()}.json",
-                                 json.dumps(redact_tree(job.handover),
-                                            ensure_ascii=False).encode(), mode=0o600)
+                    write_atomic(
+                        self.spool / f"{time.time_ns()}-{os.getpid()}.json",
+                        json.dumps(redact_tree(job.handover), ensure_ascii=False).encode(),
+                        mode=0o600,
+                    )
         return [j.label for j in left]
 
 
-def resume_handed_over(store: MemoryStore, worker: MemoryWorker, model: ChatModel,
-                       user_root: Path | None = None) -> int:
+def resume_handed_over(
+    store: MemoryStore, worker: MemoryWorker, model: ChatModel, user_root: Path | None = None
+) -> int:
     """Queue the extractions an earlier agent handed over; returns how many."""
     spool = store.internal / PENDING
     try:
@@ -176,8 +180,9 @@ def resume_handed_over(store: MemoryStore, worker: MemoryWorker, model: ChatMode
     return len(files)
 
 
-def _extract_job(shared: MemoryStore, snapshot: list[Message], model: ChatModel,
-                 user_root: Path | None = None) -> Callable[[], str | None]:
+def _extract_job(
+    shared: MemoryStore, snapshot: list[Message], model: ChatModel, user_root: Path | None = None
+) -> Callable[[], str | None]:
     def job() -> str | None:
         # A store object of its own: caches and the search connection are not shared with the
         # turn running on the main thread; the file lock orders the writes of both.
@@ -188,8 +193,9 @@ def _extract_job(shared: MemoryStore, snapshot: list[Message], model: ChatModel,
         notes = []
         for op, where in ((result.operation, ""), (result.user_operation, " (user)")):
             for ch in op.changes if op else []:
-                notes.append(f"{'updated' if ch['action'] == 'update' else 'saved'}"
-                             f" {ch['name']}{where}")
+                notes.append(
+                    f"{'updated' if ch['action'] == 'update' else 'saved'} {ch['name']}{where}"
+                )
         for scoped in (store, user):  # each scope on its own; never merged across them
             if scoped is not None and is_due(scoped):
                 try:
@@ -198,9 +204,12 @@ def _extract_job(shared: MemoryStore, snapshot: list[Message], model: ChatModel,
                     notes.append(f"consolidation refused ({exc})")
                     continue
                 if not plan.is_empty():
-                    notes.append(f"consolidated: merged {len(plan.merges)} groups, retired"
-                                 f" {len(plan.retires)}")
+                    notes.append(
+                        f"consolidated: merged {len(plan.merges)} groups, retired"
+                        f" {len(plan.retires)}"
+                    )
         return ("memory " + ", ".join(notes)) if notes else None
+
     return job
 
 
@@ -241,13 +250,21 @@ def agent_loop(
     if worker is not None and memory_model is not None:
         snapshot = list(messages)
         user = scopes.user_root() if scopes is not None else None
-        worker.submit("memory extraction", _extract_job(store, snapshot, memory_model, user),
-                      {"messages": snapshot})
+        worker.submit(
+            "memory extraction",
+            _extract_job(store, snapshot, memory_model, user),
+            {"messages": snapshot},
+        )
     return turn
 
 
-def _recall(turn: Turn, store: MemoryStore | Scopes, messages: list[Message],
-            memory_model: ChatModel | None, emit: EventFn) -> None:
+def _recall(
+    turn: Turn,
+    store: MemoryStore | Scopes,
+    messages: list[Message],
+    memory_model: ChatModel | None,
+    emit: EventFn,
+) -> None:
     """Choose the turn's memories once; a failure is one notice, never the end of the turn."""
     try:
         sel = select(store, messages, memory_model, max_items=store.config.recall_max_items)
@@ -261,23 +278,36 @@ def _recall(turn: Turn, store: MemoryStore | Scopes, messages: list[Message],
         emit("recalled", "recalled " + ", ".join(turn.recalled))
 
 
-def _converse(turn: Turn, messages: list[Message], system: str, model: ChatModel,
-              tools: Tools, on_text: TextCallback | None, emit: EventFn) -> None:
+def _converse(
+    turn: Turn,
+    messages: list[Message],
+    system: str,
+    model: ChatModel,
+    tools: Tools,
+    on_text: TextCallback | None,
+    emit: EventFn,
+) -> None:
     """Model and tools until the model stops calling tools (at most MAX_STEPS calls); every
     call carries the recalled memories, the stored history does not."""
     names = {t["name"] for t in tools.schemas}
     for step in range(MAX_STEPS):
         held = _HeldText(on_text) if on_text is not None else None
-        reply = model.complete(system=system, messages=weave(messages, turn.block),
-                               tools=tools.schemas, purpose="agent", on_text=held,
-                               max_tokens=4096)
+        reply = model.complete(
+            system=system,
+            messages=weave(messages, turn.block),
+            tools=tools.schemas,
+            purpose="agent",
+            on_text=held,
+            max_tokens=4096,
+        )
         turn.replies.append(reply)
         content = reply.content or [{"type": "text", "text": "(no reply)"}]
         uses = reply.tool_uses
         if not uses:  # a small model may write its tool call as text: run it, do not print it
-            uses = [{"type": "tool_use", "id": f"text_call_{step}_{i}", "name": name,
-                     "input": args} for i, (name, args) in
-                    enumerate(text_tool_calls(reply.text, names))]
+            uses = [
+                {"type": "tool_use", "id": f"text_call_{step}_{i}", "name": name, "input": args}
+                for i, (name, args) in enumerate(text_tool_calls(reply.text, names))
+            ]
             if uses:
                 content = list(uses)
         if held is not None and not uses:
@@ -293,8 +323,14 @@ def _converse(turn: Turn, messages: list[Message], system: str, model: ChatModel
             result = tools.run(use["name"], use.get("input", {}))
             if result.saved:
                 emit("memory", f"memory {result.saved}")
-            results.append({"type": "tool_result", "tool_use_id": use["id"],
-                            "content": result.text, "is_error": result.is_error})
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": use["id"],
+                    "content": result.text,
+                    "is_error": result.is_error,
+                }
+            )
         messages.append({"role": "user", "content": results})
     turn.text = f"(stopped after {MAX_STEPS} tool steps)"
 
@@ -358,8 +394,10 @@ class _HeldText:
         head = self.text.lstrip()
         if not head:
             return
-        if head[0] in "{[`" or (head[0] == "<" and ("<tool_call>".startswith(head[:11])
-                                                    or head.startswith("<tool_call>"))):
+        if head[0] in "{[`" or (
+            head[0] == "<"
+            and ("<tool_call>".startswith(head[:11]) or head.startswith("<tool_call>"))
+        ):
             self.mode = "holding"
             return
         self.mode = "passing"

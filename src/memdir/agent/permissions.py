@@ -76,10 +76,13 @@ class Gate:
         if not protected and (self.yes or kind in self.session):
             return None
         if self.ask is None:
-            how = ("add a rule such as \"write:.git/hooks/*\" to 'allow' in config.toml"
-                   if protected else "run with --yes, or add a rule such as"
-                   f" \"{kind}:{what.split()[0] if what.split() else what}*\" to 'allow' in"
-                   " config.toml")
+            how = (
+                "add a rule such as \"write:.git/hooks/*\" to 'allow' in config.toml"
+                if protected
+                else "run with --yes, or add a rule such as"
+                f" \"{kind}:{what.split()[0] if what.split() else what}*\" to 'allow' in"
+                " config.toml"
+            )
             return f"refused: {kind} {what!r} needs the user's approval — {how}"
         answer = self.ask(kind, what)
         if answer == "always" and not protected:
@@ -98,4 +101,5 @@ class Gate:
             return any(fnmatch.fnmatchcase(what, p) for p in patterns)
         commands = simple_commands(what)
         return commands is not None and all(
-            any(fnmatch.fnmatchcase(cmd, p) for p in patterns) for cmd in commands)
+            any(fnmatch.fnmatchcase(cmd, p) for p in patterns) for cmd in commands
+        )

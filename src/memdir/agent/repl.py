@@ -43,9 +43,17 @@ HELP = """Commands:
 class Session:
     """One chat or run: the history, the agent's parts, and where output goes."""
 
-    def __init__(self, store: MemoryStore, model: ChatModel, memory_model: ChatModel | None,
-                 root: Path, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
-                 gate: Gate | None = None, scopes: Scopes | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        model: ChatModel,
+        memory_model: ChatModel | None,
+        root: Path,
+        out: TextIO = sys.stdout,
+        err: TextIO = sys.stderr,
+        gate: Gate | None = None,
+        scopes: Scopes | None = None,
+    ) -> None:
         self.store = store
         self.scopes = scopes  # recall reads them all; the person's memories go to theirs
         self.model = model
@@ -61,11 +69,14 @@ class Session:
         self.worker = MemoryWorker(self.event, store.internal / PENDING)
         self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if memory_model is not None and not store.read_only:
-            resumed = resume_handed_over(store, self.worker, memory_model,
-                                         scopes.user_root() if scopes else None)
+            resumed = resume_handed_over(
+                store, self.worker, memory_model, scopes.user_root() if scopes else None
+            )
             if resumed:
-                self.event("memory", f"memory: resuming {resumed} extraction(s) handed over by"
-                           " an earlier session")
+                self.event(
+                    "memory",
+                    f"memory: resuming {resumed} extraction(s) handed over by an earlier session",
+                )
 
     def event(self, kind: str, text: str) -> None:
         """Show a one-line notice (memory recalled/saved/failed, tool used)."""
@@ -87,18 +98,27 @@ class Session:
         on_text: Callable[[str], None] | None = None
         spinner = Spinner(self.err) if self.spin else None
         if stream:
+
             def on_text(chunk: str) -> None:
                 if spinner is not None:
                     spinner.stop()
                 self.out.write(chunk)
                 self.out.flush()
+
         if spinner is not None:
             spinner.start()
         try:
-            self.last = agent_loop(self.messages, store=self.store, model=self.model,
-                                   memory_model=self.memory_model, tools=self.tools,
-                                   worker=self.worker, on_text=on_text, on_event=self.event,
-                                   scopes=self.scopes)
+            self.last = agent_loop(
+                self.messages,
+                store=self.store,
+                model=self.model,
+                memory_model=self.memory_model,
+                tools=self.tools,
+                worker=self.worker,
+                on_text=on_text,
+                on_event=self.event,
+                scopes=self.scopes,
+            )
         finally:
             if spinner is not None:
                 spinner.stop()
@@ -117,12 +137,19 @@ class Session:
             pass
         busy = self.worker.pending()
         if busy:
-            print(f"· finishing {', '.join(busy)} (up to {EXIT_WAIT:.0f} s; Ctrl-C to leave now)",
-                  file=self.err, flush=True)
+            print(
+                f"· finishing {', '.join(busy)} (up to {EXIT_WAIT:.0f} s; Ctrl-C to leave now)",
+                file=self.err,
+                flush=True,
+            )
         left = self.worker.close()
         if left:
-            print(f"· handed over to the next session: {', '.join(left)} (nothing is lost:"
-                  " it resumes when memdir chat or run starts here)", file=self.err, flush=True)
+            print(
+                f"· handed over to the next session: {', '.join(left)} (nothing is lost:"
+                " it resumes when memdir chat or run starts here)",
+                file=self.err,
+                flush=True,
+            )
 
     # -- slash commands -------------------------------------------------------------------
 
@@ -133,10 +160,16 @@ class Session:
         if name in ("exit", "quit"):
             return False
         handlers: dict[str, Callable[[str], None]] = {
-            "help": lambda _a: self.say(HELP), "memory": self.cmd_memory,
-            "remember": self.cmd_remember, "forget": self.cmd_forget,
-            "recall": self.cmd_recall, "consolidate": self.cmd_consolidate,
-            "clear": self.cmd_clear, "model": self.cmd_model, "cost": self.cmd_cost}
+            "help": lambda _a: self.say(HELP),
+            "memory": self.cmd_memory,
+            "remember": self.cmd_remember,
+            "forget": self.cmd_forget,
+            "recall": self.cmd_recall,
+            "consolidate": self.cmd_consolidate,
+            "clear": self.cmd_clear,
+            "model": self.cmd_model,
+            "cost": self.cmd_cost,
+        }
         handler = handlers.get(name)
         if handler is None:
             self.say(f"unknown command /{name}; /help lists them")
@@ -154,39 +187,55 @@ class Session:
         if self.scopes is None:
             rows = [(e, "") for e in self.store.entries()]
         else:
-            rows = [(e, "" if sc.name == "project" else f", {sc.name}")
-                    for sc, e, _ in self.scopes.located()]
-        self.say("\n".join(f"  {e.name} ({e.type}{where}) — {e.description}"
-                           for e, where in rows) or "  (no memories)")
+            rows = [
+                (e, "" if sc.name == "project" else f", {sc.name}")
+                for sc, e, _ in self.scopes.located()
+            ]
+        self.say(
+            "\n".join(f"  {e.name} ({e.type}{where}) — {e.description}" for e, where in rows)
+            or "  (no memories)"
+        )
 
     def cmd_remember(self, arg: str) -> None:
         if not arg:
             self.say("usage: /remember TEXT")
             return
         saved = None
-        user = (self.scopes.writable("user")
-                if self.scopes is not None and self.scopes.user_root() is not None else None)
+        user = (
+            self.scopes.writable("user")
+            if self.scopes is not None and self.scopes.user_root() is not None
+            else None
+        )
         if self.memory_model is not None:
             from ..errors import LLMError
             from ..extract import plan_extraction
 
             with contextlib.suppress(LLMError):  # no cursor: the same words may come again
                 result = plan_extraction(
-                    self.store, [{"role": "user", "content": f"Remember this: {arg}"}],
-                    self.memory_model, user_store=user)
+                    self.store,
+                    [{"role": "user", "content": f"Remember this: {arg}"}],
+                    self.memory_model,
+                    user_store=user,
+                )
                 names = []
-                for store, changes in ((self.store, result.changes),
-                                       (user, result.user_changes)):
+                for store, changes in ((self.store, result.changes), (user, result.user_changes)):
                     if changes and store is not None:
-                        store.apply(changes, source="chat", secrets="redact",
-                                    summary="remembered in chat")
+                        store.apply(
+                            changes, source="chat", secrets="redact", summary="remembered in chat"
+                        )
                         names += [c.memory.name for c in changes]
                 saved = ", ".join(names) or None
         if saved is None:  # no model, or it found nothing: keep the user's words as they are
             name = slugify(" ".join(arg.split()[:6]))
             target = user if user is not None else self.store
-            target.write(name, type="user_preference", description=arg[:200], body=arg,
-                         source="chat", secrets="redact")
+            target.write(
+                name,
+                type="user_preference",
+                description=arg[:200],
+                body=arg,
+                source="chat",
+                secrets="redact",
+            )
             saved = name
         self.event("memory", f"memory saved {saved}")
 
@@ -214,15 +263,21 @@ class Session:
         self.say("(new conversation; memories stay)")
 
     def cmd_model(self, _arg: str) -> None:
-        memory = (f"{self.memory_model.provider} {self.memory_model.model}"
-                  if self.memory_model is not None else "none (recall by search)")
+        memory = (
+            f"{self.memory_model.provider} {self.memory_model.model}"
+            if self.memory_model is not None
+            else "none (recall by search)"
+        )
         self.say(f"agent: {self.model.provider} {self.model.model}\nmemory: {memory}")
 
     def cmd_cost(self, _arg: str) -> None:
         from ..usage import UsageLog
 
-        rows = [r for r in UsageLog(self.store.internal / USAGE).rows()
-                if r.get("time", "") >= self.started]
+        rows = [
+            r
+            for r in UsageLog(self.store.internal / USAGE).rows()
+            if r.get("time", "") >= self.started
+        ]
         if not rows:
             self.say("no model calls yet in this session")
             return
@@ -232,8 +287,11 @@ class Session:
             t[0] += 1
             t[1] += int(r.get("input_tokens", 0))
             t[2] += int(r.get("output_tokens", 0))
-        self.say("\n".join(f"  {p}: {n} calls, {i} tokens in, {o} out"
-                           for p, (n, i, o) in sorted(by.items())))
+        self.say(
+            "\n".join(
+                f"  {p}: {n} calls, {i} tokens in, {o} out" for p, (n, i, o) in sorted(by.items())
+            )
+        )
 
     def cmd_consolidate(self, _arg: str) -> None:
         if self.memory_model is None:
@@ -254,8 +312,10 @@ class Session:
             self.say("left as it was")
             return
         apply_plan(self.store, plan)
-        self.say(f"merged {len(plan.merges)} groups, retired {len(plan.retires)}"
-                 " ('memdir undo' reverts it)")
+        self.say(
+            f"merged {len(plan.merges)} groups, retired {len(plan.retires)}"
+            " ('memdir undo' reverts it)"
+        )
 
 
 PROMPT = "› "
@@ -322,8 +382,14 @@ def ask_on_terminal(kind: str, what: str) -> str:
     while True:
         try:
             with Spinner.quiet():
-                answer = input(f"? allow the agent to {label}: {shown}\n  [y] once  [a] always"
-                               " this session  [n] no › ").strip().lower()
+                answer = (
+                    input(
+                        f"? allow the agent to {label}: {shown}\n  [y] once  [a] always"
+                        " this session  [n] no › "
+                    )
+                    .strip()
+                    .lower()
+                )
         except EOFError:
             return "deny"
         if answer in ("y", "yes"):
@@ -383,11 +449,14 @@ def _counts(session: Session) -> str:
     """How many memories each store holds, as the banner says it."""
     stores = session.scopes.stores() if session.scopes is not None else []
     if not stores:
-        return f"{plural(len(session.store.entries()), 'memory', 'memories')} in" \
-               f" {session.store.root}"
-    parts = [f"{plural(len(st.entries()), 'memory', 'memories')} in"
-             f" {'your own store' if sc.name == 'user' else sc.name + ' ' + str(st.root)}"
-             for sc, st in stores]
+        return (
+            f"{plural(len(session.store.entries()), 'memory', 'memories')} in {session.store.root}"
+        )
+    parts = [
+        f"{plural(len(st.entries()), 'memory', 'memories')} in"
+        f" {'your own store' if sc.name == 'user' else sc.name + ' ' + str(st.root)}"
+        for sc, st in stores
+    ]
     return "; ".join(parts)
 
 

@@ -31,31 +31,66 @@ BASH_TIMEOUT = 120.0
 READ_CAP = 200_000
 
 SCHEMAS: list[dict[str, Any]] = [
-    {"name": "bash", "description": "Run a shell command in the project folder; returns its"
-     " output (stdout and stderr) and exit code.",
-     "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},
-                      "required": ["command"]}},
-    {"name": "read_file", "description": "Read a text file of the project.",
-     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}},
-                      "required": ["path"]}},
-    {"name": "write_file", "description": "Create or overwrite a text file of the project.",
-     "input_schema": {"type": "object", "properties": {"path": {"type": "string"},
-                                                       "content": {"type": "string"}},
-                      "required": ["path", "content"]}},
-    {"name": "edit_file", "description": "Replace one exact, unique occurrence of old_text"
-     " with new_text in a file of the project.",
-     "input_schema": {"type": "object", "properties": {
-         "path": {"type": "string"}, "old_text": {"type": "string"},
-         "new_text": {"type": "string"}}, "required": ["path", "old_text", "new_text"]}},
-    {"name": "save_memory", "description": "Save something to long-term memory when the user"
-     " asks you to remember it (or update the memory of that name).",
-     "input_schema": {"type": "object", "properties": {
-         "name": {"type": "string", "description": "lowercase-hyphenated"},
-         "type": {"type": "string", "enum": ["user_preference", "project_fact", "feedback",
-                                             "reference"]},
-         "description": {"type": "string", "description": "one line"},
-         "body": {"type": "string"}},
-                      "required": ["name", "type", "description", "body"]}},
+    {
+        "name": "bash",
+        "description": "Run a shell command in the project folder; returns its"
+        " output (stdout and stderr) and exit code.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    },
+    {
+        "name": "read_file",
+        "description": "Read a text file of the project.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "write_file",
+        "description": "Create or overwrite a text file of the project.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+    },
+    {
+        "name": "edit_file",
+        "description": "Replace one exact, unique occurrence of old_text"
+        " with new_text in a file of the project.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "old_text": {"type": "string"},
+                "new_text": {"type": "string"},
+            },
+            "required": ["path", "old_text", "new_text"],
+        },
+    },
+    {
+        "name": "save_memory",
+        "description": "Save something to long-term memory when the user"
+        " asks you to remember it (or update the memory of that name).",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "lowercase-hyphenated"},
+                "type": {
+                    "type": "string",
+                    "enum": ["user_preference", "project_fact", "feedback", "reference"],
+                },
+                "description": {"type": "string", "description": "one line"},
+                "body": {"type": "string"},
+            },
+            "required": ["name", "type", "description", "body"],
+        },
+    },
 ]
 
 
@@ -82,8 +117,15 @@ def _cap(text: str, limit: int = OUTPUT_CAP) -> str:
 class Tools:
     """The tools of one agent, bound to a project folder and a memory store."""
 
-    def __init__(self, root: Path, store: MemoryStore, *, bash_timeout: float = BASH_TIMEOUT,
-                 gate: Gate | None = None, scopes: Scopes | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        store: MemoryStore,
+        *,
+        bash_timeout: float = BASH_TIMEOUT,
+        gate: Gate | None = None,
+        scopes: Scopes | None = None,
+    ) -> None:
         self.root = root.resolve()
         self.store = store
         self.scopes = scopes  # save_memory puts the person's memories in their own store
@@ -91,8 +133,12 @@ class Tools:
         self.gate = gate or Gate(yes=True)  # library use: the caller decided; the CLI asks
         self.memory_root = store.root.resolve()
         self._handlers: dict[str, Callable[[dict[str, Any]], ToolResult]] = {
-            "bash": self.bash, "read_file": self.read_file, "write_file": self.write_file,
-            "edit_file": self.edit_file, "save_memory": self.save_memory}
+            "bash": self.bash,
+            "read_file": self.read_file,
+            "write_file": self.write_file,
+            "edit_file": self.edit_file,
+            "save_memory": self.save_memory,
+        }
 
     @property
     def schemas(self) -> list[dict[str, Any]]:
@@ -100,8 +146,10 @@ class Tools:
         out = [dict(s) for s in SCHEMAS]
         save = next(s for s in out if s["name"] == "save_memory")
         schema = save["input_schema"]
-        props = {**schema["properties"],
-                 "type": {"type": "string", "enum": list(self.store.config.types)}}
+        props = {
+            **schema["properties"],
+            "type": {"type": "string", "enum": list(self.store.config.types)},
+        }
         save["input_schema"] = {**schema, "properties": props}
         return out
 
@@ -148,8 +196,9 @@ class Tools:
                         os.mkdir(part, dir_fd=fd)
                     except FileExistsError:
                         pass
-                nxt = os.open(part, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow,
-                              dir_fd=fd)
+                nxt = os.open(
+                    part, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow, dir_fd=fd
+                )
                 os.close(fd)
                 fd = nxt
             try:
@@ -159,8 +208,9 @@ class Tools:
                     raise ToolError(f"refused: {raw} is a symbolic link") from None
                 raise
         except NotADirectoryError:
-            raise ToolError(f"refused: a folder on the way to {raw} is a symbolic link or a"
-                            " file") from None
+            raise ToolError(
+                f"refused: a folder on the way to {raw} is a symbolic link or a file"
+            ) from None
         finally:
             os.close(fd)
 
@@ -174,24 +224,32 @@ class Tools:
         if not isinstance(command, str) or not command.strip():
             raise ToolError("a non-empty 'command' is required")
         self._approve("bash", command)
-        proc = subprocess.Popen(["bash", "-c", command], cwd=self.root, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=command_environment())
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=command_environment(),
+        )
         try:
             out, _ = proc.communicate(timeout=self.bash_timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
             text = out.decode(errors="replace")
-            return ToolResult(_cap(text) + f"\n[timed out after {self.bash_timeout:.0f}s;"
-                              " killed]", is_error=True)
+            return ToolResult(
+                _cap(text) + f"\n[timed out after {self.bash_timeout:.0f}s; killed]", is_error=True
+            )
         except KeyboardInterrupt:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             raise
         text = out.decode(errors="replace")
-        return ToolResult(_cap(text) + f"\n[exit code {proc.returncode}]",
-                          is_error=proc.returncode != 0)
+        return ToolResult(
+            _cap(text) + f"\n[exit code {proc.returncode}]", is_error=proc.returncode != 0
+        )
 
     def _read(self, raw: Any) -> str:
         try:
@@ -226,32 +284,50 @@ class Tools:
         text = self._read(args.get("path"))
         count = text.count(old)
         if count != 1:
-            raise ToolError(f"old_text occurs {count} times in {args.get('path')}; it must occur"
-                            " exactly once — include more context")
+            raise ToolError(
+                f"old_text occurs {count} times in {args.get('path')}; it must occur"
+                " exactly once — include more context"
+            )
         rel = self._write(args.get("path"), text.replace(old, new, 1))
         return ToolResult(f"edited {rel}")
 
     def save_memory(self, args: dict[str, Any]) -> ToolResult:
-        fields = {k: str(args.get(k) or "").strip() for k in ("name", "type", "description",
-                                                               "body")}
+        fields = {
+            k: str(args.get(k) or "").strip() for k in ("name", "type", "description", "body")
+        }
         store = self.store
         where = ""
         if self.scopes is not None and self.scopes.route(fields["type"]) == USER:
             store, where = self.scopes.writable(USER), " (user)"
         existed = fields["name"] in store
         before = store.get(fields["name"]).digest if existed else None
-        mem = store.write(fields["name"], type=fields["type"],
-                               description=fields["description"], body=fields["body"],
-                               source="agent", secrets="redact", reason="saved by the agent")
+        mem = store.write(
+            fields["name"],
+            type=fields["type"],
+            description=fields["description"],
+            body=fields["body"],
+            source="agent",
+            secrets="redact",
+            reason="saved by the agent",
+        )
         if existed and mem.digest == before:
-            return ToolResult(f"memory {mem.name} already holds exactly this; nothing changed."
-                              " Memories shown in <relevant_memories> are already saved.")
+            return ToolResult(
+                f"memory {mem.name} already holds exactly this; nothing changed."
+                " Memories shown in <relevant_memories> are already saved."
+            )
         verb = "updated" if existed else "saved"
         return ToolResult(f"{verb} memory {mem.name}{where}", saved=f"{verb} {mem.name}{where}")
 
 
-_PROVIDER_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY",
-                  "MEMDIR_API_KEY", "AZURE_OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+_PROVIDER_VARS = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "MEMDIR_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
 
 
 def command_environment() -> dict[str, str]:

@@ -76,16 +76,23 @@ def _lines_of(text: str, part: str) -> list[int]:
 class MemdirMemoryTool(BetaAbstractMemoryTool):
     """The memory tool over a memdir store."""
 
-    def __init__(self, store: MemoryStore, *, user_store: MemoryStore | None = None,
-                 default_type: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        user_store: MemoryStore | None = None,
+        default_type: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.store = store
         self.user_store = user_store
-        self.default_type = (default_type if default_type in store.config.types else None)
+        self.default_type = default_type if default_type in store.config.types else None
 
     @classmethod
-    def with_user_store(cls, store: MemoryStore, config: Config | None = None,
-                        **kwargs: Any) -> MemdirMemoryTool:
+    def with_user_store(
+        cls, store: MemoryStore, config: Config | None = None, **kwargs: Any
+    ) -> MemdirMemoryTool:
         """The tool over ``store`` and the user's own store where ``config`` places it
         (default: the store's; ``memdir.load_config()`` reads ``MEMDIR_USER_DIR`` too), created
         owner-only if need be; just ``store`` when the user's store is turned off."""
@@ -105,8 +112,11 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         if not isinstance(line, int) or isinstance(line, bool):
             raise ToolError(f"`insert_line` must be a whole number, got {line!r}")
         span = getattr(command, "view_range", None)
-        if span is not None and (not isinstance(span, list) or len(span) != 2
-                                 or not all(isinstance(n, int) for n in span)):
+        if span is not None and (
+            not isinstance(span, list)
+            or len(span) != 2
+            or not all(isinstance(n, int) for n in span)
+        ):
             raise ToolError(f"`view_range` must be two line numbers, like [1, 20]; got {span!r}")
         return super().execute(command)
 
@@ -122,17 +132,18 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         if not raw.startswith(ROOT + "/"):
             such = "" if raw.startswith("/") else f", such as {ROOT}/{raw}"
             raise ToolError(f"Path must start with {ROOT}, got: {path}{such}")
-        rest, store = raw[len(ROOT) + 1:], self.store
+        rest, store = raw[len(ROOT) + 1 :], self.store
         if self.user_store is not None and rest.split("/")[0] == "user":
-            rest, store = rest[len("user/"):], self.user_store
+            rest, store = rest[len("user/") :], self.user_store
         parts = [p for p in rest.split("/") if p]
         if ".." in parts or "." in parts:
             raise ToolError(f"Path {path} would escape {ROOT}")
         if not parts:
             if allow_dir:
                 return store, None
-            raise ToolError(f"Path {path} names a folder: memories are files, like"
-                            f" {ROOT}/<name>.md")
+            raise ToolError(
+                f"Path {path} names a folder: memories are files, like {ROOT}/<name>.md"
+            )
         stem = parts[-1]
         for ending in TEXT_ENDINGS:
             if stem.lower().endswith(ending):
@@ -147,8 +158,12 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             name = validate_name(name)
         except MemdirError:
             name = slugify(name)
-        if store is self.store and name not in store and self.user_store is not None \
-                and name in self.user_store:
+        if (
+            store is self.store
+            and name not in store
+            and self.user_store is not None
+            and name in self.user_store
+        ):
             store = self.user_store  # a preference the tool kept in the user's store
         return store, name
 
@@ -163,12 +178,13 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         try:
             mem = store.get(name)
         except MemoryNotFound:
-            raise ToolError(f"The path {path} does not exist. Please provide a valid path"
-                            f" (view {ROOT} lists the memories).") from None
+            raise ToolError(
+                f"The path {path} does not exist. Please provide a valid path"
+                f" (view {ROOT} lists the memories)."
+            ) from None
         try:
             data = read_file(store.root / str(mem.path), store.config.max_file_bytes)
-            return loads(data.decode("utf-8")).replace(path=mem.path,
-                                                       digest=mem.digest)
+            return loads(data.decode("utf-8")).replace(path=mem.path, digest=mem.digest)
         except (MemdirError, UnicodeDecodeError) as exc:
             raise ToolError(f"{path} cannot be read ({exc}) — see 'memdir doctor'") from None
 
@@ -176,13 +192,16 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         limit = store.config.max_file_bytes
         for change in changes:
             if isinstance(change, Put) and len(change.memory.body.encode()) > limit:
-                raise ToolError(f"the text is over the {limit // 1024} KiB a memory may hold"
-                                " — keep the gist, not the whole document")
+                raise ToolError(
+                    f"the text is over the {limit // 1024} KiB a memory may hold"
+                    " — keep the gist, not the whole document"
+                )
         try:
             store.apply(changes, source="memory-tool", summary=summary)
         except SecretFound as exc:
-            raise ToolError(f"refused: {str(exc).split(' — ')[0]} — leave the secret out and"
-                            " write the rest") from None
+            raise ToolError(
+                f"refused: {str(exc).split(' — ')[0]} — leave the secret out and write the rest"
+            ) from None
         except MemdirError as exc:
             raise ToolError(str(exc)) from None
 
@@ -190,8 +209,10 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         """The memory a created file's text describes: its own frontmatter, or the type its
         words suggest and its first line as the description."""
         if len(text.encode()) > store.config.max_file_bytes:
-            raise ToolError(f"the text is over the {store.config.max_file_bytes // 1024} KiB"
-                            " a memory may hold — keep the gist, not the whole document")
+            raise ToolError(
+                f"the text is over the {store.config.max_file_bytes // 1024} KiB"
+                " a memory may hold — keep the gist, not the whole document"
+            )
         if text.lstrip("\ufeff").startswith("---\n"):
             try:
                 return loads(text).replace(name=name)
@@ -232,10 +253,15 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             prefix = name + "-"  # a subfolder the model made: the memories it maps onto
             if any(e.name.startswith(prefix) for e in store.entries()):
                 folder = USER if store is self.user_store else ROOT
-                lines = [line for line in self._listing(store, folder)[1:]
-                         if line.split("\t")[1].startswith(f"{folder}/{prefix}")]
-                return ("Here're the files and directories up to 2 levels deep in"
-                        f" {command.path}, excluding hidden items:\n" + "\n".join(lines))
+                lines = [
+                    line
+                    for line in self._listing(store, folder)[1:]
+                    if line.split("\t")[1].startswith(f"{folder}/{prefix}")
+                ]
+                return (
+                    "Here're the files and directories up to 2 levels deep in"
+                    f" {command.path}, excluding hidden items:\n" + "\n".join(lines)
+                )
         if name is None:
             if store is self.store:
                 lines = self._listing(store, ROOT)
@@ -243,14 +269,16 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                     lines += self._listing(self.user_store, USER)
             else:
                 lines = self._listing(store, USER)
-            return ("Here're the files and directories up to 2 levels deep in"
-                    f" {command.path}, excluding hidden items:\n" + "\n".join(lines))
+            return (
+                "Here're the files and directories up to 2 levels deep in"
+                f" {command.path}, excluding hidden items:\n" + "\n".join(lines)
+            )
         lines = self._memory(store, name, command.path).body.split("\n")
         start = 1
         if command.view_range:
             first, last = command.view_range
             start = max(1, first)
-            lines = lines[start - 1: len(lines) if last == -1 else last]
+            lines = lines[start - 1 : len(lines) if last == -1 else last]
         numbered = [f"{str(i + start).rjust(WIDTH)}\t{line}" for i, line in enumerate(lines)]
         return f"Here's the content of {command.path} with line numbers:\n" + "\n".join(numbered)
 
@@ -265,8 +293,11 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             if name in store:
                 raise ToolError(f"File {where} already exists")
         self._write(store, [Put(mem, reason="created with the memory tool")], f"create {name}")
-        note = "" if where == command.path else " (a preference of the person: kept in their" \
-            " own store, which every project sees)"
+        note = (
+            ""
+            if where == command.path
+            else " (a preference of the person: kept in their own store, which every project sees)"
+        )
         return f"File created successfully at: {where}{note}"
 
     def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
@@ -275,36 +306,68 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         text = current.body
         lines = _lines_of(text, command.old_str) if command.old_str else []
         if not lines:
-            raise ToolError(f"No replacement was performed, old_str `{command.old_str[:200]}`"
-                            f" did not appear verbatim in {command.path}.")
+            raise ToolError(
+                f"No replacement was performed, old_str `{command.old_str[:200]}`"
+                f" did not appear verbatim in {command.path}."
+            )
         if len(lines) > 1:
             shown = ", ".join(map(str, lines[:MAX_LINES_SHOWN]))
-            more = (f" (and {len(lines) - MAX_LINES_SHOWN} more)"
-                    if len(lines) > MAX_LINES_SHOWN else "")
-            raise ToolError(f"No replacement was performed. Multiple occurrences of old_str"
-                            f" `{command.old_str[:200]}` in lines: {shown}{more}. Please"
-                            " ensure it is unique")
+            more = (
+                f" (and {len(lines) - MAX_LINES_SHOWN} more)"
+                if len(lines) > MAX_LINES_SHOWN
+                else ""
+            )
+            raise ToolError(
+                f"No replacement was performed. Multiple occurrences of old_str"
+                f" `{command.old_str[:200]}` in lines: {shown}{more}. Please"
+                " ensure it is unique"
+            )
         new = text.replace(command.old_str, command.new_str, 1)
-        self._write(store, [Put(self._edited(current, new), reason="edited with the memory tool",
-                                expect=current.digest, merge_extra=False)], f"edit {name}")
+        self._write(
+            store,
+            [
+                Put(
+                    self._edited(current, new),
+                    reason="edited with the memory tool",
+                    expect=current.digest,
+                    merge_extra=False,
+                )
+            ],
+            f"edit {name}",
+        )
         body = new.split("\n")
         line = lines[0] - 1
-        snippet = [f"{str(n).rjust(WIDTH)}\t{body[n - 1]}"
-                   for n in range(max(1, line - 1), min(len(body), line + 3) + 1)]
-        return ("The memory file has been edited. Here is the snippet showing the change (with"
-                " line numbers):\n" + "\n".join(snippet))
+        snippet = [
+            f"{str(n).rjust(WIDTH)}\t{body[n - 1]}"
+            for n in range(max(1, line - 1), min(len(body), line + 3) + 1)
+        ]
+        return (
+            "The memory file has been edited. Here is the snippet showing the change (with"
+            " line numbers):\n" + "\n".join(snippet)
+        )
 
     def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
         store, name = self._file(command.path)
         current = self._memory(store, name, command.path)
         lines = current.body.split("\n") if current.body else []
         if command.insert_line < 0 or command.insert_line > len(lines):
-            raise ToolError(f"Invalid `insert_line` parameter: {command.insert_line}. It should"
-                            f" be within the range [0, {len(lines)}].")
+            raise ToolError(
+                f"Invalid `insert_line` parameter: {command.insert_line}. It should"
+                f" be within the range [0, {len(lines)}]."
+            )
         lines.insert(command.insert_line, command.insert_text.rstrip("\n"))
-        self._write(store, [Put(self._edited(current, "\n".join(lines)),
-                                reason="edited with the memory tool", expect=current.digest,
-                                merge_extra=False)], f"insert into {name}")
+        self._write(
+            store,
+            [
+                Put(
+                    self._edited(current, "\n".join(lines)),
+                    reason="edited with the memory tool",
+                    expect=current.digest,
+                    merge_extra=False,
+                )
+            ],
+            f"insert into {name}",
+        )
         return f"The file {command.path} has been edited."
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
@@ -313,8 +376,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"Cannot delete the {command.path.rstrip('/')} directory itself")
         if name not in store:
             raise ToolError(f"The path {command.path} does not exist")
-        self._write(store, [Remove(name, reason="deleted with the memory tool")],
-                    f"delete {name}")
+        self._write(store, [Remove(name, reason="deleted with the memory tool")], f"delete {name}")
         return f"Successfully deleted {command.path}"
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
@@ -328,18 +390,32 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"The destination {command.new_path} already exists")
         current = source.get(old)
         if target is source:
-            self._write(source, [Put(current.replace(name=new), reason=f"renamed from {old}",
-                                     merge_extra=False),
-                                 Remove(old, reason=f"renamed to {new}",
-                                        expect=current.digest)], f"rename {old} to {new}")
+            self._write(
+                source,
+                [
+                    Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
+                    Remove(old, reason=f"renamed to {new}", expect=current.digest),
+                ],
+                f"rename {old} to {new}",
+            )
         else:  # another store: the copy is written before the original goes
-            there, here = ("user", "project") if target is self.user_store else ("project",
-                                                                                 "user")
-            self._write(target, [Put(current.replace(name=new), merge_extra=False,
-                                     reason=f"moved from the {here} store")],
-                        f"moved {old} from {here}")
-            self._write(source, [Remove(old, reason=f"moved to the {there} store",
-                                        expect=current.digest)], f"moved {old} to {there}")
+            there, here = ("user", "project") if target is self.user_store else ("project", "user")
+            self._write(
+                target,
+                [
+                    Put(
+                        current.replace(name=new),
+                        merge_extra=False,
+                        reason=f"moved from the {here} store",
+                    )
+                ],
+                f"moved {old} from {here}",
+            )
+            self._write(
+                source,
+                [Remove(old, reason=f"moved to the {there} store", expect=current.digest)],
+                f"moved {old} to {there}",
+            )
         return f"Successfully renamed {command.old_path} to {command.new_path}"
 
     def clear_all_memory(self) -> str:

@@ -60,10 +60,17 @@ def target(host: str, *, user: bool, project: Path) -> Target:
     """Where ``host`` reads hooks: the project's settings, or the user's."""
     home = Path.home()
     if host == "claude-code":  # a project's settings.json is shared: this machine's go local
-        path = home / ".claude" / "settings.json" if user \
+        path = (
+            home / ".claude" / "settings.json"
+            if user
             else project / ".claude" / "settings.local.json"
-        events = {"UserPromptSubmit": "prompt", "Stop": "learn", "SessionEnd": "learn",
-                  "PreCompact": "learn"}
+        )
+        events = {
+            "UserPromptSubmit": "prompt",
+            "Stop": "learn",
+            "SessionEnd": "learn",
+            "PreCompact": "learn",
+        }
     elif host == "codex":
         path = (home if user else project) / ".codex" / "hooks.json"
         events = {"UserPromptSubmit": "prompt", "Stop": "learn", "PreCompact": "learn"}
@@ -88,8 +95,9 @@ def _read_settings(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text) if text.strip() else {}
     except ValueError as exc:
-        raise MemdirError(f"{path} is not valid JSON ({exc}) — fix it first; memdir leaves it"
-                          " as it is") from None
+        raise MemdirError(
+            f"{path} is not valid JSON ({exc}) — fix it first; memdir leaves it as it is"
+        ) from None
     if not isinstance(data, dict):
         raise MemdirError(f"{path} does not hold a JSON object — fix it first")
     return data
@@ -109,9 +117,11 @@ def _without_memdir(data: dict[str, Any]) -> dict[str, Any]:
         new_groups = []
         for group in groups:
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                handlers = [h for h in group["hooks"]
-                            if not (isinstance(h, dict)
-                                    and MARKER.search(str(h.get("command", ""))))]
+                handlers = [
+                    h
+                    for h in group["hooks"]
+                    if not (isinstance(h, dict) and MARKER.search(str(h.get("command", ""))))
+                ]
                 if handlers:
                     new_groups.append({**group, "hooks": handlers})
             else:
@@ -134,8 +144,16 @@ def install(host: str, *, user: bool, project: Path, timeout: int = 10) -> tuple
     shared = not user and host == "codex"  # .codex/hooks.json is checked in with the project
     for event, sub in t.events.items():
         hooks.setdefault(event, []).append(
-            {"hooks": [{"type": "command", "command": _command(sub, host, shared=shared),
-                        "timeout": timeout}]})
+            {
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": _command(sub, host, shared=shared),
+                        "timeout": timeout,
+                    }
+                ]
+            }
+        )
     return t.path, _save(t.path, before, data)
 
 
@@ -155,8 +173,9 @@ def _save(path: Path, before: dict[str, Any], after: dict[str, Any]) -> str:
         return ""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, new.encode())
-    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                        str(path), str(path)))
+    return "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path), str(path))
+    )
 
 
 def installed(project: Path) -> list[str]:
@@ -182,8 +201,9 @@ def read_event(raw: str) -> dict[str, Any]:
     try:
         event = json.loads(raw) if raw.strip() else None
     except ValueError:
-        raise HookError("the hook input is not JSON — the host should send one JSON"
-                        " object") from None
+        raise HookError(
+            "the hook input is not JSON — the host should send one JSON object"
+        ) from None
     if not isinstance(event, dict):
         raise HookError("the hook input is not a JSON object")
     return event
@@ -202,9 +222,16 @@ def _config_for(event: dict[str, Any]) -> Config:
 def log_line(store_dir: Path, record: dict[str, Any]) -> None:
     """One line of ``.memdir/hooks.jsonl`` (best effort)."""
     try:
-        append_nofollow(store_dir / INTERNAL / LOG,
-                        (json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                     **record}, ensure_ascii=False) + "\n").encode())
+        append_nofollow(
+            store_dir / INTERNAL / LOG,
+            (
+                json.dumps(
+                    {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **record},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            ).encode(),
+        )
     except OSError:
         pass
 
@@ -252,8 +279,9 @@ def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
     def choose() -> None:  # a host CLI is too slow here: only a configured model
         model = _memory_model(config, None)
         if model is not None:
-            chosen.append(select(_reader(config, budget), messages, model,
-                                 max_items=config.recall_max_items))
+            chosen.append(
+                select(_reader(config, budget), messages, model, max_items=config.recall_max_items)
+            )
 
     def search() -> None:
         searched.append(select(store, messages, None, max_items=config.recall_max_items))
@@ -269,16 +297,20 @@ def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
         finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
     selection = chosen[0] if chosen else searched[0] if searched else None
     if selection is None:
-        raise HookError(f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
-                        " run 'memdir index' (and 'memdir doctor') in this project")
+        raise HookError(
+            f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
+            " run 'memdir index' (and 'memdir doctor') in this project"
+        )
     block = render_block(store, selection.names, config.recall_token_budget)
     for _, opened in store.stores():
         if opened.embedding_backlog and not opened.read_only:
             embed_in_background(opened.root)  # the rest, at low priority, not in this hook
     if not block:
         return ""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
-                                              "additionalContext": block}}, ensure_ascii=False)
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}},
+        ensure_ascii=False,
+    )
 
 
 def _regular_file(path: str) -> bool:
@@ -317,8 +349,10 @@ def learn(event: dict[str, Any], *, host: str | None) -> Path:
         # no project store: learn into the person's own store, never start one unasked
         root = user_store_dir(config)
         if root is None:
-            raise HookError(f"no memory store at {config.dir} and the user store is off — run"
-                            " 'memdir init' in the project to learn there")
+            raise HookError(
+                f"no memory store at {config.dir} and the user store is off — run"
+                " 'memdir init' in the project to learn there"
+            )
         config = dataclasses.replace(config, dir=root, dir_source="user")
         store = open_user_store(root, config)
     else:
@@ -327,10 +361,24 @@ def learn(event: dict[str, Any], *, host: str | None) -> Path:
     spool.mkdir(exist_ok=True)
     job = spool / f"{time.time_ns()}-{os.getpid()}.json"
     write_atomic(job, json.dumps({"event": event, "host": host}).encode(), mode=0o600)
-    subprocess.Popen([sys.executable, "-m", "memdir", "--dir", str(config.dir), "hook",
-                      "learn", "--worker", str(job)], start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, cwd=str(config.dir.parent))
+    subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memdir",
+            "--dir",
+            str(config.dir),
+            "hook",
+            "learn",
+            "--worker",
+            str(job),
+        ],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=str(config.dir.parent),
+    )
     return job
 
 
@@ -342,8 +390,7 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
 
     data = json.loads(job.read_text(encoding="utf-8"))
     event, host = data["event"], data.get("host")
-    record: dict[str, Any] = {"hook": "learn", "host": host,
-                              "event": event.get("hook_event_name")}
+    record: dict[str, Any] = {"hook": "learn", "host": host, "event": event.get("hook_event_name")}
     store = MemoryStore(config.dir, config, create=True, watch=False)
     import hashlib
 
@@ -362,16 +409,24 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
         root = user_store_dir(config)
         user = open_user_store(root, config) if root is not None else None
         result = extract_memories(store, messages, model, user_store=user)
-        record.update(status="ok", new_messages=result.new_messages,
-                      saved=[c.memory.name for c in result.changes], dropped=result.dropped)
+        record.update(
+            status="ok",
+            new_messages=result.new_messages,
+            saved=[c.memory.name for c in result.changes],
+            dropped=result.dropped,
+        )
         if result.user_changes:  # a count: the user's memories stay out of the project folder
             record["saved_to_user_store"] = len(result.user_changes)
         for scoped in (store, user):  # each scope on its own
             if scoped is not None and is_due(scoped):
                 plan = consolidate_memories(scoped, model)
                 record.setdefault("consolidated", []).append(
-                    {"store": str(scoped.root), "merged": len(plan.merges),
-                     "retired": len(plan.retires)})
+                    {
+                        "store": str(scoped.root),
+                        "merged": len(plan.merges),
+                        "retired": len(plan.retires),
+                    }
+                )
     except (MemdirError, OSError, KeyError, ValueError, filelock.Timeout) as exc:
         record.update(status="error", error=str(exc))
     finally:

@@ -35,13 +35,17 @@ def resolve_token(given: str | None, host: str, home: Path) -> tuple[str, Path |
     Beyond loopback a token must be given; a given token must be long enough to guess."""
     if given:
         if len(given) < MIN_TOKEN:
-            raise ConfigError(f"the token is {len(given)} characters — give one of at least"
-                              f" {MIN_TOKEN} (python -c 'import secrets;"
-                              " print(secrets.token_urlsafe())')")
+            raise ConfigError(
+                f"the token is {len(given)} characters — give one of at least"
+                f" {MIN_TOKEN} (python -c 'import secrets;"
+                " print(secrets.token_urlsafe())')"
+            )
         return given, None, False
     if host not in LOOPBACK:
-        raise ConfigError(f"serving on {host} reaches beyond this machine — pass --token (or"
-                          " set MEMDIR_MCP_TOKEN) with a secret of your own")
+        raise ConfigError(
+            f"serving on {host} reaches beyond this machine — pass --token (or"
+            " set MEMDIR_MCP_TOKEN) with a secret of your own"
+        )
     path = home / TOKEN_FILE
     try:
         kept = path.read_text(encoding="utf-8").strip()
@@ -83,14 +87,20 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                   for k, v in scope.get("headers", [])}
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
         refusal = self.check(headers)
         if refusal is not None:
             status, text = refusal
             extra = [(b"www-authenticate", b'Bearer realm="memdir"')] if status == 401 else []
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", b"text/plain; charset=utf-8"), *extra]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"), *extra],
+                }
+            )
             await send({"type": "http.response.body", "body": text.encode()})
             return
         await self.app(scope, receive, send)
@@ -103,7 +113,8 @@ class Guard:
         if origin is not None and origin.rstrip("/").lower() not in self.origins:
             return 403, "Origin not allowed — start the server with --allow-origin " + origin
         scheme, _, given = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                 self.token):
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), self.token
+        ):
             return 401, "missing or wrong token — send 'Authorization: Bearer <token>'"
         return None

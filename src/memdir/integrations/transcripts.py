@@ -20,8 +20,15 @@ from typing import Any
 from ..errors import MemdirError
 from ..providers import Message
 
-_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions",
-             "<system-reminder>", "<command-name>", "<local-command-stdout>")
+_INJECTED = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md",
+    "<permissions",
+    "<system-reminder>",
+    "<command-name>",
+    "<local-command-stdout>",
+)
 MAX_BYTES = 20 * 1024 * 1024  # a transcript larger than this is read from its tail
 
 
@@ -29,9 +36,11 @@ def _text_parts(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content
-                         if isinstance(p, dict) and p.get("type") in ("input_text", "output_text",
-                                                                      "text"))
+        return "\n".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
+        )
     return ""
 
 
@@ -43,8 +52,7 @@ def message_from_row(row: Any) -> Message | None:
         if row.get("isMeta") or row.get("isSidechain"):
             return None
         msg = row["message"]
-        if msg.get("role") in ("user", "assistant") and isinstance(msg.get("content"),
-                                                                    (str, list)):
+        if msg.get("role") in ("user", "assistant") and isinstance(msg.get("content"), (str, list)):
             content = msg["content"]
             if isinstance(content, str) and content.lstrip().startswith(_INJECTED):
                 return None
@@ -59,19 +67,37 @@ def message_from_row(row: Any) -> Message | None:
                 return None
             return {"role": p["role"], "content": text}
         if kind == "function_call":
-            return {"role": "assistant", "content": [{
-                "type": "tool_use", "id": str(p.get("call_id", "")), "name": str(p.get("name")),
-                "input": {}}]}
+            return {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": str(p.get("call_id", "")),
+                        "name": str(p.get("name")),
+                        "input": {},
+                    }
+                ],
+            }
         if kind == "function_call_output":
             out = p.get("output")
             text = out if isinstance(out, str) else json.dumps(out)[:2000]
-            return {"role": "user", "content": [{"type": "tool_result",
-                                                 "tool_use_id": str(p.get("call_id", "")),
-                                                 "content": text[:2000]}]}
+            return {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": str(p.get("call_id", "")),
+                        "content": text[:2000],
+                    }
+                ],
+            }
         return None
     msg = row.get("message", row)  # plain {role, content}, or wrapped in "message"
-    if (isinstance(msg, dict) and msg.get("role") in ("user", "assistant")
-            and isinstance(msg.get("content"), (str, list))):
+    if (
+        isinstance(msg, dict)
+        and msg.get("role") in ("user", "assistant")
+        and isinstance(msg.get("content"), (str, list))
+    ):
         return {"role": msg["role"], "content": msg["content"]}
     return None
 
@@ -84,8 +110,10 @@ def read_session(path: Path) -> list[Message]:
         raise MemdirError(f"cannot read the session file {path} ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise MemdirError(f"the session file {path} is not a regular file — point"
-                              " transcript_path at the session's .jsonl")
+            raise MemdirError(
+                f"the session file {path} is not a regular file — point"
+                " transcript_path at the session's .jsonl"
+            )
         size = fh.seek(0, 2)
         fh.seek(max(0, size - MAX_BYTES))
         data = fh.read(MAX_BYTES).decode("utf-8", errors="replace")

@@ -112,8 +112,9 @@ class RecordingModel:
         """Call the provider and record purpose, tokens and latency, also on failure."""
         start = time.perf_counter()
         try:
-            reply = self._call(Request(system, messages, tools, max_tokens, json_mode, on_text,
-                                       schema))
+            reply = self._call(
+                Request(system, messages, tools, max_tokens, json_mode, on_text, schema)
+            )
         except LLMError:
             self._record(purpose, Usage(), start, ok=False)
             raise
@@ -123,16 +124,20 @@ class RecordingModel:
     def _record(self, purpose: str, usage: Usage, start: float, *, ok: bool) -> None:
         if self.usage_log is not None:
             self.usage_log.record(
-                purpose=purpose, provider=self.provider, model=self.model,
-                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                latency_ms=(time.perf_counter() - start) * 1000, ok=ok)
+                purpose=purpose,
+                provider=self.provider,
+                model=self.model,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                latency_ms=(time.perf_counter() - start) * 1000,
+                ok=ok,
+            )
 
     def _call(self, request: Request) -> Reply:
         raise NotImplementedError
 
 
-def make_model(config: Config, *, memory: bool = False, usage_log: Path | None = None
-               ) -> ChatModel:
+def make_model(config: Config, *, memory: bool = False, usage_log: Path | None = None) -> ChatModel:
     """Build the configured model (the memory model if ``memory``); imports its SDK now."""
     provider = config.provider or "anthropic"
     name = config.memory_model_name if memory else config.chat_model
@@ -140,28 +145,36 @@ def make_model(config: Config, *, memory: bool = False, usage_log: Path | None =
     if provider in ("claude-code", "codex"):
         from .host_cli import HostCLIModel
 
-        return HostCLIModel(provider, config.memory_model or config.model or "", log,
-                            timeout=max(config.timeout, 60.0))
+        return HostCLIModel(
+            provider,
+            config.memory_model or config.model or "",
+            log,
+            timeout=max(config.timeout, 60.0),
+        )
     if provider == "anthropic":
         if not config.api_key:
             raise LLMUnavailable(
                 "no Anthropic API key — set ANTHROPIC_API_KEY, or MEMDIR_PROVIDER=openai with"
-                " OPENAI_BASE_URL for an OpenAI-compatible endpoint")
+                " OPENAI_BASE_URL for an OpenAI-compatible endpoint"
+            )
         try:
             from .anthropic import AnthropicModel
         except ImportError:
             raise LLMUnavailable(
-                "the anthropic SDK is not installed — pip install 'memdir[anthropic]'") from None
+                "the anthropic SDK is not installed — pip install 'memdir[anthropic]'"
+            ) from None
         return AnthropicModel(name, config, log)
     if not config.api_key and not config.base_url:
         raise LLMUnavailable(
             "no OpenAI API key or endpoint — set OPENAI_API_KEY, or OPENAI_BASE_URL for a local"
-            " server such as Ollama")
+            " server such as Ollama"
+        )
     try:
         from .openai import OpenAIModel
     except ImportError:
         raise LLMUnavailable(
-            "the openai SDK is not installed — pip install 'memdir[openai]'") from None
+            "the openai SDK is not installed — pip install 'memdir[openai]'"
+        ) from None
     return OpenAIModel(name, config, log)
 
 
@@ -175,11 +188,13 @@ def runs_locally(model: ChatModel, config: Config) -> bool:
     return model.provider == "openai" and host in ("localhost", "127.0.0.1", "::1")
 
 
-def complete_text(model: ChatModel, *, system: str, messages: list[Message],
-                  purpose: str, max_tokens: int = 1024) -> str:
+def complete_text(
+    model: ChatModel, *, system: str, messages: list[Message], purpose: str, max_tokens: int = 1024
+) -> str:
     """One call, plain text out."""
-    return model.complete(system=system, messages=messages, purpose=purpose,
-                          max_tokens=max_tokens).text
+    return model.complete(
+        system=system, messages=messages, purpose=purpose, max_tokens=max_tokens
+    ).text
 
 
 def complete_json(
@@ -200,17 +215,28 @@ def complete_json(
     convo = list(messages)
     error = ""
     for attempt in range(2):
-        reply = model.complete(system=system, messages=convo, purpose=purpose,
-                               max_tokens=max_tokens, json_mode=True, schema=schema)
+        reply = model.complete(
+            system=system,
+            messages=convo,
+            purpose=purpose,
+            max_tokens=max_tokens,
+            json_mode=True,
+            schema=schema,
+        )
         try:
             return validate(extract_json(reply.text))
         except ValueError as exc:
             error = str(exc)
         if attempt == 0:
-            convo = [*convo, {"role": "assistant", "content": reply.text or "(empty)"},
-                     {"role": "user", "content":
-                      f"Your reply could not be used: {error}. Reply again with only the JSON"
-                      " object, no prose and no code fences."}]
+            convo = [
+                *convo,
+                {"role": "assistant", "content": reply.text or "(empty)"},
+                {
+                    "role": "user",
+                    "content": f"Your reply could not be used: {error}. Reply again with only"
+                    " the JSON object, no prose and no code fences.",
+                },
+            ]
     raise ReplyFormatError(f"the {purpose} model's reply was not usable JSON twice ({error})")
 
 
@@ -236,24 +262,31 @@ def status_error(provider: str, status: int, detail: str, key_var: str) -> LLMEr
     if status in (401, 403):
         return LLMUnavailable(
             f"the {provider} endpoint rejected the API key ({status}: {detail}) — set {key_var}"
-            " to a valid key")
+            " to a valid key"
+        )
     if status == 404:
         return LLMUnavailable(
             f"the {provider} endpoint does not know this model or path (404: {detail}) — check"
-            " MEMDIR_MODEL / MEMDIR_MEMORY_MODEL and the base URL")
+            " MEMDIR_MODEL / MEMDIR_MEMORY_MODEL and the base URL"
+        )
     if status == 429:
-        return LLMError(f"the {provider} endpoint is rate limiting (429) after retries — wait and"
-                        " retry, or raise MEMDIR_MAX_RETRIES")
+        return LLMError(
+            f"the {provider} endpoint is rate limiting (429) after retries — wait and"
+            " retry, or raise MEMDIR_MAX_RETRIES"
+        )
     if status >= 500:
-        return LLMError(f"the {provider} endpoint failed ({status}: {detail}) after retries —"
-                        " retry later")
+        return LLMError(
+            f"the {provider} endpoint failed ({status}: {detail}) after retries — retry later"
+        )
     return LLMError(f"the {provider} endpoint refused the request ({status}: {detail})")
 
 
-def connection_error(provider: str, base_url: str | None, url_var: str, exc: Exception
-                     ) -> LLMUnavailable:
+def connection_error(
+    provider: str, base_url: str | None, url_var: str, exc: Exception
+) -> LLMUnavailable:
     """The error for an endpoint that could not be reached or timed out."""
     where = base_url or "the default endpoint"
     kind = "timed out" if "timeout" in type(exc).__name__.lower() else "could not be reached"
-    return LLMUnavailable(f"{provider} at {where} {kind} — check {url_var}, the network, or"
-                          " MEMDIR_TIMEOUT")
+    return LLMUnavailable(
+        f"{provider} at {where} {kind} — check {url_var}, the network, or MEMDIR_TIMEOUT"
+    )

@@ -25,12 +25,18 @@ class AnthropicModel(RecordingModel):
         super().__init__(model, usage_log)
         self.base_url = config.base_url
         self.client = anthropic.Anthropic(
-            api_key=config.api_key, base_url=config.base_url, timeout=config.timeout,
-            max_retries=config.max_retries)
+            api_key=config.api_key,
+            base_url=config.base_url,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+        )
 
     def _call(self, request: Request) -> Reply:
-        kwargs: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
-                                  "messages": request.messages}
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "messages": request.messages,
+        }
         if request.system:
             kwargs["system"] = request.system
         if request.tools:
@@ -45,22 +51,33 @@ class AnthropicModel(RecordingModel):
                         on_text(text)
                     message = stream.get_final_message()
         except anthropic.APIStatusError as exc:
-            raise status_error("anthropic", exc.status_code, str(exc.message),
-                               "ANTHROPIC_API_KEY") from None
+            raise status_error(
+                "anthropic", exc.status_code, str(exc.message), "ANTHROPIC_API_KEY"
+            ) from None
         except anthropic.APIConnectionError as exc:
             raise connection_error("anthropic", self.base_url, "ANTHROPIC_BASE_URL", exc) from None
         except (anthropic.APIError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise LLMError(f"anthropic returned a malformed reply ({type(exc).__name__})"
-                           " — check ANTHROPIC_BASE_URL points at a Messages API") from None
+            raise LLMError(
+                f"anthropic returned a malformed reply ({type(exc).__name__})"
+                " — check ANTHROPIC_BASE_URL points at a Messages API"
+            ) from None
         if not hasattr(message, "content") or not isinstance(message.content, list):
-            raise LLMError("anthropic returned a malformed reply (no content)"
-                           " — check ANTHROPIC_BASE_URL points at a Messages API")
+            raise LLMError(
+                "anthropic returned a malformed reply (no content)"
+                " — check ANTHROPIC_BASE_URL points at a Messages API"
+            )
         blocks: list[dict[str, Any]] = []
         for block in message.content:
             if block.type == "text":
                 blocks.append({"type": "text", "text": block.text})
             elif block.type == "tool_use":
-                blocks.append({"type": "tool_use", "id": block.id, "name": block.name,
-                               "input": dict(block.input) if block.input else {}})
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": block.id,
+                        "name": block.name,
+                        "input": dict(block.input) if block.input else {},
+                    }
+                )
         usage = Usage(message.usage.input_tokens or 0, message.usage.output_tokens or 0)
         return Reply(blocks, message.stop_reason or "end_turn", usage, message.model or self.model)

@@ -25,8 +25,15 @@ def _flatten(request: Request) -> str:
     parts = [request.system.strip()] if request.system.strip() else []
     for msg in request.messages:
         content = msg.get("content", "")
-        text = content if isinstance(content, str) else "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        text = (
+            content
+            if isinstance(content, str)
+            else "\n".join(
+                b.get("text", "")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "text"
+            )
+        )
         parts.append(f"{msg.get('role', 'user')}: {text}")
     if request.json_mode:
         parts.append("Answer with only the JSON object.")
@@ -36,8 +43,9 @@ def _flatten(request: Request) -> str:
 class HostCLIModel(RecordingModel):
     """A model call answered by ``claude -p --output-format json`` or ``codex exec --json``."""
 
-    def __init__(self, host: str, model: str, usage_log: UsageLog | None,
-                 timeout: float = 120.0) -> None:
+    def __init__(
+        self, host: str, model: str, usage_log: UsageLog | None, timeout: float = 120.0
+    ) -> None:
         super().__init__(model, usage_log)
         if host not in HOSTS:
             raise LLMUnavailable(f"unknown host {host!r} — use one of {', '.join(HOSTS)}")
@@ -45,8 +53,10 @@ class HostCLIModel(RecordingModel):
         self.command = HOSTS[host]
         self.timeout = timeout
         if shutil.which(self.command) is None:
-            raise LLMUnavailable(f"'{self.command}' is not on PATH — install {host} or"
-                                 " configure an API key for the memory model")
+            raise LLMUnavailable(
+                f"'{self.command}' is not on PATH — install {host} or"
+                " configure an API key for the memory model"
+            )
 
     def _argv(self) -> list[str]:
         if self.provider == "claude-code":
@@ -57,8 +67,13 @@ class HostCLIModel(RecordingModel):
 
     def _call(self, request: Request) -> Reply:
         try:
-            proc = subprocess.run(self._argv(), input=_flatten(request), capture_output=True,
-                                  text=True, timeout=self.timeout)
+            proc = subprocess.run(
+                self._argv(),
+                input=_flatten(request),
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+            )
         except subprocess.TimeoutExpired:
             raise LLMError(f"{self.command} did not answer within {self.timeout:.0f}s") from None
         except OSError as exc:
@@ -66,8 +81,11 @@ class HostCLIModel(RecordingModel):
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
             raise LLMError(f"{self.command} failed with exit code {proc.returncode}: {last}")
-        text, usage = (self._claude(proc.stdout) if self.provider == "claude-code"
-                       else self._codex(proc.stdout))
+        text, usage = (
+            self._claude(proc.stdout)
+            if self.provider == "claude-code"
+            else self._codex(proc.stdout)
+        )
         return Reply([{"type": "text", "text": text}], usage=usage, model=self.model)
 
     def _claude(self, out: str) -> tuple[str, Usage]:
@@ -80,8 +98,9 @@ class HostCLIModel(RecordingModel):
         if not isinstance(data, dict) or data.get("is_error"):
             raise LLMError(f"claude -p reported an error: {str(data.get('result', ''))[:200]}")
         usage = data.get("usage") or {}
-        return str(data.get("result", "")), Usage(int(usage.get("input_tokens", 0)),
-                                                  int(usage.get("output_tokens", 0)))
+        return str(data.get("result", "")), Usage(
+            int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+        )
 
     def _codex(self, out: str) -> tuple[str, Usage]:
         text, usage = "", Usage()
@@ -91,8 +110,10 @@ class HostCLIModel(RecordingModel):
             except ValueError:
                 continue
             item = event.get("item") if isinstance(event, dict) else None
-            if isinstance(item, dict) and item.get("type") in ("agent_message",
-                                                               "assistant_message"):
+            if isinstance(item, dict) and item.get("type") in (
+                "agent_message",
+                "assistant_message",
+            ):
                 text = str(item.get("text", text))
             if isinstance(event, dict) and event.get("type") == "turn.completed":
                 u = event.get("usage") or {}

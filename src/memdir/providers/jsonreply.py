@@ -104,8 +104,9 @@ def _loads_lenient(s: str) -> Any:
     except (ValueError, RecursionError):
         pass
     # Python-style literals (single quotes, True/None) are a common small-model slip.
-    pythonish = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False",
-                                                   re.sub(r"\bnull\b", "None", fixed)))
+    pythonish = re.sub(
+        r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", fixed))
+    )
     try:
         value = ast.literal_eval(pythonish)
     except (ValueError, SyntaxError, MemoryError, RecursionError):

@@ -31,8 +31,7 @@ from .jsonreply import extract_json
 
 
 def _about_format(message: str) -> bool:
-    return any(w in message for w in ("response_format", "json_schema", "schema",
-                                      "json_object"))
+    return any(w in message for w in ("response_format", "json_schema", "schema", "json_object"))
 
 
 class _EndpointNotes:
@@ -40,8 +39,7 @@ class _EndpointNotes:
     log so that a new process does not repeat a failing request."""
 
     def __init__(self, usage_log: UsageLog | None, key: str) -> None:
-        self.file = (StateFile(usage_log.path.parent / ENDPOINTS, sync=False)
-                     if usage_log else None)
+        self.file = StateFile(usage_log.path.parent / ENDPOINTS, sync=False) if usage_log else None
         self.key = key
 
     def get(self, name: str, default: bool) -> bool:
@@ -60,8 +58,13 @@ class _EndpointNotes:
             pass  # a read-only store: the next process asks once more
 
 
-STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use",
-                "length": "max_tokens", "content_filter": "end_turn"}
+STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "end_turn",
+}
 
 
 def _text_of(content: Any) -> str:
@@ -80,11 +83,18 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
             continue
         if msg["role"] == "assistant":
             text = _text_of(content)
-            calls = [{"id": b["id"], "type": "function",
-                      "function": {"name": b["name"],
-                                   "arguments": json.dumps(b.get("input", {}),
-                                                           ensure_ascii=False)}}
-                     for b in content if b.get("type") == "tool_use"]
+            calls = [
+                {
+                    "id": b["id"],
+                    "type": "function",
+                    "function": {
+                        "name": b["name"],
+                        "arguments": json.dumps(b.get("input", {}), ensure_ascii=False),
+                    },
+                }
+                for b in content
+                if b.get("type") == "tool_use"
+            ]
             item: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 item["tool_calls"] = calls
@@ -107,10 +117,17 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
 
 def to_openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Anthropic tool schemas as Chat Completions function tools."""
-    return [{"type": "function",
-             "function": {"name": t["name"], "description": t.get("description", ""),
-                          "parameters": t.get("input_schema", {"type": "object"})}}
-            for t in tools]
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                "description": t.get("description", ""),
+                "parameters": t.get("input_schema", {"type": "object"}),
+            },
+        }
+        for t in tools
+    ]
 
 
 def _tool_input(arguments: str | None) -> dict[str, Any]:
@@ -126,13 +143,13 @@ def _tool_input(arguments: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def from_openai(text: str | None, calls: list[tuple[str, str, str]], finish: str | None
-                ) -> tuple[list[dict[str, Any]], str]:
+def from_openai(
+    text: str | None, calls: list[tuple[str, str, str]], finish: str | None
+) -> tuple[list[dict[str, Any]], str]:
     """Content blocks and stop reason from a completion's text and (id, name, args) calls."""
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     for call_id, name, args in calls:
-        blocks.append({"type": "tool_use", "id": call_id, "name": name,
-                       "input": _tool_input(args)})
+        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": _tool_input(args)})
     stop = STOP_REASONS.get(finish or "stop", "end_turn")
     if calls and stop == "end_turn":
         stop = "tool_use"  # some servers say "stop" even when they called a tool
@@ -149,8 +166,11 @@ class OpenAIModel(RecordingModel):
         self.base_url = config.base_url
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one.
         self.client = openai.OpenAI(
-            api_key=config.api_key or "not-needed", base_url=config.base_url,
-            timeout=config.timeout, max_retries=config.max_retries)
+            api_key=config.api_key or "not-needed",
+            base_url=config.base_url,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+        )
         self.json_mode_supported = True
         # Structured output (a JSON schema): OpenAI, vLLM and llama.cpp enforce it; an endpoint
         # that refuses it once is remembered (per endpoint and model, next to the usage log).
@@ -162,14 +182,18 @@ class OpenAIModel(RecordingModel):
 
     def _call(self, request: Request) -> Reply:
         kwargs: dict[str, Any] = {
-            "model": self.model, self.max_tokens_param: request.max_tokens,
-            "messages": to_openai_messages(request.system, request.messages)}
+            "model": self.model,
+            self.max_tokens_param: request.max_tokens,
+            "messages": to_openai_messages(request.system, request.messages),
+        }
         if request.tools:
             kwargs["tools"] = to_openai_tools(request.tools)
         on_text = request.on_text
         if request.schema is not None and self.schema_supported:
-            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "reply", "schema": request.schema, "strict": False}}
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "reply", "schema": request.schema, "strict": False},
+            }
         elif request.json_mode and self.json_mode_supported:
             kwargs["response_format"] = {"type": "json_object"}
         for _ in range(4):  # at most three adaptations to what the endpoint accepts
@@ -186,13 +210,17 @@ class OpenAIModel(RecordingModel):
                     self.json_mode_supported = False  # an endpoint without JSON mode
                     del kwargs["response_format"]
                 elif self.max_tokens_param in message and "max_" in message:
-                    other = ("max_tokens" if self.max_tokens_param == "max_completion_tokens"
-                             else "max_completion_tokens")
+                    other = (
+                        "max_tokens"
+                        if self.max_tokens_param == "max_completion_tokens"
+                        else "max_completion_tokens"
+                    )
                     kwargs[other] = kwargs.pop(self.max_tokens_param)
                     self.max_tokens_param = other
                 else:
-                    raise status_error("openai", exc.status_code, message,
-                                       "OPENAI_API_KEY") from None
+                    raise status_error(
+                        "openai", exc.status_code, message, "OPENAI_API_KEY"
+                    ) from None
         raise LLMError("the openai endpoint refused every request variant — check the model")
 
     def _request(self, kwargs: dict[str, Any], on_text: TextCallback | None) -> Reply:
@@ -203,20 +231,32 @@ class OpenAIModel(RecordingModel):
         except openai.BadRequestError:
             raise
         except openai.APIStatusError as exc:
-            raise status_error("openai", exc.status_code, str(exc.message),
-                               "OPENAI_API_KEY") from None
+            raise status_error(
+                "openai", exc.status_code, str(exc.message), "OPENAI_API_KEY"
+            ) from None
         except openai.APIConnectionError as exc:
             raise connection_error("openai", self.base_url, "OPENAI_BASE_URL", exc) from None
-        except (openai.APIError, ValueError, TypeError, KeyError, AttributeError,
-                IndexError) as exc:
-            raise LLMError(f"openai returned a malformed reply ({type(exc).__name__})"
-                           " — check OPENAI_BASE_URL points at a Chat Completions API") from None
+        except (
+            openai.APIError,
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            IndexError,
+        ) as exc:
+            raise LLMError(
+                f"openai returned a malformed reply ({type(exc).__name__})"
+                " — check OPENAI_BASE_URL points at a Chat Completions API"
+            ) from None
 
     def _plain(self, kwargs: dict[str, Any]) -> Reply:
         completion = self.client.chat.completions.create(**kwargs)
         choice = completion.choices[0]
-        calls = [(c.id, c.function.name, c.function.arguments)
-                 for c in (choice.message.tool_calls or []) if c.type == "function"]
+        calls = [
+            (c.id, c.function.name, c.function.arguments)
+            for c in (choice.message.tool_calls or [])
+            if c.type == "function"
+        ]
         blocks, stop = from_openai(choice.message.content, calls, choice.finish_reason)
         u = completion.usage
         usage = Usage(u.prompt_tokens, u.completion_tokens) if u else Usage()
@@ -224,7 +264,8 @@ class OpenAIModel(RecordingModel):
 
     def _streamed(self, kwargs: dict[str, Any], on_text: TextCallback) -> Reply:
         stream = self.client.chat.completions.create(
-            **kwargs, stream=True, stream_options={"include_usage": True})
+            **kwargs, stream=True, stream_options={"include_usage": True}
+        )
         text: list[str] = []
         calls: dict[int, list[str]] = {}
         finish = None
