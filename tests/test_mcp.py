@@ -151,7 +151,7 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
 def test_list_pages_stay_within_the_budget(tmp_path: Path) -> None:
     """A store of thousands is listed page by page; no page is over the budget and every
     memory appears once."""
-    from memdir.integrations.mcp import PAGE_TOKENS
+    from memdir.integrations.mcp_memory import PAGE_TOKENS
     from memdir.recall import estimate_tokens
 
     root = tmp_path / ".memory"

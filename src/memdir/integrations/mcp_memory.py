@@ -1,0 +1,391 @@
+"""The memory behind ``memdir mcp``: the stores the tools read and write, and the tools
+themselves as methods (``mcp.TOOLS`` registers them with their descriptions).
+
+Arguments accept the names a model is likely to guess (``query``/``q``/``text``,
+``name``/``id``/``memory``). Every failure is a tool error whose text is one line saying what
+went wrong and how to fix it; the server keeps answering. Tool calls run one at a time.
+This module does NOT decide what to remember: the host's model does, through the tools.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+
+from ..config import Config
+from ..errors import LLMUnavailable, MemdirError, SecretFound, StoreNotFound
+from ..memory import dumps, slugify
+from ..notes import guess_type
+from ..plan import Put
+from ..providers import Message
+from ..recall import estimate_tokens, render_block, select
+from ..safetext import one_line
+from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
+from ..store import MemoryStore
+
+log = logging.getLogger("memdir.mcp")
+PAGE_TOKENS = 2000  # a page of `list` never costs the host more than this
+T = TypeVar("T")
+HOW = {
+    "llm": "chosen by the memory model",
+    "search": "chosen by search",
+    "search-fallback": "chosen by search (the model failed)",
+}
+
+
+class MemoryServer:
+    """The store behind the tools: opened on first use (or created by the first remember),
+    used by one tool call at a time."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._store: MemoryStore | None = None
+        self._scopes: Scopes | None = None
+        self._user: MemoryStore | None = None
+        self._lock = threading.Lock()
+        self._model: Any = None
+
+    def store(self, *, create: bool = False) -> MemoryStore:
+        if self._store is None:
+            try:
+                self._store = MemoryStore(self.config.dir, self.config, create=create, watch=True)
+            except StoreNotFound:
+                raise ToolError(
+                    f"no memory store at {self.config.dir} yet — call remember to"
+                    " create it, or start the server with --dir"
+                ) from None
+        return self._store
+
+    def scopes(self) -> Scopes:
+        """The project's, the user's and the shared stores, read as one."""
+        if self._scopes is None or (self._scopes.project is None and self._store is not None):
+            try:
+                project: MemoryStore | None = self.store()
+            except ToolError:
+                project = None
+            self._scopes = Scopes(self.config, project=project, watch=True)
+        if not self._scopes.stores():
+            self.store()  # the usual "no memory store" error
+        return self._scopes
+
+    def writable(self, where: str) -> MemoryStore:
+        """The project's store (created if need be) or the user's (created owner-only)."""
+        if where == PROJECT:
+            if (
+                self.config.dir_source != "default"
+                or self.config.dir.is_dir()
+                or user_store_dir(self.config) is None
+            ):
+                return self.store(create=True)
+            where = USER  # started outside any project (a desktop host): the person's store
+        if self._user is None:
+            root = user_store_dir(self.config)
+            if root is None:
+                raise ToolError('there is no user store (user_dir = "none") — use scope "project"')
+            self._user = open_user_store(root, self.config, watch=True)
+            self._scopes = None  # read the stores again, the new one included
+        return self._user
+
+    def user_or_none(self) -> MemoryStore | None:
+        """The user's store if this server has opened it."""
+        return self._user
+
+    def target(self, shown: str, *, write: bool = True) -> tuple[MemoryStore, str]:
+        """The store and real name of the memory ``shown`` (``user:NAME`` for the user's
+        copy of a name the project also has; a forgotten memory's store is the one whose
+        history holds it); the project's when no scope holds it."""
+        scopes = self.scopes()
+        try:
+            scope, name = scopes.locate(shown)
+        except LookupError:
+            scope_name, _, name = shown.rpartition(":")
+            if scope_name:
+                scope = scopes.scope(scope_name)
+            else:
+                found = next((s for s, st in scopes.stores() if st.history(name)), None)
+                if found is None:
+                    return self.store(), shown  # unknown here: the project store says so
+                scope = found
+            if scope.store is None:
+                raise ToolError(
+                    f"no {scope.name} store yet — nothing named {name!r} there"
+                ) from None
+        if write and not scope.writable:
+            raise ToolError(f"{shown} is in {scope.name} ({scope.root}), which is read-only")
+        assert scope.store is not None
+        return scope.store, name
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run one tool body: serialised, with memdir's errors as one-line tool errors."""
+        with self._lock:
+            try:
+                return fn()
+            except SecretFound as exc:
+                what = str(exc).split(" — ")[0]
+                raise ToolError(
+                    f"{what} — leave the secret out and save the rest (say where"
+                    " it is kept instead of what it is)"
+                ) from None
+            except MemdirError as exc:
+                raise ToolError(str(exc)) from None
+            except OSError as exc:
+                raise ToolError(
+                    f"{exc.strerror or exc} — check the store folder and its permissions"
+                ) from None
+
+    def model(self) -> Any:
+        """The memory model for recall, or None (then search chooses)."""
+        if self._model is None:
+            from ..providers import make_model
+
+            try:
+                self._model = make_model(self.config, memory=True)
+            except LLMUnavailable:
+                self._model = False
+        return self._model or None
+
+    # -- the tools (registered by ``mcp.build_server`` from ``mcp.TOOLS``) ---------------------
+
+    def recall(
+        self,
+        message: str | None = None,
+        query: str | None = None,
+        text: str | None = None,
+        recent: list[str] | None = None,
+    ) -> str:
+        said = str(pick("message", message, query, text))
+
+        def run() -> str:
+            scopes = self.scopes()
+            messages: list[Message] = [{"role": "user", "content": r} for r in recent or []]
+            messages.append({"role": "user", "content": said})
+            cfg = self.config
+            sel = select(scopes, messages, self.model(), max_items=cfg.recall_max_items)
+            block = render_block(scopes, sel.names, cfg.recall_token_budget)
+            if not block:
+                return "No saved memory applies to this message."
+            return f"Recalled {', '.join(sel.names)} ({HOW[sel.path]}).\n\n{block}"
+
+        return self.call(run)
+
+    def search(
+        self, query: str | None = None, q: str | None = None, text: str | None = None, k: int = 5
+    ) -> str:
+        wanted = str(pick("query", query, q, text))
+
+        def run() -> str:
+            scopes = self.scopes()
+            hits = scopes.search_entries(wanted, max(1, min(int(k), 50)))
+            if not hits:
+                return "No matching memories."
+            return "\n".join(
+                f"{e.name} ({one_line(e.type)}{where(scopes, e.name)}, score"
+                f" {s:.2f}) — {one_line(e.description)}"
+                for e, s in hits
+            )
+
+        return self.call(run)
+
+    def list_(self, type: str | None = None, cursor: str | None = None) -> str:
+        return self.call(lambda: self._page(type, cursor))
+
+    def _page(self, type: str | None, cursor: str | None) -> str:
+        scopes = self.scopes()
+        entries = [e for e in scopes.entries() if type in (None, "", e.type)]
+        try:
+            start = int(cursor or 0)
+        except ValueError:
+            raise ToolError(
+                f"cursor {cursor!r} is not one this server gave — omit it to"
+                " start from the first page"
+            ) from None
+        if start < 0 or start > len(entries):
+            raise ToolError(
+                f"cursor {start} is past the end ({len(entries)} memories) — omit it to start again"
+            )
+        lines: list[str] = [f"{len(entries)} memories."]
+        used = estimate_tokens(lines[0]) + 20
+        for i in range(start, len(entries)):
+            e = entries[i]
+            line = (
+                f"- {e.name} ({one_line(e.type)}{where(scopes, e.name)}): {one_line(e.description)}"
+            )
+            cost = estimate_tokens(line) + 1
+            if used + cost > PAGE_TOKENS and i > start:
+                lines.append(f'(more: call list with cursor "{i}")')
+                break
+            lines.append(line)
+            used += cost
+        return "\n".join(lines)
+
+    def read(
+        self, name: str | None = None, id: str | None = None, memory: str | None = None
+    ) -> str:
+        which = str(pick("name", name, id, memory))
+        return self.call(lambda: dumps(self.scopes().get(which)))
+
+    def remember(
+        self,
+        description: str,
+        body: str = "",
+        type: str | None = None,
+        name: str | None = None,
+        id: str | None = None,
+        scope: str | None = None,
+    ) -> str:
+        def run() -> str:
+            if scope not in (None, "", PROJECT, USER):
+                raise ToolError(f"scope {scope!r} is not one of project, user")
+            kind = type or guess_type(f"{description}\n{body}", self.config.types)
+            store = self.writable(route(self.config, kind, scope or None))
+            chosen = (name or id or slugify(" ".join(description.split()[:6]))).strip()
+            existed = chosen in store
+            saved = store.write(
+                chosen,
+                type=kind,
+                description=description,
+                body=body,
+                source="mcp",
+                reason="remembered through MCP",
+            )
+            there = "" if store is not self._user else " in the user's own store"
+            return f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
+
+        return self.call(run)
+
+    def edit(
+        self,
+        old: str,
+        new: str,
+        name: str | None = None,
+        id: str | None = None,
+        memory: str | None = None,
+    ) -> str:
+        which = str(pick("name", name, id, memory))
+        return self.call(lambda: self._edit(which, old, new))
+
+    def _edit(self, which: str, old: str, new: str) -> str:
+        store, real = self.target(which)
+        current = store.get(real)
+        for field in ("body", "description"):
+            value: str = getattr(current, field)
+            count = value.count(old) if old else 0
+            if count > 1:
+                lines = sorted({value.count("\n", 0, i) + 1 for i in find_all(value, old)[:10]})
+                more = ", …" if count > 10 else ""
+                raise ToolError(
+                    f"'old' appears {count} times in the {field} of {which}"
+                    f" (lines {', '.join(map(str, lines))}{more}) — include more surrounding"
+                    " text so it is unique"
+                )
+            if count == 1:
+                changed = current.replace(**{field: value.replace(old, new, 1)})
+                put = Put(
+                    changed, reason="edited through MCP", expect=current.digest, merge_extra=False
+                )
+                store.apply([put], source="mcp")
+                return f"Edited the {field} of {which}."
+        raise ToolError(f"'old' does not occur in {which} — read it first and copy the exact text")
+
+    def forget(
+        self,
+        reason: str = "",
+        name: str | None = None,
+        id: str | None = None,
+        memory: str | None = None,
+    ) -> str:
+        which = str(pick("name", name, id, memory))
+
+        def run() -> str:
+            store, real = self.target(which)
+            store.delete(real, reason=reason or "forgotten through MCP", source="mcp")
+            return f"Forgot {which}; restore with name {which!r} brings it back."
+
+        return self.call(run)
+
+    def history(
+        self, name: str | None = None, id: str | None = None, memory: str | None = None
+    ) -> str:
+        which = str(pick("name", name, id, memory))
+
+        def run() -> str:
+            store, real = self.target(which, write=False)
+            versions = store.history(real)
+            if not versions:
+                return f"No history for {which}."
+            return "\n".join(
+                f"v{v.version} {v.time} {v.action}"
+                + (f" — {one_line(v.reason)}" if v.reason else "")
+                for v in versions
+            )
+
+        return self.call(run)
+
+    def restore(
+        self,
+        name: str | None = None,
+        id: str | None = None,
+        memory: str | None = None,
+        version: int | None = None,
+    ) -> str:
+        which = str(pick("name", name, id, memory))
+
+        def run() -> str:
+            store, real = self.target(which)
+            store.restore(real, version, source="mcp")
+            return f"Restored {which}."
+
+        return self.call(run)
+
+    # -- the resources ------------------------------------------------------------------------
+
+    def index(self) -> str:
+        """MEMORY.md of every scope, the project's first."""
+
+        def every_scope() -> str:
+            parts = []
+            for scope, store in self.scopes().stores():
+                text = store.index_path.read_text(encoding="utf-8")
+                parts.append(
+                    text
+                    if scope.name == PROJECT
+                    else f"<!-- {scope.name} memories ({scope.root}) -->\n{text}"
+                )
+            return "\n".join(parts)
+
+        return self.resource(every_scope)
+
+    def memory_file(self, name: str) -> str:
+        return self.resource(lambda: dumps(self.scopes().get(name)))
+
+    def resource(self, fn: Callable[[], str]) -> str:
+        try:
+            return self.call(fn)
+        except ToolError as exc:
+            raise ResourceError(str(exc)) from None
+
+
+def pick(what: str, *values: Any) -> Any:
+    """The first of several accepted argument names that was given."""
+    for v in values:
+        if v is not None and v != "":
+            return v
+    raise ToolError(f"missing {what} — pass it as {what!r}")
+
+
+def where(scopes: Scopes, shown: str) -> str:
+    """ ", user" (or ", shared:…") for a memory outside the project's store."""
+    scope = scopes.scope_of(shown)
+    return "" if scope == PROJECT else f", {scope}"
+
+
+def find_all(text: str, part: str) -> list[int]:
+    out, i = [], text.find(part)
+    while i != -1:
+        out.append(i)
+        i = text.find(part, i + 1)
+    return out
