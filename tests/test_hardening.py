@@ -398,7 +398,7 @@ def test_deeply_nested_reply_is_a_format_error_not_a_crash(store: MemoryStore) -
 def test_bad_items_are_dropped_or_renamed_the_rest_kept(store: MemoryStore) -> None:
     """A reserved name, a type used as a name, two items with one name and a flood of items:
     every good item is kept under a valid, distinct name; at most MAX_ITEMS are taken."""
-    from memdir.extract import MAX_ITEMS
+    from memdir.proposal import MAX_ITEMS
 
     items = [
         {

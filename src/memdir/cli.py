@@ -18,7 +18,6 @@ from .cli_context import (
     Ctx,
     emit_json,
     fail,
-    json_option,
     name_and_version,
     pass_ctx,
     scope_option,
@@ -26,7 +25,7 @@ from .cli_context import (
 from .errors import InvalidMemory, MemdirError
 from .layout import INTERNAL
 from .plan import Put
-from .safetext import display_width, for_terminal, for_terminal_text, pad, plural
+from .safetext import plural
 from .scopes import PROJECT, route
 
 
@@ -142,63 +141,6 @@ def add(
     where = "" if scope == PROJECT else f" in the {scope} store"
     path = mem.path if scope == PROJECT else store.root / f"{mem.name}.md"
     click.echo(f"{'Updated' if existed else 'Saved'} {mem.name}{where} ({path}).")
-
-
-@cli.command("list", short_help="List memories: name, type and description.")
-@click.option("--type", "type_", help="Only memories of this type.")
-@scope_option("all")
-@json_option
-@pass_ctx
-def list_(c: Ctx, type_: str | None, scope: str, as_json: bool) -> None:
-    """List memories: name, type, description (and scope, when there are several)."""
-    scopes = c.scopes(scope)
-    rows = [
-        (sc.name, e, shown) for sc, e, shown in scopes.located() if type_ is None or e.type == type_
-    ]
-    if as_json:
-        emit_json([{**e.to_dict(), "name": shown, "scope": sc} for sc, e, shown in rows])
-        return
-    invalid = sum(p.severity == "error" for _, st in scopes.stores() for p in st.problems())
-    if invalid:
-        click.echo(f"{plural(invalid, 'invalid file')} skipped — see 'memdir doctor'", err=True)
-    if not rows:
-        click.echo("No memories." if type_ is None else f"No memories of type {type_}.")
-        return
-    several = len({sc for sc, _, _ in rows}) > 1 or any(sc != PROJECT for sc, _, _ in rows)
-    width = min(40, max(display_width(shown) for _, _, shown in rows))
-    twidth = min(30, max(display_width(for_terminal(e.type)) for _, e, _ in rows))
-    swidth = max(len(sc) for sc, _, _ in rows)
-    for sc, e, shown in rows:
-        pin = " 📌" if e.pinned else ""
-        where = f"{pad(sc, swidth)}  " if several else ""
-        click.echo(
-            f"{where}{pad(shown, width)}  {pad(for_terminal(e.type), twidth)}"
-            f"  {for_terminal(e.description)}{pin}"
-        )
-
-
-@cli.command(short_help="Print the memory NAME (or NAME@vN).")
-@click.argument("name")
-@scope_option("all")
-@json_option
-@pass_ctx
-def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
-    """Print the memory NAME (NAME@v2: an earlier version, see 'memdir history'; user:NAME:
-    the one in the user's store)."""
-    name, version = name_and_version(name)
-    store, name, _ = c.pick(name, scope)
-    if version is not None:
-        text = store.version_text(name, version)
-        if as_json:
-            emit_json({**memfmt.loads(text).to_dict(), "version": version})
-        else:
-            click.echo(for_terminal_text(text), nl=False)
-        return
-    mem = store.get(name)
-    if as_json:
-        emit_json(mem.to_dict())
-    else:
-        click.echo(for_terminal_text(memfmt.dumps(mem)), nl=False)
 
 
 @cli.command(short_help="Rename a memory, or move it to another scope.")
@@ -344,78 +286,16 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
     )
 
 
-@cli.command(short_help="Search memories (BM25, with meaning when memdir[embed] is in).")
-@click.argument("query", nargs=-1, required=True)
-@click.option(
-    "-k", "k", default=5, show_default=True, type=click.IntRange(1, 1000), help="How many results."
-)
-@click.option(
-    "--explain",
-    is_flag=True,
-    help="Show each method's rank and score: BM25, and embedding similarity.",
-)
-@scope_option("all")
-@json_option
-@pass_ctx
-def search(
-    c: Ctx, query: tuple[str, ...], k: int, explain: bool, scope: str, as_json: bool
-) -> None:
-    """Search names, descriptions and bodies of every scope: BM25 (scores comparable across
-    stores), fused with embedding similarity when memdir[embed] is installed (see 'embedder'
-    in config.toml)."""
-    scopes = c.scopes(scope)
-    hits = scopes.hits(" ".join(query), k, explain=explain)
-    several = len(scopes.stores()) > 1
-    if as_json:
-        emit_json(
-            [
-                {
-                    **e.to_dict(),
-                    "scope": sc.name,
-                    "score": round(r.score, 4),
-                    **(
-                        {
-                            "bm25_rank": r.bm25_rank,
-                            "bm25": _round(r.bm25),
-                            "dense_rank": r.dense_rank,
-                            "cosine": _round(r.cosine),
-                        }
-                        if explain
-                        else {}
-                    ),
-                }
-                for sc, e, r in hits
-            ]
-        )
-        return
-    if explain:
-        click.echo(scopes.ranking_note())
-    if not hits:
-        click.echo("No matching memories.")
-    for sc, e, r in hits:
-        where = f"[{sc.name}] " if several else ""
-        click.echo(
-            f"{r.score:6.2f}  {where}{e.name}  ({for_terminal(e.type)}) —"
-            f" {for_terminal(e.description)}"
-        )
-        if explain:
-            bm25 = "—" if r.bm25_rank is None else f"#{r.bm25_rank} ({r.bm25:.2f})"
-            dense = "—" if r.dense_rank is None else f"#{r.dense_rank} ({r.cosine:.3f})"
-            click.echo(f"        BM25 {bm25}   dense {dense}")
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
-
-
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import cli_hooks, cli_llm, cli_trust, cli_upkeep, cli_versions
+    from . import cli_agent, cli_hooks, cli_llm, cli_read, cli_trust, cli_upkeep, cli_versions
 
     for command in (
+        *cli_read.COMMANDS,
         *cli_versions.COMMANDS,
         *cli_upkeep.COMMANDS,
         *cli_llm.COMMANDS,
+        *cli_agent.COMMANDS,
         *cli_hooks.COMMANDS,
         *cli_trust.COMMANDS,
     ):

@@ -10,15 +10,19 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from .config import Config, ignored_notice, load_config
 from .errors import MemdirError, MemoryNotFound, StoreNotFound
+from .layout import USAGE
 from .lookup import embed_in_background
 from .scopes import PROJECT, USER, Scope, Scopes
 from .store import MemoryStore
+
+if TYPE_CHECKING:
+    from .providers import ChatModel
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -252,3 +256,13 @@ def existing_store(c: Ctx, scope: str) -> MemoryStore:
             f"'memdir add --scope {scope}' creates it"
         )
     return found[0][1]
+
+
+def build_model(c: Ctx, *, memory: bool) -> ChatModel:
+    """The configured model (memory model if ``memory``), logging usage into the store."""
+    from .providers import make_model
+
+    store = c.store_or_none()
+    return make_model(
+        c.config, memory=memory, usage_log=store.internal / USAGE if store is not None else None
+    )

@@ -14,25 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_context import Ctx, emit_json, json_option, pass_ctx
+from .cli_context import Ctx, build_model, emit_json, json_option, pass_ctx
 from .errors import MemdirError
 from .layout import USAGE
 from .usage import UsageLog
 
 if TYPE_CHECKING:
-    from .agent.repl import Session
     from .providers import ChatModel
     from .store import MemoryStore
-
-
-def build_model(c: Ctx, *, memory: bool) -> ChatModel:
-    """The configured model (memory model if ``memory``), logging usage into the store."""
-    from .providers import make_model
-
-    store = c.store_or_none()
-    return make_model(
-        c.config, memory=memory, usage_log=store.internal / USAGE if store is not None else None
-    )
 
 
 def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dict[str, Any]]:
@@ -113,45 +102,6 @@ def plan_lines(store: MemoryStore, plan: Any) -> list[str]:
         lines.append(f"retire {name} — {why}")
     lines += [f"(ignored from the model's answer: {d})" for d in plan.dropped]
     return lines
-
-
-def check_endpoint(config: Any) -> None:
-    """Fail at once, in one line, when a configured endpoint does not accept connections
-    (before a chat or run starts, instead of one error per model call)."""
-    import socket
-    from urllib.parse import urlsplit
-
-    from .errors import LLMUnavailable
-
-    if not config.base_url:
-        return
-    url = urlsplit(config.base_url)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((url.hostname or "localhost", port), timeout=3).close()
-    except OSError as exc:
-        var = "ANTHROPIC_BASE_URL" if config.provider in (None, "anthropic") else "OPENAI_BASE_URL"
-        raise LLMUnavailable(
-            f"the model endpoint {config.base_url} is not reachable"
-            f" ({exc.strerror or exc}) — start the server or fix {var}"
-        ) from None
-
-
-def new_session(
-    c: Ctx, out: Any = None, *, yes: bool = False, interactive: bool = False
-) -> Session:
-    """An agent session in the current folder with the configured models. Commands and file
-    changes need approval: asked on a terminal, else allowed by --yes or the 'allow' rules."""
-    from .agent.permissions import Gate
-    from .agent.repl import Session, ask_on_terminal
-
-    model = build_model(c, memory=False)
-    memory_model = build_model(c, memory=True)
-    check_endpoint(c.config)
-    gate = Gate(rules=c.config.allow, yes=yes, ask=ask_on_terminal if interactive else None)
-    kwargs = {"out": out} if out is not None else {}
-    store = c.store
-    return Session(store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(), **kwargs)
 
 
 def optional_model(c: Ctx) -> ChatModel | None:
@@ -359,127 +309,6 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str, as_
         click.echo("Applied. Undo with 'memdir undo'.")
 
 
-@click.command("chat")
-@click.option(
-    "--yes", "-y", is_flag=True, help="Let the agent run commands and write files without asking."
-)
-@pass_ctx
-def chat_cmd(c: Ctx, yes: bool) -> None:
-    """Talk to the coding agent; it remembers across sessions. It asks before it runs a
-    command or writes a file (once, always for this session, or no)."""
-    from .agent.repl import chat
-
-    c.create_store = True
-    chat(new_session(c, yes=yes, interactive=sys.stdin.isatty()))
-
-
-@click.command("run", short_help="Run one agent turn for TASK.")
-@click.argument("task", nargs=-1)
-@click.option(
-    "--yes",
-    "-y",
-    is_flag=True,
-    help="Let the agent run commands and write files (else only what the"
-    " 'allow' rules in config.toml permit).",
-)
-@json_option
-@pass_ctx
-def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
-    """Run one agent turn for TASK (or the task piped on stdin) and print the reply."""
-    import io
-
-    words = " ".join(task).strip()
-    if not words and not sys.stdin.isatty():
-        words = sys.stdin.read().strip()
-    if not words:
-        raise click.UsageError("give the TASK as arguments or pipe it on stdin")
-    task = (words,)
-    c.create_store = True
-    before = {op.id for op in c.store.log(50)}
-    session = new_session(c, out=io.StringIO() if as_json else None, yes=yes)
-    try:
-        turn = session.turn(" ".join(task), stream=not as_json)
-    finally:
-        session.close()
-    if as_json:
-        changes = [op.to_dict() for op in c.store.log(50) if op.id not in before]
-        emit_json(
-            {
-                "reply": turn.text,
-                "recalled": turn.recalled,
-                "interrupted": turn.interrupted,
-                "transcript": session.messages,
-                "memory_changes": changes,
-                "events": [{"kind": k, "text": t} for k, t in session.events],
-            }
-        )
-    elif turn.interrupted:
-        raise MemdirError("the turn was interrupted")
-
-
-@click.command("mcp", short_help="Serve the memory to an agent host over MCP.")
-@click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
-@click.option("--host", help="Address to listen on with --http (default 127.0.0.1 only).")
-@click.option(
-    "--port",
-    type=click.IntRange(1, 65535),
-    default=8765,
-    show_default=True,
-    help="Port for --http.",
-)
-@click.option(
-    "--token",
-    envvar="MEMDIR_MCP_TOKEN",
-    show_envvar=True,
-    help="The bearer token --http requires (default: one generated and kept"
-    " owner-only; required beyond loopback).",
-)
-@click.option(
-    "--allow-origin",
-    "origins",
-    multiple=True,
-    help="A browser Origin allowed to call --http, exactly (repeatable).",
-)
-@click.option(
-    "--allow-host",
-    "hosts",
-    multiple=True,
-    help="Another Host name clients use to reach --http (repeatable).",
-)
-@pass_ctx
-def mcp_cmd(
-    c: Ctx,
-    http: bool,
-    host: str | None,
-    port: int,
-    token: str | None,
-    origins: tuple[str, ...],
-    hosts: tuple[str, ...],
-) -> None:
-    """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp, which needs a
-    bearer token)."""
-    try:
-        from .integrations.mcp import serve
-    except ImportError:
-        raise MemdirError(
-            "the MCP server needs the mcp package — install memdir[mcp] (pip install 'memdir[mcp]')"
-        ) from None
-    import os
-
-    from .trust import config_home
-
-    serve(
-        c.config,
-        http=http,
-        host=host or "127.0.0.1",
-        port=port,
-        token=token,
-        origins=origins,
-        hosts=hosts,
-        home=config_home(os.environ),
-    )
-
-
 @llm.command("stats", short_help="Model usage per purpose.")
 @json_option
 @pass_ctx
@@ -514,4 +343,4 @@ def stats(c: Ctx, as_json: bool) -> None:
     click.echo(f"memory operations: {share:.0%} of all tokens")
 
 
-COMMANDS = [llm, recall, extract, consolidate, chat_cmd, run_cmd, mcp_cmd]
+COMMANDS = [llm, recall, extract, consolidate]

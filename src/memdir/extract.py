@@ -15,7 +15,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,28 +22,19 @@ from . import prompts
 from .errors import InvalidMemory, InvalidName
 from .history import Operation
 from .layout import CURSORS
-from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
+from .memory import Memory
 from .notes import sounds_like_preference
 from .plan import Put
+from .proposal import MAX_ITEMS, coerce, duplicate_of, in_users_language, kind_of, short_name
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .recall import catalogue_for, message_text
-from .safetext import CJK_CHAR, for_body, for_prompt, one_line
+from .safetext import for_body, for_prompt, one_line
 from .scopes import USER_TYPES
-from .search import STOP_WORDS, tokenize
-from .secrets import redact
+from .search import tokenize
 from .statefile import StateFile
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.extract")
-TYPE_ALIASES = {
-    "preference": "user_preference",
-    "user": "user_preference",
-    "fact": "project_fact",
-    "project": "project_fact",
-    "correction": "feedback",
-    "pointer": "reference",
-    "link": "reference",
-}
 
 
 @dataclass
@@ -110,134 +100,6 @@ def _render(messages: list[Message], start: int, max_chars: int) -> str:
             lines.append(f"{msg['role']}: {text}")
     out = "\n".join(lines)
     return out if len(out) <= max_chars else "…" + out[-max_chars:]
-
-
-def _duplicate_of(store: MemoryStore, item: Memory) -> str | None:
-    """An existing memory this new one clearly duplicates (near-identical description)."""
-    mine = set(tokenize(item.description))
-    if not mine:
-        return None
-    for entry, _ in store.search_entries(item.description, 3, dense=False):
-        theirs = set(tokenize(entry.description))
-        if entry.type == item.type and len(mine & theirs) / len(mine | theirs) >= 0.8:
-            return entry.name
-    return None
-
-
-MAX_ITEMS = 20  # items taken from one reply; a flood of items is a broken or hostile reply
-_PLACEHOLDERS = {
-    "",
-    "...",
-    "…",
-    "n/a",
-    "na",
-    "none",
-    "null",
-    "todo",
-    "tbd",
-    "body",
-    "text",
-    "description",
-    "details",
-    "content",
-    "memory",
-    "placeholder",
-    "-",
-}
-
-
-def _short_name(text: str, taken: set[str]) -> str:
-    """A short, valid name made of the first informative words of ``text``, distinct from
-    ``taken``."""
-    words = [w for w in re.findall(r"\w+", text.lower()) if w not in STOP_WORDS][:5]
-    base = slugify(" ".join(words) or text)[:48].strip("-_") or "memory"
-    try:
-        validate_name(base)
-    except InvalidName:
-        base = f"note-{base}" if base else "note"
-        try:
-            validate_name(base)
-        except InvalidName:
-            base = "note"
-    name, n = base, 2
-    while name in taken:
-        name, n = f"{base}-{n}", n + 1
-    return name
-
-
-def _name_for(raw_name: str, description: str, types: tuple[str, ...], taken: set[str]) -> str:
-    """The model's name when it is a usable one; else a short name derived from the text.
-
-    Not usable: invalid, a type name (``user_preference``), a stop word, or a copy of a whole
-    sentence."""
-    try:
-        name = validate_name(raw_name)
-    except InvalidName:
-        return _short_name(raw_name or description, taken)
-    words = [w for w in re.split(r"[-_]+", name.lower()) if w]
-    generic = (
-        name.lower() in {t.lower() for t in types}
-        or name.lower() in TYPE_ALIASES
-        or all(w in STOP_WORDS or w in _GENERIC_WORDS for w in words)
-    )
-    if generic or len(words) > 8:
-        return _short_name(description if generic else name.replace("-", " "), taken)
-    return name
-
-
-_GENERIC_WORDS = {
-    "memory",
-    "memories",
-    "note",
-    "notes",
-    "fact",
-    "facts",
-    "preference",
-    "preferences",
-    "user",
-    "project",
-    "info",
-    "information",
-    "item",
-    "new",
-}
-
-
-def _coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory] | str:
-    """(action, memory) from one item of the model's answer, or the reason it was dropped.
-    Text is redacted here, so the plan shown to a person never holds a credential."""
-    if not isinstance(raw, dict):
-        return f"not an object: {raw!r:.60}"
-    action = str(raw.get("action", "create")).lower()
-    if action not in ("create", "update"):
-        return f"unknown action {action!r:.40}"
-    text = {
-        k: redact(str(raw.get(k) or "").strip())[0] for k in ("name", "type", "description", "body")
-    }
-    if text["body"].lower().strip(" .") in _PLACEHOLDERS:
-        text["body"] = ""
-    if not text["body"] and not text["description"]:
-        return f"{text['name'] or 'an item'} has neither description nor body"
-    type_ = _kind(text["type"])
-    if type_ not in store.config.types:
-        type_ = "project_fact" if "project_fact" in store.config.types else store.config.types[0]
-    description = one_line(text["description"] or text["body"])
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        description = description[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
-    name = _name_for(text["name"], description, store.config.types, taken)
-    return action, Memory(name, type_, description, text["body"] or description)
-
-
-def _in_users_language(mem: Memory, said: str) -> Memory:
-    """A memory from a Chinese, Japanese or Korean conversation that the model wrote in
-    another language keeps the user's own words too (small models often translate)."""
-    letters = [ch for ch in said if ch.isalpha()]
-    if not letters or len(CJK_CHAR.findall(said)) < 0.3 * len(letters):
-        return mem
-    if CJK_CHAR.search(mem.description + mem.body):
-        return mem
-    words = redact(one_line(said))[0][:500]
-    return mem.replace(body=f"{mem.body}\n\n> {words}")
 
 
 def extract_schema(types: tuple[str, ...], scoped: bool = False) -> dict[str, Any]:
@@ -390,12 +252,12 @@ class _Planner:
 
     def add(self, raw: Any) -> None:
         store, planned, existing = self.store, self.planned, self.existing
-        coerced = _coerce(raw, store, existing | planned.keys())
+        coerced = coerce(raw, store, existing | planned.keys())
         if isinstance(coerced, str):
             self.result.dropped.append(coerced)
             return
         action, mem = coerced
-        mem = _in_users_language(mem, self.said)
+        mem = in_users_language(mem, self.said)
         if action == "update" and mem.name not in self.shown:
             action = "create"  # the model named a memory it was not shown: never overwrite
         twin = store.twin_of(mem.name)
@@ -405,9 +267,9 @@ class _Planner:
             action == "create" and mem.name in existing and mem.name not in self.shown
         ):
             # two items with one name, or a name the model did not know was taken: keep both
-            mem = mem.replace(name=_short_name(mem.description, existing | planned.keys()))
+            mem = mem.replace(name=short_name(mem.description, existing | planned.keys()))
         if action == "create" and mem.name not in existing:
-            dup = _duplicate_of(store, mem)
+            dup = duplicate_of(store, mem)
             if dup is not None and dup in planned:
                 self.result.dropped.append(f"{mem.name}: repeats {dup}")
                 return
@@ -456,12 +318,6 @@ def validate_said(value: str) -> str:
     return text
 
 
-def _kind(raw_type: str) -> str:
-    """A type as the model wrote it, in the store's spelling where an alias says so."""
-    kind = raw_type.strip().lower().replace(" ", "_")
-    return TYPE_ALIASES.get(kind, kind)
-
-
 def _is_users(raw: Any) -> bool:
     """Whether an item belongs to the user's own store: as the model says, else by its kind."""
     if not isinstance(raw, dict):
@@ -469,7 +325,7 @@ def _is_users(raw: Any) -> bool:
     scope = str(raw.get("scope") or "").strip().lower()
     if scope in ("user", "project"):
         return scope == "user"
-    return _kind(str(raw.get("type") or "")) in USER_TYPES
+    return kind_of(str(raw.get("type") or "")) in USER_TYPES
 
 
 def plan_extraction(

@@ -1,0 +1,165 @@
+"""What a model proposes to remember, made safe to write: one rule for every path that turns a
+model's words into a memory (extraction, and the agent's own tool).
+
+A name must be a usable one (not a type name, a stop word or a whole sentence: a short name
+is made from the text instead); a type is read through its aliases and must be one of the
+store's; placeholders are not bodies; descriptions are one line; credentials are redacted
+before anything is shown. This module does NOT ask a model (``extract`` does) and writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .errors import InvalidName
+from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
+from .safetext import CJK_CHAR, one_line
+from .search import STOP_WORDS, tokenize
+from .secrets import redact
+from .store import MemoryStore
+
+TYPE_ALIASES = {
+    "preference": "user_preference",
+    "user": "user_preference",
+    "fact": "project_fact",
+    "project": "project_fact",
+    "correction": "feedback",
+    "pointer": "reference",
+    "link": "reference",
+}
+
+
+def duplicate_of(store: MemoryStore, item: Memory) -> str | None:
+    """An existing memory this new one clearly duplicates (near-identical description)."""
+    mine = set(tokenize(item.description))
+    if not mine:
+        return None
+    for entry, _ in store.search_entries(item.description, 3, dense=False):
+        theirs = set(tokenize(entry.description))
+        if entry.type == item.type and len(mine & theirs) / len(mine | theirs) >= 0.8:
+            return entry.name
+    return None
+
+
+MAX_ITEMS = 20  # items taken from one reply; a flood of items is a broken or hostile reply
+_PLACEHOLDERS = {
+    "",
+    "...",
+    "…",
+    "n/a",
+    "na",
+    "none",
+    "null",
+    "todo",
+    "tbd",
+    "body",
+    "text",
+    "description",
+    "details",
+    "content",
+    "memory",
+    "placeholder",
+    "-",
+}
+
+
+def short_name(text: str, taken: set[str]) -> str:
+    """A short, valid name made of the first informative words of ``text``, distinct from
+    ``taken``."""
+    words = [w for w in re.findall(r"\w+", text.lower()) if w not in STOP_WORDS][:5]
+    base = slugify(" ".join(words) or text)[:48].strip("-_") or "memory"
+    try:
+        validate_name(base)
+    except InvalidName:
+        base = f"note-{base}" if base else "note"
+        try:
+            validate_name(base)
+        except InvalidName:
+            base = "note"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def name_for(raw_name: str, description: str, types: tuple[str, ...], taken: set[str]) -> str:
+    """The model's name when it is a usable one; else a short name derived from the text.
+
+    Not usable: invalid, a type name (``user_preference``), a stop word, or a copy of a whole
+    sentence."""
+    try:
+        name = validate_name(raw_name)
+    except InvalidName:
+        return short_name(raw_name or description, taken)
+    words = [w for w in re.split(r"[-_]+", name.lower()) if w]
+    generic = (
+        name.lower() in {t.lower() for t in types}
+        or name.lower() in TYPE_ALIASES
+        or all(w in STOP_WORDS or w in _GENERIC_WORDS for w in words)
+    )
+    if generic or len(words) > 8:
+        return short_name(description if generic else name.replace("-", " "), taken)
+    return name
+
+
+_GENERIC_WORDS = {
+    "memory",
+    "memories",
+    "note",
+    "notes",
+    "fact",
+    "facts",
+    "preference",
+    "preferences",
+    "user",
+    "project",
+    "info",
+    "information",
+    "item",
+    "new",
+}
+
+
+def coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory] | str:
+    """(action, memory) from one item of the model's answer, or the reason it was dropped.
+    Text is redacted here, so the plan shown to a person never holds a credential."""
+    if not isinstance(raw, dict):
+        return f"not an object: {raw!r:.60}"
+    action = str(raw.get("action", "create")).lower()
+    if action not in ("create", "update"):
+        return f"unknown action {action!r:.40}"
+    text = {
+        k: redact(str(raw.get(k) or "").strip())[0] for k in ("name", "type", "description", "body")
+    }
+    if text["body"].lower().strip(" .") in _PLACEHOLDERS:
+        text["body"] = ""
+    if not text["body"] and not text["description"]:
+        return f"{text['name'] or 'an item'} has neither description nor body"
+    type_ = kind_of(text["type"])
+    if type_ not in store.config.types:
+        type_ = "project_fact" if "project_fact" in store.config.types else store.config.types[0]
+    description = one_line(text["description"] or text["body"])
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        description = description[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
+    name = name_for(text["name"], description, store.config.types, taken)
+    return action, Memory(name, type_, description, text["body"] or description)
+
+
+def in_users_language(mem: Memory, said: str) -> Memory:
+    """A memory from a Chinese, Japanese or Korean conversation that the model wrote in
+    another language keeps the user's own words too (small models often translate)."""
+    letters = [ch for ch in said if ch.isalpha()]
+    if not letters or len(CJK_CHAR.findall(said)) < 0.3 * len(letters):
+        return mem
+    if CJK_CHAR.search(mem.description + mem.body):
+        return mem
+    words = redact(one_line(said))[0][:500]
+    return mem.replace(body=f"{mem.body}\n\n> {words}")
+
+
+def kind_of(raw_type: str) -> str:
+    """A type as the model wrote it, in the store's spelling where an alias says so."""
+    kind = raw_type.strip().lower().replace(" ", "_")
+    return TYPE_ALIASES.get(kind, kind)
