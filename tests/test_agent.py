@@ -532,7 +532,7 @@ def test_text_tool_calls_are_told_from_answers() -> None:
 def test_a_question_silences_the_spinner() -> None:
     import io
 
-    from memdir.agent.repl import Spinner
+    from memdir.agent.terminal import Spinner
 
     err = io.StringIO()
     spinner = Spinner(err)

@@ -235,7 +235,7 @@ def test_spinner_turns_then_clears_its_line() -> None:
     import io
     import time
 
-    from memdir.agent.repl import Spinner
+    from memdir.agent.terminal import Spinner
 
     err = io.StringIO()
     spinner = Spinner(err)
@@ -255,7 +255,7 @@ def test_prompt_toolkit_reader_reads_lines_and_keeps_history(tmp_path: Path) -> 
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    from memdir.agent.repl import prompt_toolkit_reader
+    from memdir.agent.terminal import prompt_toolkit_reader
 
     with create_pipe_input() as pipe:
         read = prompt_toolkit_reader(tmp_path / "history", input=pipe, output=DummyOutput())

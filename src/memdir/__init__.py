@@ -3,7 +3,7 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from .config import Config, load_config
-from .entry import Entry
+from .entry import Entry, Hit
 from .errors import (
     ConfigError,
     ConflictError,
@@ -23,7 +23,7 @@ from .errors import (
 from .memory import Memory
 from .plan import Put, Remove
 from .scopes import Scopes
-from .store import Hit, MemoryStore
+from .store import MemoryStore
 
 try:
     __version__ = version("memdir")

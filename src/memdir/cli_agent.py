@@ -45,7 +45,8 @@ def new_session(
     """An agent session in the current folder with the configured models. Commands and file
     changes need approval: asked on a terminal, else allowed by --yes or the 'allow' rules."""
     from .agent.permissions import Gate
-    from .agent.repl import Session, ask_on_terminal
+    from .agent.repl import Session
+    from .agent.terminal import ask_on_terminal
 
     model = build_model(c, memory=False)
     memory_model = build_model(c, memory=True)

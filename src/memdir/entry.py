@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from .memory import Memory
 from .safetext import for_markdown
 
 _PLAIN_FILE = re.compile(r"[\w.-]+")
@@ -70,3 +71,12 @@ class Entry:
             warnings=tuple(row[10]),
         )
         return entry
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result: the memory and its score (higher is better): BM25, or BM25 fused with
+    embedding similarity."""
+
+    memory: Memory
+    score: float

@@ -12,49 +12,34 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import errno
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import index as idx
 from . import memory as memfmt
-from .atomic import private, write_atomic
+from .atomic import write_atomic
 from .config import Config, store_config
-from .entry import Entry
+from .entry import Entry, Hit
 from .errors import (
     ConflictError,
     InvalidMemory,
     MemoryNotFound,
-    ReadOnlyStore,
-    StoreLocked,
-    StoreNotFound,
 )
 from .folder import Folder
 from .history import History, Journal, Operation, Version
-from .layout import HISTORY, INTERNAL, JOURNAL, LOCK, LOG
+from .layout import HISTORY, INTERNAL, JOURNAL, LOG
+from .lock import WritersLock, open_folder
 from .lookup import Lookup
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
 from .transaction import Transaction, new_op_id, not_a_link
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
-    import filelock
-
     from .embed import Embedder
     from .vectors import Ranked
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A search result: the memory and its score (higher is better): BM25, or BM25 fused with
-    embedding similarity."""
-
-    memory: Memory
-    score: float
 
 
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
@@ -89,31 +74,12 @@ class MemoryStore:
     ) -> None:
         self.root = Path(path)
         self.config = config or store_config(self.root)
-        if self.root.is_symlink():
-            raise ConflictError(f"{self.root} is a symbolic link — point memdir at the real folder")
+        self.read_only = open_folder(self.root, create=create, cache_dir=cache_dir)
         self.internal = self.root / INTERNAL
-        if not self.root.is_dir():
-            if not create:
-                raise StoreNotFound(
-                    f"no memory store at {self.root} — run 'memdir init' there, or pass --dir"
-                )
-            self.root.mkdir(parents=True, exist_ok=True)
-        not_a_link(self.internal, "folder")
-        self.read_only = cache_dir is not None
-        if cache_dir is not None:
-            cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        else:
-            try:
-                self.internal.mkdir(exist_ok=True, mode=0o700 if private(self.root) else 0o777)
-                gitignore = self.root / ".gitignore"
-                if not os.path.lexists(gitignore):
-                    write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
-            except OSError as exc:
-                if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
-                    raise
-                self.read_only = True  # a read-only mount or a checked-in store: reads work
+        self._writers = WritersLock(
+            self.root, self.internal, self.config.lock_timeout, self.read_only
+        )
         self._history = History(self.internal / HISTORY, self.internal / LOG)
-        self._lock: filelock.FileLock | None = None
         self._folder = Folder(
             self.root,
             self.internal,
@@ -146,51 +112,16 @@ class MemoryStore:
 
     # -- locking ----------------------------------------------------------------------------
 
-    def _filelock(self) -> filelock.FileLock:
-        if self._lock is None:
-            import filelock
-
-            path = self.internal / LOCK
-            not_a_link(path, "file")
-            self._lock = filelock.FileLock(str(path), timeout=self.config.lock_timeout)
-        return self._lock
-
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the writers' lock (re-entrant within one store object)."""
-        import filelock
-
-        if self.read_only:
-            raise ReadOnlyStore(
-                f"the store at {self.root} is read-only — memdir can read it but not change it"
-            )
-        not_a_link(self.internal / LOCK, "file")
-        try:
-            with self._filelock():
-                yield
-        except filelock.Timeout:
-            raise StoreLocked(
-                f"another memdir process has held {self.internal / LOCK} for over"
-                f" {self.config.lock_timeout:.0f}s — wait for it to finish or stop it"
-            ) from None
+        with self._writers.held():
+            yield
 
     def _try_locked(self, fn: Callable[[], None]) -> bool:
         """Run ``fn`` holding the lock if it is free right now; never wait (readers use this
         to finish a crashed writer's journal or repair MEMORY.md)."""
-        if self.read_only:
-            return False
-        import filelock
-
-        try:
-            lock = self._filelock()
-            lock.acquire(timeout=0)
-        except (filelock.Timeout, ConflictError, OSError):
-            return False
-        try:
-            fn()
-        finally:
-            lock.release()
-        return True
+        return self._writers.try_run(fn)
 
     # -- keeping up with the folder ---------------------------------------------------------
 

@@ -1,0 +1,106 @@
+"""The writers' lock of a store, and opening its folder.
+
+One writer at a time holds ``.memdir/lock`` (``filelock``: re-entrant within one object);
+readers never take it, but may *try* it to finish a crashed writer's journal or repair
+MEMORY.md, never waiting. Opening a folder creates ``.memdir`` (owner-only in a private store)
+and its ``.gitignore``, and finds out whether the folder can be written at all.
+This module does NOT write memories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .atomic import private, write_atomic
+from .errors import ConflictError, ReadOnlyStore, StoreLocked, StoreNotFound
+from .layout import INTERNAL, LOCK
+from .transaction import not_a_link
+
+if TYPE_CHECKING:
+    import filelock
+
+
+def open_folder(root: Path, *, create: bool, cache_dir: Path | None) -> bool:
+    """Make sure the store folder and its ``.memdir`` exist (``create``); whether the store is
+    read-only (a shared store, whose caches live in ``cache_dir``; a read-only mount)."""
+    if root.is_symlink():
+        raise ConflictError(f"{root} is a symbolic link — point memdir at the real folder")
+    internal = root / INTERNAL
+    if not root.is_dir():
+        if not create:
+            raise StoreNotFound(
+                f"no memory store at {root} — run 'memdir init' there, or pass --dir"
+            )
+        root.mkdir(parents=True, exist_ok=True)
+    not_a_link(internal, "folder")
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return True
+    try:
+        internal.mkdir(exist_ok=True, mode=0o700 if private(root) else 0o777)
+        gitignore = root / ".gitignore"
+        if not os.path.lexists(gitignore):
+            write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        return True  # a read-only mount or a checked-in store: reads work
+    return False
+
+
+class WritersLock:
+    """The lock of the store whose internal folder is ``internal``."""
+
+    def __init__(self, root: Path, internal: Path, timeout: float, read_only: bool) -> None:
+        self.root, self.internal, self.timeout, self.read_only = root, internal, timeout, read_only
+        self._lock: filelock.FileLock | None = None
+
+    def _filelock(self) -> filelock.FileLock:
+        if self._lock is None:
+            import filelock
+
+            path = self.internal / LOCK
+            not_a_link(path, "file")
+            self._lock = filelock.FileLock(str(path), timeout=self.timeout)
+        return self._lock
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lock; StoreLocked after the timeout, ReadOnlyStore if it cannot be."""
+        import filelock
+
+        if self.read_only:
+            raise ReadOnlyStore(
+                f"the store at {self.root} is read-only — memdir can read it but not change it"
+            )
+        not_a_link(self.internal / LOCK, "file")
+        try:
+            with self._filelock():
+                yield
+        except filelock.Timeout:
+            raise StoreLocked(
+                f"another memdir process has held {self.internal / LOCK} for over"
+                f" {self.timeout:.0f}s — wait for it to finish or stop it"
+            ) from None
+
+    def try_run(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` holding the lock if it is free right now; never wait."""
+        if self.read_only:
+            return False
+        import filelock
+
+        try:
+            lock = self._filelock()
+            lock.acquire(timeout=0)
+        except (filelock.Timeout, ConflictError, OSError):
+            return False
+        try:
+            fn()
+        finally:
+            lock.release()
+        return True
