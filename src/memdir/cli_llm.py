@@ -20,11 +20,11 @@ from .layout import USAGE
 from .usage import UsageLog
 
 if TYPE_CHECKING:
-    from .providers import ChatModel
+    from .providers import ChatModel, Message
     from .store import MemoryStore
 
 
-def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dict[str, Any]]:
+def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[Message]:
     """Messages from a file (JSON list or JSONL, as ``extract`` takes), from TEXT, or from
     stdin; one clear error otherwise."""
     if messages_file is not None:
@@ -37,7 +37,7 @@ def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[dic
     return [{"role": "user", "content": words.strip()}]
 
 
-def read_transcript(path: Path) -> list[dict[str, Any]]:
+def read_transcript(path: Path) -> list[Message]:
     """Messages from a JSON list, or a JSONL transcript as coding agents write them ('-' reads
     stdin)."""
     try:
@@ -69,7 +69,7 @@ def read_transcript(path: Path) -> list[dict[str, Any]]:
     return messages
 
 
-def read_session_file(path: Path) -> list[dict[str, Any]]:
+def read_session_file(path: Path) -> list[Message]:
     """A conversation from a host's session file or memdir's own formats."""
     if str(path) != "-":
         from .integrations.transcripts import read_session

@@ -9,12 +9,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from .errors import LLMError
-from .providers import Message, Reply, TextCallback, Usage
+from .providers import Block, JSONSchema, Message, Reply, TextCallback, ToolInput, ToolSpec, Usage
 
-Scripted = str | dict[str, Any] | list[Any] | Reply | Exception | Callable[[dict[str, Any]], Any]
+
+class Call(TypedDict):
+    """One call a FakeModel received, as ``calls`` records it."""
+
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] | None
+    max_tokens: int
+    purpose: str
+    json_mode: bool
+    schema: JSONSchema | None
+
+
+# a reply: text, a JSON object or list (sent as its text), a Reply, an error, or a function
+Scripted = str | dict[str, Any] | list[Any] | Reply | Exception | Callable[[Call], Any]
 
 
 class FakeModel:
@@ -36,7 +50,7 @@ class FakeModel:
         self.replies: list[Scripted] = list(replies)
         self.default = default
         self.model = model
-        self.calls: list[dict[str, Any]] = []
+        self.calls: list[Call] = []
 
     def queue(self, *replies: Scripted) -> None:
         """Add replies to the script."""
@@ -47,15 +61,15 @@ class FakeModel:
         *,
         system: str,
         messages: list[Message],
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSpec] | None = None,
         max_tokens: int = 1024,
         purpose: str = "agent",
         json_mode: bool = False,
         on_text: TextCallback | None = None,
-        schema: dict[str, Any] | None = None,
+        schema: JSONSchema | None = None,
     ) -> Reply:
         """Record the call and return (or raise) the next scripted reply."""
-        call = {
+        call: Call = {
             "system": system,
             "messages": json.loads(json.dumps(messages)),
             "tools": tools,
@@ -77,7 +91,7 @@ class FakeModel:
                 on_text(reply.text[i : i + 8])
         return reply
 
-    def _to_reply(self, item: Scripted, call: dict[str, Any]) -> Reply:
+    def _to_reply(self, item: Scripted, call: Call) -> Reply:
         if callable(item) and not isinstance(item, (Reply, Exception)):
             item = item(call)
         if isinstance(item, Exception):
@@ -96,9 +110,9 @@ class FakeModel:
         )
 
 
-def tool_reply(*calls: tuple[str, dict[str, Any]], text: str = "") -> Reply:
+def tool_reply(*calls: tuple[str, ToolInput], text: str = "") -> Reply:
     """A Reply that calls tools: ``tool_reply(("bash", {"command": "ls"}))``."""
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    blocks: list[Block] = [{"type": "text", "text": text}] if text else []
     blocks += [
         {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": args}
         for i, (name, args) in enumerate(calls)

@@ -21,14 +21,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..atomic import write_atomic
 from ..consolidate import consolidate_memories, is_due, note_turn
 from ..errors import LLMError, MemdirError, PlanError
 from ..extract import extract_memories
 from ..layout import PENDING
-from ..providers import ChatModel, Message, Reply, TextCallback
+from ..providers import Block, ChatModel, Message, Reply, TextCallback, ToolInput
 from ..recall import build_system, render_block, select, weave
 from ..safetext import one_line
 from ..scopes import Scopes, open_user_store
@@ -37,6 +37,14 @@ from ..store import MemoryStore
 from .tools import Tools
 
 log = logging.getLogger("memdir.agent")
+
+
+class Handover(TypedDict):
+    """Memory work an exiting agent leaves for the next session (``.memdir/pending/``)."""
+
+    messages: list[Message]
+
+
 BASE_SYSTEM = """You are a careful coding agent working in the project folder {root}.
 Use the tools to inspect and change the project: bash (runs in the project folder), read_file,
 write_file, edit_file. Keep answers short; show what you did. When the user asks you to
@@ -65,7 +73,7 @@ EXIT_WAIT = 3.0  # seconds an exiting agent waits for memory work before handing
 class _Job:
     label: str
     run: Callable[[], str | None]
-    handover: dict[str, Any] | None = None  # spooled if the process leaves before it ran
+    handover: Handover | None = None  # spooled if the process leaves before it ran
 
 
 class MemoryWorker:
@@ -84,7 +92,7 @@ class MemoryWorker:
         self.thread.start()
 
     def submit(
-        self, label: str, job: Callable[[], str | None], handover: dict[str, Any] | None = None
+        self, label: str, job: Callable[[], str | None], handover: Handover | None = None
     ) -> None:
         """Queue ``job``; its returned text (if any) and any failure become one-line events."""
         with self.cond:
@@ -316,7 +324,7 @@ def _converse(
         if not uses:
             turn.text = reply.text
             return
-        results: list[dict[str, Any]] = []
+        results: list[Block] = []
         for use in uses:
             turn.tool_calls += 1
             emit("tool", f"{use['name']} {_short(use.get('input', {}))}")
@@ -345,7 +353,7 @@ _CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-def text_tool_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any]]]:
+def text_tool_calls(text: str, names: set[str]) -> list[tuple[str, ToolInput]]:
     """Tool calls a model wrote as text instead of calling (Qwen's ``<tool_call>{…}</tool_call>``,
     or a reply that is nothing but ``{"name": …, "arguments": {…}}``), for tools it has;
     [] when the text is an answer."""
@@ -353,7 +361,7 @@ def text_tool_calls(text: str, names: set[str]) -> list[tuple[str, dict[str, Any
     tagged = _CALL_TAG.findall(stripped)
     fenced = _FENCE.match(stripped)
     raw = tagged or [fenced.group(1) if fenced else stripped]
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[tuple[str, ToolInput]] = []
     for part in raw:
         try:
             value = json.loads(part)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MemdirError
+from ..providers import ToolInput, ToolSpec
 from ..scopes import USER, Scopes
 from ..store import MemoryStore
 from .permissions import Gate
@@ -30,7 +31,7 @@ OUTPUT_CAP = 20_000
 BASH_TIMEOUT = 120.0
 READ_CAP = 200_000
 
-SCHEMAS: list[dict[str, Any]] = [
+SCHEMAS: list[ToolSpec] = [
     {
         "name": "bash",
         "description": "Run a shell command in the project folder; returns its"
@@ -73,25 +74,26 @@ SCHEMAS: list[dict[str, Any]] = [
             "required": ["path", "old_text", "new_text"],
         },
     },
-    {
+]
+
+
+def save_memory_spec(types: tuple[str, ...]) -> ToolSpec:
+    """The save_memory tool, offering the store's configured types."""
+    return {
         "name": "save_memory",
-        "description": "Save something to long-term memory when the user"
-        " asks you to remember it (or update the memory of that name).",
+        "description": "Save something to long-term memory when the user asks you to remember"
+        " it (or update the memory of that name).",
         "input_schema": {
             "type": "object",
             "properties": {
                 "name": {"type": "string", "description": "lowercase-hyphenated"},
-                "type": {
-                    "type": "string",
-                    "enum": ["user_preference", "project_fact", "feedback", "reference"],
-                },
+                "type": {"type": "string", "enum": list(types)},
                 "description": {"type": "string", "description": "one line"},
                 "body": {"type": "string"},
             },
             "required": ["name", "type", "description", "body"],
         },
-    },
-]
+    }
 
 
 @dataclass
@@ -132,7 +134,7 @@ class Tools:
         self.bash_timeout = bash_timeout
         self.gate = gate or Gate(yes=True)  # library use: the caller decided; the CLI asks
         self.memory_root = store.root.resolve()
-        self._handlers: dict[str, Callable[[dict[str, Any]], ToolResult]] = {
+        self._handlers: dict[str, Callable[[ToolInput], ToolResult]] = {
             "bash": self.bash,
             "read_file": self.read_file,
             "write_file": self.write_file,
@@ -141,19 +143,11 @@ class Tools:
         }
 
     @property
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self) -> list[ToolSpec]:
         """The tool schemas to send to the model (memory types as configured)."""
-        out = [dict(s) for s in SCHEMAS]
-        save = next(s for s in out if s["name"] == "save_memory")
-        schema = save["input_schema"]
-        props = {
-            **schema["properties"],
-            "type": {"type": "string", "enum": list(self.store.config.types)},
-        }
-        save["input_schema"] = {**schema, "properties": props}
-        return out
+        return [*SCHEMAS, save_memory_spec(self.store.config.types)]
 
-    def run(self, name: str, args: dict[str, Any]) -> ToolResult:
+    def run(self, name: str, args: ToolInput) -> ToolResult:
         """Run one tool call; errors become error results, never exceptions."""
         handler = self._handlers.get(name)
         if handler is None:
@@ -219,7 +213,7 @@ class Tools:
         if refusal is not None:
             raise ToolError(refusal)
 
-    def bash(self, args: dict[str, Any]) -> ToolResult:
+    def bash(self, args: ToolInput) -> ToolResult:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             raise ToolError("a non-empty 'command' is required")
@@ -267,17 +261,17 @@ class Tools:
             fh.write(text)
         return rel
 
-    def read_file(self, args: dict[str, Any]) -> ToolResult:
+    def read_file(self, args: ToolInput) -> ToolResult:
         return ToolResult(_cap(self._read(args.get("path"))))
 
-    def write_file(self, args: dict[str, Any]) -> ToolResult:
+    def write_file(self, args: ToolInput) -> ToolResult:
         content = args.get("content")
         if not isinstance(content, str):
             raise ToolError("'content' must be text")
         rel = self._write(args.get("path"), content)
         return ToolResult(f"wrote {len(content)} characters to {rel}")
 
-    def edit_file(self, args: dict[str, Any]) -> ToolResult:
+    def edit_file(self, args: ToolInput) -> ToolResult:
         old, new = args.get("old_text"), args.get("new_text")
         if not isinstance(old, str) or not old or not isinstance(new, str):
             raise ToolError("'old_text' (non-empty) and 'new_text' are required")
@@ -291,7 +285,7 @@ class Tools:
         rel = self._write(args.get("path"), text.replace(old, new, 1))
         return ToolResult(f"edited {rel}")
 
-    def save_memory(self, args: dict[str, Any]) -> ToolResult:
+    def save_memory(self, args: ToolInput) -> ToolResult:
         fields = {
             k: str(args.get(k) or "").strip() for k in ("name", "type", "description", "body")
         }

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..atomic import append_nofollow, write_atomic
 from ..config import Config, find_store_dir, load_config
@@ -41,6 +41,22 @@ from .transcripts import read_session
 
 HOSTS = ("claude-code", "codex")
 MARKER = re.compile(r"(?:-m memdir|\bmemdir) hook (?:prompt|learn)\b")  # memdir's own entries
+
+
+class HookEvent(TypedDict, total=False):
+    """What Claude Code and Codex send a hook on stdin (the fields memdir reads; hosts send
+    more, which are kept as they came)."""
+
+    hook_event_name: str
+    session_id: str
+    cwd: str
+    prompt: str
+    transcript_path: str
+    stop_hook_active: bool
+
+
+Settings = dict[str, Any]  # a host's settings file: the host's own shape, kept as it is
+LogRecord = dict[str, Any]  # one line of hooks.jsonl: JSON written for people and doctor
 
 
 class HookError(MemdirError):
@@ -87,7 +103,7 @@ def _command(sub: str, host: str, *, shared: bool) -> str:
     return f"{shlex.quote(sys.executable)} -m memdir hook {sub} --host {host}"
 
 
-def _read_settings(path: Path) -> dict[str, Any]:
+def _read_settings(path: Path) -> Settings:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -103,13 +119,13 @@ def _read_settings(path: Path) -> dict[str, Any]:
     return data
 
 
-def _without_memdir(data: dict[str, Any]) -> dict[str, Any]:
+def _without_memdir(data: Settings) -> Settings:
     """``data`` with memdir's hook entries taken out (and groups and events left empty)."""
     out = dict(data)
     hooks = out.get("hooks")
     if not isinstance(hooks, dict):
         return out
-    kept: dict[str, Any] = {}
+    kept: Settings = {}
     for event, groups in hooks.items():
         if not isinstance(groups, list):
             kept[event] = groups
@@ -166,7 +182,7 @@ def uninstall(host: str, *, user: bool, project: Path) -> tuple[Path, str]:
     return t.path, _save(t.path, before, _without_memdir(before))
 
 
-def _save(path: Path, before: dict[str, Any], after: dict[str, Any]) -> str:
+def _save(path: Path, before: Settings, after: Settings) -> str:
     old = json.dumps(before, indent=2, ensure_ascii=False) + "\n" if before else ""
     new = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
     if old == new:
@@ -196,7 +212,7 @@ def installed(project: Path) -> list[str]:
 # -- running ----------------------------------------------------------------------------------
 
 
-def read_event(raw: str) -> dict[str, Any]:
+def read_event(raw: str) -> HookEvent:
     """The hook event from stdin; HookError when it is not one."""
     try:
         event = json.loads(raw) if raw.strip() else None
@@ -206,10 +222,23 @@ def read_event(raw: str) -> dict[str, Any]:
         ) from None
     if not isinstance(event, dict):
         raise HookError("the hook input is not a JSON object")
-    return event
+    out: HookEvent = {}  # the fields memdir reads, each checked
+    if isinstance(value := event.get("hook_event_name"), str):
+        out["hook_event_name"] = value
+    if isinstance(value := event.get("session_id"), str):
+        out["session_id"] = value
+    if isinstance(value := event.get("cwd"), str):
+        out["cwd"] = value
+    if isinstance(value := event.get("prompt"), str):
+        out["prompt"] = value
+    if isinstance(value := event.get("transcript_path"), str):
+        out["transcript_path"] = value
+    if isinstance(flag := event.get("stop_hook_active"), bool):
+        out["stop_hook_active"] = flag
+    return out
 
 
-def _config_for(event: dict[str, Any]) -> Config:
+def _config_for(event: HookEvent) -> Config:
     """The configuration of the store for the event's working folder."""
     cwd = event.get("cwd")
     start = Path(cwd) if isinstance(cwd, str) and os.path.isdir(cwd) else None
@@ -219,7 +248,7 @@ def _config_for(event: dict[str, Any]) -> Config:
     return dataclasses.replace(load_config({"dir": folder}), dir_source=source)
 
 
-def log_line(store_dir: Path, record: dict[str, Any]) -> None:
+def log_line(store_dir: Path, record: LogRecord) -> None:
     """One line of ``.memdir/hooks.jsonl`` (best effort)."""
     try:
         append_nofollow(
@@ -255,7 +284,7 @@ SEARCH_GRACE = 3.0  # seconds search may take past the model's budget before rec
 MAX_PROMPT_CHARS = 20_000  # of a prompt, what recall reads (its end: where the question is)
 
 
-def prompt(event: dict[str, Any], *, host: str | None, budget: float) -> str:
+def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
     """The hook's stdout for a UserPromptSubmit event ('' when nothing applies). The memory
     model gets ``budget`` seconds, its SDK's import included; search runs meanwhile and is
     used when the model is late or absent. Past ``budget + SEARCH_GRACE`` nothing is
@@ -339,7 +368,7 @@ def _reader(config: Config, budget: float) -> Scopes:
     return scopes
 
 
-def learn(event: dict[str, Any], *, host: str | None) -> Path:
+def learn(event: HookEvent, *, host: str | None) -> Path:
     """Spool the event and start the detached worker; returns the spool file."""
     path = event.get("transcript_path")
     if not isinstance(path, str) or not path:
@@ -382,7 +411,7 @@ def learn(event: dict[str, Any], *, host: str | None) -> Path:
     return job
 
 
-def learn_worker(job: Path, config: Config) -> dict[str, Any]:
+def learn_worker(job: Path, config: Config) -> LogRecord:
     """Extract from the session a spooled event names, then consolidate when due; the record
     written to the hook log."""
     from ..consolidate import consolidate_memories, is_due
@@ -390,7 +419,7 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
 
     data = json.loads(job.read_text(encoding="utf-8"))
     event, host = data["event"], data.get("host")
-    record: dict[str, Any] = {"hook": "learn", "host": host, "event": event.get("hook_event_name")}
+    record: LogRecord = {"hook": "learn", "host": host, "event": event.get("hook_event_name")}
     store = MemoryStore(config.dir, config, create=True, watch=False)
     import hashlib
 
@@ -436,7 +465,7 @@ def learn_worker(job: Path, config: Config) -> dict[str, Any]:
     return record
 
 
-def last_learn(store_dir: Path) -> dict[str, Any] | None:
+def last_learn(store_dir: Path) -> LogRecord | None:
     """The newest learn record of the hook log (for ``memdir doctor``)."""
     try:
         lines = (store_dir / INTERNAL / LOG).read_text(encoding="utf-8").splitlines()

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, Required, TypedDict, TypeVar
 
 from ..config import Config
 from ..errors import LLMError, LLMUnavailable, ReplyFormatError
@@ -20,8 +20,40 @@ from ..usage import UsageLog
 from .jsonreply import extract_json
 
 T = TypeVar("T")
-Message = dict[str, Any]
 TextCallback = Callable[[str], None]
+JSONSchema = dict[str, Any]  # a JSON Schema document: open by nature
+ToolInput = dict[str, Any]  # a tool call's arguments: each tool has its own shape
+SDKArguments = dict[str, Any]  # keyword arguments of an SDK's create(): the SDK's own shape
+
+
+class Block(TypedDict, total=False):
+    """One content block, as the Anthropic Messages format has them: ``text``; ``tool_use``
+    (``id``, ``name``, ``input``) in an assistant message; ``tool_result`` (``tool_use_id``,
+    ``content``, ``is_error``) in a user message."""
+
+    type: Required[str]
+    text: str
+    id: str
+    name: str
+    input: ToolInput
+    tool_use_id: str
+    content: str | list[Block]
+    is_error: bool
+
+
+class Message(TypedDict):
+    """One message of a conversation: a role and text or content blocks."""
+
+    role: str
+    content: str | list[Block]
+
+
+class ToolSpec(TypedDict):
+    """A tool offered to the model."""
+
+    name: str
+    description: str
+    input_schema: JSONSchema
 
 
 @dataclass(frozen=True)
@@ -36,7 +68,7 @@ class Usage:
 class Reply:
     """A model's reply: content blocks, why it stopped, and what it cost."""
 
-    content: list[dict[str, Any]]
+    content: list[Block]
     stop_reason: str = "end_turn"
     usage: Usage = field(default_factory=Usage)
     model: str = ""
@@ -47,7 +79,7 @@ class Reply:
         return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
 
     @property
-    def tool_uses(self) -> list[dict[str, Any]]:
+    def tool_uses(self) -> list[Block]:
         """The tool_use blocks, in order."""
         return [b for b in self.content if b.get("type") == "tool_use"]
 
@@ -58,11 +90,11 @@ class Request:
 
     system: str
     messages: list[Message]
-    tools: list[dict[str, Any]] | None
+    tools: list[ToolSpec] | None
     max_tokens: int
     json_mode: bool
     on_text: TextCallback | None
-    schema: dict[str, Any] | None = None  # the JSON reply's shape, for structured output
+    schema: JSONSchema | None = None  # the JSON reply's shape, for structured output
 
 
 class ChatModel(Protocol):
@@ -76,12 +108,12 @@ class ChatModel(Protocol):
         *,
         system: str,
         messages: list[Message],
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSpec] | None = None,
         max_tokens: int = 1024,
         purpose: str = "agent",
         json_mode: bool = False,
         on_text: TextCallback | None = None,
-        schema: dict[str, Any] | None = None,
+        schema: JSONSchema | None = None,
     ) -> Reply:
         """One model call. ``on_text`` streams text as it arrives; ``schema`` asks for a JSON
         reply of that shape where the endpoint can enforce one."""
@@ -102,12 +134,12 @@ class RecordingModel:
         *,
         system: str,
         messages: list[Message],
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[ToolSpec] | None = None,
         max_tokens: int = 1024,
         purpose: str = "agent",
         json_mode: bool = False,
         on_text: TextCallback | None = None,
-        schema: dict[str, Any] | None = None,
+        schema: JSONSchema | None = None,
     ) -> Reply:
         """Call the provider and record purpose, tokens and latency, also on failure."""
         start = time.perf_counter()
@@ -205,7 +237,7 @@ def complete_json(
     purpose: str,
     validate: Callable[[Any], T],
     max_tokens: int = 2048,
-    schema: dict[str, Any] | None = None,
+    schema: JSONSchema | None = None,
 ) -> T:
     """One call whose reply must be JSON accepted by ``validate`` (which raises ValueError).
 

@@ -6,14 +6,21 @@ streams text when asked, and maps SDK errors to memdir's.
 
 from __future__ import annotations
 
-from typing import Any
-
 import anthropic
 
 from ..config import Config
 from ..errors import LLMError
 from ..usage import UsageLog
-from . import RecordingModel, Reply, Request, Usage, connection_error, status_error
+from . import (
+    Block,
+    RecordingModel,
+    Reply,
+    Request,
+    SDKArguments,
+    Usage,
+    connection_error,
+    status_error,
+)
 
 
 class AnthropicModel(RecordingModel):
@@ -32,7 +39,7 @@ class AnthropicModel(RecordingModel):
         )
 
     def _call(self, request: Request) -> Reply:
-        kwargs: dict[str, Any] = {
+        kwargs: SDKArguments = {
             "model": self.model,
             "max_tokens": request.max_tokens,
             "messages": request.messages,
@@ -66,7 +73,7 @@ class AnthropicModel(RecordingModel):
                 "anthropic returned a malformed reply (no content)"
                 " — check ANTHROPIC_BASE_URL points at a Messages API"
             )
-        blocks: list[dict[str, Any]] = []
+        blocks: list[Block] = []
         for block in message.content:
             if block.type == "text":
                 blocks.append({"type": "text", "text": block.text})

@@ -8,7 +8,7 @@ Completions and back, without losing any of them.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import openai
 
@@ -18,16 +18,28 @@ from ..layout import ENDPOINTS
 from ..statefile import StateFile
 from ..usage import UsageLog
 from . import (
+    Block,
     Message,
     RecordingModel,
     Reply,
     Request,
+    SDKArguments,
     TextCallback,
+    ToolInput,
+    ToolSpec,
     Usage,
     connection_error,
     status_error,
 )
 from .jsonreply import extract_json
+
+if TYPE_CHECKING:
+    from openai.types.chat import (
+        ChatCompletionAssistantMessageParam,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionMessageParam,
+        ChatCompletionToolParam,
+    )
 
 
 def _about_format(message: str) -> bool:
@@ -73,17 +85,22 @@ def _text_of(content: Any) -> str:
     return "".join(b.get("text", "") for b in content if b.get("type") == "text")
 
 
-def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+def to_openai_messages(system: str, messages: list[Message]) -> list[ChatCompletionMessageParam]:
     """Anthropic-format messages as Chat Completions messages."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    out: list[ChatCompletionMessageParam] = (
+        [{"role": "system", "content": system}] if system else []
+    )
     for msg in messages:
         content = msg["content"]
         if isinstance(content, str):
-            out.append({"role": msg["role"], "content": content})
+            if msg["role"] == "assistant":
+                out.append({"role": "assistant", "content": content})
+            else:
+                out.append({"role": "user", "content": content})
             continue
         if msg["role"] == "assistant":
             text = _text_of(content)
-            calls = [
+            calls: list[ChatCompletionMessageFunctionToolCallParam] = [
                 {
                     "id": b["id"],
                     "type": "function",
@@ -95,7 +112,10 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
                 for b in content
                 if b.get("type") == "tool_use"
             ]
-            item: dict[str, Any] = {"role": "assistant", "content": text or None}
+            item: ChatCompletionAssistantMessageParam = {
+                "role": "assistant",
+                "content": text or None,
+            }
             if calls:
                 item["tool_calls"] = calls
             out.append(item)
@@ -115,7 +135,7 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
     return out
 
 
-def to_openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def to_openai_tools(tools: list[ToolSpec]) -> list[ChatCompletionToolParam]:
     """Anthropic tool schemas as Chat Completions function tools."""
     return [
         {
@@ -130,7 +150,7 @@ def to_openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _tool_input(arguments: str | None) -> dict[str, Any]:
+def _tool_input(arguments: str | None) -> ToolInput:
     if not arguments:
         return {}
     try:
@@ -145,9 +165,9 @@ def _tool_input(arguments: str | None) -> dict[str, Any]:
 
 def from_openai(
     text: str | None, calls: list[tuple[str, str, str]], finish: str | None
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[Block], str]:
     """Content blocks and stop reason from a completion's text and (id, name, args) calls."""
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    blocks: list[Block] = [{"type": "text", "text": text}] if text else []
     for call_id, name, args in calls:
         blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": _tool_input(args)})
     stop = STOP_REASONS.get(finish or "stop", "end_turn")
@@ -181,7 +201,7 @@ class OpenAIModel(RecordingModel):
         self.max_tokens_param = "max_tokens" if config.base_url else "max_completion_tokens"
 
     def _call(self, request: Request) -> Reply:
-        kwargs: dict[str, Any] = {
+        kwargs: SDKArguments = {
             "model": self.model,
             self.max_tokens_param: request.max_tokens,
             "messages": to_openai_messages(request.system, request.messages),
@@ -223,7 +243,7 @@ class OpenAIModel(RecordingModel):
                     ) from None
         raise LLMError("the openai endpoint refused every request variant — check the model")
 
-    def _request(self, kwargs: dict[str, Any], on_text: TextCallback | None) -> Reply:
+    def _request(self, kwargs: SDKArguments, on_text: TextCallback | None) -> Reply:
         try:
             if on_text is None:
                 return self._plain(kwargs)
@@ -249,7 +269,7 @@ class OpenAIModel(RecordingModel):
                 " — check OPENAI_BASE_URL points at a Chat Completions API"
             ) from None
 
-    def _plain(self, kwargs: dict[str, Any]) -> Reply:
+    def _plain(self, kwargs: SDKArguments) -> Reply:
         completion = self.client.chat.completions.create(**kwargs)
         choice = completion.choices[0]
         calls = [
@@ -262,7 +282,7 @@ class OpenAIModel(RecordingModel):
         usage = Usage(u.prompt_tokens, u.completion_tokens) if u else Usage()
         return Reply(blocks, stop, usage, completion.model or self.model)
 
-    def _streamed(self, kwargs: dict[str, Any], on_text: TextCallback) -> Reply:
+    def _streamed(self, kwargs: SDKArguments, on_text: TextCallback) -> Reply:
         stream = self.client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
