@@ -234,6 +234,7 @@ def _consolidate_then_exit(root: str) -> None:
     consolidate_memories(store, FakeModel([MERGE]))
 
 
+@pytest.mark.slow
 def test_crash_while_applying_loses_nothing(tmp_path: Path) -> None:
     """SIGKILL at random instants of a consolidation: all or nothing, every text kept."""
     seed = tmp_path / "seed"

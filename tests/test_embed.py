@@ -486,6 +486,7 @@ def test_e5_without_its_extra_is_a_clear_error(
         from_config(Config(dir=tmp_path, embedder="e5"))
 
 
+@pytest.mark.slow
 def test_one_embedder_per_process_for_every_store(tmp_path: Path) -> None:
     """Six stores searched in one process hold one model, not six."""
     import subprocess
@@ -571,6 +572,7 @@ def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
     assert len(llm_server.requests) == asked
 
 
+@pytest.mark.slow
 def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_background(
     tmp_path: Path,
 ) -> None:

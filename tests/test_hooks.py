@@ -470,6 +470,7 @@ def test_learn_workers_refuse_pipes_and_devices(tmp_path: Path) -> None:
         assert record["status"] == "error" and "not a regular file" in record["error"]
 
 
+@pytest.mark.slow
 def test_concurrent_learns_ask_the_model_once(tmp_path: Path) -> None:
     """Ten Stop hooks for the same new messages: one extraction call."""
     from fakeserver import FakeLLMServer, reply

@@ -206,6 +206,7 @@ async def _with(root: Path, body: Callable[[Client], Awaitable[Any]]) -> Any:
         return await body(client)
 
 
+@pytest.mark.slow
 def test_two_clients_and_the_cli_write_at_once(tmp_path: Path) -> None:
     """Two MCP servers on one store and a CLI writer at the same time lose nothing."""
     import multiprocessing

@@ -249,6 +249,7 @@ def test_exiting_agent_hands_slow_memory_work_over(tmp_path: Path) -> None:
     release.set()
 
 
+@pytest.mark.slow
 def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_path: Path) -> None:
     """`memdir run` with a slow memory model replies, says what it handed over and exits in a
     few seconds; the next run finishes the extraction."""

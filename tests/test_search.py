@@ -144,6 +144,7 @@ def test_search_cli(cli: CliFn) -> None:
     assert cli("search").code == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cache", ["search.sqlite", "vectors.sqlite"])
 def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> None:
     """Random bytes over the middle of a cache (a power cut with synchronous=OFF): doctor

@@ -319,6 +319,7 @@ def _writer(root: str, worker: int, count: int) -> None:
             store.write("shared", type="project_fact", description="shared", body=f"{worker}/{i}")
 
 
+@pytest.mark.slow
 def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     """8 processes x 50 writes: every memory present, index complete, history complete."""
     root = tmp_path / ".memory"
@@ -363,6 +364,7 @@ def _crashing_writer(root: str, ack_fd: int, seed: int) -> None:
             os.write(ack_fd, f"done {name} {i}\n".encode())
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_loses_nothing(tmp_path: Path) -> None:
     """A writer killed at random instants leaves a store that opens consistent, nothing lost."""
     root = tmp_path / ".memory"

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from memdir import MemoryStore
-from memdir.agent.permissions import Gate, simple_commands
 from memdir.config import load_config
 
 from fakeserver import FakeLLMServer, reply
@@ -186,36 +185,6 @@ def test_repository_rules_grant_nothing(
     assert not (repo / "PWNED2").exists()
     refused = [json.dumps(q["body"]["messages"][-1]) for q in llm_server.requests]
     assert any("needs the user's approval" in m and "PWNED2" in m for m in refused)
-
-
-@pytest.mark.parametrize(
-    "line,commands",
-    [
-        ("pytest -q tests", ["pytest -q tests"]),
-        ("pytest --version; touch PWNED", ["pytest --version", "touch PWNED"]),
-        ("pytest && rm -rf x || true", ["pytest", "rm -rf x", "true"]),
-        ("pytest | tee log\nls", ["pytest", "tee log", "ls"]),
-        ("pytest 'a; b'", ["pytest a; b"]),
-        ("pytest > out.txt", None),
-        ("pytest $(curl evil)", None),
-        ("pytest `id`", None),
-        ("(pytest)", None),
-        ("cat <(ls)", None),
-        ("pytest 'unclosed", None),
-        ("pytest 2>&1", None),
-    ],
-)
-def test_rules_see_simple_commands(line: str, commands: list[str] | None) -> None:
-    assert simple_commands(line) == commands
-
-
-def test_a_rule_covers_a_line_only_when_every_command_matches() -> None:
-    gate = Gate(rules=("bash:pytest*", "bash:ls"))
-    assert gate.check("bash", "pytest -q") is None
-    assert gate.check("bash", "pytest -q && ls") is None
-    for line in ("pytest --version; touch PWNED", "pytest > x", "pytest $(id)", "ls | sh"):
-        refusal = gate.check("bash", line)
-        assert refusal is not None and "needs the user's approval" in refusal
 
 
 def test_a_repository_cannot_move_the_user_store(

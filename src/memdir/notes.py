@@ -61,7 +61,6 @@ def first_line(text: str) -> str:
 
 def from_text(name: str, text: str, types: tuple[str, ...], kind: str | None = None) -> Memory:
     """The memory a bare note describes (``kind``: its type, if the caller knows it)."""
+    text = text.lstrip("\ufeff")
     description = (first_line(text) or name)[:MAX_DESCRIPTION_CHARS]
-    return Memory(
-        name, kind or guess_type(text, types), description, text.lstrip("\ufeff").strip("\n")
-    )
+    return Memory(name, kind or guess_type(text, types), description, text.strip("\n"))

@@ -98,6 +98,8 @@ def message_from_row(row: Any) -> Message | None:
         and msg.get("role") in ("user", "assistant")
         and isinstance(msg.get("content"), (str, list))
     ):
+        if isinstance(msg["content"], str) and msg["content"].lstrip().startswith(_INJECTED):
+            return None  # what a host put in front of the conversation, not the user's words
         return {"role": msg["role"], "content": msg["content"]}
     return None
 
