@@ -312,8 +312,13 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
                 select(_reader(config, budget), messages, model, max_items=config.recall_max_items)
             )
 
+    failed: list[Exception] = []
+
     def search() -> None:
-        searched.append(select(store, messages, None, max_items=config.recall_max_items))
+        try:
+            searched.append(select(store, messages, None, max_items=config.recall_max_items))
+        except Exception as exc:  # said in the main thread, as every hook failure is
+            failed.append(exc)
 
     picker = threading.Thread(target=choose, daemon=True) if budget > 0 else None
     finder = threading.Thread(target=search, daemon=True)
@@ -325,6 +330,8 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
     if not chosen:
         finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
     selection = chosen[0] if chosen else searched[0] if searched else None
+    if selection is None and failed:
+        raise failed[0]
     if selection is None:
         raise HookError(
             f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
