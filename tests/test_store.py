@@ -487,3 +487,24 @@ def test_a_missing_dir_is_an_error_even_with_a_user_store(cli: CliFn, tmp_path: 
     assert cli("add", "tabs", "--type", "user_preference", "-d", "Tabs", "--body", "t").code == 0
     r = cli("--dir", str(tmp_path / "typo"), "list")
     assert r.code == 1 and "no memory store at" in r.err and r.out == ""
+
+
+def test_undo_goes_back_through_its_own_restores(store: MemoryStore) -> None:
+    """A memory memdir itself rewrote since (an undo restoring it, in a later second) is not
+    a hand edit: the next undo goes on."""
+    from memdir.undo import undo
+
+    def next_second() -> None:
+        start = memfmt.now()
+        while memfmt.now() == start:
+            time.sleep(0.05)
+
+    store.write("n", type="project_fact", description="N", body="a")
+    next_second()
+    store.write("n", type="project_fact", description="N", body="b")
+    next_second()
+    undo(store)  # back to "a", written now with a new timestamp
+    assert store.get("n").body == "a"
+    next_second()
+    undo(store)  # the add of "n": undone, although its file is no longer the add's bytes
+    assert "n" not in store

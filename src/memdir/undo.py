@@ -53,9 +53,19 @@ def undo(store: MemoryStore, *, force: bool = False) -> tuple[Operation, Operati
 
 
 def _refuse_over_later_edits(store: MemoryStore, target: Operation, present: set[str]) -> None:
+    """ConflictError if a memory the target touched was changed since memdir last wrote it
+    (by hand, or by a tool that left no log line): its file is not what the latest logged
+    operation on it wrote."""
+    last_written: dict[str, str | None] = {}
+    for op in store.log():
+        for ch in op.changes:
+            if "digest" in ch:
+                last_written[ch["name"]] = ch["digest"]
+            else:  # an older log line: nothing to compare with
+                last_written.pop(ch["name"], None)
     for change in target.changes:
-        wrote = change.get("digest")
         name = change["name"]
+        wrote = last_written.get(name)
         if not wrote or name not in present:
             continue
         try:
@@ -64,7 +74,7 @@ def _refuse_over_later_edits(store: MemoryStore, target: Operation, present: set
             continue
         if now != wrote:
             raise ConflictError(
-                f"{name} was changed after {target.source} {target.id} (by"
-                " hand?) — undo would replace that change; run 'memdir undo"
-                " --force' to revert anyway (the change is kept in history)"
+                f"{name} was changed after {target.source} {target.id} (by hand?) — undo"
+                " would replace that change; run 'memdir undo --force' to revert anyway (the"
+                " change is kept in history)"
             )
