@@ -324,11 +324,12 @@ def rank_many(
 
 
 def damaged(exc: sqlite3.DatabaseError) -> bool:
-    """Whether SQLite says the file is damaged (not merely busy or locked)."""
-    return (
-        not isinstance(exc, sqlite3.OperationalError)
-        or "malformed" in str(exc)
-        or "not a database" in str(exc)
+    """Whether the cache is to be rebuilt: anything SQLite says but that the file is busy or
+    locked by another process (damaged pages, text that is not UTF-8 any more, not a
+    database at all). A rebuild that meets the same error lets it through."""
+    message = str(exc).lower()
+    return not isinstance(exc, sqlite3.OperationalError) or not any(
+        word in message for word in ("locked", "busy", "interrupted")
     )
 
 
