@@ -79,12 +79,12 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
     if scope == PROJECT:
         _hook_report(store, report)
         if c.config.ignored:
-            from .config import untrusted_line
+            from .config import untrusted_reason
 
             report.warnings.append(
                 {
                     "file": str(c.config.config_file),
-                    "reason": untrusted_line(c.config).split(": ", 1)[1],
+                    "reason": untrusted_reason(c.config),
                 }
             )
     if as_json:

@@ -289,7 +289,11 @@ def ignored_notice(config: Config, environ: Mapping[str, str] | None = None) -> 
 
 def untrusted_line(config: Config) -> str:
     """What was ignored from the project's config.toml, and how to honour it."""
+    return f"{config.config_file}: {untrusted_reason(config)}"
+
+
+def untrusted_reason(config: Config) -> str:
     return (
-        f"{config.config_file}: ignored {', '.join(config.ignored)} (this repository's"
-        " settings are not trusted) — review the file, then run 'memdir trust' to use them"
+        f"ignored {', '.join(config.ignored)} (this repository's settings are not trusted)"
+        " — review the file, then run 'memdir trust' to use them"
     )

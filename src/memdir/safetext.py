@@ -90,3 +90,15 @@ def pad(text: str, width: int) -> str:
 def plural(n: int, one: str, many: str | None = None) -> str:
     """``1 memory``, ``2 memories``."""
     return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def lines_of(text: str, part: str) -> list[int]:
+    """The line numbers where ``part`` starts in ``text``, as ``str.count`` counts them (no
+    overlaps), in one pass however many there are."""
+    lines, at, line, pos = [], text.find(part) if part else -1, 1, 0
+    while at != -1:
+        line += text.count("\n", pos, at)
+        pos = at
+        lines.append(line)
+        at = text.find(part, at + len(part))
+    return lines

@@ -40,6 +40,7 @@ from ..index import read_file
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_name
 from ..notes import first_line, from_text, guess_type
 from ..plan import Put, Remove
+from ..safetext import lines_of
 from ..store import MemoryStore
 
 ROOT = "/memories"
@@ -60,17 +61,6 @@ def _size(n: int) -> str:
         if value < 1024 or unit == "G":
             break
     return f"{value:.1f}{unit}"
-
-
-def _lines_of(text: str, part: str) -> list[int]:
-    """The line numbers where ``part`` starts in ``text`` (one pass, however many)."""
-    lines, at, line, pos = [], text.find(part), 1, 0
-    while at != -1:
-        line += text.count("\n", pos, at)
-        pos = at
-        lines.append(line)
-        at = text.find(part, at + max(1, len(part)))
-    return lines
 
 
 class MemdirMemoryTool(BetaAbstractMemoryTool):
@@ -304,7 +294,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         store, name = self._file(command.path)
         current = self._memory(store, name, command.path)
         text = current.body
-        lines = _lines_of(text, command.old_str) if command.old_str else []
+        lines = lines_of(text, command.old_str)
         if not lines:
             raise ToolError(
                 f"No replacement was performed, old_str `{command.old_str[:200]}`"

@@ -35,6 +35,7 @@ from ..layout import HOOK_LOG as LOG
 from ..layout import HOOK_SPOOL as SPOOL
 from ..layout import INTERNAL
 from ..lookup import embed_in_background
+from ..providers import Message
 from ..scopes import Scopes, open_user_store, user_store_dir
 from ..store import MemoryStore
 from .transcripts import read_session
@@ -284,6 +285,19 @@ SEARCH_GRACE = 3.0  # seconds search may take past the model's budget before rec
 MAX_PROMPT_CHARS = 20_000  # of a prompt, what recall reads (its end: where the question is)
 
 
+def _conversation(event: HookEvent, said: str) -> list[Message]:
+    """The last turns of the session file, if it can be read, and the prompt (its end)."""
+    messages: list[Message] = []
+    path = event.get("transcript_path")
+    if path is not None:
+        try:  # (read_session opens only a regular file: never a pipe or a device)
+            messages = read_session(Path(path))[-6:]
+        except MemdirError:
+            pass  # no session to read: the prompt alone is recalled for
+    messages.append({"role": "user", "content": said[-MAX_PROMPT_CHARS:]})
+    return messages
+
+
 def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
     """The hook's stdout for a UserPromptSubmit event ('' when nothing applies). The memory
     model gets ``budget`` seconds, its SDK's import included; search runs meanwhile and is
@@ -297,11 +311,7 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
         raise HookError("the event has no 'prompt' text — is this hook on UserPromptSubmit?")
     config = _config_for(event)
     store = _reader(config, budget)
-    messages: list[Any] = []
-    path = event.get("transcript_path")
-    if isinstance(path, str) and _regular_file(path):
-        messages = read_session(Path(path))[-6:]
-    messages.append({"role": "user", "content": said[-MAX_PROMPT_CHARS:]})
+    messages = _conversation(event, said)
     chosen: list[Any] = []
     searched: list[Any] = []
 
@@ -347,17 +357,6 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
         {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}},
         ensure_ascii=False,
     )
-
-
-def _regular_file(path: str) -> bool:
-    """A transcript memdir may open: a regular file (never a pipe or a device, which would
-    block or never end)."""
-    import stat as st
-
-    try:
-        return st.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _reader(config: Config, budget: float) -> Scopes:

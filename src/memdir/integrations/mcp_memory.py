@@ -23,7 +23,7 @@ from ..notes import guess_type
 from ..plan import Put
 from ..providers import Message
 from ..recall import estimate_tokens, render_block, select
-from ..safetext import one_line
+from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import MemoryStore
 
@@ -273,9 +273,10 @@ class MemoryServer:
         current = store.get(real)
         for field in ("body", "description"):
             value: str = getattr(current, field)
-            count = value.count(old) if old else 0
+            found = lines_of(value, old)
+            count = len(found)
             if count > 1:
-                lines = sorted({value.count("\n", 0, i) + 1 for i in find_all(value, old)[:10]})
+                lines = sorted(set(found[:10]))
                 more = ", …" if count > 10 else ""
                 raise ToolError(
                     f"'old' appears {count} times in the {field} of {which}"
@@ -381,11 +382,3 @@ def where(scopes: Scopes, shown: str) -> str:
     """ ", user" (or ", shared:…") for a memory outside the project's store."""
     scope = scopes.scope_of(shown)
     return "" if scope == PROJECT else f", {scope}"
-
-
-def find_all(text: str, part: str) -> list[int]:
-    out, i = [], text.find(part)
-    while i != -1:
-        out.append(i)
-        i = text.find(part, i + 1)
-    return out
