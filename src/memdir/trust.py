@@ -96,13 +96,6 @@ class TrustList:
     def trusts(self, path: Path, sha256: str) -> bool:
         return self._data["trusted"].get(self.key(path), {}).get("sha256") == sha256
 
-    def granted(self, path: Path) -> Grant | None:
-        """The grant for ``path`` (whatever the file now holds), if any."""
-        entry = self._data["trusted"].get(self.key(path))
-        if entry is None:
-            return None
-        return Grant(self.key(path), str(entry.get("sha256", "")), str(entry.get("when", "")))
-
     def grants(self) -> list[Grant]:
         return [
             Grant(k, str(v.get("sha256", "")), str(v.get("when", "")))
@@ -110,17 +103,14 @@ class TrustList:
         ]
 
     def trust(self, path: Path, sha256: str) -> None:
-        self._data["trusted"][self.key(path)] = {
-            "sha256": sha256,
-            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        self._save()
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._save("trusted", self.key(path), {"sha256": sha256, "when": when})
 
     def revoke(self, path: Path) -> bool:
         """Forget the grant for ``path``; False if there was none."""
-        found = self._data["trusted"].pop(self.key(path), None) is not None
+        found = self.key(path) in self._data["trusted"]
         if found:
-            self._save()
+            self._save("trusted", self.key(path), None)
         return found
 
     def announce(self, path: Path, sha256: str) -> bool:
@@ -129,13 +119,23 @@ class TrustList:
         key = self.key(path)
         if self._data["announced"].get(key, {}).get("sha256") == sha256:
             return False
-        self._data["announced"][key] = {"sha256": sha256}
         with contextlib.suppress(OSError):
-            self._save()
+            self._save("announced", key, {"sha256": sha256})
         return True
 
-    def _save(self) -> None:
+    def _save(self, part: str, key: str, entry: dict[str, str] | None) -> None:
+        """Change one entry on disk, under the file's lock: another process's change to
+        another entry meanwhile is kept."""
+        if entry is None:
+            self._data[part].pop(key, None)
+        else:
+            self._data[part][key] = entry
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self.file.changing() as state:
-            state.clear()
-            state.update(self._data)
+            entries = state.get(part)
+            if not isinstance(entries, dict):
+                entries = state[part] = {}
+            if entry is None:
+                entries.pop(key, None)
+            else:
+                entries[key] = entry
