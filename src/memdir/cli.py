@@ -78,14 +78,25 @@ def cli(
 
 
 @cli.command()
+@click.option(
+    "--git",
+    "with_git",
+    is_flag=True,
+    help="Set up merging memories in git (making the folder a repository if it is in none).",
+)
 @pass_ctx
-def init(c: Ctx) -> None:
+def init(c: Ctx, with_git: bool) -> None:
     """Create the memory folder and its index."""
     c.create_store = True
     existed = (c.config.dir / INTERNAL).is_dir()
     store = c.store
     verb = "Memory store already exists" if existed else "Created memory store"
     click.echo(f"{verb} in {store.root} ({plural(len(store), 'memory', 'memories')}).")
+    if with_git:
+        from . import sync
+
+        for line in sync.init(store, None):
+            click.echo(line[0].upper() + line[1:] + ".")
 
 
 def _read_body(body: str | None, body_file: Path | None) -> str:
@@ -288,7 +299,16 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
 
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import cli_agent, cli_hooks, cli_llm, cli_read, cli_trust, cli_upkeep, cli_versions
+    from . import (
+        cli_agent,
+        cli_hooks,
+        cli_llm,
+        cli_read,
+        cli_sync,
+        cli_trust,
+        cli_upkeep,
+        cli_versions,
+    )
 
     for command in (
         *cli_read.COMMANDS,
@@ -298,6 +318,7 @@ def _register_optional() -> None:
         *cli_agent.COMMANDS,
         *cli_hooks.COMMANDS,
         *cli_trust.COMMANDS,
+        *cli_sync.COMMANDS,
     ):
         cli.add_command(command)
 

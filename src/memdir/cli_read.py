@@ -37,7 +37,7 @@ def list_(c: Ctx, type_: str | None, scope: str, as_json: bool) -> None:
     twidth = min(30, max(display_width(for_terminal(e.type)) for _, e, _ in rows))
     swidth = max(len(sc) for sc, _, _ in rows)
     for sc, e, shown in rows:
-        pin = " 📌" if e.pinned else ""
+        pin = (" 📌" if e.pinned else "") + (" ⚠ conflicted" if e.conflicted else "")
         where = f"{pad(sc, swidth)}  " if several else ""
         click.echo(
             f"{where}{pad(shown, width)}  {pad(for_terminal(e.type), twidth)}"

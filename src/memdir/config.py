@@ -68,6 +68,9 @@ class Config:
     embed_api_key: str | None = field(default=None, repr=False)
     user_dir: Path | None = None  # the user's own store ("none": no user scope); see scopes.py
     read_only: tuple[str, ...] = ()  # shared stores recalled from, never written
+    sync: str = "off"  # "auto": pull when a session starts, commit and push after learning
+    sync_debounce: float = 10.0  # seconds an automatic sync waits for more changes
+    sync_interval: float = 300.0  # a session start pulls if the last sync is older than this
     config_file: Path | None = None  # the project's config.toml, when there is one
     ignored: tuple[str, ...] = ()  # its settings not honoured: the file is not trusted
 
@@ -108,6 +111,7 @@ _ENV = {
 _SECRET = {"dir", "dir_source", "api_key", "embed_api_key", "config_file", "ignored"}
 # (never from config.toml)
 EMBEDDERS = ("auto", "none", "minilm", "e5", "http")
+SYNC_MODES = ("off", "auto")
 PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
 
 
@@ -130,6 +134,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
                 raise ValueError("negative")
             return number
         text = None if value in (None, "") else str(value)
+        if name == "sync" and text not in SYNC_MODES:
+            raise ConfigError(f'{source}: sync = {text!r} is not valid — use "auto" or "off"')
         if name == "embedder" and text not in EMBEDDERS:
             raise ConfigError(
                 f"{source}: embedder = {text!r} is not valid — use one of {', '.join(EMBEDDERS)}"

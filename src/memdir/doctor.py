@@ -239,5 +239,34 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
             continue
         target = report.errors if p.severity == "error" else report.warnings
         target.append({"file": safe_repr(p.file)[1:-1], "reason": p.reason})
+    _sync_health(store, report, fix)
     report.memories = len(store.entries())
     return report
+
+
+def _sync_health(store: MemoryStore, report: Report, fix: bool) -> None:
+    """For a store kept in git: memdir's merge drivers registered, the last sync's failure."""
+    from . import sync
+
+    if store.read_only or not sync.set_up(store.root):
+        return  # not synced through git: nothing to say
+    try:
+        missing = sync.setup_problems(store.root)
+        if missing and fix:
+            report.fixed += sync.install(store.root)
+        else:
+            report.warnings += [
+                {"file": ".", "reason": f"{m} — 'memdir doctor --fix' sets it up"} for m in missing
+            ]
+    except MemdirError as exc:  # no git at all: nothing to say about syncing
+        report.notes.append(f"sync: {exc}")
+        return
+    state = sync.status(store.root)
+    if state.get("error"):
+        report.warnings.append(
+            {
+                "file": ".",
+                "reason": f"the last sync failed ({state.get('last')}): {state['error']}"
+                " — 'memdir sync' tries again (nothing is lost)",
+            }
+        )

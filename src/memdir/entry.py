@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from .memory import Memory
+from .memory import CONFLICTED, Memory
 from .safetext import for_markdown
 
 _PLAIN_FILE = re.compile(r"[\w.-]+")
@@ -38,6 +38,11 @@ class Entry:
     file: str
     warnings: tuple[str, ...] = ()
 
+    @property
+    def conflicted(self) -> bool:
+        """Whether a sync left two versions of this memory for a person to choose from."""
+        return any(w.startswith(CONFLICTED) for w in self.warnings)
+
     @cached_property
     def index_line(self) -> str:
         """This memory's line in MEMORY.md (computed once per entry object)."""
@@ -52,6 +57,7 @@ class Entry:
             "created": self.created,
             "updated": self.updated,
             "pinned": self.pinned,
+            "conflicted": self.conflicted,
             "file": self.file,
             "warnings": list(self.warnings),
         }

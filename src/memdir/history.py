@@ -109,6 +109,10 @@ class History:
 
     def archive(self, name: str, path: Path, action: str, reason: str, op_id: str) -> int:
         """Keep the current file of ``name`` as a new history version (once per operation)."""
+        return self.keep(name, path.read_bytes(), action, reason, op_id)
+
+    def keep(self, name: str, data: bytes, action: str, reason: str, op_id: str) -> int:
+        """Keep ``data`` as a new history version of ``name`` (once per operation)."""
         vdir = self._ready_dir(name)
         for fname in os.listdir(vdir):  # a crashed writer's leftovers (we hold the lock)
             if fname.startswith(TEMP_PREFIX):
@@ -118,7 +122,7 @@ class History:
         if versions and versions[-1].op == op_id:
             return versions[-1].version  # archived before a crash; the file may be new already
         number = versions[-1].version + 1 if versions else 1
-        write_atomic(vdir / f"{number:04d}.md", path.read_bytes())
+        write_atomic(vdir / f"{number:04d}.md", data)
         meta = {
             "version": number,
             "time": memfmt.now(),

@@ -24,3 +24,5 @@ PENDING = "pending"  # extractions handed over by an agent that exited
 HOOK_SPOOL = "learn"  # hook events waiting for their worker
 HOOK_LOG = "hooks.jsonl"  # what the host hooks did
 CHAT_HISTORY = "chat_history"  # the chat's input history
+SYNC_STATE = "sync.json"  # the last sync: when, what failed, a merge in flight, the log read
+SYNC_LOCK = "sync.lock"  # held by the one sync of this store at work

@@ -25,6 +25,8 @@ MAX_NAME_BYTES = 200  # keeps "<name>.md" under every filesystem's 255-byte limi
 MAX_DESCRIPTION_CHARS = 200
 INDEX_NAME = "MEMORY"
 KNOWN_KEYS = ("name", "type", "description", "created", "updated")
+CONFLICT_KEY = "conflict"  # set by a sync merge when both sides changed the same field
+CONFLICTED = "conflicted:"  # how ``check`` begins the warning about it
 _NAME_RE = re.compile(r"\w[\w-]*")
 MAX_FRONTMATTER_NODES = 10_000  # values a frontmatter may expand to (YAML aliases included)
 _WINDOWS_DEVICES = {"con", "prn", "aux", "nul"} | {
@@ -365,6 +367,11 @@ def check(memory: Memory, types: tuple[str, ...]) -> list[str]:
         )
     if len(memory.description) > MAX_DESCRIPTION_CHARS:
         warnings.append(f"description longer than {MAX_DESCRIPTION_CHARS} characters")
+    if CONFLICT_KEY in memory.extra:
+        warnings.append(
+            f"{CONFLICTED} two syncs changed it differently (the other version is in history)"
+            f" — look, then run 'memdir resolve {memory.name}'"
+        )
     return warnings
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from .atomic import append_nofollow, write_atomic
 from .entry import Entry
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 
 class MetaCache:

@@ -20,6 +20,7 @@ from typing import Any
 from . import prompts
 from .entry import Entry
 from .errors import InvalidMemory, LLMError
+from .memory import CONFLICT_KEY
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .safetext import for_body, for_prompt, one_line
 from .scopes import Scopes
@@ -271,6 +272,8 @@ def render_block(store: Reader, names: list[str], budget_tokens: int) -> str:
             else f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"'
         )
         attrs = f'name="{escape(name)}" type="{escape(one_line(mem.type))}"{where}{when}'
+        if CONFLICT_KEY in mem.extra:  # two syncs disagreed: the model should not lean on it
+            attrs += ' conflicted="true: another version disagrees; ask the user which holds"'
 
         body = escape(mem.body.strip() or mem.description, quote=False)
         head, tail = f"<memory {attrs}>\n", "\n</memory>"

@@ -14,7 +14,7 @@ import contextlib
 import difflib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +26,11 @@ from .entry import Entry, Hit
 from .errors import (
     ConflictError,
     InvalidMemory,
+    MemdirError,
     MemoryNotFound,
 )
 from .folder import Folder
-from .history import History, Journal, Operation, Version
+from .history import ChangeRecord, History, Journal, Operation, Version
 from .layout import HISTORY, INTERNAL, JOURNAL, LOG
 from .lock import WritersLock, open_folder
 from .lookup import Lookup
@@ -398,6 +399,63 @@ class MemoryStore:
             self._tx.log(op)
         return op
 
+    def adopt(
+        self,
+        before: Mapping[str, bytes | None],
+        *,
+        source: str,
+        summary: str,
+        reason: str = "",
+        others: Mapping[str, bytes] | None = None,
+    ) -> Operation | None:
+        """Record what something other than memdir (a git merge) did to the folder: each file
+        of ``before`` (its bytes then; None: it did not exist) that differs now keeps its old
+        text as a history version, and one logged operation lists the changes, so that
+        history, undo and MEMORY.md follow. ``others``: more texts to keep in history, by
+        memory name (the side of a merge conflict that did not become current). None when
+        nothing differs."""
+        with self.locked():
+            op_id = new_op_id()
+            changes: _list[ChangeRecord] = []
+            for fname, old in sorted(before.items()):
+                path = self.root / fname
+                try:
+                    now = None if path.is_symlink() else path.read_bytes()
+                except (FileNotFoundError, IsADirectoryError):
+                    now = None
+                if now == old:
+                    continue
+                name = _name_in(now, fname) or _name_in(old, fname)
+                if name is None:
+                    continue
+                action = "create" if old is None else "delete" if now is None else "update"
+                kept = None if old is None else self._history.keep(name, old, action, reason, op_id)
+                changes.append(
+                    ChangeRecord(
+                        name=name,
+                        file=fname,
+                        action=action,
+                        before=kept,
+                        reason=reason,
+                        digest=None if now is None else memfmt.digest_of(now),
+                    )
+                )
+            kept_before = {_name_in(old, fname): old for fname, old in before.items()}
+            for name, data in (others or {}).items():
+                if kept_before.get(name) != data:  # not the text just kept as it was here
+                    self._history.keep(
+                        name, data, "update", "the other side of a conflict", op_id + "-"
+                    )
+            self._folder.sweep()
+            self._folder.write_index()
+            if not changes and not others:
+                return None
+            op = Operation(op_id, memfmt.now(), source, summary, tuple(changes), None)
+            self._tx.log(op)
+            if self._lookup.search is not None:
+                self._lookup.sync()
+            return op
+
     def check(self, memory: Memory) -> Memory:
         """Validate a memory as a write would (name, type, description, size) without
         writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
@@ -490,3 +548,16 @@ class MemoryStore:
             secrets="allow",
         )
         return self.get(name)
+
+
+def _name_in(data: bytes | None, fname: str) -> str | None:
+    """The memory name a file's text gives (its file name's when the text says none)."""
+    if data is not None:
+        try:
+            return memfmt.loads(data.decode("utf-8")).name
+        except (UnicodeDecodeError, MemdirError):
+            pass
+    try:
+        return memfmt.validate_name(fname.removesuffix(".md"))
+    except MemdirError:
+        return None

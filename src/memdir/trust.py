@@ -37,6 +37,7 @@ SENSITIVE = frozenset(
         "user_dir",
         "read_only",
         "allow",
+        "sync",  # pushes the store to a remote by itself
     }
 )
 TRUST_FILE = "trusted.json"

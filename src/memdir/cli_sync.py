@@ -1,0 +1,134 @@
+"""The sync commands: ``memdir sync``, ``memdir resolve`` and git's merge driver.
+
+This module does NOT contain sync logic (``sync`` and ``memmerge`` do).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import click
+
+from .cli_context import Ctx, emit_json, existing_store, fail, json_option, pass_ctx
+from .scopes import PROJECT, USER
+from .store import MemoryStore
+
+
+def _store(c: Ctx, scope: str | None, *, create: bool = False) -> tuple[MemoryStore, str]:
+    """The store to sync: the scope asked for, else the project's if there is one, else the
+    user's."""
+    if scope is None:
+        scope = PROJECT if c.store_or_none() is not None else USER
+    if scope == USER and create:
+        return c.scopes(require=False).writable(USER), scope
+    return existing_store(c, scope), scope
+
+
+@click.command("sync", short_help="Commit, pull, merge and push the store through git.")
+@click.option(
+    "--scope",
+    type=click.Choice([PROJECT, USER]),
+    help="Which store (default: the project's, else yours).",
+)
+@click.option("--remote", help="The git remote (default: the branch's upstream, else origin).")
+@click.option(
+    "--init",
+    "init_url",
+    metavar="URL",
+    help="Make the store a git repository syncing with URL first.",
+)
+@click.option("--no-push", is_flag=True, help="Commit and merge, but do not push.")
+@click.option("--background", is_flag=True, hidden=True)
+@json_option
+@pass_ctx
+def sync_command(
+    c: Ctx,
+    scope: str | None,
+    remote: str | None,
+    init_url: str | None,
+    no_push: bool,
+    background: bool,
+    as_json: bool,
+) -> None:
+    """Sync the memory store through git: commit what changed (only the store's folder), fetch,
+    merge memories field by field (MEMORY.md is rendered again, never merged), push. A memory
+    changed on both sides keeps one version current and the other in history, marked
+    conflicted until 'memdir resolve'."""
+    from . import sync
+
+    if background:
+        sync.background(c.store, c.config)
+        return
+    if init_url is not None:
+        c.create_store = True
+    store, scope = _store(c, scope, create=init_url is not None)
+    if init_url is not None:
+        for line in sync.init(store, init_url, remote=remote or "origin"):
+            if not as_json:
+                click.echo(line[0].upper() + line[1:] + ".")
+    report = sync.sync(store, remote=remote, push=not no_push)
+    if as_json:
+        emit_json(dict(dataclasses.asdict(report), scope=scope, store=str(store.root)))
+        return
+    for line in report.lines():
+        click.echo(line)
+    if report.offline:
+        sys.exit(1)
+
+
+@click.command("resolve", short_help="Settle a memory that two syncs changed differently.")
+@click.argument("name")
+@click.option(
+    "--keep",
+    default="ours",
+    show_default=True,
+    help="ours (the current text), theirs (the other side) or a history version (v3).",
+)
+@click.option("--scope", type=click.Choice([PROJECT, USER]), help="The store that holds NAME.")
+@pass_ctx
+def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
+    """Clear the conflict mark of NAME, keeping one version (the other stays in history)."""
+    from . import sync
+
+    store, real, _ = c.pick(name, scope, write=True)
+    what = sync.resolve(store, real, keep)
+    click.echo(f"Resolved {real}: kept {what}.")
+
+
+@click.command("merge-file", hidden=True)
+@click.option("--index", "is_index", is_flag=True)
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("ours", type=click.Path(path_type=Path))
+@click.argument("theirs", type=click.Path(path_type=Path))
+@click.argument("path", required=False)
+def merge_file(is_index: bool, base: Path, ours: Path, theirs: Path, path: str | None) -> None:
+    """git's merge driver for memory files (%O %A %B %P): writes the merge into OURS."""
+    import subprocess
+
+    from .memmerge import merge
+
+    if is_index:  # MEMORY.md: ours stands until sync renders it from the merged files
+        return
+
+    def read(p: Path) -> str:
+        try:
+            return p.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read {p} ({exc})")
+
+    def blob_id(text: str) -> str:
+        proc = subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"], input=text.encode(), capture_output=True
+        )
+        if proc.returncode != 0:
+            fail(f"git hash-object failed: {proc.stderr.decode(errors='replace').strip()}")
+        return proc.stdout.decode().strip()
+
+    base_text = read(base)
+    merged = merge(base_text or None, read(ours), read(theirs), ref=blob_id)
+    ours.write_bytes(merged.text.encode("utf-8"))
+
+
+COMMANDS = (sync_command, resolve_command, merge_file)

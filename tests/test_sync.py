@@ -1,0 +1,439 @@
+"""``memdir sync`` with real git: a bare remote in a temporary folder and clones standing for
+machines or teammates."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memdir import MemoryStore
+from memdir import memory as memfmt
+from memdir.cli import main
+
+from conftest import Result, child_env
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=_git_env())
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {args}: {proc.stderr}")
+    return proc.stdout
+
+
+def _git_env() -> dict[str, str]:
+    return dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t",
+    )
+
+
+class Machine:
+    """One machine: its own user store (``memdir --scope user``) and working folder."""
+
+    def __init__(self, tmp: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.home = tmp / name
+        self.home.mkdir()
+        self.user = self.home / "memories"
+        self.mp = monkeypatch
+
+    def __call__(self, *args: str, cwd: Path | None = None) -> Result:
+        runner = CliRunner()
+        self.mp.chdir(cwd or self.home)
+        with runner.isolation(env={"MEMDIR_USER_DIR": str(self.user)}) as (out, err, _):
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return Result(code, out.getvalue().decode(), err.getvalue().decode())
+
+    def ok(self, *args: str, cwd: Path | None = None) -> str:
+        res = self(*args, cwd=cwd)
+        assert res.code == 0, res.err
+        return res.out
+
+    def add(self, name: str, body: str, description: str = "") -> None:
+        self.ok(
+            "add", "--scope", "user", name, "--type", "user_preference",
+            "-d", description or f"About {name}", "--body", body,
+        )  # fmt: skip
+
+    def store(self) -> MemoryStore:
+        return MemoryStore(self.user)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    path = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(path))
+    return path
+
+
+@pytest.fixture
+def machines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path) -> list[Machine]:
+    """Two machines whose user stores sync with ``remote``."""
+    out = []
+    for name in ("laptop", "devbox"):
+        m = Machine(tmp_path, name, monkeypatch)
+        m.add(f"hello-{name}", f"set up on {name}")
+        m.ok("sync", "--scope", "user", "--init", str(remote))
+        out.append(m)
+    out[0].ok("sync", "--scope", "user")
+    return out
+
+
+def files(root: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(root.glob("*.md"))}
+
+
+def assert_consistent(*ms: Machine) -> None:
+    """Same memories everywhere, MEMORY.md rendered from them, no conflict markers."""
+    first = files(ms[0].user)
+    for m in ms:
+        assert files(m.user) == first
+        for text in first.values():
+            assert "<<<<<<<" not in text and ">>>>>>>" not in text
+        store = m.store()
+        assert store.index_path.read_text().count("\n- [") == len(store.entries())
+        assert store.problems() == [] or all(p.severity != "error" for p in store.problems())
+        assert git(m.user, "status", "--porcelain") == ""
+
+
+def test_both_add_and_both_end_with_the_union(machines: list[Machine], remote: Path) -> None:
+    a, b = machines
+    a.add("tabs", "Tabs for indentation")
+    b.add("pytest", "Run tests with pytest -q")
+    b.ok("sync", "--scope", "user")
+    out = a.ok("sync", "--scope", "user")
+    assert "Merged from origin/main: pytest" in out
+    b.ok("sync", "--scope", "user")
+    assert_consistent(a, b)
+    assert {"tabs.md", "pytest.md", "hello-laptop.md", "hello-devbox.md"} <= set(files(a.user))
+    message = git(a.user, "log", "--format=%B", "-n", "20")
+    assert "added: tabs" in message and "by: cli (tabs)" in message
+
+
+def test_same_memory_changed_on_both_sides(machines: list[Machine]) -> None:
+    a, b = machines
+    a.add("tabs", "Tabs, width 4")
+    a.ok("sync", "--scope", "user")
+    b.ok("sync", "--scope", "user")
+    a.add("tabs", "Tabs, width 2")
+    b.add("tabs", "Tabs, width 8", description="Tabs, eight wide")
+    a.ok("sync", "--scope", "user")
+    out = b.ok("sync", "--scope", "user")
+    assert "Conflict: tabs" in out
+    a.ok("sync", "--scope", "user")
+    assert_consistent(a, b)
+    mem = memfmt.loads((a.user / "tabs.md").read_text())
+    assert mem.description == "Tabs, eight wide"  # only one side changed it: combined
+    assert "conflict" in mem.extra
+    for m in (a, b):  # the other version is kept in each clone's history
+        texts = [m.store().version_text("tabs", v.version) for v in m.store().history("tabs")]
+        bodies = {memfmt.loads(t).body for t in texts}
+        assert {"Tabs, width 2", "Tabs, width 8"} - {mem.body} <= bodies
+        assert "conflicted" in m.ok("list", "--scope", "user")
+        assert "conflicted: two syncs changed it differently" in m("doctor", "--scope", "user").out
+    other = ({"Tabs, width 2", "Tabs, width 8"} - {mem.body}).pop()
+    assert "Resolved tabs: kept the other version" in b.ok(
+        "resolve", "tabs", "--scope", "user", "--keep", "theirs"
+    )
+    resolved = memfmt.loads((b.user / "tabs.md").read_text())
+    assert resolved.body == other and "conflict" not in resolved.extra
+    b.ok("sync", "--scope", "user")
+    a.ok("sync", "--scope", "user")
+    assert_consistent(a, b)
+    assert "conflicted" not in a.ok("list", "--scope", "user")
+    assert "has no conflict" in a("resolve", "tabs", "--scope", "user").err
+
+
+def test_edit_on_one_side_delete_on_the_other_keeps_the_edit(machines: list[Machine]) -> None:
+    a, b = machines
+    a.add("tabs", "Tabs, width 4")
+    a.ok("sync", "--scope", "user")
+    b.ok("sync", "--scope", "user")
+    a.add("tabs", "Tabs, width 2")
+    b.ok("rm", "--scope", "user", "tabs")
+    b.ok("sync", "--scope", "user")
+    out = a.ok("sync", "--scope", "user")
+    b.ok("sync", "--scope", "user")
+    assert_consistent(a, b)
+    assert memfmt.loads((b.user / "tabs.md").read_text()).body == "Tabs, width 2"
+    assert "retired" in git(a.user, "log", "--format=%B", "-n", "10") or "Kept tabs" in out
+
+
+def test_rename_on_one_side_edit_on_the_other_follows_the_rename(machines: list[Machine]) -> None:
+    a, b = machines
+    a.add("tabs", "Use tabs for indentation in every Python and Go file of this project.")
+    a.ok("sync", "--scope", "user")
+    b.ok("sync", "--scope", "user")
+    a.ok("mv", "user:tabs", "indentation")
+    b.add("tabs", "Use tabs for indentation in every Python, Go and C file of this project.")
+    a.ok("sync", "--scope", "user")
+    b.ok("sync", "--scope", "user")
+    a.ok("sync", "--scope", "user")
+    assert_consistent(a, b)
+    assert not (a.user / "tabs.md").exists()
+    mem = memfmt.loads((a.user / "indentation.md").read_text())
+    assert mem.name == "indentation" and "C file" in mem.body
+
+
+def test_a_hand_edit_is_synced_and_said_to_be_one(machines: list[Machine]) -> None:
+    a, b = machines
+    path = a.user / "hello-laptop.md"
+    path.write_text(path.read_text().replace("set up on laptop", "edited in vim"))
+    a.ok("sync", "--scope", "user")
+    assert "by: hand edit (hello-laptop)" in git(a.user, "log", "-1", "--format=%B")
+    b.ok("sync", "--scope", "user")
+    assert "edited in vim" in (b.user / "hello-laptop.md").read_text()
+    # the merge is in memdir's own history and log: undo takes it back
+    assert b.store().log(limit=1)[0].source == "sync"
+    b.ok("undo", "--scope", "user")
+    assert "set up on laptop" in (b.user / "hello-laptop.md").read_text()
+
+
+def test_a_credential_in_a_file_is_never_committed(machines: list[Machine]) -> None:
+    a, _ = machines
+    before = git(a.user, "rev-parse", "HEAD")
+    path = a.user / "hello-laptop.md"
+    path.write_text(path.read_text() + "\nkey: sk-ant-api03-" + "x7Kq9" * 12 + "\n")
+    res = a("sync", "--scope", "user")
+    assert res.code == 1
+    assert "refusing to commit hello-laptop.md" in res.err and "rm --purge" in res.err
+    assert git(a.user, "rev-parse", "HEAD") == before
+    assert "sk-ant" not in git(a.user, "log", "-p", "--all")
+
+
+def test_push_rejected_because_the_remote_moved_is_merged_and_pushed(
+    machines: list[Machine], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path
+) -> None:
+    a, b = machines
+    third = Machine(tmp_path, "third", monkeypatch)
+    git(tmp_path, "clone", "-q", str(remote), str(third.user))
+    third.add("from-third", "pushed while laptop was pushing")
+    # laptop's pre-push hook makes the third clone push first, once: the remote moves
+    hook = a.user / ".git" / "hooks" / "pre-push"
+    hook.write_text(
+        "#!/bin/sh\n"
+        f"if [ ! -e {tmp_path}/moved ]; then touch {tmp_path}/moved;"
+        f" cd {third.user} && git add -A . && git -c user.email=t@t -c user.name=t commit -qm x"
+        " && git push -q origin HEAD:main; fi\n"
+    )
+    hook.chmod(0o755)
+    a.add("tabs", "Tabs")
+    out = a.ok("sync", "--scope", "user")
+    assert (tmp_path / "moved").exists() and "Pushed to origin/main" in out
+    b.ok("sync", "--scope", "user")
+    assert_consistent(a, b)
+    assert (b.user / "from-third.md").exists() and (b.user / "tabs.md").exists()
+
+
+def test_offline_is_reported_nothing_lost_and_the_next_sync_pushes(
+    machines: list[Machine], remote: Path
+) -> None:
+    a, b = machines
+    git(a.user, "remote", "set-url", "origin", "http://127.0.0.1:9/nowhere.git")
+    a.add("tabs", "Tabs")
+    res = a("sync", "--scope", "user")
+    assert res.code == 1 and "Not synced: cannot reach remote 'origin'" in res.out
+    assert "Committed: memdir: 1 added" in res.out
+    assert "the last sync failed" in a("doctor", "--scope", "user").out
+    git(a.user, "remote", "set-url", "origin", str(remote))
+    assert "Pushed" in a.ok("sync", "--scope", "user")
+    assert "the last sync failed" not in a("doctor", "--scope", "user").out
+    b.ok("sync", "--scope", "user")
+    assert (b.user / "tabs.md").exists()
+
+
+def test_plain_git_pull_uses_memdirs_merge(machines: list[Machine]) -> None:
+    a, b = machines
+    a.add("tabs", "Tabs, width 4")
+    a.ok("sync", "--scope", "user")
+    b.ok("sync", "--scope", "user")
+    a.add("tabs", "Tabs, width 2")
+    a.add("spaces", "never spaces")
+    a.ok("sync", "--scope", "user")
+    b.add("tabs", "Tabs, width 8")
+    git(b.user, "add", "-A", ".")
+    git(b.user, "commit", "-qm", "by hand")
+    git(b.user, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
+    text = (b.user / "tabs.md").read_text()
+    assert "<<<<<<<" not in text and "conflict:" in text
+    store = b.store()  # MEMORY.md, kept from one side by git, is rendered again on open
+    assert "spaces" in store.index_path.read_text()
+
+
+def test_errors_are_one_line_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    m = Machine(tmp_path, "solo", monkeypatch)
+    m.add("tabs", "Tabs")
+    res = m("sync", "--scope", "user")
+    assert res.code == 1
+    assert res.err.strip().endswith("run 'memdir sync --init URL' to make it one")
+    git(m.user, "init", "-q", "-b", "main")
+    res = m("sync", "--scope", "user")
+    assert res.code == 1 and "has no remote" in res.err and len(res.err.splitlines()) == 1
+    res = m("sync", "--scope", "user", "--init", str(tmp_path / "missing.git"))
+    assert res.code == 1 and "is not set up or is not a git repository" in res.err
+
+
+def project(tmp_path: Path, remote: Path, name: str) -> Path:
+    path = tmp_path / name
+    git(tmp_path, "clone", "-q", str(remote), str(path))
+    return path
+
+
+def test_project_store_commits_only_the_memory_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path
+) -> None:
+    m = Machine(tmp_path, "dev", monkeypatch)
+    repo = project(tmp_path, remote, "app")
+    (repo / "app.py").write_text("print('v1')\n")
+    git(repo, "add", "app.py")
+    git(repo, "commit", "-qm", "app")
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    m.ok("init", "--git", cwd=repo)
+    m.ok(
+        "add",
+        "api-port",
+        "--type",
+        "project_fact",
+        "-d",
+        "The API port",
+        "--body",
+        "8080",
+        cwd=repo,
+    )
+    (repo / "app.py").write_text("print('work in progress')\n")  # the person's own work
+    (repo / "notes.txt").write_text("mine\n")
+    git(repo, "add", "notes.txt")
+    res = m("sync", cwd=repo)
+    assert res.code == 1 and "notes.txt is staged" in res.err
+    git(repo, "reset", "-q", "notes.txt")
+    out = m.ok("sync", cwd=repo)
+    assert "Pushed to origin/main" in out
+    pushed = git(repo, "show", "--name-only", "--format=", "origin/main")
+    assert pushed.split() and all(p.startswith(".memory/") for p in pushed.split())
+    assert "work in progress" in (repo / "app.py").read_text()
+    assert " M app.py" in git(repo, "status", "--porcelain")
+    # a teammate's clone gets the memory and the merge drivers with 'memdir init --git'
+    mate = project(tmp_path, remote, "mate")
+    assert (mate / ".memory" / "api-port.md").exists()
+    assert "merge=memdir" in (mate / ".memory" / ".gitattributes").read_text()
+
+
+def test_project_mid_merge_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path
+) -> None:
+    m = Machine(tmp_path, "dev", monkeypatch)
+    repo = project(tmp_path, remote, "app")
+    m.ok("init", "--git", cwd=repo)
+    git(repo, "add", "-A", ".")
+    git(repo, "commit", "-qm", "memory")
+    (repo / ".git" / "MERGE_HEAD").write_text(git(repo, "rev-parse", "HEAD"))
+    res = m("sync", cwd=repo)
+    assert res.code == 1 and "in the middle of a merge" in res.err
+
+
+def test_a_write_during_sync_is_kept_for_the_next(machines: list[Machine]) -> None:
+    a, b = machines
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "memdir", "sync", "--scope", "user"],
+            env=dict(child_env(), MEMDIR_USER_DIR=str(a.user)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    for i in range(5):
+        a.add(f"learned-{i}", f"fact {i}")
+    procs[0].wait()
+    a.ok("sync", "--scope", "user")
+    b.ok("sync", "--scope", "user")
+    assert_consistent(a, b)
+    assert {f"learned-{i}.md" for i in range(5)} <= set(files(b.user))
+
+
+def wait_for(check: Callable[[], bool], what: str) -> None:
+    """Poll a background process's effect (a wait, not a speed check)."""
+    for _ in range(600):
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"never happened: {what}")
+
+
+@pytest.mark.slow
+def test_auto_sync_pulls_at_session_start_and_pushes_after_learning(
+    machines: list[Machine],
+) -> None:
+    a, b = machines
+    for m in (a, b):
+        (m.user / "config.toml").write_text('sync = "auto"\nsync_debounce = 0\nsync_interval = 0\n')
+        m.ok("sync", "--scope", "user")
+    b.add("from-devbox", "learned on the dev box")
+    b.ok("sync", "--scope", "user")
+    # the laptop's first prompt of a session pulls, in the background
+    event = {"prompt": "hi", "cwd": str(a.home), "hook_event_name": "UserPromptSubmit"}
+    runner_env = dict(child_env(), MEMDIR_USER_DIR=str(a.user))
+    proc = subprocess.run(
+        [sys.executable, "-m", "memdir", "hook", "prompt"],
+        input=json.dumps(event), text=True, capture_output=True, env=runner_env, cwd=a.home,
+    )  # fmt: skip
+    assert proc.returncode == 0
+    wait_for(lambda: (a.user / "from-devbox.md").exists(), "the laptop pulled")
+    # what the laptop learns is committed and pushed by itself
+    from memdir import sync
+    from memdir.config import load_config
+
+    a.add("learned-here", "learned on the laptop")
+    assert sync.kick(a.user, load_config({"dir": a.home / ".memory"}, runner_env))
+    wait_for(
+        lambda: "learned-here.md" in git(a.user, "ls-tree", "--name-only", "origin/main"),
+        "the laptop pushed",
+    )
+
+
+@pytest.mark.slow
+def test_a_sync_killed_at_any_point_is_repaired_by_the_next(machines: list[Machine]) -> None:
+    a, b = machines
+    for i, delay in enumerate([0.2, 0.35, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5]):
+        a.add("shared", f"laptop says {i}")
+        a.add(f"laptop-{i}", f"fact {i}")
+        b.add("shared", f"devbox says {i}")
+        b.add(f"devbox-{i}", f"fact {i}")
+        b.ok("sync", "--scope", "user")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memdir", "sync", "--scope", "user"],
+            env=dict(child_env(), MEMDIR_USER_DIR=str(a.user)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(delay)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the sync and the git it runs
+        proc.wait()
+        store = a.store()  # opens consistent whatever the moment
+        assert all(p.severity != "error" for p in store.problems())
+        a.ok("sync", "--scope", "user")
+        b.ok("sync", "--scope", "user")
+        assert_consistent(a, b)
+        names = set(files(a.user))
+        assert {f"laptop-{i}.md", f"devbox-{i}.md"} <= names
+        assert memfmt.loads((a.user / "shared.md").read_text()).body in (
+            f"laptop says {i}",
+            f"devbox says {i}",
+        )
