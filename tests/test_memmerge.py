@@ -30,16 +30,27 @@ def test_one_side_changed_takes_it():
 
 
 def test_different_fields_combine_and_updated_takes_the_later_time():
-    ours = text(description="Indent with tabs", updated="2026-02-01T00:00:00Z")
+    ours = text(type="feedback", updated="2026-02-01T00:00:00Z")
     theirs = text("Tabs, width 8", updated="2026-03-01T00:00:00Z", extra={"pinned": True})
     out = merge(BASE, ours, theirs)
     mem = memfmt.loads(out.text)
-    assert (mem.description, mem.body, mem.updated) == (
-        "Indent with tabs",
+    assert (mem.type, mem.body, mem.updated) == (
+        "feedback",
         "Tabs, width 8",
         "2026-03-01T00:00:00Z",
     )
     assert mem.pinned and out.loser is None and conflict_of(mem) is None
+
+
+def test_description_and_body_change_together():
+    # one side says the port moved in the description, the other edits the body: a conflict,
+    # never a description that contradicts its body
+    ours = text("port 8000 --reload", updated="2026-03-01T00:00:00Z")
+    theirs = text(description="Port 8080", updated="2026-02-01T00:00:00Z")
+    out = merge(BASE, ours, theirs)
+    mem = memfmt.loads(out.text)
+    assert (mem.description, mem.body) == ("Use tabs", "port 8000 --reload")
+    assert out.loser == theirs and conflict_of(mem) is not None
 
 
 def test_same_field_changed_differently_keeps_the_later_and_marks_the_memory():

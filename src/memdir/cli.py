@@ -88,7 +88,7 @@ def cli(
 def init(c: Ctx, with_git: bool) -> None:
     """Create the memory folder and its index."""
     c.create_store = True
-    existed = (c.config.dir / INTERNAL).is_dir()
+    existed = (c.config.dir / INTERNAL).is_dir() or (c.config.dir / "MEMORY.md").is_file()
     store = c.store
     verb = "Memory store already exists" if existed else "Created memory store"
     click.echo(f"{verb} in {store.root} ({plural(len(store), 'memory', 'memories')}).")

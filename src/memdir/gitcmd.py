@@ -9,6 +9,7 @@ This module does NOT know what a memory is.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -83,6 +84,12 @@ def _explain(args: Sequence[str], err: str, remote: str | None) -> SyncError:
         or ("cannot lock ref" in low and "but expected" in low)  # moved while we pushed
     ):
         return PushRejected(f"the push to {where} was rejected: it has changes this clone lacks")
+    stale = re.search(r"unable to create '([^']+\.lock)': file exists", err, re.IGNORECASE)
+    if stale:
+        return SyncError(
+            f"git found the lock file {stale.group(1)} (a git command still running, or one"
+            " that was killed) — if none is running, delete that file and sync again"
+        )
     return SyncError(f"git {' '.join(args[:2])} failed: {first}")
 
 

@@ -1,8 +1,9 @@
 """Three-way merge of one memory file, field by field (what git's merge driver runs).
 
 Changes to different fields combine; ``updated`` takes the later time and ``created`` the
-earlier. When both sides changed the same field differently (the body, the description, the
-type, a key a person added) the merge never writes conflict markers: the side written later
+earlier. The description and the body are one field here (the description says what the body
+holds). When both sides changed the same field differently (the text, the type, a key a
+person added) the merge never writes conflict markers: the side written later
 becomes the current version and the memory is marked ``conflict:`` with the other side's
 identity, so that people and recall see it until ``memdir resolve``. Which side wins depends
 only on the two texts, so every clone that merges them gets the same file.
@@ -87,13 +88,25 @@ def merge(
         return Merged(kept, lost, ("file",))
     fields: dict[str, Any] = {}
     clashes: list[str] = []
-    for key in ("name", "type", "description", "body"):
+    for key in ("name", "type"):
         value, clash = _pick(getattr(b, key) if b else _MISSING, getattr(o, key), getattr(t, key))
         fields[key] = value
         if clash:
             clashes.append(key)
+    # the description says what the body holds: the two change together or not at all
+    text, text_clash = _pick(
+        (b.description, b.body) if b else _MISSING,
+        (o.description, o.body),
+        (t.description, t.body),
+    )
+    if text_clash:
+        clashes += [k for k in ("description", "body") if getattr(o, k) != getattr(t, k)]
+    else:
+        fields["description"], fields["body"] = text
     extra = _merge_extra(b.extra if b else {}, o.extra, t.extra, clashes)
     winner = t if theirs_wins else o
+    if text_clash:  # the text of one side, whole
+        fields["description"], fields["body"] = winner.description, winner.body
     for key in clashes:
         if key in ("name", "type", "description", "body"):
             fields[key] = getattr(winner, key)

@@ -429,7 +429,8 @@ class MemoryStore:
                 if name is None:
                     continue
                 action = "create" if old is None else "delete" if now is None else "update"
-                kept = None if old is None else self._history.keep(name, old, action, reason, op_id)
+                why = "the other side of a conflict" if (others or {}).get(name) == old else reason
+                kept = None if old is None else self._history.keep(name, old, action, why, op_id)
                 changes.append(
                     ChangeRecord(
                         name=name,
@@ -446,7 +447,11 @@ class MemoryStore:
                     self._history.keep(
                         name, data, "update", "the other side of a conflict", op_id + "-"
                     )
-            self._folder.sweep()
+            # the files the merge changed, and any that appeared or went (no full sweep)
+            self._tracker.mark()
+            self._catalog.update(before)
+            self._catalog.names_changed()
+            self._cache.save()
             self._folder.write_index()
             if not changes and not others:
                 return None

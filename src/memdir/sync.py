@@ -264,17 +264,22 @@ def _in_flight(where: Where) -> str | None:
 
 
 def _repair(where: Where, root: Path) -> None:
-    """Clear what a killed sync left: git's index lock (in the store's own repository), and
-    finish the merge this store's sync started."""
-    gdir = where.git.git_dir()
-    lock = gdir / "index.lock"
-    if lock.exists():
-        if not where.owned:
-            raise SyncError(
-                f"{lock} exists: another git command is running, or one was killed — if none"
-                " is running, delete that file and sync again"
-            )
-        lock.unlink(missing_ok=True)  # only memdir works in this repository; we hold its lock
+    """Clear git's index lock that a killed sync left in the store's own repository (after
+    giving a git still at work a few seconds to finish); in a project's repository, say so."""
+    lock = where.git.git_dir() / "index.lock"
+    for _ in range(50):
+        try:
+            if time.time() - lock.stat().st_mtime > 2:  # nobody has written it for a while
+                break
+        except FileNotFoundError:
+            return
+        time.sleep(0.1)
+    if not where.owned:
+        raise SyncError(
+            f"{lock} exists: another git command is running, or one was killed — if none"
+            " is running, delete that file and sync again"
+        )
+    lock.unlink(missing_ok=True)  # only memdir works in this repository; we hold its lock
 
 
 def _preflight(where: Where, root: Path) -> str:
@@ -374,18 +379,22 @@ def _message(store: MemoryStore, status: list[tuple[str, str]], since: str) -> s
     lines = ["memdir: " + (", ".join(counts) if counts else "store settings"), ""]
     for key, names in groups.items():
         if names:
-            lines.append(f"{key}: {', '.join(sorted(names))}")
+            lines.append(f"{key}: {_some(sorted(names))}")
     sources: dict[str, list[str]] = {}
     for names in groups.values():
         for name in sorted(names):
             for src in sorted(by.get(name, {"hand edit"})):
                 sources.setdefault(src, []).append(name)
     if sources:
-        lines.append(
-            "by: " + "; ".join(f"{s} ({', '.join(n)})" for s, n in sorted(sources.items()))
-        )
+        lines.append("by: " + "; ".join(f"{s} ({_some(n)})" for s, n in sorted(sources.items())))
     lines.append(f"on: {socket.gethostname() or 'localhost'}")
     return "\n".join(lines) + "\n"
+
+
+def _some(names: list[str], most: int = 20) -> str:
+    """Names for a commit message: all of a few, the first ``most`` of many."""
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _commit_local(where: Where, store: MemoryStore) -> str | None:
@@ -408,7 +417,7 @@ def _commit_local(where: Where, store: MemoryStore) -> str | None:
                 raise
     since = str(state_of(store.root).read().get("logged", ""))
     message = _message(store, status, since)
-    git.run("commit", "-q", "-m", message, "--", where.rel)
+    git.run("commit", "-q", "-F", "-", "--", where.rel, input=message.encode())
     last = store.log(limit=1)
     if last:
         state_of(store.root).update(lambda s: s.__setitem__("logged", last[-1].id))
@@ -551,21 +560,26 @@ def _merge(where: Where, store: MemoryStore, target: str, report: Report, label:
         _begin(where, target, label or target[:12])
     _settle(where, root, report, target)
     others = _marked(where, root, before, report)
+    notes = [f"kept {n}: edited on one side, retired on the other" for n in report.kept]
+    notes += [f"conflict in {n}: the other version is in history" for n in report.conflicts]
     op = store.adopt(
         before,
         source="sync",
-        summary=f"sync: merged {target[:12]}",
+        summary="; ".join([f"sync: merged {label or target[:12]}", *notes]),
         reason="merged by sync",
         others=others,
     )
     if op is not None:
         report.merged = sorted({ch["name"] for ch in op.changes})
+    elif notes:  # nothing changed here, but what happened is still said in the log
+        store.record("; ".join([f"sync: merged {label or target[:12]}", *notes]), source="sync")
     git.run("add", "-A", "--", where.rel)
     if _in_flight(where) == "a merge":
-        git.run("commit", "-q", "--no-edit", "--no-verify")
+        message = "\n".join([f"memdir: merge {label or target[:12]}", "", *notes]) + "\n"
+        git.run("commit", "-q", "--no-verify", "-F", "-", input=message.encode())
     elif git.run("diff", "--cached", "--quiet", "--", where.rel, check=False).code != 0:
         message = "memdir: MEMORY.md rendered from the merged files"
-        git.run("commit", "-q", "-m", message, "--", where.rel)
+        git.run("commit", "-q", "-F", "-", "--", where.rel, input=message.encode())
     state_of(root).update(lambda s: s.pop("merging", None))
 
 
