@@ -408,11 +408,11 @@ def test_auto_sync_pulls_at_session_start_and_pushes_after_learning(
     assert proc.returncode == 0
     wait_for(lambda: (a.user / "from-devbox.md").exists(), "the laptop pulled")
     # what the laptop learns is committed and pushed by itself
-    from memdir import sync
+    from memdir import syncrepo
     from memdir.config import load_config
 
     a.add("learned-here", "learned on the laptop")
-    assert sync.kick(a.user, load_config({"dir": a.home / ".memory"}, runner_env))
+    assert syncrepo.kick(a.user, load_config({"dir": a.home / ".memory"}, runner_env))
     wait_for(
         lambda: "learned-here.md" in git(a.user, "ls-tree", "--name-only", "origin/main"),
         "the laptop pushed",

@@ -93,9 +93,9 @@ def init(c: Ctx, with_git: bool) -> None:
     verb = "Memory store already exists" if existed else "Created memory store"
     click.echo(f"{verb} in {store.root} ({plural(len(store), 'memory', 'memories')}).")
     if with_git:
-        from . import sync
+        from . import syncrepo
 
-        for line in sync.init(store, None):
+        for line in syncrepo.init(store, None):
             click.echo(line[0].upper() + line[1:] + ".")
 
 

@@ -54,10 +54,10 @@ def new_session(
     gate = Gate(rules=c.config.allow, yes=yes, ask=ask_on_terminal if interactive else None)
     kwargs = {"out": out} if out is not None else {}
     store = c.store
-    from . import sync
+    from . import syncrepo
     from .scopes import user_store_dir
 
-    sync.kick_all([store.root, user_store_dir(c.config)], c.config, pull=True)
+    syncrepo.kick_all([store.root, user_store_dir(c.config)], c.config, pull=True)
     return Session(store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(), **kwargs)
 
 

@@ -56,7 +56,7 @@ def sync_command(
     merge memories field by field (MEMORY.md is rendered again, never merged), push. A memory
     changed on both sides keeps one version current and the other in history, marked
     conflicted until 'memdir resolve'."""
-    from . import sync
+    from . import sync, syncrepo
 
     if background:
         sync.background(c.store, c.config)
@@ -65,7 +65,7 @@ def sync_command(
         c.create_store = True
     store, scope = _store(c, scope, create=init_url is not None)
     if init_url is not None:
-        for line in sync.init(store, init_url, remote=remote or "origin"):
+        for line in syncrepo.init(store, init_url, remote=remote or "origin"):
             if not as_json:
                 click.echo(line[0].upper() + line[1:] + ".")
     report = sync.sync(store, remote=remote, push=not no_push)
@@ -90,10 +90,10 @@ def sync_command(
 @pass_ctx
 def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
     """Clear the conflict mark of NAME, keeping one version (the other stays in history)."""
-    from . import sync
+    from . import syncrepo
 
     store, real, _ = c.pick(name, scope, write=True)
-    what = sync.resolve(store, real, keep)
+    what = syncrepo.resolve(store, real, keep)
     click.echo(f"Resolved {real}: kept {what}.")
 
 

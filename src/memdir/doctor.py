@@ -246,14 +246,14 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
 
 def _sync_health(store: MemoryStore, report: Report, fix: bool) -> None:
     """For a store kept in git: memdir's merge drivers registered, the last sync's failure."""
-    from . import sync
+    from . import syncrepo
 
-    if store.read_only or not sync.set_up(store.root):
+    if store.read_only or not syncrepo.set_up(store.root):
         return  # not synced through git: nothing to say
     try:
-        missing = sync.setup_problems(store.root)
+        missing = syncrepo.setup_problems(store.root)
         if missing and fix:
-            report.fixed += sync.install(store.root)
+            report.fixed += syncrepo.install(store.root)
         else:
             report.warnings += [
                 {"file": ".", "reason": f"{m} — 'memdir doctor --fix' sets it up"} for m in missing
@@ -261,7 +261,7 @@ def _sync_health(store: MemoryStore, report: Report, fix: bool) -> None:
     except MemdirError as exc:  # no git at all: nothing to say about syncing
         report.notes.append(f"sync: {exc}")
         return
-    state = sync.status(store.root)
+    state = syncrepo.status(store.root)
     if state.get("error"):
         report.warnings.append(
             {

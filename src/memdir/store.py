@@ -26,11 +26,10 @@ from .entry import Entry, Hit
 from .errors import (
     ConflictError,
     InvalidMemory,
-    MemdirError,
     MemoryNotFound,
 )
 from .folder import Folder
-from .history import ChangeRecord, History, Journal, Operation, Version
+from .history import History, Journal, Operation, Version
 from .layout import HISTORY, INTERNAL, JOURNAL, LOG
 from .lock import WritersLock, open_folder
 from .lookup import Lookup
@@ -415,51 +414,9 @@ class MemoryStore:
         memory name (the side of a merge conflict that did not become current). None when
         nothing differs."""
         with self.locked():
-            op_id = new_op_id()
-            changes: _list[ChangeRecord] = []
-            for fname, old in sorted(before.items()):
-                path = self.root / fname
-                try:
-                    now = None if path.is_symlink() else path.read_bytes()
-                except (FileNotFoundError, IsADirectoryError):
-                    now = None
-                if now == old:
-                    continue
-                name = _name_in(now, fname) or _name_in(old, fname)
-                if name is None:
-                    continue
-                action = "create" if old is None else "delete" if now is None else "update"
-                why = "the other side of a conflict" if (others or {}).get(name) == old else reason
-                kept = None if old is None else self._history.keep(name, old, action, why, op_id)
-                changes.append(
-                    ChangeRecord(
-                        name=name,
-                        file=fname,
-                        action=action,
-                        before=kept,
-                        reason=reason,
-                        digest=None if now is None else memfmt.digest_of(now),
-                    )
-                )
-            kept_before = {_name_in(old, fname): old for fname, old in before.items()}
-            for name, data in (others or {}).items():
-                if kept_before.get(name) != data:  # not the text just kept as it was here
-                    self._history.keep(
-                        name, data, "update", "the other side of a conflict", op_id + "-"
-                    )
-            # the files the merge changed, and any that appeared or went (no full sweep)
-            self._tracker.mark()
-            self._catalog.update(before)
-            self._catalog.names_changed()
-            self._cache.save()
-            self._folder.write_index()
-            if not changes and not others:
-                return None
-            op = Operation(op_id, memfmt.now(), source, summary, tuple(changes), None)
-            self._tx.log(op)
-            if self._lookup.search is not None:
-                self._lookup.sync()
-            return op
+            return self._tx.adopt(
+                before, source=source, summary=summary, reason=reason, others=others
+            )
 
     def check(self, memory: Memory) -> Memory:
         """Validate a memory as a write would (name, type, description, size) without
@@ -553,16 +510,3 @@ class MemoryStore:
             secrets="allow",
         )
         return self.get(name)
-
-
-def _name_in(data: bytes | None, fname: str) -> str | None:
-    """The memory name a file's text gives (its file name's when the text says none)."""
-    if data is not None:
-        try:
-            return memfmt.loads(data.decode("utf-8")).name
-        except (UnicodeDecodeError, MemdirError):
-            pass
-    try:
-        return memfmt.validate_name(fname.removesuffix(".md"))
-    except MemdirError:
-        return None

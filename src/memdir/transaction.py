@@ -14,7 +14,7 @@ import os
 import secrets as _random
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import index as idx
@@ -22,7 +22,7 @@ from . import memory as memfmt
 from .atomic import fsync_dir, write_atomic
 from .config import Config
 from .entry import Entry
-from .errors import ConflictError, InvalidMemory, MemoryNotFound, PlanError
+from .errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound, PlanError
 from .folder import Folder
 from .history import ChangeRecord, History, Journal, Operation, Step
 from .layout import HISTORY, JOURNAL, LOG
@@ -252,6 +252,63 @@ class Transaction:
             self._lookup.sync()
         return record
 
+    def adopt(
+        self,
+        before: Mapping[str, bytes | None],
+        *,
+        source: str,
+        summary: str,
+        reason: str,
+        others: Mapping[str, bytes] | None,
+    ) -> Operation | None:
+        """Record what something other than memdir (a git merge) did to the folder (see
+        ``MemoryStore.adopt``); called holding the lock."""
+        op_id = new_op_id()
+        changes: _list[ChangeRecord] = []
+        for fname, old in sorted(before.items()):
+            path = self.root / fname
+            try:
+                now = None if path.is_symlink() else path.read_bytes()
+            except (FileNotFoundError, IsADirectoryError):
+                now = None
+            if now == old:
+                continue
+            name = _name_in(now, fname) or _name_in(old, fname)
+            if name is None:
+                continue
+            action = "create" if old is None else "delete" if now is None else "update"
+            why = "the other side of a conflict" if (others or {}).get(name) == old else reason
+            kept = None if old is None else self._history.keep(name, old, action, why, op_id)
+            changes.append(
+                ChangeRecord(
+                    name=name,
+                    file=fname,
+                    action=action,
+                    before=kept,
+                    reason=reason,
+                    digest=None if now is None else memfmt.digest_of(now),
+                )
+            )
+        kept_before = {_name_in(old, fname): old for fname, old in before.items()}
+        for name, data in (others or {}).items():
+            if kept_before.get(name) != data:  # not the text just kept as it was here
+                self._history.keep(
+                    name, data, "update", "the other side of a conflict", op_id + "-"
+                )
+        # the files the merge changed, and any that appeared or went (no full sweep)
+        self._folder.tracker.mark()
+        self._folder.catalog.update(before)
+        self._folder.catalog.names_changed()
+        self._folder.cache.save()
+        self._folder.write_index()
+        if not changes and not others:
+            return None
+        op = Operation(op_id, memfmt.now(), source, summary, tuple(changes), None)
+        self.log(op)
+        if self._lookup.search is not None:
+            self._lookup.sync()
+        return op
+
     def recover(self) -> None:
         """Finish an operation a crashed process left in the journal."""
         path = self.internal / JOURNAL
@@ -267,3 +324,16 @@ class Transaction:
             os.replace(path, self.internal / f"journal.unreadable.{new_op_id()}")
             return
         self.execute(op, incremental=False)
+
+
+def _name_in(data: bytes | None, fname: str) -> str | None:
+    """The memory name a file's text gives (its file name's when the text says none)."""
+    if data is not None:
+        try:
+            return memfmt.loads(data.decode("utf-8")).name
+        except (UnicodeDecodeError, MemdirError):
+            pass
+    try:
+        return memfmt.validate_name(fname.removesuffix(".md"))
+    except MemdirError:
+        return None

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .. import sync
+from .. import syncrepo
 from ..atomic import write_atomic
 from ..consolidate import consolidate_memories, is_due, note_turn
 from ..errors import LLMError, MemdirError, PlanError
@@ -217,7 +217,7 @@ def _extract_job(
                         f"consolidated: merged {len(plan.merges)} groups, retired"
                         f" {len(plan.retires)}"
                     )
-        sync.kick_all([store.root, user_root], shared.config)
+        syncrepo.kick_all([store.root, user_root], shared.config)
         return ("memory " + ", ".join(notes)) if notes else None
 
     return job

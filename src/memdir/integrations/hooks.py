@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .. import sync
+from .. import syncrepo
 from ..atomic import append_nofollow, write_atomic
 from ..config import Config, find_store_dir, load_config
 from ..errors import LLMUnavailable, MemdirError, StoreNotFound
@@ -311,7 +311,7 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
     if not isinstance(said, str):
         raise HookError("the event has no 'prompt' text — is this hook on UserPromptSubmit?")
     config = _config_for(event)
-    sync.kick_all([config.dir, user_store_dir(config)], config, pull=True)
+    syncrepo.kick_all([config.dir, user_store_dir(config)], config, pull=True)
     store = _reader(config, budget)
     messages = _conversation(event, said)
     chosen: list[Any] = []
@@ -471,7 +471,7 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
         job.unlink(missing_ok=True)
     log_line(store.root, record)
     if record.get("status") == "ok":
-        sync.kick_all([store.root, user_store_dir(config)], config)
+        syncrepo.kick_all([store.root, user_store_dir(config)], config)
     return record
 
 
