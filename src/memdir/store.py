@@ -23,11 +23,7 @@ from . import memory as memfmt
 from .atomic import write_atomic
 from .config import Config, store_config
 from .entry import Entry, Hit
-from .errors import (
-    ConflictError,
-    InvalidMemory,
-    MemoryNotFound,
-)
+from .errors import ConflictError, InvalidMemory, MemoryNotFound
 from .folder import Folder
 from .history import History, Journal, Operation, Version
 from .layout import HISTORY, INTERNAL, JOURNAL, LOG
@@ -339,16 +335,7 @@ class MemoryStore:
             if not gone:
                 what = f"version {version} of {name!r}" if version else f"{name!r}"
                 raise MemoryNotFound(f"no {what} to purge — see 'memdir history {name}'")
-            self._tx.log(
-                Operation(
-                    new_op_id(),
-                    memfmt.now(),
-                    source,
-                    f"purged {name}" + (f"@v{version}" if version else ""),
-                    (),
-                    None,
-                )
-            )
+            self.record(f"purged {name}" + (f"@v{version}" if version else ""), source=source)
         return gone
 
     def apply(
@@ -407,12 +394,10 @@ class MemoryStore:
         reason: str = "",
         others: Mapping[str, bytes] | None = None,
     ) -> Operation | None:
-        """Record what something other than memdir (a git merge) did to the folder: each file
-        of ``before`` (its bytes then; None: it did not exist) that differs now keeps its old
-        text as a history version, and one logged operation lists the changes, so that
-        history, undo and MEMORY.md follow. ``others``: more texts to keep in history, by
-        memory name (the side of a merge conflict that did not become current). None when
-        nothing differs."""
+        """Record what something else (a git merge) did to the folder: each file of ``before``
+        (its bytes then; None: absent) that differs now keeps its old text in history, and
+        one logged operation lists the changes (history, undo and MEMORY.md follow).
+        ``others``: more texts to keep, by name (a conflict's losing side). None: no change."""
         with self.locked():
             return self._tx.adopt(
                 before, source=source, summary=summary, reason=reason, others=others
