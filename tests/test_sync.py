@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from memdir import MemoryStore
 from memdir import memory as memfmt
 from memdir.cli import main
+from memdir.gitcmd import Offline, PushRejected, SyncError
 
 from conftest import Result, child_env
 
@@ -151,6 +152,10 @@ def test_same_memory_changed_on_both_sides(machines: list[Machine]) -> None:
         assert {"Tabs, width 2", "Tabs, width 8"} - {mem.body} <= bodies
         assert "conflicted" in m.ok("list", "--scope", "user")
         assert "conflicted: two syncs changed it differently" in m("doctor", "--scope", "user").out
+    recalled = a.ok("recall", "--no-llm", "tabs width")
+    assert 'name="tabs"' in recalled and 'conflicted="true' in recalled
+    listed = json.loads(a.ok("list", "--scope", "user", "--json"))
+    assert [e["conflicted"] for e in listed if e["name"] == "tabs"] == [True]
     other = ({"Tabs, width 2", "Tabs, width 8"} - {mem.body}).pop()
     assert "Resolved tabs: kept the other version" in b.ok(
         "resolve", "tabs", "--scope", "user", "--keep", "theirs"
@@ -482,3 +487,32 @@ def test_a_crash_that_takes_git_with_it_is_repaired_by_the_next_sync(
         b.ok("sync", "--scope", "user")
         assert_consistent(a, b)
         assert {f"devbox-{i}.md", f"devbox-late-{i}.md"} <= set(files(a.user))
+
+
+@pytest.mark.parametrize(
+    ("stderr", "kind", "says"),
+    [
+        ("fatal: Authentication failed for 'https://x/y.git/'", SyncError, "could not log in"),
+        ("git@host: Permission denied (publickey).", SyncError, "could not log in"),
+        (
+            "fatal: unable to access 'https://x/': Could not resolve host: x",
+            Offline,
+            "cannot reach",
+        ),
+        (" ! [rejected]        main -> main (fetch first)", PushRejected, "was rejected"),
+        ("fatal: 'origin' does not appear to be a git repository", SyncError, "is not set up"),
+    ],
+)
+def test_git_failures_are_said_with_the_fix(stderr: str, kind: type, says: str) -> None:
+    from memdir.gitcmd import _explain
+
+    err = _explain(["fetch", "-q"], stderr, "origin")
+    assert isinstance(err, kind) and says in str(err) and "\n" not in str(err)
+
+
+def test_sync_json_says_what_happened(machines: list[Machine]) -> None:
+    a, _ = machines
+    a.add("tabs", "Tabs")
+    data = json.loads(a.ok("sync", "--scope", "user", "--json"))
+    assert data["committed"] == "memdir: 1 added" and data["pushed"] is True
+    assert data["scope"] == "user" and data["offline"] is None
