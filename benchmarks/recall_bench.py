@@ -431,7 +431,7 @@ def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm", n_embed: in
         store.close()
         # memory: a new process that finds the vectors cached, before and after its first search
         store = MemoryStore(root, Config(dir=root, embedder=kind), watch=False)
-        store.ranked("warm up", 5, dense=False)  # the full-text index only
+        store.search("warm up", 5, dense=False)  # the full-text index only
         before = rss_mb()
         store.search("warm up", 5)
         grown = rss_mb() - before

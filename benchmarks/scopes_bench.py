@@ -56,7 +56,7 @@ def timed(
         t = time.perf_counter()
         load_memories(reader, messages)
         times.append(time.perf_counter() - t)
-        picks.append([round(score, 6) for _, score in reader.search_entries(q, 5)])
+        picks.append([round(h.score, 6) for h in reader.search(q, 5)])
     times.sort()
     return statistics.median(times) * 1e3, times[int(len(times) * 0.9)] * 1e3, picks
 
@@ -99,7 +99,7 @@ def main() -> None:
         t0 = time.perf_counter()
         project = MemoryStore(three[0], pconfig, watch=True)
         scopes = Scopes(pconfig, project=project, watch=True)
-        scopes.search_entries("warm up", 5)
+        scopes.search("warm up", 5)
         built_three = time.perf_counter() - t0
         assert [s.name for s, _ in scopes.stores()] == ["project", "user", "shared:team"]
         med3, p90_3, picks3 = timed(scopes, questions)

@@ -106,7 +106,7 @@ def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Pa
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
     for name, _, _, question in PARAPHRASES[:3]:
-        assert store.ranked(question, 5, dense=False) == [], "BM25 should find nothing"
+        assert store.search(question, 5, dense=False) == [], "BM25 should find nothing"
         hits = store.search(question, 3)
         assert hits and hits[0].memory.name == name
     assert store.search("favourite pizza topping", 5) == []  # unrelated: no hit at all
@@ -123,8 +123,8 @@ def test_exact_names_still_win_through_bm25(tmp_path: Path) -> None:
         description="How releases go out",
         body="Run make release-xk7 from the main branch.",
     )
-    top = store.ranked("release-xk7", 3)
-    assert top[0].key == "deploy-steps.md" and top[0].bm25_rank == 1
+    top = store.search("release-xk7", 3)
+    assert top[0].entry.file == "deploy-steps.md" and top[0].bm25_rank == 1
 
 
 def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_vectors_are_keyed_by_content_and_follow_every_change(tmp_path: Path) ->
     assert store.search("mysql moved", 1)[0].memory.name == "staging-database"
     assert len(emb.memories) == 5  # only the changed memory
     store.delete("test-runner")
-    assert all(r.key != "test-runner.md" for r in store.ranked("pytest unittest", 5))
+    assert all(r.entry.file != "test-runner.md" for r in store.search("pytest unittest", 5))
     # a restored version has a vector already: nothing is embedded again
     store.restore("staging-database", 1)
     store.search("postgresql", 1)
@@ -244,8 +244,8 @@ def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Pa
         body="用户希望所有回答都使用中文。",
     )
     fill(store)
-    hits = store.ranked("请用中文回答", 3)
-    assert hits and hits[0].key == "回答语言.md" and hits[0].dense_rank is None
+    hits = store.search("请用中文回答", 3)
+    assert hits and hits[0].entry.file == "回答语言.md" and hits[0].dense_rank is None
     assert "English-only" in store.ranking_note()
 
 
@@ -296,8 +296,8 @@ def test_http_embedder_against_an_openai_compatible_endpoint(
     )
     store = MemoryStore(root, config)
     fill(store)
-    hits = store.ranked("staging environment", 2)
-    assert hits[0].key == "staging-database.md" and hits[0].cosine is not None
+    hits = store.search("staging environment", 2)
+    assert hits[0].entry.file == "staging-database.md" and hits[0].cosine is not None
     reqs = [r for r in llm_server.requests if r["path"] == "/v1/embeddings"]
     assert reqs and reqs[0]["body"]["model"] == "nomic-embed-text"
     assert reqs[0]["headers"]["authorization"] == "Bearer sk-test"
@@ -318,9 +318,9 @@ def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
     bow_server(llm_server)
     store.search("PostgreSQL", 2)  # within the retry delay: not asked again, no wait
     assert len(llm_server.requests) == asked and "BM25 alone" in store.ranking_note()
-    store.lookup.RETRY_AFTER = 0.0
-    store.lookup._retry_at = 0.0  # the delay has passed: the next search embeds
-    assert store.ranked("staging environment", 1)[0].cosine is not None
+    store._searcher().RETRY_AFTER = 0.0
+    store._searcher()._retry_at = 0.0  # the delay has passed: the next search embeds
+    assert store.search("staging environment", 1)[0].cosine is not None
     assert "hybrid" in store.ranking_note()
 
 
@@ -383,7 +383,7 @@ def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Pa
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
     assert store.search(PARAPHRASES[0][3], 1)[0].memory.name == "staging-database"
-    embedder = store.lookup.embedder
+    embedder = store._searcher().embedder
     assert isinstance(embedder, MiniLM)
 
     def child(queue: Any) -> None:
@@ -429,13 +429,13 @@ def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Conf
     assert "multilingual-e5-small" in store.ranking_note()
     assert "(cosine − 0.8) / 0.2" in store.ranking_note()
     for name, _, _, question in CHINESE + PARAPHRASES[:2]:
-        assert store.ranked(question, 5, dense=False) == [], "BM25 should find nothing"
-        top = store.ranked(question, 3)
-        assert top and top[0].key == f"{name}.md" and top[0].dense_rank == 1, question
+        assert store.search(question, 5, dense=False) == [], "BM25 should find nothing"
+        top = store.search(question, 3)
+        assert top and top[0].entry.file == f"{name}.md" and top[0].dense_rank == 1, question
     for unrelated in ("favourite pizza topping", "banana bread recipe", "tell me a joke"):
         assert store.search(unrelated, 5) == [], unrelated
     # questions and memories are embedded differently (e5's query: and passage: prefixes)
-    embedder = store.lookup.embedder
+    embedder = store._searcher().embedder
     assert embedder is not None and embedder.multilingual
     # the environment as it was: nothing left for the commands the agent runs
     assert {k: os.environ.get(k) for k in omp} == omp
@@ -502,7 +502,7 @@ base = Path(sys.argv[1])
 for i in range(int(sys.argv[2])):
     s = MemoryStore(base / f"s{i}")
     s.write("n", type="project_fact", description="Staging runs PostgreSQL", body="pg 16")
-    assert s.ranked("PostgreSQL database", 1)[0].cosine is not None
+    assert s.search("PostgreSQL database", 1)[0].cosine is not None
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 

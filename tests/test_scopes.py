@@ -181,7 +181,7 @@ def test_a_name_in_two_scopes(tmp_path: Path) -> None:
         "same": "Docs at docs.example",
     }
     assert scopes.get("editor").body == "vim" and scopes.get("user:editor").body == "emacs"
-    hits = [e.name for e, _ in scopes.search_entries("emacs vim editor", 5)]
+    hits = [h.name for h in scopes.search("emacs vim editor", 5)]
     assert set(hits) == {"editor", "user:editor"}
 
 
@@ -205,9 +205,9 @@ def test_scores_compare_across_stores(tmp_path: Path) -> None:
         description="User aliases kubectl as k",
         body="k is kubectl; deploy with k apply",
     )
-    top = scopes.ranked("kubectl deploy", 3)
-    assert (top[0][0].name, top[0][1].key) == ("user", "kubectl-alias.md")
-    assert top[0][1].score > top[1][1].score
+    top = scopes.search("kubectl deploy", 3)
+    assert (top[0].scope, top[0].entry.file) == ("user", "kubectl-alias.md")
+    assert top[0].score > top[1].score
 
 
 def test_hand_edits_in_each_scope_are_seen(tmp_path: Path) -> None:
@@ -219,15 +219,15 @@ def test_hand_edits_in_each_scope_are_seen(tmp_path: Path) -> None:
         "shell", type="user_preference", description="Uses zsh", body="zsh"
     )
     store.write("ci", type="project_fact", description="CI on GitHub Actions", body="actions")
-    scopes.search_entries("zsh", 1)  # indexes built
+    scopes.search("zsh", 1)  # indexes built
     (user / "shell.md").write_text((user / "shell.md").read_text().replace("zsh", "fish"))
     (project / ".memory" / "ci.md").write_text(
         (project / ".memory" / "ci.md").read_text().replace("GitHub Actions", "Buildkite")
     )
     for _, s in scopes.stores():
         s.refresh()
-    assert [e.name for e, _ in scopes.search_entries("fish", 1)] == ["shell"]
-    assert [e.name for e, _ in scopes.search_entries("buildkite", 1)] == ["ci"]
+    assert [h.name for h in scopes.search("fish", 1)] == ["shell"]
+    assert [h.name for h in scopes.search("buildkite", 1)] == ["ci"]
 
 
 def test_cli_scopes(cli: CliFn, tmp_path: Path) -> None:

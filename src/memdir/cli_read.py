@@ -89,43 +89,24 @@ def search(
     stores), fused with embedding similarity when memdir[embed] is installed (see 'embedder'
     in config.toml)."""
     scopes = c.scopes(scope)
-    hits = scopes.hits(" ".join(query), k, explain=explain)
+    hits = scopes.search(" ".join(query), k, explain=explain)
     several = len(scopes.stores()) > 1
     if as_json:
-        emit_json(
-            [
-                {
-                    **e.to_dict(),
-                    "scope": sc.name,
-                    "score": round(r.score, 4),
-                    **(
-                        {
-                            "bm25_rank": r.bm25_rank,
-                            "bm25": _round(r.bm25),
-                            "dense_rank": r.dense_rank,
-                            "cosine": _round(r.cosine),
-                        }
-                        if explain
-                        else {}
-                    ),
-                }
-                for sc, e, r in hits
-            ]
-        )
+        emit_json([h.to_dict(explain=explain) for h in hits])
         return
     if explain:
         click.echo(scopes.ranking_note())
     if not hits:
         click.echo("No matching memories.")
-    for sc, e, r in hits:
-        where = f"[{sc.name}] " if several else ""
+    for h in hits:
+        where = f"[{h.scope}] " if several else ""
         click.echo(
-            f"{r.score:6.2f}  {where}{e.name}  ({for_terminal(e.type)}) —"
-            f" {for_terminal(e.description)}"
+            f"{h.score:6.2f}  {where}{h.name}  ({for_terminal(h.entry.type)}) —"
+            f" {for_terminal(h.entry.description)}"
         )
         if explain:
-            bm25 = "—" if r.bm25_rank is None else f"#{r.bm25_rank} ({r.bm25:.2f})"
-            dense = "—" if r.dense_rank is None else f"#{r.dense_rank} ({r.cosine:.3f})"
+            bm25 = "—" if h.bm25_rank is None else f"#{h.bm25_rank} ({h.bm25:.2f})"
+            dense = "—" if h.dense_rank is None else f"#{h.dense_rank} ({h.cosine:.3f})"
             click.echo(f"        BM25 {bm25}   dense {dense}")
 
 

@@ -6,7 +6,8 @@ This module does NOT read files.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -81,8 +82,38 @@ class Entry:
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result: the memory and its score (higher is better): BM25, or BM25 fused with
-    embedding similarity."""
+    """A search result: the memory's catalogue entry and its score (higher is better: BM25, or
+    BM25 fused with embedding similarity); ``memory`` reads the whole memory when first asked.
+    ``scope`` names the store when several were searched as one; with ``explain``, each
+    method's rank (1-based) and score where that method found it."""
 
-    memory: Memory
+    entry: Entry
     score: float
+    scope: str | None = None
+    bm25_rank: int | None = None
+    bm25: float | None = None
+    dense_rank: int | None = None
+    cosine: float | None = None
+    read: Callable[[Entry], Memory] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @cached_property
+    def memory(self) -> Memory:
+        """The memory, body included (read once)."""
+        if self.read is None:
+            raise LookupError(f"no reader for the memory {self.entry.name!r}")
+        return self.read(self.entry)
+
+    def to_dict(self, *, explain: bool = False) -> dict[str, Any]:
+        """The hit as JSON-able data: the entry, scope and score (and each method's rank and
+        score with ``explain``)."""
+        data: dict[str, Any] = {**self.entry.to_dict(), "scope": self.scope}
+        data["score"] = round(self.score, 4)
+        if explain:
+            data.update(bm25_rank=self.bm25_rank, dense_rank=self.dense_rank)
+            data["bm25"] = None if self.bm25 is None else round(self.bm25, 4)
+            data["cosine"] = None if self.cosine is None else round(self.cosine, 4)
+        return data

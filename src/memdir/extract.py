@@ -22,7 +22,7 @@ from . import prompts
 from .errors import InvalidMemory, InvalidName
 from .history import Operation
 from .layout import CURSORS
-from .memory import Memory
+from .memory import Memory, skeleton
 from .notes import sounds_like_preference
 from .plan import Put
 from .proposal import MAX_ITEMS, coerce, duplicate_of, in_users_language, kind_of, short_name
@@ -249,6 +249,10 @@ class _Planner:
     result: Extraction
     existing: set[str] = field(default_factory=set)
     planned: dict[str, Put] = field(default_factory=dict)
+    twins: dict[str, str] = field(default_factory=dict)  # look-alike key -> listed name
+
+    def __post_init__(self) -> None:
+        self.twins = {skeleton(name): name for name in sorted(self.existing)}
 
     def add(self, raw: Any) -> None:
         store, planned, existing = self.store, self.planned, self.existing
@@ -260,7 +264,7 @@ class _Planner:
         mem = in_users_language(mem, self.said)
         if action == "update" and mem.name not in self.shown:
             action = "create"  # the model named a memory it was not shown: never overwrite
-        twin = store.twin_of(mem.name)
+        twin = self.twins.get(skeleton(mem.name))
         if twin is not None and twin != mem.name:
             mem = mem.replace(name=twin)  # a look-alike of an existing name means that memory
         if mem.name in planned or (

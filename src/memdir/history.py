@@ -227,18 +227,15 @@ class History:
                 raw = fh.read()
         except OSError:
             return []
-        lines = raw.decode("utf-8", errors="replace").splitlines()
-        if limit is not None:
-            lines = lines[-limit:]
         out = []
-        for line in lines:
+        for line in raw.decode("utf-8", errors="replace").splitlines():
             try:
                 d = json.loads(line)
             except ValueError:
-                continue  # a torn last line from a crash
+                continue  # a torn last line from a crash (or the cut first one of a tail)
             if isinstance(d, dict):
                 out.append(d)
-        return out
+        return out if limit is None else out[max(0, len(out) - limit) :]
 
     def log(self, limit: int | None = None) -> list[Operation]:
         """Applied operations, oldest first (the last ``limit`` of them)."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from . import index as idx
 from .config import Config
+from .entry import Entry, Hit
 from .errors import InvalidMemory, MemdirError
 from .layout import EMBED_DOWN, SEARCH, VECTORS
 from .memory import Memory
@@ -443,3 +444,19 @@ def embed_in_background(root: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def to_hit(
+    entry: Entry, ranked: Ranked, read: Callable[[Entry], Memory], scope: str | None = None
+) -> Hit:
+    """The search result for ``entry`` as a ranking found it."""
+    return Hit(
+        entry,
+        ranked.score,
+        scope,
+        ranked.bm25_rank,
+        ranked.bm25,
+        ranked.dense_rank,
+        ranked.cosine,
+        read,
+    )

@@ -36,7 +36,7 @@ def duplicate_of(store: MemoryStore, item: Memory) -> str | None:
     mine = set(tokenize(item.description))
     if not mine:
         return None
-    for entry, _ in store.search_entries(item.description, 3, dense=False):
+    for entry in (h.entry for h in store.search(item.description, 3, dense=False)):
         theirs = set(tokenize(entry.description))
         if entry.type == item.type and len(mine & theirs) / len(mine | theirs) >= 0.8:
             return entry.name

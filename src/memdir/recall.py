@@ -107,7 +107,7 @@ def catalogue_for(store: Reader, query: str, limit: int) -> list[Entry]:
     if len(entries) <= limit:
         return entries
     pinned = [e for e in entries if e.pinned]
-    hits = [e for e, _ in store.search_entries(query, limit)] if query.strip() else []
+    hits = [h.entry for h in store.search(query, limit)] if query.strip() else []
     seen: set[str] = set()
     out: list[Entry] = []
     for e in [*pinned, *hits, *sorted(entries, key=lambda e: e.updated or "", reverse=True)]:
@@ -228,8 +228,8 @@ def _lexical_guard(store: Reader, names: list[str], talk: str) -> tuple[list[str
 
 
 def _search_selection(store: Reader, query: str, max_items: int, path: str, note: str) -> Selection:
-    hits = store.search_entries(query, max_items) if query.strip() else []
-    return Selection([e.name for e, _ in hits], path, [(e.name, s) for e, s in hits], note)
+    hits = store.search(query, max_items) if query.strip() else []
+    return Selection([h.name for h in hits], path, [(h.name, h.score) for h in hits], note)
 
 
 def select_relevant_memories(

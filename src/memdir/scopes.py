@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import Config
-from .entry import Entry
+from .entry import Entry, Hit
 from .errors import (
     ConfigError,
     InvalidMemory,
@@ -43,7 +43,6 @@ from .store import MemoryStore
 
 if TYPE_CHECKING:
     from .embed import Embedder
-    from .vectors import Ranked
 
 log = logging.getLogger("memdir")
 PROJECT, USER = "project", "user"
@@ -328,36 +327,24 @@ class Scopes:
         assert scope.store is not None
         return scope.store.get(name)
 
-    def ranked(
-        self, query: str, k: int = 5, *, explain: bool = False
-    ) -> list[tuple[Scope, Ranked]]:
-        """The ``k`` best memories over every scope, with comparable scores."""
-        from .lookup import rank_many
+    def search(self, query: str, k: int = 5, *, explain: bool = False) -> list[Hit]:
+        """The ``k`` best memories over every scope, with comparable scores, each with its
+        scope and catalogue entry (named as the catalogue shows it; a same-content copy
+        hidden by the project's is left out)."""
+        from .lookup import rank_many, to_hit
 
         pairs = self.stores()
-        hits = rank_many([store.lookup for _, store in pairs], query, k, explain=explain)
-        return [
-            (pairs[i][0], dataclasses.replace(r, key=key))
-            for (i, key), r in ((r.key, r) for r in hits)
-        ]
-
-    def hits(
-        self, query: str, k: int = 5, *, explain: bool = False
-    ) -> list[tuple[Scope, Entry, Ranked]]:
-        """The ``k`` best memories with their scope and catalogue entry (named as the
-        catalogue shows it; a same-content copy hidden by the project's is left out)."""
+        ranked = rank_many([store._searcher() for _, store in pairs], query, k, explain=explain)
         by_file = self._view().by_file
         out = []
-        for scope, r in self.ranked(query, k, explain=explain):
-            hit = by_file.get((scope.name, r.key))
-            if hit is not None:
-                e, name = hit
-                out.append((scope, e if name == e.name else dataclasses.replace(e, name=name), r))
+        for r in ranked:
+            i, key = r.key
+            found = by_file.get((pairs[i][0].name, key))
+            if found is not None:
+                e, name = found
+                shown = e if name == e.name else dataclasses.replace(e, name=name)
+                out.append(to_hit(shown, r, lambda e: self.get(e.name), pairs[i][0].name))
         return out
-
-    def search_entries(self, query: str, k: int = 5) -> list[tuple[Entry, float]]:
-        """The ``k`` best memories' catalogue entries (shown names) with scores."""
-        return [(e, r.score) for _, e, r in self.hits(query, k)]
 
     def ranking_note(self) -> str:
         pairs = self.stores()

@@ -28,14 +28,13 @@ from .folder import Folder
 from .history import History, Journal, Operation, Version
 from .layout import HISTORY, INTERNAL, JOURNAL, LOG
 from .lock import WritersLock, open_folder
-from .lookup import Lookup
+from .lookup import Lookup, to_hit
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
 from .transaction import Transaction, new_op_id, not_a_link
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
     from .embed import Embedder
-    from .vectors import Ranked
 
 
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
@@ -207,15 +206,6 @@ class MemoryStore:
                 continue  # changed under us since the scan; the next look reports it
         return out
 
-    def ranked(
-        self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
-    ) -> _list[Ranked]:
-        """The ``k`` best files for ``query`` with each method's rank and score: BM25 fused
-        with embedding similarity when an embedder is configured (``memdir[embed]``) and
-        ``dense``, else BM25. ``explain`` ranks the dense side over every memory (slower)."""
-        self._folder.catch_up()
-        return self._lookup.rank(query, k, explain=explain, dense=dense)
-
     def pace_embedding(
         self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
     ) -> None:
@@ -248,27 +238,14 @@ class MemoryStore:
         ranked by BM25 alone until embedded."""
         return self._lookup.backlog
 
-    @property
-    def lookup(self) -> Lookup:
-        """The search index and vectors of this store (for searching several stores as one)."""
+    def _searcher(self) -> Lookup:
+        """The search index and vectors, caught up (``Scopes`` ranks several stores as one)."""
         self._folder.catch_up()
         return self._lookup
 
     def ranking_note(self) -> str:
         """How searches rank right now: BM25 alone (and why) or hybrid with which model."""
         return self._lookup.describe()
-
-    def search_entries(
-        self, query: str, k: int = 5, *, dense: bool = True
-    ) -> _list[tuple[Entry, float]]:
-        """The ``k`` best-matching memories' metadata with scores (no bodies read).
-        ``dense=False``: BM25 alone (a word-overlap check needs no embedder)."""
-        out = []
-        for hit in self.ranked(query, k, dense=dense):
-            entry = self._entry_of(hit.key)
-            if entry is not None:
-                out.append((entry, hit.score))
-        return out
 
     def _entry_of(self, fname: str) -> Entry | None:
         """The current memory in file ``fname`` (as rankings name them), if any."""
@@ -278,14 +255,19 @@ class MemoryStore:
             entry if entry is not None and self._catalog.entries.get(entry.name) is entry else None
         )
 
-    def search(self, query: str, k: int = 5) -> _list[Hit]:
-        """The ``k`` memories that best match ``query``, best first."""
+    def search(
+        self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
+    ) -> _list[Hit]:
+        """The ``k`` memories that best match ``query``, best first (``hit.memory`` reads the
+        body): BM25 fused with embedding similarity when an embedder is configured
+        (``memdir[embed]``) and ``dense``, else BM25. ``explain`` fills in each method's rank
+        and score, ranking the dense side over every memory (slower)."""
+        self._folder.catch_up()
         out = []
-        for entry, score in self.search_entries(query, k):
-            try:
-                out.append(Hit(self._tx.current(entry), score))
-            except InvalidMemory:
-                continue
+        for r in self._lookup.rank(query, k, explain=explain, dense=dense):
+            entry = self._entry_of(r.key)
+            if entry is not None:
+                out.append(to_hit(entry, r, self._tx.current))
         return out
 
     def __len__(self) -> int:
@@ -407,12 +389,6 @@ class MemoryStore:
         """Validate a memory as a write would (name, type, description, size) without
         writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
         return self._tx.check(memory)
-
-    def twin_of(self, name: str) -> str | None:
-        """The listed name that ``name`` looks like (same letters but for case or look-alike
-        characters), if any."""
-        self._folder.catch_up()
-        return self._catalog.skeletons.get(memfmt.skeleton(name))
 
     # -- history and log --------------------------------------------------------------------
 

@@ -179,13 +179,13 @@ class MemoryServer:
 
         def run() -> str:
             scopes = self.scopes()
-            hits = scopes.search_entries(wanted, max(1, min(int(k), 50)))
+            hits = scopes.search(wanted, max(1, min(int(k), 50)))
             if not hits:
                 return "No matching memories."
             return "\n".join(
-                f"{e.name} ({one_line(e.type)}{where(scopes, e.name)}, score"
-                f" {s:.2f}) — {one_line(e.description)}"
-                for e, s in hits
+                f"{h.name} ({one_line(h.entry.type)}{where(scopes, h.name)}, score"
+                f" {h.score:.2f}) — {one_line(h.entry.description)}"
+                for h in hits
             )
 
         return self.call(run)

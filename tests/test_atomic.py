@@ -1,0 +1,56 @@
+"""Atomic writes and no-follow appends."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memdir.atomic import TEMP_PREFIX, append_nofollow, private, write_atomic
+
+
+def test_write_replaces_whole_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "m.md"
+    path.write_text("old")
+    inode = path.stat().st_ino
+    write_atomic(path, b"new text")
+    assert path.read_bytes() == b"new text" and path.stat().st_ino != inode
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(TEMP_PREFIX)]
+
+
+def test_staged_write_puts_its_temporary_file_elsewhere(tmp_path: Path) -> None:
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    write_atomic(tmp_path / "m.md", b"x", stage=stage)
+    assert (tmp_path / "m.md").read_bytes() == b"x" and os.listdir(stage) == []
+
+
+def test_files_in_an_owner_only_folder_are_owner_only(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    assert private(mine) and not private(tmp_path / "missing")
+    write_atomic(mine / "m.md", b"x")
+    assert (mine / "m.md").stat().st_mode & 0o777 == 0o600
+    write_atomic(mine / "n.md", b"x", mode=0o644)
+    assert (mine / "n.md").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "m.md"
+    path.write_text("old")
+    with pytest.raises(FileNotFoundError):
+        write_atomic(path, b"new", stage=tmp_path / "no-such-folder")
+    assert path.read_text() == "old"
+
+
+def test_append_refuses_a_link(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("")
+    (tmp_path / "log").symlink_to(target)
+    with pytest.raises(OSError):
+        append_nofollow(tmp_path / "log", b"line\n")
+    assert target.read_text() == ""
+    append_nofollow(tmp_path / "real", b"a\n")
+    append_nofollow(tmp_path / "real", b"b\n", sync=True)
+    assert (tmp_path / "real").read_text() == "a\nb\n"

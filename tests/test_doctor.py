@@ -1,0 +1,71 @@
+"""memdir doctor: the health report and the repairs that are always safe."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from memdir import MemoryStore
+from memdir.doctor import STALE_TEMP_SECONDS, diagnose
+
+
+def test_a_healthy_store_has_nothing_to_say(store: MemoryStore) -> None:
+    store.write("tabs", type="user_preference", description="Tabs", body="x")
+    report = diagnose(store)
+    assert report.memories == 1 and not report.errors and not report.warnings
+    assert report.lines()[-1] == "No problems found."
+
+
+def test_rule_bending_memories_and_broken_files_are_reported_never_changed(
+    store: MemoryStore,
+) -> None:
+    (store.root / "odd.md").write_text("---\nname: odd\ntype: mood\ndescription: ''\n---\nx\n")
+    (store.root / "broken.md").write_text("---\nname: [\n---\n")
+    before = {p.name: p.read_bytes() for p in store.root.glob("*.md")}
+    report = diagnose(store, fix=True)
+    reasons = {(w["file"], w["reason"]) for w in report.warnings}
+    assert ("odd.md", "empty description") in reasons
+    assert any(e["file"] == "broken.md" for e in report.errors)
+    assert {p.name: p.read_bytes() for p in store.root.glob("*.md") if p.name != "MEMORY.md"} == {
+        k: v for k, v in before.items() if k != "MEMORY.md"
+    }
+
+
+def test_temporary_files_of_interrupted_writers_are_reported_and_removed_by_fix(
+    store: MemoryStore,
+) -> None:
+    stale = store.internal / ".tmp-stale.part"
+    fresh = store.internal / ".tmp-fresh.part"
+    for p in (stale, fresh):
+        p.write_text("half a write")
+    old = time.time() - STALE_TEMP_SECONDS - 60
+    os.utime(stale, (old, old))
+    warning = diagnose(store).warnings[0]["reason"]
+    assert "2 temporary files" in warning and "1 older than an hour" in warning
+    report = diagnose(store, fix=True)  # holding the lock: no writer is half-way, all go
+    assert not stale.exists() and not fresh.exists()
+    assert "rebuilt MEMORY.md and the metadata cache" in report.fixed
+    assert not diagnose(store).warnings
+
+
+def test_a_note_without_frontmatter_becomes_a_memory_with_fix(store: MemoryStore) -> None:
+    (store.root / "deploy-notes.md").write_text("Deploy with make deploy on Fridays never.\n")
+    store.refresh()
+    assert any("without frontmatter" in w["reason"] for w in diagnose(store).warnings)
+    report = diagnose(store, fix=True)
+    assert any("is now the memory deploy-notes" in f for f in report.fixed)
+    assert store.get("deploy-notes").body.startswith("Deploy with make deploy")
+
+
+def test_a_damaged_cache_is_reported_and_rebuilt(store: MemoryStore) -> None:
+    store.write("tabs", type="user_preference", description="Tabs", body="x")
+    store.search("tabs")
+    store.close()
+    (store.internal / "search.sqlite").write_bytes(b"this is not a database" * 100)
+    fresh = MemoryStore(store.root)
+    report = diagnose(fresh)
+    assert any("damaged cache" in w["reason"] for w in report.warnings) or [
+        h.name for h in fresh.search("tabs")
+    ] == ["tabs"]
+    diagnose(fresh, fix=True)
+    assert [h.name for h in MemoryStore(store.root).search("tabs")] == ["tabs"]
