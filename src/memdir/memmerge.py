@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from . import memory as memfmt
 from .errors import InvalidMemory
@@ -86,7 +86,7 @@ def merge(
             theirs_wins = False
         kept, lost = (theirs, ours) if theirs_wins else (ours, theirs)
         return Merged(kept, lost, ("file",))
-    fields: dict[str, Any] = {}
+    fields: dict[str, str] = {}
     clashes: list[str] = []
     for key in ("name", "type"):
         value, clash = _pick(getattr(b, key) if b else _MISSING, getattr(o, key), getattr(t, key))
@@ -164,9 +164,24 @@ def _merge_extra(
     return out
 
 
-def conflict_of(memory: Memory) -> dict[str, Any] | None:
-    """The ``conflict`` mark of a memory, if it has one."""
+class ConflictMark(TypedDict, total=False):
+    """The ``conflict`` key a merge gives a memory both sides changed."""
+
+    other: str  # the git blob id of the side kept in history
+    fields: list[str]  # what both sides changed differently
+    since: str  # when the merge found it
+
+
+def conflict_of(memory: Memory) -> ConflictMark | None:
+    """The ``conflict`` mark of a memory, if it has one (as a person may have written it)."""
     mark = memory.extra.get(CONFLICT_KEY)
     if mark is None:
         return None
-    return mark if isinstance(mark, dict) else {"other": str(mark)}
+    if not isinstance(mark, dict):
+        return {"other": str(mark)}
+    out: ConflictMark = {"other": str(mark.get("other", ""))}
+    if isinstance(mark.get("fields"), list):
+        out["fields"] = [str(f) for f in mark["fields"]]
+    if mark.get("since") is not None:
+        out["since"] = str(mark["since"])
+    return out
