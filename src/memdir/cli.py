@@ -174,23 +174,9 @@ def mv(c: Ctx, old: str, new: str | None, to: str | None) -> None:
         mem = store.rename(old, new, source="cli")
         click.echo(f"Renamed {old} to {mem.name}.")
         return
-    source, name, here = c.pick(old, write=True)
-    if here == to:
-        fail(f"{name} is already in the {to} store")
-    target = c.scopes().writable(to)
-    if name in target:
-        fail(f"the {to} store already has {name} — rename one first ('memdir mv')")
-    mem = source.get(name)
-    target.apply(
-        [Put(mem.replace(name=new or name), reason=f"moved from the {here} store")],
-        source="cli",
-        summary=f"moved {name} from {here}",
-    )
-    source.delete(name, reason=f"moved to the {to} store", source="cli")
-    click.echo(
-        f"Moved {name} from the {here} store to the {to} store"
-        f" ({target.root / f'{new or name}.md'})."
-    )
+    _, name, here = c.pick(old, write=True)
+    path = c.scopes().move(name, here, to, new=new, source="cli")
+    click.echo(f"Moved {name} from the {here} store to the {to} store ({path}).")
 
 
 @cli.command(short_help="Pin NAME: first in the index, never auto-changed.")
@@ -304,6 +290,7 @@ def _register_optional() -> None:
         cli_hooks,
         cli_llm,
         cli_read,
+        cli_review,
         cli_sync,
         cli_trust,
         cli_upkeep,
@@ -319,6 +306,7 @@ def _register_optional() -> None:
         *cli_hooks.COMMANDS,
         *cli_trust.COMMANDS,
         *cli_sync.COMMANDS,
+        *cli_review.COMMANDS,
     ):
         cli.add_command(command)
 

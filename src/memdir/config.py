@@ -68,6 +68,8 @@ class Config:
     embed_api_key: str | None = field(default=None, repr=False)
     user_dir: Path | None = None  # the user's own store ("none": no user scope); see scopes.py
     read_only: tuple[str, ...] = ()  # shared stores recalled from, never written
+    review: str = "auto"  # "ask": learned changes wait for a person (memdir review, memdir ui)
+    recall_log: bool = True  # keep a bounded log of what was recalled for which prompt and why
     sync: str = "off"  # "auto": pull when a session starts, commit and push after learning
     sync_debounce: float = 10.0  # seconds an automatic sync waits for more changes
     sync_interval: float = 300.0  # a session start pulls if the last sync is older than this
@@ -134,6 +136,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
                 raise ValueError("negative")
             return number
         text = None if value in (None, "") else str(value)
+        if name == "review" and text not in ("auto", "ask"):
+            raise ConfigError(f'{source}: review = {text!r} is not valid — use "auto" or "ask"')
         if name == "sync" and text not in SYNC_MODES:
             raise ConfigError(f'{source}: sync = {text!r} is not valid — use "auto" or "off"')
         if name == "embedder" and text not in EMBEDDERS:

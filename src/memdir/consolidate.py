@@ -26,6 +26,7 @@ from .memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
 from .memory import now as memory_now
 from .plan import Change, Put, Remove
 from .providers import ChatModel, complete_json
+from .review import land
 from .safetext import for_body, for_prompt, one_line
 from .search import tokenize
 from .secrets import redact
@@ -53,6 +54,7 @@ class Consolidation:
     retires: list[tuple[str, str]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     operation: Operation | None = None
+    proposal: str | None = None  # queued for a person (review = "ask")
     batches: int = 0  # model calls made (one per batch of related memories)
     left: list[str] = field(default_factory=list)  # seeds beyond the call budget, for next time
     started: str = ""  # when the run began: what changes after it counts for the next run
@@ -447,12 +449,13 @@ def apply_plan(store: MemoryStore, plan: Consolidation) -> Consolidation:
     """Apply a plan (one ``consolidate_memories(dry_run=True)`` made and a person approved)
     as one transaction, and reset the trigger."""
     if not plan.is_empty():
-        plan.operation = store.apply(
+        landed = land(
+            store,
             plan.changes,
             source="consolidate",
-            secrets="redact",
             summary=f"merged {len(plan.merges)} groups, retired {len(plan.retires)}",
         )
+        plan.operation, plan.proposal = landed.operation, landed.proposal
     # Even a run that changed nothing resets the trigger: something must change again first.
     _update_state(store, since=plan.started or memory_now(), pending=plan.left, turns=0)
     return plan

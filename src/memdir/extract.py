@@ -28,6 +28,7 @@ from .plan import Put
 from .proposal import MAX_ITEMS, coerce, duplicate_of, in_users_language, kind_of, short_name
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .recall import catalogue_for, message_text
+from .review import land
 from .safetext import for_body, for_prompt, one_line
 from .scopes import USER_TYPES
 from .search import tokenize
@@ -45,6 +46,7 @@ class Extraction:
     operation: Operation | None = None
     user_changes: list[Put] = field(default_factory=list)  # for the user's store, if given
     user_operation: Operation | None = None
+    proposals: list[str] = field(default_factory=list)  # queued for a person (review = "ask")
     dropped: list[str] = field(default_factory=list)
     new_messages: int = 0
 
@@ -424,13 +426,15 @@ def extract_memories(
         return result
     if result.changes:
         names = ", ".join(c.memory.name for c in result.changes)
-        result.operation = store.apply(
-            result.changes, source="extract", secrets="redact", summary=f"extracted {names}"
-        )
+        landed = land(store, list(result.changes), source="extract", summary=f"extracted {names}")
+        result.operation = landed.operation
+        result.proposals += [landed.proposal] if landed.proposal else []
     if result.user_changes and user_store is not None:
         names = ", ".join(c.memory.name for c in result.user_changes)
-        result.user_operation = user_store.apply(
-            result.user_changes, source="extract", secrets="redact", summary=f"extracted {names}"
+        landed = land(
+            user_store, list(result.user_changes), source="extract", summary=f"extracted {names}"
         )
+        result.user_operation = landed.operation
+        result.proposals += [landed.proposal] if landed.proposal else []
     cursors.advance(messages)
     return result

@@ -26,3 +26,5 @@ HOOK_LOG = "hooks.jsonl"  # what the host hooks did
 CHAT_HISTORY = "chat_history"  # the chat's input history
 SYNC_STATE = "sync.json"  # the last sync: when, what failed, a merge in flight, the log read
 SYNC_LOCK = "sync.lock"  # held by the one sync of this store at work
+REVIEW = "review"  # review/<id>.json: learned changes waiting for a person (review = "ask")
+RECALL_LOG = "recall.jsonl"  # what was recalled for which prompt and why (recall.1.jsonl: older)

@@ -94,7 +94,7 @@ def recent_conversation(messages: list[Message], max_chars: int) -> str:
 MAX_QUERY_CHARS = 2000  # what search looks at of the conversation: its latest words
 
 
-def _query(messages: list[Message]) -> str:
+def search_query(messages: list[Message]) -> str:
     """Search text: the latest user message, with the one before it for context."""
     users = [message_text(m) for m in messages if m.get("role") == "user"]
     users = [u for u in users if u.strip() and u.strip() != "[tool result]"]
@@ -157,7 +157,7 @@ def select(
 ) -> Selection:
     """Choose up to ``max_items`` memory names for the conversation, saying how."""
     cfg = store.config
-    query = _query(messages)
+    query = search_query(messages)
     if not store.entries():
         return Selection([], "search" if model is None else "llm", note="the store is empty")
     if model is not None:
@@ -441,3 +441,48 @@ def build_system(base: str, store: Reader) -> str:
         index=index_section(store, cfg.index_max_lines, cfg.index_max_bytes),
     )
     return f"{base.rstrip()}\n\n{section}" if base.strip() else section
+
+
+def log_recall(
+    store: Reader, sel: Selection, question: str, *, source: str, session: str | None = None
+) -> None:
+    """Add a recall to the recall log of the store it mainly read (the project's, else the
+    user's), unless ``recall_log = false``."""
+    from .recalllog import Recalled, record
+
+    if isinstance(store, Scopes):
+        pairs = [(sc, st) for sc, st in store.stores() if not st.read_only]
+        if not pairs:
+            return
+        target = pairs[0][1]
+    else:
+        target = store
+    if not target.config.recall_log or target.read_only:
+        return
+    scores = dict(sel.candidates)
+    memories: list[Recalled] = [
+        {
+            "name": name,
+            "scope": _scope(store, name),
+            "score": None if scores.get(name) is None else round(float(scores[name] or 0), 4),
+        }
+        for name in sel.names
+    ]
+    record(
+        target.internal,
+        source=source,
+        question=question,
+        path=sel.path,
+        memories=memories,
+        note=sel.note,
+        session=session,
+    )
+
+
+def _scope(store: Reader, name: str) -> str | None:
+    if not isinstance(store, Scopes):
+        return None
+    try:
+        return store.scope_of(name)
+    except LookupError:
+        return None

@@ -33,12 +33,14 @@ from .config import Config
 from .entry import Entry, Hit
 from .errors import (
     ConfigError,
+    ConflictError,
     InvalidMemory,
     MemoryNotFound,
     ReadOnlyStore,
     StoreNotFound,
 )
 from .memory import Memory
+from .plan import Put
 from .store import MemoryStore
 
 if TYPE_CHECKING:
@@ -231,6 +233,25 @@ class Scopes:
         if s.store is None:
             s.store = open_user_store(s.root, self.config, watch=self.watch)
         return s.store
+
+    def move(self, name: str, here: str, to: str, *, new: str | None = None, source: str) -> Path:
+        """Move the memory ``name`` from scope ``here`` to scope ``to`` (its history stays
+        where it was); the file it now lives in."""
+        if here == to:
+            raise ConflictError(f"{name} is already in the {to} store")
+        origin, target = self.writable(here), self.writable(to)
+        if (new or name) in target:
+            raise ConflictError(
+                f"the {to} store already has {new or name} — rename one first ('memdir mv')"
+            )
+        mem = origin.get(name)
+        target.apply(
+            [Put(mem.replace(name=new or name), reason=f"moved from the {here} store")],
+            source=source,
+            summary=f"moved {name} from {here}",
+        )
+        origin.delete(name, reason=f"moved to the {to} store", source=source)
+        return target.root / f"{new or name}.md"
 
     def route(self, type: str, scope: str | None = None) -> str:
         """Where a new memory of this kind goes (see ``route``)."""

@@ -30,7 +30,7 @@ from ..errors import LLMError, MemdirError, PlanError
 from ..extract import extract_memories
 from ..layout import PENDING
 from ..providers import Block, ChatModel, Message, Reply, TextCallback, ToolInput
-from ..recall import build_system, render_block, select, weave
+from ..recall import build_system, log_recall, render_block, search_query, select, weave
 from ..safetext import one_line
 from ..scopes import Scopes, open_user_store
 from ..secrets import redact_tree
@@ -280,6 +280,7 @@ def _recall(
         sel = select(store, messages, memory_model, max_items=store.config.recall_max_items)
         turn.recalled = sel.names
         turn.block = render_block(store, sel.names, store.config.recall_token_budget)
+        log_recall(store, sel, search_query(messages), source="agent")
         if sel.path == "search-fallback":
             emit("memory_error", f"memory selection fell back to search ({sel.note})")
     except (MemdirError, OSError) as exc:

@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MemdirError
+from ..memory import Memory
+from ..plan import Put
 from ..providers import ToolInput, ToolSpec
+from ..review import land
 from ..scopes import USER, Scopes
 from ..store import MemoryStore
 from .permissions import Gate
@@ -295,6 +298,15 @@ class Tools:
             store, where = self.scopes.writable(USER), " (user)"
         existed = fields["name"] in store
         before = store.get(fields["name"]).digest if existed else None
+        if store.config.review == "ask":
+            proposed = Memory(fields["name"], fields["type"], fields["description"], fields["body"])
+            land(store, [Put(proposed, reason="saved by the agent")], source="agent",
+                 summary=f"save {proposed.name}")  # fmt: skip
+            return ToolResult(
+                f"memory {proposed.name} is proposed{where}: the user reviews it before it is"
+                " saved",
+                saved=f"proposed {proposed.name}{where}",
+            )
         mem = store.write(
             fields["name"],
             type=fields["type"],

@@ -304,7 +304,7 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
     model gets ``budget`` seconds, its SDK's import included; search runs meanwhile and is
     used when the model is late or absent. Past ``budget + SEARCH_GRACE`` nothing is
     recalled: the host never waits on memdir."""
-    from ..recall import render_block, select
+    from ..recall import log_recall, render_block, select
 
     started = time.monotonic()
     said = event.get("prompt")
@@ -350,6 +350,9 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
             " run 'memdir index' (and 'memdir doctor') in this project"
         )
     block = render_block(store, selection.names, config.recall_token_budget)
+    log_recall(
+        store, selection, said, source=f"hook:{host or 'unknown'}", session=event.get("session_id")
+    )
     for _, opened in store.stores():
         if opened.embedding_backlog and not opened.read_only:
             embed_in_background(opened.root)  # the rest, at low priority, not in this hook

@@ -18,11 +18,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
 from ..config import Config
 from ..errors import LLMUnavailable, MemdirError, SecretFound, StoreNotFound
-from ..memory import dumps, slugify
+from ..memory import Memory, dumps, slugify
 from ..notes import guess_type
 from ..plan import Put
 from ..providers import Message
-from ..recall import estimate_tokens, render_block, select
+from ..recall import estimate_tokens, log_recall, render_block, select
+from ..review import land
 from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import MemoryStore
@@ -166,6 +167,7 @@ class MemoryServer:
             cfg = self.config
             sel = select(scopes, messages, self.model(), max_items=cfg.recall_max_items)
             block = render_block(scopes, sel.names, cfg.recall_token_budget)
+            log_recall(scopes, sel, said, source="mcp")
             if not block:
                 return "No saved memory applies to this message."
             return f"Recalled {', '.join(sel.names)} ({HOW[sel.path]}).\n\n{block}"
@@ -244,6 +246,15 @@ class MemoryServer:
             store = self.writable(route(self.config, kind, scope or None))
             chosen = (name or id or slugify(" ".join(description.split()[:6]))).strip()
             existed = chosen in store
+            there = "" if store is not self._user else " in the user's own store"
+            if store.config.review == "ask":
+                mem = Memory(chosen, kind, description, body)
+                land(store, [Put(mem, reason="remembered through MCP")], source="mcp",
+                     summary=f"remember {chosen}", secrets="refuse")  # fmt: skip
+                return (
+                    f"Proposed memory {chosen}{there}: it waits for the user's review"
+                    " ('memdir review' or 'memdir ui') before it is saved."
+                )
             saved = store.write(
                 chosen,
                 type=kind,
@@ -252,7 +263,6 @@ class MemoryServer:
                 source="mcp",
                 reason="remembered through MCP",
             )
-            there = "" if store is not self._user else " in the user's own store"
             return f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
 
         return self.call(run)

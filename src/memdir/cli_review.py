@@ -1,0 +1,150 @@
+"""``memdir review`` (what waits for a person when ``review = "ask"``) and ``memdir
+recall-log`` (what was recalled, for which question, and why).
+
+This module does NOT contain the queue's logic (``review`` does).
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import review as queue
+from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
+from .errors import MemoryNotFound
+from .safetext import for_terminal
+from .store import MemoryStore
+
+
+def _stores(c: Ctx) -> list[tuple[str, MemoryStore]]:
+    return [(sc.name, st) for sc, st in c.scopes(require=False).stores() if not st.read_only]
+
+
+def _find(c: Ctx, spec: str) -> tuple[str, MemoryStore, queue.Proposal, int | None]:
+    """The store, proposal and change index (None: all) that ``ID`` or ``ID:N`` names."""
+    pid, _, number = spec.partition(":")
+    for scope, store in _stores(c):
+        try:
+            proposal = queue.get(store, pid)
+        except MemoryNotFound:
+            continue
+        if number and not number.isdigit():
+            fail(f"{spec!r} is not ID or ID:N — 'memdir review' lists them")
+        return scope, store, proposal, int(number) - 1 if number else None
+    fail(f"no proposal {pid!r} waits for review — 'memdir review' lists them")
+
+
+@click.group(
+    "review", invoke_without_command=True, short_help="Approve or reject what was learned."
+)
+@json_option
+@click.pass_context
+def review_group(ctx: click.Context, as_json: bool) -> None:
+    """What memdir learned and waits for you (review = "ask" in config.toml): list it, show
+    it as diffs, approve or reject each change."""
+    if ctx.invoked_subcommand is not None:
+        return
+    c = ctx.find_object(Ctx)
+    assert c is not None
+    rows = [(scope, store, p) for scope, store in _stores(c) for p in queue.proposals(store)]
+    if as_json:
+        emit_json([{**p.to_dict(), "scope": scope} for scope, _, p in rows])
+        return
+    if not rows:
+        mode = c.config.review
+        click.echo(
+            "Nothing waits for review."
+            + ("" if mode == "ask" else ' (review = "auto": what is learned is saved at once)')
+        )
+        return
+    for scope, _, p in rows:
+        click.echo(f"{p.id}  {scope}  {p.source}  {p.time}  {for_terminal(p.summary)}")
+        for item in p.pending:
+            what = "forget" if item.action == "remove" else "save"
+            click.echo(f"    {p.id}:{item.index + 1}  {what} {item.name}")
+
+
+@review_group.command("show")
+@click.argument("spec", metavar="ID[:N]")
+@json_option
+@pass_ctx
+def show(c: Ctx, spec: str, as_json: bool) -> None:
+    """Each waiting change of proposal ID as a diff against the memory as it is now."""
+    scope, store, proposal, index = _find(c, spec)
+    items = [i for i in proposal.pending if index is None or i.index == index]
+    if as_json:
+        emit_json([{**i.__dict__, "diff": queue.diff(store, i), "scope": scope} for i in items])
+        return
+    for item in items:
+        click.echo(f"{proposal.id}:{item.index + 1}  {item.action} {item.name} — {item.reason}")
+        click.echo(queue.diff(store, item) or "(no change to the text)")
+
+
+def _decide(c: Ctx, specs: tuple[str, ...], every: bool, approve: bool) -> None:
+    chosen: list[tuple[MemoryStore, queue.Proposal, int]] = []
+    if every:
+        chosen = [
+            (st, p, i.index) for _, st in _stores(c) for p in queue.proposals(st) for i in p.pending
+        ]
+    for spec in specs:
+        _, store, proposal, index = _find(c, spec)
+        chosen += [(store, proposal, i.index) for i in proposal.pending if index in (None, i.index)]
+    if not chosen:
+        fail("name what to decide: ID, ID:N or --all ('memdir review' lists them)")
+    for store, proposal, index in chosen:
+        queue.decide(store, proposal.id, index, approve=approve)
+        name = proposal.items[index].name
+        click.echo(f"{'Approved' if approve else 'Rejected'} {proposal.id}:{index + 1} ({name}).")
+
+
+@review_group.command("approve")
+@click.argument("specs", nargs=-1, metavar="ID[:N]...")
+@click.option("--all", "every", is_flag=True, help="Every waiting change.")
+@pass_ctx
+def approve(c: Ctx, specs: tuple[str, ...], every: bool) -> None:
+    """Save the proposed changes (history kept, undo works)."""
+    _decide(c, specs, every, approve=True)
+
+
+@review_group.command("reject")
+@click.argument("specs", nargs=-1, metavar="ID[:N]...")
+@click.option("--all", "every", is_flag=True, help="Every waiting change.")
+@pass_ctx
+def reject(c: Ctx, specs: tuple[str, ...], every: bool) -> None:
+    """Drop the proposed changes (the rejection is logged)."""
+    _decide(c, specs, every, approve=False)
+
+
+@click.command("recall-log", short_help="What was recalled, for which question, and why.")
+@click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True)
+@json_option
+@pass_ctx
+def recall_log(c: Ctx, limit: int, as_json: bool) -> None:
+    """What was recalled, newest first: when, from where, the question, which memories and
+    why (the model's pick, or search and its scores)."""
+    from .recalllog import entries
+
+    rows = [e for _, st in _stores(c) for e in entries(st.internal, limit)]
+    rows.sort(key=lambda e: e["time"], reverse=True)
+    rows = rows[:limit]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("No recalls logged yet (recall_log = false turns the log off).")
+    for e in rows:
+        how = {
+            "llm": "model's pick",
+            "search": "search",
+            "search-fallback": "search (model failed)",
+        }
+        click.echo(f"{e['time']}  {e['source']}  {how.get(e['path'], e['path'])}")
+        click.echo(f"    asked: {for_terminal(e['question'])[:200]}")
+        for m in e["memories"]:
+            score = "" if m["score"] is None else f"  score {m['score']:.2f}"
+            where = f" [{m['scope']}]" if m["scope"] else ""
+            click.echo(f"    - {m['name']}{where}{score}")
+        if not e["memories"]:
+            click.echo("    (nothing recalled)")
+
+
+COMMANDS = (review_group, recall_log)

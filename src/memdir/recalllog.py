@@ -1,0 +1,111 @@
+"""The recall log: what was recalled, for which question, from where, and why.
+
+Every recall that injects memories (the agent, the prompt hook, MCP's ``recall`` tool,
+``memdir recall``) adds one JSON line to ``.memdir/recall.jsonl``: when, the source (and the
+session), the question with secrets redacted, the path (the model's pick, or search) and each
+memory with its scope and search score. The log is bounded: past ``MAX_BYTES`` it is rotated to
+``recall.1.jsonl`` (the one before that is dropped). ``recall_log = false`` turns it off.
+This module does NOT choose memories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, TypedDict
+
+from .atomic import append_nofollow
+from .layout import RECALL_LOG
+from .secrets import redact
+
+MAX_BYTES = 1 << 20  # about 2,000 recalls per file
+MAX_QUESTION = 2000
+
+
+class Recalled(TypedDict):
+    """One memory a recall injected, and why."""
+
+    name: str
+    scope: str | None
+    score: float | None  # the search score, when search ranked it
+
+
+class RecallEntry(TypedDict):
+    """One line of the recall log."""
+
+    time: str
+    source: str
+    session: str | None
+    question: str
+    path: str  # "llm": the memory model chose; "search"; "search-fallback": the model failed
+    memories: list[Recalled]
+    note: str
+
+
+def record(
+    internal: Path,
+    *,
+    source: str,
+    question: str,
+    path: str,
+    memories: list[Recalled],
+    note: str = "",
+    session: str | None = None,
+) -> None:
+    """Append one recall (best effort: a read-only store recalls without logging)."""
+    text, _ = redact(question[-MAX_QUESTION:])
+    entry: RecallEntry = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "source": source,
+        "session": session,
+        "question": text,
+        "path": path,
+        "memories": memories,
+        "note": note,
+    }
+    log = internal / RECALL_LOG
+    with contextlib.suppress(OSError):
+        if log.exists() and log.stat().st_size > MAX_BYTES:
+            os.replace(log, log.with_name("recall.1.jsonl"))
+        append_nofollow(log, (json.dumps(entry, ensure_ascii=False) + "\n").encode())
+
+
+def entries(internal: Path, limit: int | None = None) -> list[RecallEntry]:
+    """Logged recalls, newest first (torn lines skipped)."""
+    out: list[RecallEntry] = []
+    for name in (RECALL_LOG, "recall.1.jsonl"):
+        try:
+            lines = (internal / name).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in reversed(lines):
+            try:
+                data: Any = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and isinstance(data.get("time"), str):
+                out.append(_entry(data))
+            if limit is not None and len(out) >= limit:
+                return out
+    return out
+
+
+def _entry(data: dict[str, Any]) -> RecallEntry:
+    """A logged line as a ``RecallEntry`` (fields a damaged line lacks are empty)."""
+    memories: list[Recalled] = [
+        {"name": str(m.get("name", "")), "scope": m.get("scope"), "score": m.get("score")}
+        for m in data.get("memories") or []
+        if isinstance(m, dict)
+    ]
+    return {
+        "time": str(data["time"]),
+        "source": str(data.get("source", "")),
+        "session": data.get("session"),
+        "question": str(data.get("question", "")),
+        "path": str(data.get("path", "")),
+        "memories": memories,
+        "note": str(data.get("note", "")),
+    }

@@ -1,0 +1,245 @@
+"""The review queue: with ``review = "ask"``, what memdir learns waits for a person.
+
+Extraction, consolidation, the MCP ``remember`` tool and the agent's ``save_memory`` hand their
+plans to ``land``: applied at once by default (``review = "auto"``), or kept as a proposal in
+``.memdir/review/<id>.json`` (secrets already redacted) until a person approves, edits or
+rejects each change (``memdir review``, ``memdir ui``). An approved change is applied through
+``MemoryStore.apply`` like any other write (history, log, MEMORY.md, undo); a rejection is
+logged. This module does NOT decide what to learn.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypedDict
+
+from . import memory as memfmt
+from .atomic import write_atomic
+from .errors import MemdirError, MemoryNotFound
+from .history import Operation
+from .layout import INTERNAL, REVIEW
+from .memory import Memory
+from .plan import Change, Put, Remove, screen
+from .store import MemoryStore
+from .transaction import new_op_id
+
+MODES = ("auto", "ask")
+
+
+class ItemData(TypedDict):
+    """One proposed change as the queue file keeps it."""
+
+    action: str  # "put" or "remove"
+    name: str
+    text: str | None  # the proposed file (a put)
+    reason: str
+    state: str  # "pending", "approved", "rejected"
+
+
+@dataclass
+class Item:
+    """One proposed change of a proposal."""
+
+    index: int
+    action: str
+    name: str
+    text: str | None
+    reason: str
+    state: str
+
+    @property
+    def memory(self) -> Memory | None:
+        return memfmt.loads(self.text) if self.text is not None else None
+
+
+@dataclass
+class Proposal:
+    """A plan waiting for a person: where it came from and its changes."""
+
+    id: str
+    time: str
+    source: str
+    summary: str
+    items: list[Item] = field(default_factory=list)
+
+    @property
+    def pending(self) -> list[Item]:
+        return [i for i in self.items if i.state == "pending"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The proposal as JSON-able data."""
+        return {
+            "id": self.id,
+            "time": self.time,
+            "source": self.source,
+            "summary": self.summary,
+            "items": [i.__dict__ for i in self.items],
+        }
+
+
+@dataclass(frozen=True)
+class Landed:
+    """What ``land`` did: applied (the operation) or queued (the proposal's id)."""
+
+    operation: Operation | None = None
+    proposal: str | None = None
+
+
+def _folder(store: MemoryStore) -> Path:
+    return store.root / INTERNAL / REVIEW
+
+
+def land(
+    store: MemoryStore,
+    plan: list[Change],
+    *,
+    source: str,
+    summary: str = "",
+    secrets: str = "redact",
+) -> Landed:
+    """Apply ``plan`` now, or queue it for a person when the store says ``review = "ask"``."""
+    if not plan:
+        return Landed()
+    if store.config.review != "ask":
+        return Landed(operation=store.apply(plan, source=source, summary=summary, secrets=secrets))
+    plan = screen(plan, secrets)  # nothing unredacted waits on disk
+    items: list[ItemData] = []
+    for change in plan:
+        if isinstance(change, Put):
+            mem = store.check(change.memory) if change.memory.type else change.memory
+            items.append(
+                {
+                    "action": "put",
+                    "name": mem.name,
+                    "text": memfmt.dumps(mem),
+                    "reason": change.reason,
+                    "state": "pending",
+                }
+            )
+        else:
+            items.append(
+                {
+                    "action": "remove",
+                    "name": change.name,
+                    "text": None,
+                    "reason": change.reason,
+                    "state": "pending",
+                }
+            )
+    pid = new_op_id()
+    data = {"id": pid, "time": memfmt.now(), "source": source, "summary": summary, "items": items}
+    folder = _folder(store)
+    folder.mkdir(exist_ok=True)
+    write_atomic(folder / f"{pid}.json", json.dumps(data, ensure_ascii=False).encode())
+    return Landed(proposal=pid)
+
+
+def _read(path: Path) -> Proposal | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        items = [Item(i, **item) for i, item in enumerate(data["items"])]
+        return Proposal(data["id"], data["time"], data["source"], data["summary"], items)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def proposals(store: MemoryStore) -> list[Proposal]:
+    """Proposals with changes still waiting, oldest first."""
+    folder = _folder(store)
+    if not folder.is_dir():
+        return []
+    out = [_read(p) for p in sorted(folder.glob("*.json"))]
+    return [p for p in out if p is not None and p.pending]
+
+
+def get(store: MemoryStore, pid: str) -> Proposal:
+    """One proposal; MemoryNotFound naming the fix."""
+    if not pid or "/" in pid or pid.startswith("."):
+        raise MemoryNotFound(f"no proposal {pid!r} — 'memdir review' lists them")
+    found = _read(_folder(store) / f"{pid}.json")
+    if found is None:
+        raise MemoryNotFound(f"no proposal {pid!r} — 'memdir review' lists them")
+    return found
+
+
+def diff(store: MemoryStore, item: Item) -> str:
+    """The change as a unified diff against the memory as it is now."""
+    try:
+        now: Memory | None = store.get(item.name)
+    except (MemoryNotFound, MemdirError):
+        now = None
+    before = memfmt.dumps(now) if now is not None else ""
+    proposed = item.memory
+    if proposed is not None and now is not None:  # what the write would keep of the file
+        proposed = proposed.replace(
+            created=now.created, updated=now.updated, extra={**now.extra, **proposed.extra}
+        )
+    after = memfmt.dumps(proposed) if proposed is not None else ""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        f"{item.name} (now)",
+        f"{item.name} (proposed)",
+    )
+    return "".join(lines)
+
+
+def decide(
+    store: MemoryStore,
+    pid: str,
+    index: int,
+    *,
+    approve: bool,
+    edited: Memory | None = None,
+    source: str = "review",
+) -> Operation | None:
+    """Approve (applying it, or the person's edited version) or reject one waiting change."""
+    with store.locked():
+        proposal = get(store, pid)
+        if not 0 <= index < len(proposal.items):
+            raise MemoryNotFound(f"proposal {pid} has no change {index + 1}")
+        item = proposal.items[index]
+        if item.state != "pending":
+            raise MemdirError(f"change {index + 1} of {pid} was {item.state} already")
+        op = None
+        if approve:
+            change: Change
+            if item.action == "remove":
+                change = Remove(item.name, reason=item.reason or "approved in review")
+            else:
+                mem = edited or item.memory
+                assert mem is not None
+                change = Put(mem, reason=item.reason or "approved in review")
+            op = store.apply(
+                [change],
+                source=f"{proposal.source}, approved",
+                summary=f"approved {item.name} ({proposal.summary or proposal.source})",
+                secrets="redact",
+            )
+        else:
+            store.record(
+                f"rejected {item.action} of {item.name} from {proposal.source}", source=source
+            )
+        _mark(store, proposal, index, "approved" if approve else "rejected")
+        return op
+
+
+def _mark(store: MemoryStore, proposal: Proposal, index: int, state: str) -> None:
+    proposal.items[index].state = state
+    path = _folder(store) / f"{proposal.id}.json"
+    if not proposal.pending:
+        os.unlink(path)  # all decided: what was approved is in the log and history
+        return
+    data = proposal.to_dict()
+    for item in data["items"]:
+        item.pop("index", None)
+    write_atomic(path, json.dumps(data, ensure_ascii=False).encode())
+
+
+def waiting(store: MemoryStore) -> int:
+    """How many changes wait for a person."""
+    return sum(len(p.pending) for p in proposals(store))
