@@ -293,6 +293,7 @@ def _register_optional() -> None:
         cli_review,
         cli_sync,
         cli_trust,
+        cli_ui,
         cli_upkeep,
         cli_versions,
     )
@@ -307,6 +308,7 @@ def _register_optional() -> None:
         *cli_trust.COMMANDS,
         *cli_sync.COMMANDS,
         *cli_review.COMMANDS,
+        *cli_ui.COMMANDS,
     ):
         cli.add_command(command)
 

@@ -1,0 +1,59 @@
+"""``memdir ui``: serve the local web app on 127.0.0.1 and open it in the browser.
+
+This module does NOT define pages (``ui.app`` does).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import click
+
+from .cli_context import Ctx, fail, pass_ctx
+
+
+def _free_port(wanted: int | None) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", wanted or 0))
+        except OSError:
+            fail(f"port {wanted} is in use on 127.0.0.1 — pass another with --port")
+        port: int = s.getsockname()[1]
+        return port
+
+
+@click.command("ui", short_help="See and steer memories in the browser.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), help="Port on 127.0.0.1 (default: a free one)."
+)
+@click.option("--no-open", is_flag=True, help="Print the link; do not open a browser.")
+@pass_ctx
+def ui_command(c: Ctx, port: int | None, no_open: bool) -> None:
+    """A local web app over every store in scope: memories with search and filters, each
+    memory's versions and diffs, edit/pin/move/forget/restore, the review queue, activity
+    and the recall log. Only this machine can reach it, with the one-time link it prints."""
+    try:
+        import uvicorn
+
+        from .ui.access import Access
+        from .ui.app import build_app
+    except ImportError as exc:
+        fail(f"memdir ui needs its extra ({exc.name} is missing) — pip install 'memdir[ui]'")
+    scopes = c.scopes(require=False)
+    if not scopes.stores():
+        fail("no memory store here or in your user folder yet — 'memdir init' creates one")
+    chosen = _free_port(port)
+    access = Access(chosen)
+    app = build_app(scopes, access)
+    link = access.link
+    click.echo(f"memdir ui: {link}  (one-time link; Ctrl-C stops)", err=True)
+    if not no_open:
+        import webbrowser
+
+        webbrowser.open(link)
+    sys.stdout.flush()
+    uvicorn.run(app, host="127.0.0.1", port=chosen, log_level="warning")
+
+
+COMMANDS = (ui_command,)

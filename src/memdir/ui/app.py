@@ -1,0 +1,421 @@
+"""The routes of ``memdir ui``: every page reads the stores in scope, every form changes them
+through ``MemoryStore`` (history kept, secrets screened, MEMORY.md current, undo works).
+
+This module does NOT check who is asking (``access`` does) or start the server (``cli_ui``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from .. import memory as memfmt
+from .. import review as queue
+from ..entry import Entry
+from ..errors import MemdirError
+from ..recalllog import entries as recall_entries
+from ..scopes import Scopes
+from ..store import MemoryStore
+from ..usage import UsageLog
+from .access import Access
+from .charts import growth_chart, usage_chart
+
+HERE = Path(__file__).parent
+PAGE = 100  # memories per page
+HOW = {"llm": "the model's pick", "search": "search", "search-fallback": "search (model failed)"}
+
+
+@dataclass
+class Row:
+    """One memory in a list: where it is and what it says."""
+
+    scope: str
+    entry: Entry
+    shown: str
+    score: float | None = None
+    explain: str = ""
+
+
+class UI:
+    """The stores and pages of one running ``memdir ui``."""
+
+    def __init__(self, scopes: Scopes, access: Access) -> None:
+        self.scopes = scopes
+        self.access = access
+        self.lock = threading.Lock()  # one page at a time touches the stores
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        self.templates.env.globals["markdown"] = _markdown
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def page(self, request: Request, template: str, status: int = 200, **data: Any) -> Response:
+        data.update(
+            request=request,
+            csrf=self.access.csrf,
+            waiting=sum(queue.waiting(st) for _, st in self._writable()),
+            nav=template.split(".")[0],
+        )
+        return self.templates.TemplateResponse(request, template, data, status_code=status)
+
+    def _writable(self) -> list[tuple[str, MemoryStore]]:
+        return [(sc.name, st) for sc, st in self.scopes.stores() if not st.read_only]
+
+    def _store(self, scope: str) -> MemoryStore:
+        found = self.scopes.scope(scope).store
+        if found is None:
+            raise MemdirError(f"no {scope} store here")
+        return found
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        form = await request.form()
+        if not self.access.form_ok(form.get("csrf")):
+            raise PermissionError("this form did not come from memdir ui — reload the page")
+        return {k: v for k, v in form.items() if isinstance(v, str)}
+
+    # -- memories --------------------------------------------------------------------------
+
+    async def memories(self, request: Request) -> Response:
+        q = request.query_params
+        query, scope, kind = q.get("q", "").strip(), q.get("scope", ""), q.get("type", "")
+        explain = q.get("explain") == "1"
+        with self.lock:
+            if query:
+                rows = [
+                    Row(h.scope or "", h.entry, h.name, h.score, _explain(h) if explain else "")
+                    for h in self.scopes.search(query, 50, explain=explain)
+                ]
+            else:
+                rows = [Row(sc.name, e, shown) for sc, e, shown in self.scopes.located()]
+                rows.sort(key=lambda r: r.entry.updated or r.entry.created or "", reverse=True)
+            types = sorted({r.entry.type for r in rows} | set(self.scopes.config.types))
+        week = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 7 * 86400))
+        rows = [
+            r
+            for r in rows
+            if (not scope or r.scope == scope)
+            and (not kind or r.entry.type == kind)
+            and (q.get("pinned") != "1" or r.entry.pinned)
+            and (q.get("conflicted") != "1" or r.entry.conflicted)
+            and (q.get("week") != "1" or (r.entry.updated or r.entry.created or "") >= week)
+        ]
+        number = max(1, int(q.get("page", "1") or 1)) if q.get("page", "1").isdigit() else 1
+        shown = rows[(number - 1) * PAGE : number * PAGE]
+        more = {k: v for k, v in q.items() if k != "page"}
+        return self.page(
+            request,
+            "memories.html",
+            rows=shown,
+            total=len(rows),
+            query=query,
+            scope=scope,
+            kind=kind,
+            types=types,
+            scopes=[sc.name for sc, _ in self.scopes.stores()],
+            params=q,
+            explain=explain,
+            note=self.scopes.ranking_note() if explain and query else "",
+            number=number,
+            prev=urlencode({**more, "page": number - 1}) if number > 1 else None,
+            next=urlencode({**more, "page": number + 1}) if number * PAGE < len(rows) else None,
+        )
+
+    async def memory(self, request: Request) -> Response:
+        scope, name = request.path_params["scope"], request.path_params["name"]
+        return self._memory_page(request, scope, name)
+
+    def _memory_page(
+        self,
+        request: Request,
+        scope: str,
+        name: str,
+        *,
+        error: str = "",
+        draft: dict[str, str] | None = None,
+        status: int = 200,
+    ) -> Response:
+        q = request.query_params
+        with self.lock:
+            store = self._store(scope)
+            versions = store.history(name) if _valid(name) else []
+            try:
+                mem = store.get(name)
+            except MemdirError:
+                if not versions:
+                    return self.page(request, "missing.html", status=404, name=name, scope=scope)
+                mem = None
+            a, b = q.get("a", ""), q.get("b", "")
+            diff = _diff(store, name, mem, a, b) if a and b else None
+        writable = [s for s, _ in self._writable() if s != scope]
+        return self.page(
+            request,
+            "memory.html",
+            status=status,
+            scope=scope,
+            name=name,
+            mem=mem,
+            text=memfmt.dumps(mem) if mem is not None else "",
+            front=_frontmatter(mem),
+            versions=list(reversed(versions)),
+            diff=diff,
+            a=a,
+            b=b,
+            done=q.get("done", ""),
+            error=error,
+            draft=draft,
+            read_only=store.read_only,
+            move_to=writable,
+            types=sorted(set(self.scopes.config.types) | ({mem.type} if mem else set())),
+        )
+
+    async def act(self, request: Request) -> Response:
+        """A form on a memory's page: edit, pin, unpin, move, forget, restore."""
+        scope, name, action = (request.path_params[k] for k in ("scope", "name", "action"))
+        try:
+            form = await self._form(request)
+        except PermissionError as exc:
+            return PlainTextResponse(str(exc), status_code=403)
+        done, error, draft = "", "", None
+        with self.lock:
+            store = self._store(scope)
+            try:
+                if action == "edit":
+                    store.write(
+                        name,
+                        type=form.get("type", ""),
+                        description=form.get("description", ""),
+                        body=form.get("body", "").replace("\r\n", "\n"),
+                        expect=form.get("digest") or None,
+                        source="ui",
+                        reason="edited in memdir ui",
+                    )
+                    done = "Saved."
+                elif action in ("pin", "unpin"):
+                    store.set_pinned(name, action == "pin", source="ui")
+                    done = "Pinned." if action == "pin" else "Unpinned."
+                elif action == "move":
+                    to = form.get("to", "")
+                    self.scopes.move(name, scope, to, source="ui")
+                    return _back(f"/memory/{quote(to)}/{quote(name)}", f"Moved to {to}.")
+                elif action == "forget":
+                    store.delete(name, reason="forgotten in memdir ui", source="ui")
+                    done = "Forgotten (kept in history: restore it below)."
+                elif action == "restore":
+                    number = int(form.get("version", "0"))
+                    store.restore(name, number, source="ui")
+                    done = f"Restored version {number}."
+                else:
+                    return PlainTextResponse("unknown action", status_code=404)
+            except (MemdirError, ValueError) as exc:
+                draft = form if action == "edit" else None
+                error = str(exc)
+        if done:
+            return _back(f"/memory/{quote(scope)}/{quote(name)}", done)
+        return self._memory_page(request, scope, name, error=error, draft=draft, status=409)
+
+    # -- review ----------------------------------------------------------------------------
+
+    async def review(self, request: Request) -> Response:
+        with self.lock:
+            waiting = [
+                (scope, p, [(i, queue.diff(store, i)) for i in p.pending])
+                for scope, store in self._writable()
+                for p in queue.proposals(store)
+            ]
+            mode = {scope: store.config.review for scope, store in self._writable()}
+        return self.page(
+            request,
+            "review.html",
+            proposals=waiting,
+            mode=mode,
+            done=request.query_params.get("done", ""),
+        )
+
+    async def decide(self, request: Request) -> Response:
+        scope, pid, verb = (request.path_params[k] for k in ("scope", "pid", "verb"))
+        if verb not in ("approve", "reject"):
+            return PlainTextResponse("unknown action", status_code=404)
+        try:
+            form = await self._form(request)
+        except PermissionError as exc:
+            return PlainTextResponse(str(exc), status_code=403)
+        with self.lock:
+            store = self._store(scope)
+            try:
+                proposal = queue.get(store, pid)
+                picked = (
+                    [int(form["item"])] if "item" in form else [i.index for i in proposal.pending]
+                )
+                for index in picked:
+                    edited = None
+                    item = proposal.items[index]
+                    if verb == "approve" and item.memory is not None and "description" in form:
+                        edited = item.memory.replace(
+                            description=form["description"],
+                            body=form.get("body", "").replace("\r\n", "\n"),
+                        )
+                    queue.decide(
+                        store, pid, index, approve=verb == "approve", edited=edited, source="ui"
+                    )
+            except (MemdirError, ValueError, KeyError, IndexError) as exc:
+                return _back("/review", f"Not done: {exc}")
+        word = "Approved" if verb == "approve" else "Rejected"
+        return _back("/review", f"{word} {len(picked)} change{'s' if len(picked) != 1 else ''}.")
+
+    # -- activity and recalls --------------------------------------------------------------
+
+    async def activity(self, request: Request) -> Response:
+        with self.lock:
+            events: list[dict[str, Any]] = []
+            usage = []
+            for scope, store in self._writable():
+                for op in store.log(limit=300):
+                    events.append(
+                        {
+                            "time": op.time,
+                            "scope": scope,
+                            "source": op.source,
+                            "summary": op.summary,
+                            "changes": [(c["action"], c["name"]) for c in op.changes],
+                            "kind": "change",
+                        }
+                    )
+                for e in recall_entries(store.internal, 100):
+                    events.append(
+                        {
+                            "time": e["time"],
+                            "scope": scope,
+                            "source": e["source"],
+                            "summary": "recalled "
+                            + (", ".join(m["name"] for m in e["memories"]) or "nothing"),
+                            "changes": [],
+                            "kind": "recall",
+                        }
+                    )
+                usage += UsageLog(store.internal / "usage.jsonl").totals()
+            entries = [e for _, e, _ in self.scopes.located()]
+        events.sort(key=lambda e: e["time"], reverse=True)
+        return self.page(
+            request,
+            "activity.html",
+            events=events[:300],
+            growth=growth_chart(entries),
+            usage=usage_chart(usage),
+        )
+
+    async def recalls(self, request: Request) -> Response:
+        with self.lock:
+            rows: list[dict[str, Any]] = [
+                {**e, "store": scope}
+                for scope, store in self._writable()
+                for e in recall_entries(store.internal, 300)
+            ]
+        rows.sort(key=lambda e: str(e["time"]), reverse=True)
+        return self.page(request, "recalls.html", rows=rows[:300], how=HOW)
+
+
+def _valid(name: str) -> bool:
+    try:
+        memfmt.validate_name(name)
+    except MemdirError:
+        return False
+    return True
+
+
+def _back(path: str, done: str) -> Response:
+    return RedirectResponse(f"{path}?{urlencode({'done': done})}", status_code=303)
+
+
+def _explain(hit: Any) -> str:
+    bm25 = "—" if hit.bm25_rank is None else f"#{hit.bm25_rank} ({hit.bm25:.2f})"
+    dense = "—" if hit.dense_rank is None else f"#{hit.dense_rank} ({hit.cosine:.3f})"
+    return f"BM25 {bm25} · dense {dense}"
+
+
+def _frontmatter(mem: memfmt.Memory | None) -> str:
+    if mem is None:
+        return ""
+    head, _ = memfmt.split_frontmatter(memfmt.dumps(mem))
+    return head
+
+
+def _text_of(store: MemoryStore, name: str, mem: memfmt.Memory | None, which: str) -> str:
+    if which == "now":
+        return memfmt.dumps(mem) if mem is not None else ""
+    return store.version_text(name, int(which.lstrip("v")))
+
+
+def _diff(
+    store: MemoryStore, name: str, mem: memfmt.Memory | None, a: str, b: str
+) -> list[tuple[str, str]] | str:
+    """The lines of a diff between two versions ("now" or a number), each with its kind."""
+    try:
+        before, after = _text_of(store, name, mem, a), _text_of(store, name, mem, b)
+    except (MemdirError, ValueError):
+        return f"no such version: {a} or {b}"
+    out = []
+    for line in difflib.unified_diff(
+        before.splitlines(), after.splitlines(), f"{name} {a}", f"{name} {b}", lineterm=""
+    ):
+        kind = "add" if line.startswith("+") else "del" if line.startswith("-") else "ctx"
+        out.append((kind, line))
+    return out or [("ctx", "(the two versions are the same)")]
+
+
+_md: Any = None
+
+
+def _markdown(text: str) -> str:
+    """A memory body as HTML: CommonMark with raw HTML off (the text cannot inject markup)."""
+    global _md
+    if _md is None:
+        from markdown_it import MarkdownIt
+
+        _md = MarkdownIt("commonmark", {"html": False, "linkify": False})
+        _md.validateLink = lambda url: url.lower().startswith(("http://", "https://"))
+    html: str = _md.render(text)
+    return html
+
+
+def build_app(scopes: Scopes, access: Access) -> Starlette:
+    """The ASGI app of ``memdir ui`` over ``scopes``."""
+    ui = UI(scopes, access)
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse("/memories", status_code=303)
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse(f"memdir ui: {exc}".splitlines()[0], status_code=400)
+
+    routes = [
+        Route("/", root),
+        Route("/memories", ui.memories),
+        Route("/memory/{scope}/{name}", ui.memory),
+        Route("/memory/{scope}/{name}/{action}", ui.act, methods=["POST"]),
+        Route("/review", ui.review),
+        Route("/review/{scope}/{pid}/{verb:str}", ui.decide, methods=["POST"]),
+        Route("/activity", ui.activity),
+        Route("/recalls", ui.recalls),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    dispatch: Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]
+    dispatch = access
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(BaseHTTPMiddleware, dispatch=dispatch)],
+        exception_handlers={MemdirError: failed},
+    )

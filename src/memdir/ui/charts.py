@@ -1,0 +1,87 @@
+"""The charts of the activity page, as numbers an SVG template draws: memories over time by
+type, and model calls and tokens by purpose. No JavaScript, no chart library.
+This module does NOT read stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import date, timedelta
+from typing import Any
+
+from ..entry import Entry
+from ..usage import UsageTotals
+
+COLORS = ("#2f6fde", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#5c5f66")
+WIDTH, HEIGHT, POINTS = 640, 160, 40
+
+
+def _day(text: str | None) -> date | None:
+    try:
+        return date.fromisoformat((text or "")[:10])
+    except ValueError:
+        return None
+
+
+def growth_chart(entries: Iterable[Entry], today: date | None = None) -> dict[str, Any]:
+    """How many memories of each type existed on each day (by their ``created`` dates)."""
+    days: dict[str, list[date]] = {}
+    for e in entries:
+        d = _day(e.created) or _day(e.updated)
+        if d is not None:
+            days.setdefault(e.type, []).append(d)
+    end = today or date.today()
+    first = min((d for ds in days.values() for d in ds), default=end)
+    span = max(1, (end - first).days)
+    ticks = [first + timedelta(days=span * i / (POINTS - 1)) for i in range(POINTS)]
+    totals = {t: sorted(ds) for t, ds in days.items()}
+    top = max((len(ds) for ds in totals.values()), default=0) or 1
+    series = []
+    for i, (kind, ds) in enumerate(sorted(totals.items(), key=lambda kv: -len(kv[1]))):
+        points = []
+        for j, tick in enumerate(ticks):
+            count = sum(1 for d in ds if d <= tick)
+            x = round(j * WIDTH / (POINTS - 1), 1)
+            y = round(HEIGHT - count * HEIGHT / top, 1)
+            points.append(f"{x},{y}")
+        series.append(
+            {
+                "type": kind,
+                "color": COLORS[i % len(COLORS)],
+                "points": " ".join(points),
+                "count": len(ds),
+            }
+        )
+    return {
+        "width": WIDTH,
+        "height": HEIGHT,
+        "series": series,
+        "start": first.isoformat(),
+        "end": end.isoformat(),
+        "top": top,
+    }
+
+
+def usage_chart(totals: Iterable[UsageTotals]) -> list[dict[str, Any]]:
+    """One bar per purpose: calls, tokens in and out, failures; widths relative to the most."""
+    merged: dict[str, UsageTotals] = {}
+    for t in totals:
+        m = merged.setdefault(t.purpose, UsageTotals(t.purpose))
+        m.calls += t.calls
+        m.failures += t.failures
+        m.input_tokens += t.input_tokens
+        m.output_tokens += t.output_tokens
+        m.latency_ms += t.latency_ms
+    rows = sorted(merged.values(), key=lambda t: -(t.input_tokens + t.output_tokens))
+    most = max((t.input_tokens + t.output_tokens for t in rows), default=0) or 1
+    return [
+        {
+            "purpose": t.purpose,
+            "calls": t.calls,
+            "failures": t.failures,
+            "tokens": t.input_tokens + t.output_tokens,
+            "width": round(400 * (t.input_tokens + t.output_tokens) / most, 1),
+            "seconds": round(t.latency_ms / 1000, 1),
+        }
+        for t in rows
+    ]

@@ -1,0 +1,64 @@
+"""The recall log: what was recalled, for which question, from where, and why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memdir import MemoryStore, recalllog
+from memdir.recalllog import entries, record
+
+from conftest import CliFn, child_env
+
+KEY = "sk-ant-api03-" + "x7Kq9" * 12
+
+
+def test_record_redacts_and_reads_back_newest_first(tmp_path: Path) -> None:
+    for i in range(3):
+        record(
+            tmp_path, source="agent", question=f"q{i} with {KEY}", path="search",
+            memories=[{"name": "tabs", "scope": "user", "score": 1.5}],
+        )  # fmt: skip
+    with open(tmp_path / "recall.jsonl", "a") as fh:
+        fh.write('{"time": "torn')
+    got = entries(tmp_path)
+    assert [e["question"][:2] for e in got] == ["q2", "q1", "q0"]
+    assert all(KEY not in e["question"] for e in got)
+    assert got[0]["memories"] == [{"name": "tabs", "scope": "user", "score": 1.5}]
+    assert len(entries(tmp_path, limit=2)) == 2
+
+
+def test_the_log_is_bounded(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(recalllog, "MAX_BYTES", 2000)
+    for i in range(60):
+        record(tmp_path, source="mcp", question="x" * 100 + str(i), path="llm", memories=[])
+    sizes = [p.stat().st_size for p in tmp_path.glob("recall*.jsonl")]
+    assert len(sizes) == 2 and max(sizes) < 2000 + 400
+    assert entries(tmp_path, limit=1)[0]["question"].endswith("59")
+
+
+def test_hook_recalls_are_logged_unless_turned_off(tmp_path: Path, cli: CliFn) -> None:
+    import subprocess
+    import sys
+
+    store = MemoryStore(tmp_path / ".memory")
+    store.write("api-port", type="project_fact", description="The API port", body="8080")
+    event = {"prompt": "which port does the API use?", "cwd": str(tmp_path),
+             "hook_event_name": "UserPromptSubmit", "session_id": "s-1"}  # fmt: skip
+
+    def hook() -> None:
+        subprocess.run(
+            [sys.executable, "-m", "memdir", "hook", "prompt", "--host", "codex"],
+            input=json.dumps(event), text=True, capture_output=True, env=child_env(), cwd=tmp_path,
+        )  # fmt: skip
+
+    hook()
+    [e] = entries(store.internal)
+    assert (e["source"], e["session"], e["path"]) == ("hook:codex", "s-1", "search")
+    assert e["memories"][0]["name"] == "api-port" and e["memories"][0]["score"] is not None
+    out = cli("recall-log").out
+    assert "hook:codex" in out and "asked: which port does the API use?" in out
+    assert json.loads(cli("recall-log", "--json").out)[0]["question"] == event["prompt"]
+    (store.root / "config.toml").write_text("recall_log = false\n")
+    hook()
+    assert len(entries(store.internal)) == 1

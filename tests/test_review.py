@@ -1,0 +1,144 @@
+"""The review queue: with review = "ask", what memdir learns waits for a person."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memdir import MemoryStore
+from memdir import review as queue
+from memdir.errors import MemdirError, MemoryNotFound
+from memdir.extract import extract_memories
+from memdir.memory import Memory
+from memdir.plan import Put, Remove
+from memdir.providers import ChatModel
+from memdir.undo import undo
+from test_mcp import call, run
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, reply
+
+KEY = "sk-ant-api03-" + "x7Kq9" * 12
+
+
+def asking(root: Path) -> MemoryStore:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.toml").write_text('review = "ask"\n')
+    return MemoryStore(root)
+
+
+def test_auto_applies_at_once_and_ask_keeps_a_redacted_proposal(tmp_path: Path) -> None:
+    auto = MemoryStore(tmp_path / "auto")
+    landed = queue.land(auto, [Put(Memory("a", "project_fact", "A", "x"))], source="extract")
+    assert landed.operation is not None and "a" in auto
+    store = asking(tmp_path / "ask")
+    landed = queue.land(
+        store,
+        [Put(Memory("deploy", "project_fact", "Deploy", f"token {KEY}"))],
+        source="extract",
+        summary="extracted deploy",
+    )
+    assert landed.operation is None and landed.proposal and "deploy" not in store
+    [p] = queue.proposals(store)
+    assert p.summary == "extracted deploy" and p.pending[0].name == "deploy"
+    on_disk = (store.internal / "review" / f"{p.id}.json").read_text()
+    assert KEY not in on_disk and "REDACTED" in on_disk
+    assert queue.waiting(store) == 1
+
+
+def test_approve_edit_reject_and_undo(tmp_path: Path) -> None:
+    store = asking(tmp_path / ".memory")
+    store.write("old", type="project_fact", description="Old fact", body="x")
+    pid = queue.land(
+        store,
+        [
+            Put(Memory("pytest", "project_fact", "Tests run with pytest", "pytest -q")),
+            Put(Memory("deploy", "project_fact", "Deploy on Fridays", "make deploy")),
+            Remove("old", reason="stale"),
+        ],
+        source="consolidate",
+    ).proposal
+    assert pid is not None
+    diff = queue.diff(store, queue.get(store, pid).items[0])
+    assert "+pytest -q" in diff and "(proposed)" in diff
+    edited = Memory("pytest", "project_fact", "Tests run with pytest -x", "pytest -q -x")
+    queue.decide(store, pid, 0, approve=True, edited=edited)
+    assert store.get("pytest").body == "pytest -q -x"
+    queue.decide(store, pid, 1, approve=False)
+    assert "deploy" not in store and store.log(limit=1)[0].summary.startswith("rejected")
+    with pytest.raises(MemdirError, match="rejected already"):
+        queue.decide(store, pid, 1, approve=True)
+    queue.decide(store, pid, 2, approve=True)
+    assert "old" not in store and queue.proposals(store) == []
+    undo(store)  # an approved change is an ordinary operation: undo brings "old" back
+    assert "old" in store
+    with pytest.raises(MemoryNotFound, match="no proposal"):
+        queue.get(store, pid)
+    with pytest.raises(MemoryNotFound):
+        queue.get(store, "../../etc/passwd")
+
+
+def test_extraction_waits_for_review(
+    tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
+    store = asking(tmp_path / ".memory")
+    item = {
+        "action": "create",
+        "name": "prefer-pytest",
+        "type": "project_fact",
+        "description": "The project's tests run with pytest",
+        "body": "Run pytest -q.",
+    }
+    llm_server.queue(reply(json.dumps({"memories": [item]})))
+    talk = [
+        {"role": "user", "content": "We run the tests with pytest -q here."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    result = extract_memories(store, talk, server_model)
+    assert result.operation is None and len(result.proposals) == 1
+    assert "prefer-pytest" not in store
+    assert queue.proposals(store)[0].pending[0].name == "prefer-pytest"
+
+
+def test_mcp_remember_proposes_instead_of_saving(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    asking(root)
+
+    async def body(client: object) -> None:
+        out, err = await call(  # type: ignore[arg-type]
+            client, "remember", name="db", type="project_fact",
+            description="Staging runs Postgres 16", body="Postgres 16.",
+        )  # fmt: skip
+        assert not err and "waits for the user's review" in out
+
+    run(root, body)  # type: ignore[arg-type]
+    store = MemoryStore(root)
+    assert "db" not in store and queue.proposals(store)[0].source == "mcp"
+
+
+def test_review_command(cli: CliFn, tmp_path: Path) -> None:
+    assert "Nothing waits for review" in cli("review").out
+    store = asking(tmp_path / ".memory")
+    pid = queue.land(
+        store,
+        [
+            Put(Memory("a", "project_fact", "A fact", "a")),
+            Put(Memory("b", "project_fact", "B fact", "b")),
+        ],
+        source="extract",
+        summary="extracted a, b",
+    ).proposal
+    out = cli("review").out
+    assert pid in out and f"{pid}:1  save a" in out and f"{pid}:2  save b" in out
+    assert "+a" in cli("review", "show", f"{pid}:1").out
+    data = json.loads(cli("review", "--json").out)
+    assert data[0]["id"] == pid and data[0]["scope"] == "project"
+    assert cli("review", "approve", f"{pid}:1").out.strip() == f"Approved {pid}:1 (a)."
+    assert cli("review", "reject", "--all").out.strip() == f"Rejected {pid}:2 (b)."
+    assert "a" in MemoryStore(store.root) and "b" not in MemoryStore(store.root)
+    r = cli("review", "approve", "nope")
+    assert r.code == 1 and "no proposal 'nope'" in r.err
+    r = cli("review", "approve")
+    assert r.code == 1 and "ID, ID:N or --all" in r.err

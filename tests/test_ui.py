@@ -1,0 +1,256 @@
+"""memdir ui over HTTP: every route, the one-time token, Host and Origin checks, forms from
+other sites, and changes made through the same MemoryStore paths as the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from memdir import MemoryStore
+from memdir import review as queue
+from memdir.config import load_config
+from memdir.memory import Memory
+from memdir.plan import Put, Remove
+from memdir.recalllog import record
+from memdir.scopes import Scopes
+from memdir.ui.access import COOKIE, Access
+from memdir.ui.app import build_app
+
+PORT = 8123
+BASE = f"http://127.0.0.1:{PORT}"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> MemoryStore:
+    store = MemoryStore(tmp_path / ".memory")
+    store.write("tabs", type="user_preference", description="Indent with tabs", body="width 4")
+    store.write("api-port", type="project_fact", description="The API port", body="**8080**")
+    return store
+
+
+@pytest.fixture
+def ui(project: MemoryStore) -> tuple[TestClient, Access]:
+    config = load_config({"dir": project.root})
+    scopes = Scopes(config, project=MemoryStore(project.root, config))
+    access = Access(PORT)
+    client = TestClient(build_app(scopes, access), base_url=BASE)
+    return client, access
+
+
+def signed_in(ui: tuple[TestClient, Access]) -> TestClient:
+    client, access = ui
+    r = client.get(f"/memories?token={access.token}", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/memories"
+    assert "httponly" in r.headers["set-cookie"].lower()
+    assert "samesite=strict" in r.headers["set-cookie"].lower()
+    return client
+
+
+def test_the_one_time_link_is_the_only_way_in(ui: tuple[TestClient, Access]) -> None:
+    client, access = ui
+    token = access.token
+    assert client.get("/memories").status_code == 401
+    assert client.get("/memories?token=wrong").status_code == 401
+    signed_in(ui)
+    assert client.get("/memories").status_code == 200
+    other = TestClient(client.app, base_url=BASE)  # another browser, the same link again
+    r = other.get(f"/?token={token}", follow_redirects=False)
+    assert r.status_code == 401 and "used already" in r.text
+    other.cookies.set(COOKIE, "guessed")
+    assert other.get("/memories").status_code == 401
+
+
+def test_a_foreign_host_or_origin_is_refused(ui: tuple[TestClient, Access]) -> None:
+    client = signed_in(ui)
+    assert client.get("/memories", headers={"host": "evil.example:8123"}).status_code == 421
+    assert client.get("/memories", headers={"host": "127.0.0.1:9999"}).status_code == 421
+    r = client.get("/memories", headers={"origin": "http://evil.example"})
+    assert r.status_code == 403
+    assert client.get("/memories", headers={"host": f"localhost:{PORT}"}).status_code == 200
+
+
+def test_a_form_posted_from_another_site_changes_nothing(
+    ui: tuple[TestClient, Access], project: MemoryStore
+) -> None:
+    client, access = ui
+    signed_in(ui)
+    before = (project.root / "tabs.md").read_text()
+    # a page elsewhere: a different Origin (and, in a browser, no SameSite=Strict cookie)
+    r = client.post(
+        "/memory/project/tabs/forget",
+        data={"csrf": access.csrf},
+        headers={"origin": "http://evil.example"},
+    )
+    assert r.status_code == 403
+    # no Origin header but no form key either
+    assert client.post("/memory/project/tabs/forget", data={}).status_code == 403
+    assert client.post("/memory/project/tabs/forget", data={"csrf": "x" * 64}).status_code == 403
+    bare = TestClient(client.app, base_url=BASE)  # no cookie at all
+    assert bare.post("/memory/project/tabs/forget", data={"csrf": access.csrf}).status_code == 401
+    assert (project.root / "tabs.md").read_text() == before
+
+
+def test_every_page_renders_with_the_safety_headers(ui: tuple[TestClient, Access]) -> None:
+    client = signed_in(ui)
+    for path in (
+        "/memories",
+        "/memories?q=tabs&explain=1",
+        "/memories?type=project_fact&pinned=1&conflicted=1&week=1&scope=project&page=2",
+        "/memory/project/tabs",
+        "/review",
+        "/activity",
+        "/recalls",
+        "/static/style.css",
+        "/static/keys.js",
+    ):
+        r = client.get(path)
+        assert r.status_code == 200, path
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+        assert r.headers["referrer-policy"] == "same-origin"
+    assert client.get("/").status_code == 200  # redirected to /memories
+    assert client.get("/memory/project/nothing-here").status_code == 404
+
+
+def test_list_filters_and_search(ui: tuple[TestClient, Access], project: MemoryStore) -> None:
+    client = signed_in(ui)
+    project.set_pinned("api-port", True)
+    page = client.get("/memories").text
+    assert page.index("api-port") < page.index(">tabs<")  # newest first
+    assert ">tabs<" not in client.get("/memories?pinned=1").text
+    assert "api-port" not in client.get("/memories?type=user_preference").text
+    found = client.get("/memories?q=indent&explain=1").text
+    assert ">tabs<" in found and "BM25 #1" in found and "api-port" not in found
+
+
+def test_a_memory_page_renders_markdown_but_not_html(
+    ui: tuple[TestClient, Access], project: MemoryStore
+) -> None:
+    client = signed_in(ui)
+    project.write(
+        "evil", type="project_fact", description="<script>alert(1)</script>",
+        body="<img src=x onerror=alert(1)> [x](javascript:alert(1)) **bold**",
+    )  # fmt: skip
+    page = client.get("/memory/project/evil").text
+    assert "<strong>bold</strong>" in page
+    assert "<img src=x" not in page and "<script>alert" not in page
+    assert 'href="javascript:' not in page
+    assert "<strong>8080</strong>" in client.get("/memory/project/api-port").text
+
+
+def test_edit_keeps_history_and_refuses_over_a_hand_edit(
+    ui: tuple[TestClient, Access], project: MemoryStore
+) -> None:
+    client, access = ui
+    signed_in(ui)
+    digest = project.get("tabs").digest
+    form = {"csrf": access.csrf, "type": "user_preference", "description": "Tabs, eight wide"}
+    r = client.post("/memory/project/tabs/edit", data={**form, "body": "width 8", "digest": digest})
+    assert r.status_code == 200 and "Saved." in r.text
+    assert project.get("tabs").body == "width 8" and len(project.history("tabs")) == 1
+    assert "Tabs, eight wide" in project.index_path.read_text()
+    # the page was read before a hand edit: saving it would overwrite that edit
+    path = project.root / "tabs.md"
+    path.write_text(path.read_text().replace("width 8", "width 2 by hand"))
+    r = client.post("/memory/project/tabs/edit", data={**form, "body": "mine", "digest": digest})
+    assert r.status_code == 409 and "changed" in r.text and "mine" in r.text  # the text kept
+    assert project.get("tabs").body == "width 2 by hand"
+    key = "sk-ant-api03-" + "x7Kq9" * 12
+    fresh = project.get("tabs").digest
+    r = client.post("/memory/project/tabs/edit", data={**form, "body": key, "digest": fresh})
+    assert r.status_code == 409 and "credential" in r.text.lower()
+    assert key not in path.read_text()
+
+
+def test_pin_move_forget_and_restore(ui: tuple[TestClient, Access], project: MemoryStore) -> None:
+    client, access = ui
+    signed_in(ui)
+    csrf = {"csrf": access.csrf}
+    assert "Pinned." in client.post("/memory/project/tabs/pin", data=csrf).text
+    assert project.get("tabs").pinned
+    client.post("/memory/project/tabs/unpin", data=csrf)
+    assert not project.get("tabs").pinned
+    r = client.post("/memory/project/tabs/forget", data=csrf)
+    assert "Forgotten" in r.text and "tabs" not in project
+    r = client.post("/memory/project/tabs/restore", data={**csrf, "version": "3"})
+    assert "Restored version 3" in r.text and project.get("tabs").body == "width 4"
+    r = client.post("/memory/project/tabs/move", data={**csrf, "to": "user"})
+    assert "Moved to user" in r.text and "tabs" not in project
+    assert "width 4" in client.get("/memory/user/tabs").text
+    r = client.post("/memory/project/api-port/move", data={**csrf, "to": "project"})
+    assert r.status_code == 409 and "already in the project store" in r.text
+
+
+def test_diff_between_any_two_versions(ui: tuple[TestClient, Access], project: MemoryStore) -> None:
+    client = signed_in(ui)
+    project.write("tabs", type="user_preference", description="Indent with tabs", body="width 8")
+    project.write("tabs", type="user_preference", description="Indent with tabs", body="width 2")
+    page = client.get("/memory/project/tabs?a=1&b=now").text
+    assert (
+        '<span class="del">-width 4</span>' in page and '<span class="add">+width 2</span>' in page
+    )
+    page = client.get("/memory/project/tabs?a=1&b=2").text
+    assert '<span class="add">+width 8</span>' in page
+    assert "no such version" in client.get("/memory/project/tabs?a=9&b=now").text
+
+
+def test_review_approves_edits_and_rejects_item_by_item(
+    ui: tuple[TestClient, Access], project: MemoryStore
+) -> None:
+    client, access = ui
+    signed_in(ui)
+    (project.root / "config.toml").write_text('review = "ask"\n')
+    pid = queue.land(
+        MemoryStore(project.root),
+        [
+            Put(Memory("pytest", "project_fact", "Tests run with pytest", "pytest -q")),
+            Put(Memory("deploy", "project_fact", "Deploy with make", "make deploy")),
+            Remove("api-port", reason="stale"),
+        ],
+        source="extract",
+        summary="extracted pytest, deploy",
+    ).proposal
+    assert pid is not None
+    page = client.get("/review").text
+    assert "extracted pytest, deploy" in page and "+pytest -q" in page
+    assert 'id="waiting">3<' in page
+    csrf = {"csrf": access.csrf}
+    r = client.post(
+        f"/review/project/{pid}/approve",
+        data={
+            **csrf,
+            "item": "0",
+            "description": "Tests run with pytest -q",
+            "body": "pytest -q -x",
+        },
+    )
+    assert "Approved 1 change" in r.text
+    assert project.get("pytest").body == "pytest -q -x"
+    assert (
+        client.post(f"/review/project/{pid}/reject", data={**csrf, "item": "1"}).status_code == 200
+    )
+    assert "deploy" not in project
+    client.post(f"/review/project/{pid}/approve", data=csrf)  # what is left: the removal
+    assert "api-port" not in project and "Nothing waits for review" in client.get("/review").text
+    assert [op.source for op in project.log(limit=3)] == [
+        "extract, approved", "ui", "extract, approved",
+    ]  # fmt: skip
+    assert client.post(f"/review/project/{pid}/approve", data=csrf).status_code == 200
+
+
+def test_activity_and_recall_log(ui: tuple[TestClient, Access], project: MemoryStore) -> None:
+    client = signed_in(ui)
+    record(
+        project.internal,
+        source="hook:claude-code",
+        question="which port does the API use? my key is sk-ant-api03-" + "x7Kq9" * 12,
+        path="search",
+        memories=[{"name": "api-port", "scope": "project", "score": 3.21}],
+        session="abc123",
+    )
+    page = client.get("/recalls").text
+    assert "which port does the API use?" in page and "hook:claude-code" in page
+    assert "api-port" in page and "3.21" in page and "x7Kq9" not in page
+    page = client.get("/activity").text
+    assert "recalled api-port" in page and "create" in page and "<polyline" in page
