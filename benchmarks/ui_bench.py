@@ -50,7 +50,9 @@ def main() -> None:
     root = tmp / ".memory"
     store = MemoryStore(root)
     batch = [
-        Put(Memory(f"m{i:05d}", "project_fact", f"Fact {i} about the build", f"flag --opt-{i % 97}"))
+        Put(
+            Memory(f"m{i:05d}", "project_fact", f"Fact {i} about the build", f"flag --opt-{i % 97}")
+        )
         for i in range(args.memories)
     ]
     for i in range(0, len(batch), 1000):

@@ -96,6 +96,7 @@ def name_for(raw_name: str, description: str, types: tuple[str, ...], taken: set
     words = [w for w in re.split(r"[-_]+", name.lower()) if w]
     generic = (
         name.lower() in {t.lower() for t in types}
+        or any(t.lower() in name.lower() for t in types if "_" in t)  # a copied type name
         or name.lower() in TYPE_ALIASES
         or all(w in STOP_WORDS or w in _GENERIC_WORDS for w in words)
     )
@@ -133,6 +134,8 @@ def coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory] 
     text = {
         k: redact(str(raw.get(k) or "").strip())[0] for k in ("name", "type", "description", "body")
     }
+    for key in ("name", "description", "body"):
+        text[key] = without_echo(text[key])
     if text["body"].lower().strip(" .") in _PLACEHOLDERS:
         text["body"] = ""
     if not text["body"] and not text["description"]:
@@ -145,6 +148,28 @@ def coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory] 
         description = description[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
     name = name_for(text["name"], description, store.config.types, taken)
     return action, Memory(name, type_, description, text["body"] or description)
+
+
+# What a model copies back from the catalogue it was shown ("- name (type) [user]: text") or
+# from the conversation's labels and acknowledgements ("Project fact:", "Understood:").
+_CATALOGUE_ECHO = re.compile(
+    r"^\s*(?:[-*]\s+|\d+\.\s+)?[\w-]+\s+\([\w ,:-]+\)\s*(?:\[[\w:-]+\])?\s*[:—-]\s*"
+)
+_LABEL = re.compile(
+    r"^\s*(?:project[ _]fact|user[ _]preference|feedback|reference|fact|preference|correction|"
+    r"note|remember(?: that)?|understood|noted|thanks,? noted|got it|okay|ok|sure)\s*[:,!.—-]\s*",
+    re.IGNORECASE,
+)
+
+
+def without_echo(text: str) -> str:
+    """``text`` without the catalogue formatting or the label a model copied in front of it."""
+    for _ in range(3):
+        cleaned = _LABEL.sub("", _CATALOGUE_ECHO.sub("", text, count=1), count=1)
+        if cleaned == text or not cleaned.strip():
+            break
+        text = cleaned
+    return text.strip()
 
 
 def in_users_language(mem: Memory, said: str) -> Memory:

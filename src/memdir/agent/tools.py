@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import MemdirError
-from ..memory import Memory
+from ..errors import InvalidName, MemdirError
+from ..memory import validate_name
 from ..plan import Put
+from ..proposal import coerce, kind_of
 from ..providers import ToolInput, ToolSpec
 from ..review import land
 from ..scopes import USER, Scopes
@@ -289,17 +290,30 @@ class Tools:
         return ToolResult(f"edited {rel}")
 
     def save_memory(self, args: ToolInput) -> ToolResult:
-        fields = {
-            k: str(args.get(k) or "").strip() for k in ("name", "type", "description", "body")
-        }
+        raw = {k: str(args.get(k) or "").strip() for k in ("name", "type", "description", "body")}
         store = self.store
         where = ""
-        if self.scopes is not None and self.scopes.route(fields["type"]) == USER:
+        if self.scopes is not None and self.scopes.route(kind_of(raw["type"])) == USER:
             store, where = self.scopes.writable(USER), " (user)"
+        if raw["name"]:
+            try:  # a name the model can fix is refused, so that it does
+                validate_name(raw["name"])
+            except InvalidName as exc:
+                return ToolResult(str(exc), is_error=True)
+        # the same guards as extraction: usable names, known types, no echoed labels
+        coerced = coerce({**raw, "action": "create"}, store, {e.name for e in store.entries()})
+        if isinstance(coerced, str):
+            return ToolResult(f"not saved: {coerced}", is_error=True)
+        proposed = coerced[1]
+        fields = {
+            "name": proposed.name,
+            "type": proposed.type,
+            "description": proposed.description,
+            "body": proposed.body,
+        }
         existed = fields["name"] in store
         before = store.get(fields["name"]).digest if existed else None
         if store.config.review == "ask":
-            proposed = Memory(fields["name"], fields["type"], fields["description"], fields["body"])
             land(store, [Put(proposed, reason="saved by the agent")], source="agent",
                  summary=f"save {proposed.name}")  # fmt: skip
             return ToolResult(

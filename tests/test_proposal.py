@@ -1,0 +1,72 @@
+"""A model's proposed memory made safe: one rule for extraction and the agent's own tool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memdir import MemoryStore
+from memdir.agent.tools import Tools
+from memdir.proposal import coerce, name_for, without_echo
+
+TYPES = ("user_preference", "project_fact", "feedback", "reference")
+
+
+def test_catalogue_formatting_and_labels_are_not_learned() -> None:
+    assert (
+        without_echo("user_preference (user_preference) [user]: User runs tests with pytest")
+        == "User runs tests with pytest"
+    )
+    assert without_echo("- tabs (user_preference): Use tabs") == "Use tabs"
+    assert without_echo("Project fact: the API listens on 8080") == "the API listens on 8080"
+    assert without_echo("Understood: make test runs the suite") == "make test runs the suite"
+    assert without_echo("Thanks, noted: pytest -q") == "pytest -q"
+    assert without_echo("Use tabs: always") == "Use tabs: always"  # text, not a label
+    assert without_echo("OK") == "OK"  # nothing would be left
+
+
+def test_type_names_are_not_memory_names() -> None:
+    taken: set[str] = set()
+    assert (
+        name_for("user_preference", "Runs tests with pytest", TYPES, taken) == "runs-tests-pytest"
+    )
+    bad = "user_preference-user_preference-user-user-runs"
+    assert name_for(bad, "Runs tests with pytest", TYPES, taken) == "runs-tests-pytest"
+    assert name_for("api-port", "The API port", TYPES, taken) == "api-port"
+
+
+def test_coerce_cleans_an_echoed_item(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".memory")
+    item = {
+        "name": "user_preference",
+        "type": "preference",
+        "description": "user_preference (user_preference) [user]: User runs tests with pytest",
+        "body": "Project fact: User runs tests with pytest -q",
+    }
+    coerced = coerce(item, store, set())
+    assert not isinstance(coerced, str)
+    action, mem = coerced
+    assert (action, mem.type) == ("create", "user_preference")
+    assert mem.description == "User runs tests with pytest"
+    assert mem.body == "User runs tests with pytest -q" and mem.name == "user-runs-tests-pytest"
+
+
+def test_the_agents_tool_goes_through_the_same_guards(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".memory")
+    tools = Tools(tmp_path, store)
+    out = tools.run(
+        "save_memory",
+        {
+            "name": "project_fact",
+            "type": "project_fact",
+            "description": "Project fact: the API listens on 8080",
+            "body": "Project fact: the API listens on 8080 now, not 8000",
+        },
+    )
+    assert not out.is_error
+    [entry] = store.entries()
+    assert entry.name not in TYPES and entry.description == "the API listens on 8080"
+    assert store.get(entry.name).body == "the API listens on 8080 now, not 8000"
+    empty = tools.run(
+        "save_memory", {"name": "x", "type": "feedback", "description": "", "body": ""}
+    )
+    assert empty.is_error and "neither description nor body" in empty.text
