@@ -142,3 +142,26 @@ def test_review_command(cli: CliFn, tmp_path: Path) -> None:
     assert r.code == 1 and "no proposal 'nope'" in r.err
     r = cli("review", "approve")
     assert r.code == 1 and "ID, ID:N or --all" in r.err
+
+
+def test_a_change_proposed_again_is_not_queued_twice(tmp_path: Path) -> None:
+    from memdir.agent.tools import Tools
+
+    store = asking(tmp_path / ".memory")
+    plan = [Put(Memory("tabs", "user_preference", "Tabs", "width 4"))]
+    first = queue.land(store, list(plan), source="extract")
+    again = queue.land(store, list(plan), source="extract")
+    assert again.repeated and again.proposal == first.proposal
+    assert queue.waiting(store) == 1
+    # a small model that calls save_memory again and again is told it is done
+    tools = Tools(tmp_path, store)
+    args = {
+        "name": "api-port",
+        "type": "project_fact",
+        "description": "The API port",
+        "body": "8080",
+    }
+    assert "waits for the user's approval" in tools.run("save_memory", args).text
+    repeat = tools.run("save_memory", args)
+    assert "proposed already" in repeat.text and "do not save it again" in repeat.text
+    assert queue.waiting(store) == 2

@@ -87,6 +87,7 @@ class Landed:
 
     operation: Operation | None = None
     proposal: str | None = None
+    repeated: bool = False  # every change was waiting already: nothing was added
 
 
 def _folder(store: MemoryStore) -> Path:
@@ -130,6 +131,15 @@ def land(
                     "state": "pending",
                 }
             )
+    waiting = [(p.id, (i.action, i.name, i.text)) for p in proposals(store) for i in p.pending]
+    known = {key: pid for pid, key in waiting}
+    fresh = [i for i in items if (i["action"], i["name"], i["text"]) not in known]
+    if not fresh:  # proposed already (a model that repeats itself, a hook run twice)
+        first = items[0]
+        return Landed(
+            proposal=known[(first["action"], first["name"], first["text"])], repeated=True
+        )
+    items = fresh
     pid = new_op_id()
     data = {"id": pid, "time": memfmt.now(), "source": source, "summary": summary, "items": items}
     folder = _folder(store)

@@ -314,11 +314,20 @@ class Tools:
         existed = fields["name"] in store
         before = store.get(fields["name"]).digest if existed else None
         if store.config.review == "ask":
-            land(store, [Put(proposed, reason="saved by the agent")], source="agent",
-                 summary=f"save {proposed.name}")  # fmt: skip
+            landed = land(
+                store,
+                [Put(proposed, reason="saved by the agent")],
+                source="agent",
+                summary=f"save {proposed.name}",
+            )
+            if landed.repeated:
+                return ToolResult(
+                    f"memory {proposed.name} was proposed already and waits for the user's"
+                    " approval; nothing more to do — do not save it again, answer the user."
+                )
             return ToolResult(
-                f"memory {proposed.name} is proposed{where}: the user reviews it before it is"
-                " saved",
+                f"done: memory {proposed.name}{where} waits for the user's approval"
+                " ('memdir review'); do not save it again.",
                 saved=f"proposed {proposed.name}{where}",
             )
         mem = store.write(
