@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from . import memory as memfmt
 from .atomic import write_atomic
@@ -38,6 +38,16 @@ class ItemData(TypedDict):
     text: str | None  # the proposed file (a put)
     reason: str
     state: str  # "pending", "approved", "rejected"
+
+
+class ProposalData(TypedDict):
+    """A proposal as the queue file keeps it."""
+
+    id: str
+    time: str
+    source: str
+    summary: str
+    items: list[ItemData]
 
 
 @dataclass
@@ -70,14 +80,24 @@ class Proposal:
     def pending(self) -> list[Item]:
         return [i for i in self.items if i.state == "pending"]
 
-    def to_dict(self) -> dict[str, Any]:
-        """The proposal as JSON-able data."""
+    def to_dict(self) -> ProposalData:
+        """The proposal as JSON-able data (as the queue file keeps it)."""
+        items: list[ItemData] = [
+            {
+                "action": i.action,
+                "name": i.name,
+                "text": i.text,
+                "reason": i.reason,
+                "state": i.state,
+            }
+            for i in self.items
+        ]
         return {
             "id": self.id,
             "time": self.time,
             "source": self.source,
             "summary": self.summary,
-            "items": [i.__dict__ for i in self.items],
+            "items": items,
         }
 
 
@@ -141,7 +161,9 @@ def land(
         )
     items = fresh
     pid = new_op_id()
-    data = {"id": pid, "time": memfmt.now(), "source": source, "summary": summary, "items": items}
+    data: ProposalData = {
+        "id": pid, "time": memfmt.now(), "source": source, "summary": summary, "items": items,
+    }  # fmt: skip
     folder = _folder(store)
     folder.mkdir(exist_ok=True)
     write_atomic(folder / f"{pid}.json", json.dumps(data, ensure_ascii=False).encode())
@@ -245,8 +267,6 @@ def _mark(store: MemoryStore, proposal: Proposal, index: int, state: str) -> Non
         os.unlink(path)  # all decided: what was approved is in the log and history
         return
     data = proposal.to_dict()
-    for item in data["items"]:
-        item.pop("index", None)
     write_atomic(path, json.dumps(data, ensure_ascii=False).encode())
 
 

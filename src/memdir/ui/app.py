@@ -28,6 +28,7 @@ from .. import memory as memfmt
 from .. import review as queue
 from ..entry import Entry
 from ..errors import MemdirError
+from ..recalllog import RecallEntry
 from ..recalllog import entries as recall_entries
 from ..scopes import Scopes
 from ..store import MemoryStore
@@ -38,6 +39,24 @@ from .charts import growth_chart, usage_chart
 HERE = Path(__file__).parent
 PAGE = 100  # memories per page
 HOW = {"llm": "the model's pick", "search": "search", "search-fallback": "search (model failed)"}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of the activity timeline: a logged operation or a recall."""
+
+    time: str
+    scope: str
+    source: str
+    summary: str
+    changes: list[tuple[str, str]]
+    kind: str  # "change" or "recall"
+
+
+class ShownRecall(RecallEntry):
+    """A recall as the recall-log page shows it: with the store it was logged in."""
+
+    store: str
 
 
 @dataclass
@@ -280,35 +299,20 @@ class UI:
 
     async def activity(self, request: Request) -> Response:
         with self.lock:
-            events: list[dict[str, Any]] = []
+            events: list[Event] = []
             usage = []
             for scope, store in self._writable():
                 for op in store.log(limit=300):
-                    events.append(
-                        {
-                            "time": op.time,
-                            "scope": scope,
-                            "source": op.source,
-                            "summary": op.summary,
-                            "changes": [(c["action"], c["name"]) for c in op.changes],
-                            "kind": "change",
-                        }
-                    )
+                    changes = [(c["action"], c["name"]) for c in op.changes]
+                    events.append(Event(op.time, scope, op.source, op.summary, changes, "change"))
                 for e in recall_entries(store.internal, 100):
+                    names = ", ".join(m["name"] for m in e["memories"]) or "nothing"
                     events.append(
-                        {
-                            "time": e["time"],
-                            "scope": scope,
-                            "source": e["source"],
-                            "summary": "recalled "
-                            + (", ".join(m["name"] for m in e["memories"]) or "nothing"),
-                            "changes": [],
-                            "kind": "recall",
-                        }
+                        Event(e["time"], scope, e["source"], f"recalled {names}", [], "recall")
                     )
                 usage += UsageLog(store.internal / "usage.jsonl").totals()
             entries = [e for _, e, _ in self.scopes.located()]
-        events.sort(key=lambda e: e["time"], reverse=True)
+        events.sort(key=lambda e: e.time, reverse=True)
         return self.page(
             request,
             "activity.html",
@@ -319,12 +323,12 @@ class UI:
 
     async def recalls(self, request: Request) -> Response:
         with self.lock:
-            rows: list[dict[str, Any]] = [
+            rows: list[ShownRecall] = [
                 {**e, "store": scope}
                 for scope, store in self._writable()
                 for e in recall_entries(store.internal, 300)
             ]
-        rows.sort(key=lambda e: str(e["time"]), reverse=True)
+        rows.sort(key=lambda e: e["time"], reverse=True)
         return self.page(request, "recalls.html", rows=rows[:300], how=HOW)
 
 

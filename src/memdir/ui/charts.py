@@ -6,14 +6,48 @@ This module does NOT read stores.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Any
 
 from ..entry import Entry
 from ..usage import UsageTotals
 
 COLORS = ("#2f6fde", "#d9480f", "#2b8a3e", "#862e9c", "#e67700", "#0b7285", "#5c5f66")
 WIDTH, HEIGHT, POINTS = 640, 160, 40
+
+
+@dataclass(frozen=True)
+class Series:
+    """One type's line: its colour, SVG points and how many memories it has now."""
+
+    type: str
+    color: str
+    points: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Growth:
+    """The memories-over-time chart."""
+
+    width: int
+    height: int
+    series: list[Series]
+    start: str
+    end: str
+    top: int
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One purpose's model usage."""
+
+    purpose: str
+    calls: int
+    failures: int
+    tokens: int
+    width: float
+    seconds: float
 
 
 def _day(text: str | None) -> date | None:
@@ -23,7 +57,7 @@ def _day(text: str | None) -> date | None:
         return None
 
 
-def growth_chart(entries: Iterable[Entry], today: date | None = None) -> dict[str, Any]:
+def growth_chart(entries: Iterable[Entry], today: date | None = None) -> Growth:
     """How many memories of each type existed on each day (by their ``created`` dates)."""
     days: dict[str, list[date]] = {}
     for e in entries:
@@ -44,25 +78,11 @@ def growth_chart(entries: Iterable[Entry], today: date | None = None) -> dict[st
             x = round(j * WIDTH / (POINTS - 1), 1)
             y = round(HEIGHT - count * HEIGHT / top, 1)
             points.append(f"{x},{y}")
-        series.append(
-            {
-                "type": kind,
-                "color": COLORS[i % len(COLORS)],
-                "points": " ".join(points),
-                "count": len(ds),
-            }
-        )
-    return {
-        "width": WIDTH,
-        "height": HEIGHT,
-        "series": series,
-        "start": first.isoformat(),
-        "end": end.isoformat(),
-        "top": top,
-    }
+        series.append(Series(kind, COLORS[i % len(COLORS)], " ".join(points), len(ds)))
+    return Growth(WIDTH, HEIGHT, series, first.isoformat(), end.isoformat(), top)
 
 
-def usage_chart(totals: Iterable[UsageTotals]) -> list[dict[str, Any]]:
+def usage_chart(totals: Iterable[UsageTotals]) -> list[Bar]:
     """One bar per purpose: calls, tokens in and out, failures; widths relative to the most."""
     merged: dict[str, UsageTotals] = {}
     for t in totals:
@@ -75,13 +95,13 @@ def usage_chart(totals: Iterable[UsageTotals]) -> list[dict[str, Any]]:
     rows = sorted(merged.values(), key=lambda t: -(t.input_tokens + t.output_tokens))
     most = max((t.input_tokens + t.output_tokens for t in rows), default=0) or 1
     return [
-        {
-            "purpose": t.purpose,
-            "calls": t.calls,
-            "failures": t.failures,
-            "tokens": t.input_tokens + t.output_tokens,
-            "width": round(400 * (t.input_tokens + t.output_tokens) / most, 1),
-            "seconds": round(t.latency_ms / 1000, 1),
-        }
+        Bar(
+            t.purpose,
+            t.calls,
+            t.failures,
+            t.input_tokens + t.output_tokens,
+            round(400 * (t.input_tokens + t.output_tokens) / most, 1),
+            round(t.latency_ms / 1000, 1),
+        )
         for t in rows
     ]
