@@ -215,6 +215,8 @@ def test_learn_hook_extracts_in_the_background_with_the_host_cli(
     assert _wait_for(lambda: name in {e.name for e in store.entries()})
     sent = (bindir / f"{binary}.stdin").read_text()
     assert "<environment_context>" not in sent and "/clear" not in sent
+    learned = [op for op in store.log() if op.changes]
+    assert learned[-1].source == f"extract:hook:{host}"  # the activity page says who learned it
     log = project / ".memory" / ".memdir" / "hooks.jsonl"
     assert _wait_for(lambda: log.exists() and '"status": "ok"' in log.read_text())
     r = hook(["learn", "--host", host], event, tmp_path, env)

@@ -400,6 +400,7 @@ def extract_memories(
     apply: bool = True,
     user_store: MemoryStore | None = None,
     said_at: str | None = None,
+    source: str = "extract",
 ) -> Extraction:
     """Extract from the messages not processed yet; apply the plan and advance the cursor.
 
@@ -408,7 +409,8 @@ def extract_memories(
     stays with ``store``. ``said_at`` (an ISO date or time): when the conversation took place,
     if not now (a transcript read later); each memory records it as ``said`` and recall shows
     it, so that "when" questions are answered with the conversation's date, not the day the
-    memory was written.
+    memory was written. ``source``: who learned it, as the log and the activity page say
+    (``extract``, ``extract:agent``, ``extract:hook:claude-code``).
     """
     said = validate_said(said_at) if said_at is not None else None  # before any model call
     cursors = Cursors(store)
@@ -426,13 +428,13 @@ def extract_memories(
         return result
     if result.changes:
         names = ", ".join(c.memory.name for c in result.changes)
-        landed = land(store, list(result.changes), source="extract", summary=f"extracted {names}")
+        landed = land(store, list(result.changes), source=source, summary=f"extracted {names}")
         result.operation = landed.operation
         result.proposals += [landed.proposal] if landed.proposal else []
     if result.user_changes and user_store is not None:
         names = ", ".join(c.memory.name for c in result.user_changes)
         landed = land(
-            user_store, list(result.user_changes), source="extract", summary=f"extracted {names}"
+            user_store, list(result.user_changes), source=source, summary=f"extracted {names}"
         )
         result.user_operation = landed.operation
         result.proposals += [landed.proposal] if landed.proposal else []

@@ -197,7 +197,7 @@ def _extract_job(
         # turn running on the main thread; the file lock orders the writes of both.
         store = MemoryStore(shared.root, shared.config, watch=False)
         user = None if user_root is None else open_user_store(user_root, shared.config)
-        result = extract_memories(store, snapshot, model, user_store=user)
+        result = extract_memories(store, snapshot, model, user_store=user, source="extract:agent")
         note_turn(store)
         notes = []
         for op, where in ((result.operation, ""), (result.user_operation, " (user)")):

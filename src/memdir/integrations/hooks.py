@@ -448,7 +448,9 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
             raise HookError("no memory model: set an API key, or install the host's CLI")
         root = user_store_dir(config)
         user = open_user_store(root, config) if root is not None else None
-        result = extract_memories(store, messages, model, user_store=user)
+        result = extract_memories(
+            store, messages, model, user_store=user, source=f"extract:hook:{host or 'unknown'}"
+        )
         record.update(
             status="ok",
             new_messages=result.new_messages,
