@@ -316,8 +316,11 @@ def test_project_store_commits_only_the_memory_folder(
     (repo / "app.py").write_text("print('v1')\n")
     git(repo, "add", "app.py")
     git(repo, "commit", "-qm", "app")
-    git(repo, "push", "-q", "origin", "HEAD:main")
     m.ok("init", "--git", cwd=repo)
+    res = m("sync", cwd=repo)  # the branch is not on the remote: sync never publishes it
+    assert res.code == 1 and "origin has no branch main yet" in res.err
+    assert git(tmp_path, "--git-dir", str(remote), "branch", "--list") == ""
+    git(repo, "push", "-q", "-u", "origin", "HEAD:main")
     m.ok(
         "add",
         "api-port",
@@ -500,6 +503,12 @@ def test_a_crash_that_takes_git_with_it_is_repaired_by_the_next_sync(
             "cannot reach",
         ),
         (" ! [rejected]        main -> main (fetch first)", PushRejected, "was rejected"),
+        (
+            "error: Your local changes to the following files would be overwritten by merge:\n"
+            "\tapp.py\nPlease commit your changes or stash them before you merge.",
+            SyncError,
+            "overwrite your uncommitted changes to app.py",
+        ),
         ("fatal: 'origin' does not appear to be a git repository", SyncError, "is not set up"),
     ],
 )

@@ -84,6 +84,12 @@ def _explain(args: Sequence[str], err: str, remote: str | None) -> SyncError:
         or ("cannot lock ref" in low and "but expected" in low)  # moved while we pushed
     ):
         return PushRejected(f"the push to {where} was rejected: it has changes this clone lacks")
+    if "would be overwritten by merge" in low:
+        files = [ln.strip() for ln in err.splitlines() if ln.startswith(("\t", "    "))]
+        return SyncError(
+            f"pulling would overwrite your uncommitted changes to {files[0] if files else 'a file'}"
+            " — commit or stash them, then sync (your memory changes are committed)"
+        )
     stale = re.search(r"unable to create '([^']+\.lock)': file exists", err, re.IGNORECASE)
     if stale:
         return SyncError(

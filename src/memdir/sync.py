@@ -382,13 +382,17 @@ def _push(where: Where, remote: str, branch: str, theirs: str) -> None:
         ahead = git.run(
             "diff", "--name-only", "-z", f"refs/remotes/{remote}/{theirs}", "HEAD", check=False
         )
-        if ahead.code == 0:
-            outside = [p for p in ahead.out.split("\0") if p and not p.startswith(where.rel + "/")]
-            if outside:
-                raise SyncError(
-                    f"not pushed: {branch} also holds your own unpushed commits ({outside[0]}…)"
-                    " — push them yourself with 'git push' when they are ready"
-                )
+        if ahead.code != 0:  # the remote lacks the branch: pushing would publish all of it
+            raise SyncError(
+                f"not pushed: {remote} has no branch {theirs} yet — push your branch once yourself"
+                f" ('git push -u {remote} {branch}'); the memory changes are committed here"
+            )
+        outside = [p for p in ahead.out.split("\0") if p and not p.startswith(where.rel + "/")]
+        if outside:
+            raise SyncError(
+                f"not pushed: {branch} also holds your own unpushed commits ({outside[0]}…)"
+                " — push them yourself with 'git push' when they are ready"
+            )
     args = ["push", "-q", remote, f"HEAD:refs/heads/{theirs}"]
     if not git.run("config", f"branch.{branch}.remote", check=False).out.strip():
         args.insert(2, "--set-upstream")
