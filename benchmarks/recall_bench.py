@@ -143,6 +143,30 @@ def hybrid_ranker(kind: str) -> Ranker:
     return build
 
 
+def store_ranker(kind: str) -> Ranker:
+    """The path a user calls: each document a memory file of a store (its first sentence the
+    description, all of it the body), ranked by ``MemoryStore.search``."""
+
+    def build(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
+        from memdir import MemoryStore
+        from memdir.plan import Put
+
+        root = Path(tempfile.mkdtemp()) / ".memory"
+        store = MemoryStore(root, Config(dir=root, embedder=kind))
+        names = {}
+        puts = []
+        for i, d in enumerate(docs):
+            name = f"d{i:05d}"
+            names[name] = d["id"]
+            first = " ".join(d["text"].split())[:150]
+            puts.append(Put(Memory(name, "project_fact", first, d["text"])))
+        store.apply(puts, source="bench")
+        store.embed_all()
+        return lambda q, k: [names[h.name] for h in store.search(q, k)]
+
+    return build
+
+
 def evaluate(data: dict[str, Any], build: Ranker) -> tuple[float, float, float]:
     r5, r10, rr = [], [], []
     for conv in sorted({m["conv"] for m in data["memories"]}):
@@ -168,11 +192,13 @@ def quality(bench_dir: Path, dense: list[str]) -> None:
         ("BM25 (bm25s, English stop words)", bm25s_ranker(stem=False)),
         ("BM25 (bm25s) + Snowball stemming", bm25s_ranker(stem=True)),
         ("**memdir search** (BM25, stemming, CJK bigrams)", memdir_ranker),
+        ("**`MemoryStore.search` over memory files** (BM25)", store_ranker("none")),
     ]
     if "minilm" in dense:
         methods += [
             ("dense: all-MiniLM-L6-v2 int8 cosine (memdir's vectors)", dense_ranker("minilm")),
             ("**memdir hybrid search** (BM25 + MiniLM, linear fusion)", hybrid_ranker("minilm")),
+            ("**`MemoryStore.search` over memory files** (BM25 + MiniLM)", store_ranker("minilm")),
         ]
     if "e5" in dense:
         methods += [
