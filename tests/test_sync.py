@@ -75,6 +75,17 @@ class Machine:
     def store(self) -> MemoryStore:
         return MemoryStore(self.user)
 
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        """``memdir ARGS`` on this machine as a process of its own (a session of its own, so
+        that a test can kill it with everything it started)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "memdir", *args],
+            env=dict(child_env(), MEMDIR_USER_DIR=str(self.user)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
 
 @pytest.fixture
 def remote(tmp_path: Path) -> Path:
@@ -370,14 +381,7 @@ def test_project_mid_merge_is_refused(
 
 def test_a_write_during_sync_is_kept_for_the_next(machines: list[Machine]) -> None:
     a, b = machines
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "memdir", "sync", "--scope", "user"],
-            env=dict(child_env(), MEMDIR_USER_DIR=str(a.user)),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    ]
+    procs = [a.start("sync", "--scope", "user")]
     for i in range(5):
         a.add(f"learned-{i}", f"fact {i}")
     procs[0].wait()
@@ -436,13 +440,7 @@ def test_a_sync_killed_at_any_point_is_repaired_by_the_next(machines: list[Machi
         b.add("shared", f"devbox says {i}")
         b.add(f"devbox-{i}", f"fact {i}")
         b.ok("sync", "--scope", "user")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memdir", "sync", "--scope", "user"],
-            env=dict(child_env(), MEMDIR_USER_DIR=str(a.user)),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        proc = a.start("sync", "--scope", "user")
         time.sleep(delay)
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)  # a git it started may still be at work
@@ -474,13 +472,8 @@ def test_a_crash_that_takes_git_with_it_is_repaired_by_the_next_sync(
         b.add(f"devbox-late-{i}", "more")
         b.ok("sync", "--scope", "user")
         git(a.user, "fetch", "-q", "origin")
-        proc = subprocess.Popen(  # the merge only: the whole machine dies, git included
-            [sys.executable, "-m", "memdir", "sync", "--scope", "user", "--no-push"],
-            env=dict(child_env(), MEMDIR_USER_DIR=str(a.user)),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        # the merge only: the whole machine dies, git included
+        proc = a.start("sync", "--scope", "user", "--no-push")
         time.sleep(delay)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

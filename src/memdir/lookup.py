@@ -430,17 +430,10 @@ def _row_in(
 def embed_in_background(root: Path) -> bool:
     """Start ``memdir index --background`` for the store at ``root`` (it embeds at low
     priority and exits at once if another one is at work); False if it could not start."""
-    import subprocess
-    import sys
+    from .spawn import start_memdir
 
     try:
-        subprocess.Popen(
-            [sys.executable, "-m", "memdir", "--dir", str(root), "index", "--background"],
-            start_new_session=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        start_memdir(["--dir", str(root), "index", "--background"])
     except OSError:
         return False
     return True

@@ -15,7 +15,6 @@ import hashlib
 import os
 import shlex
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from .layout import INTERNAL, SYNC_STATE
 from .memmerge import conflict_of
 from .memory import CONFLICT_KEY
 from .plan import Put
+from .spawn import start_memdir
 from .statefile import StateFile
 from .store import MemoryStore
 
@@ -282,13 +282,7 @@ def kick(root: Path, config: Config, *, pull: bool = False) -> bool:
         if last and last > _ago(config.sync_interval):
             return False
     try:
-        subprocess.Popen(
-            [sys.executable, "-m", "memdir", "--dir", str(root), "sync", "--background"],
-            start_new_session=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        start_memdir(["--dir", str(root), "sync", "--background"])
     except OSError:
         return False
     return True

@@ -265,6 +265,7 @@ class Transaction:
         ``MemoryStore.adopt``); called holding the lock."""
         op_id = new_op_id()
         changes: _list[ChangeRecord] = []
+        kept_as_other: set[str] = set()  # conflicts whose other side is the text kept here
         for fname, old in sorted(before.items()):
             path = self.root / fname
             try:
@@ -277,7 +278,10 @@ class Transaction:
             if name is None:
                 continue
             action = "create" if old is None else "delete" if now is None else "update"
-            why = "the other side of a conflict" if (others or {}).get(name) == old else reason
+            why = reason
+            if old is not None and (others or {}).get(name) == old:
+                why = "the other side of a conflict"
+                kept_as_other.add(name)
             kept = None if old is None else self._history.keep(name, old, action, why, op_id)
             changes.append(
                 ChangeRecord(
@@ -289,9 +293,8 @@ class Transaction:
                     digest=None if now is None else memfmt.digest_of(now),
                 )
             )
-        kept_before = {_name_in(old, fname): old for fname, old in before.items()}
         for name, data in (others or {}).items():
-            if kept_before.get(name) != data:  # not the text just kept as it was here
+            if name not in kept_as_other:  # not kept above already
                 self._history.keep(
                     name, data, "update", "the other side of a conflict", op_id + "-"
                 )

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import threading
 import time
@@ -38,6 +37,7 @@ from ..layout import INTERNAL
 from ..lookup import embed_in_background
 from ..providers import Message
 from ..scopes import Scopes, open_user_store, user_store_dir
+from ..spawn import start_memdir
 from ..store import MemoryStore
 from .transcripts import read_session
 
@@ -401,23 +401,8 @@ def learn(event: HookEvent, *, host: str | None) -> Path:
     spool.mkdir(exist_ok=True)
     job = spool / f"{time.time_ns()}-{os.getpid()}.json"
     write_atomic(job, json.dumps({"event": event, "host": host}).encode(), mode=0o600)
-    subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memdir",
-            "--dir",
-            str(config.dir),
-            "hook",
-            "learn",
-            "--worker",
-            str(job),
-        ],
-        start_new_session=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd=str(config.dir.parent),
+    start_memdir(
+        ["--dir", str(config.dir), "hook", "learn", "--worker", str(job)], cwd=config.dir.parent
     )
     return job
 
