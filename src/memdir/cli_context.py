@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from .backend import open_store
 from .config import Config, ignored_notice, load_config
 from .errors import MemdirError, MemoryNotFound, StoreNotFound
 from .layout import USAGE
@@ -54,12 +55,8 @@ class Ctx:
         if self._store is None:
             progress = _Progress() if sys.stderr.isatty() else None
             try:
-                self._store = MemoryStore(
-                    self.config.dir,
-                    self.config,
-                    create=self.create_store,
-                    watch=None,
-                    progress=progress,
+                self._store = open_store(
+                    self.config, create=self.create_store, watch=None, progress=progress
                 )
             finally:
                 if progress is not None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from .cli_context import Ctx, emit_json, existing_store, fail, json_option, pass_ctx
+from .errors import MemdirError
 from .scopes import PROJECT, USER
 from .store import MemoryStore
 
@@ -21,6 +22,11 @@ def _store(c: Ctx, scope: str | None, *, create: bool = False) -> tuple[MemorySt
     user's."""
     if scope is None:
         scope = PROJECT if c.store_or_none() is not None else USER
+    if scope == PROJECT and c.config.database_url:
+        raise MemdirError(
+            "the project's store is in PostgreSQL, shared by every host already — 'memdir"
+            " export DIR' writes a copy as files to keep in git"
+        )
     if scope == USER and create:
         return c.scopes(require=False).writable(USER), scope
     return existing_store(c, scope), scope

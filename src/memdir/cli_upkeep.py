@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -21,13 +22,21 @@ from .store import MemoryStore
 @click.command(short_help="Rebuild MEMORY.md and the search index, and embed every memory.")
 @scope_option(PROJECT, writes=True)
 @click.option("--background", is_flag=True, hidden=True)
+@click.option(
+    "--print", "show", is_flag=True, help="Print MEMORY.md as rendered now; change nothing."
+)
 @json_option
 @pass_ctx
-def index(c: Ctx, scope: str, background: bool, as_json: bool) -> None:
+def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> None:
     """Rebuild MEMORY.md (and the caches) from the files of the project's store (or the
     user's, with --scope user), and embed every memory for search by meaning now (searches
     otherwise do it a few seconds at a time, and in the background)."""
     store = existing_store(c, scope)
+    if show:
+        from .index import render
+
+        click.echo(render(store.entries(), store.config.types), nl=False)
+        return
     if background:
         _embed_quietly(store)
         return
@@ -150,7 +159,7 @@ def scopes(c: Ctx, as_json: bool) -> None:
         rows.append(
             {
                 "scope": sc.name,
-                "path": str(sc.root.absolute()),
+                "path": sc.store.location if sc.store is not None else str(sc.root.absolute()),
                 "memories": len(sc.store) if sc.store is not None else 0,
                 "writable": sc.writable,
                 "exists": sc.store is not None,
@@ -168,4 +177,46 @@ def scopes(c: Ctx, as_json: bool) -> None:
         click.echo(f"{pad(r['scope'], width)}  {mode:<10}  {state:<16}  {r['path']}")
 
 
-COMMANDS = [index, doctor, scopes]
+@click.command("export", short_help="Write the store as a files store (memories and history).")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@scope_option(PROJECT, writes=True)
+@json_option
+@pass_ctx
+def export_cmd(c: Ctx, dest: Path, scope: str, as_json: bool) -> None:
+    """Write the store (a folder, or a store in PostgreSQL) to DEST as a files store: every
+    memory byte for byte, and its history; DEST must hold no memories yet."""
+    from .transfer import export
+
+    store = existing_store(c, scope)
+    op = export(store, dest)
+    count = len(op.changes) if op else 0
+    if as_json:
+        emit_json({"exported": count, "to": str(dest)})
+    else:
+        click.echo(f"Exported {plural(count, 'memory', 'memories')} (and their history) to {dest}.")
+
+
+@click.command("import", short_help="Load a files store (memories and history) into this one.")
+@click.argument("src", type=click.Path(file_okay=False, path_type=Path))
+@scope_option(PROJECT, writes=True)
+@json_option
+@pass_ctx
+def import_cmd(c: Ctx, src: Path, scope: str, as_json: bool) -> None:
+    """Load the files store at SRC into this store (a folder, or a store in PostgreSQL):
+    memories byte for byte, history with its version numbers; nothing is written when a
+    name is taken here already."""
+    from .transfer import import_store
+
+    c.create_store = True
+    store = c.store if scope == PROJECT else c.scopes(scope, require=False).writable(scope)
+    op = import_store(src, store)
+    count = len(op.changes) if op else 0
+    if as_json:
+        emit_json({"imported": count, "from": str(src)})
+    else:
+        click.echo(
+            f"Imported {plural(count, 'memory', 'memories')} (and their history) from {src}."
+        )
+
+
+COMMANDS = [index, doctor, scopes, export_cmd, import_cmd]

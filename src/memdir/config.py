@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,8 @@ class Config:
     sync: str = "off"  # "auto": pull when a session starts, commit and push after learning
     sync_debounce: float = 10.0  # seconds an automatic sync waits for more changes
     sync_interval: float = 300.0  # a session start pulls if the last sync is older than this
+    database_url: str | None = field(default=None, repr=False)  # PostgreSQL: memories there
+    store: str = "default"  # the store's namespace in that database
     config_file: Path | None = None  # the project's config.toml, when there is one
     ignored: tuple[str, ...] = ()  # its settings not honoured: the file is not trusted
 
@@ -109,12 +112,17 @@ _ENV = {
     "MEMDIR_EMBED_MODEL": "embed_model",
     "MEMDIR_EMBED_URL": "embed_url",
     "MEMDIR_EMBED_API_KEY": "embed_api_key",
+    "MEMDIR_DATABASE_URL": "database_url",
+    "MEMDIR_STORE": "store",
 }
 _SECRET = {"dir", "dir_source", "api_key", "embed_api_key", "config_file", "ignored"}
 # (never from config.toml)
 EMBEDDERS = ("auto", "none", "minilm", "e5", "http")
 SYNC_MODES = ("off", "auto")
 PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
+_FLAGS = {"database_url": "--db", "dir": "--dir"}
+_STORE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_DB_SCHEMES = ("postgresql://", "postgres://")
 
 
 def _coerce(name: str, value: Any, source: str) -> Any:
@@ -140,11 +148,22 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             raise ConfigError(f'{source}: review = {text!r} is not valid — use "auto" or "ask"')
         if name == "sync" and text not in SYNC_MODES:
             raise ConfigError(f'{source}: sync = {text!r} is not valid — use "auto" or "off"')
+        if name == "store" and not (text and _STORE_NAME.fullmatch(text)):
+            raise ConfigError(
+                f"{source}: store = {text!r} is not valid — use letters, digits, '.', '_' or"
+                " '-' (at most 64)"
+            )
+        if name == "database_url" and text and not text.startswith(_DB_SCHEMES):
+            raise ConfigError(
+                f"{source}: database_url must start with postgresql:// (or postgres://)"
+            )
         if name == "embedder" and text not in EMBEDDERS:
             raise ConfigError(
                 f"{source}: embedder = {text!r} is not valid — use one of {', '.join(EMBEDDERS)}"
             )
         return text
+    except ConfigError:
+        raise
     except (TypeError, ValueError):
         raise ConfigError(f"{source}: {name} = {value!r} is not valid — fix or remove it") from None
 
@@ -241,7 +260,7 @@ def load_config(
             values[key] = _coerce(key, env[var], var)
     for key, value in overrides.items():
         if key != "dir":
-            values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
+            values[key] = _coerce(key, value, _FLAGS.get(key, "--" + key.replace("_", "-")))
     provider = values.get("provider")
     if provider is not None and provider not in PROVIDERS:
         raise ConfigError(

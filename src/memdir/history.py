@@ -133,6 +133,16 @@ class History:
         write_atomic(vdir / f"{number:04d}.json", json.dumps(meta, ensure_ascii=False).encode())
         return number
 
+    def put(self, version: Version, data: bytes) -> None:
+        """Keep ``data`` as ``version`` exactly (number, time, action…): a store's history
+        brought in from another store."""
+        vdir = self._ready_dir(version.name)
+        write_atomic(vdir / f"{version.version:04d}.md", data)
+        meta = {k: v for k, v in version.to_dict().items() if k != "name"}
+        write_atomic(
+            vdir / f"{version.version:04d}.json", json.dumps(meta, ensure_ascii=False).encode()
+        )
+
     def version_of(self, name: str, op_id: str) -> int | None:
         """The version that operation ``op_id`` archived, if it archived one."""
         found = [v.version for v in self.versions(name) if v.op == op_id]

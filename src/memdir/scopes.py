@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .backend import open_store
 from .config import Config
 from .entry import Entry, Hit
 from .errors import (
@@ -152,7 +153,7 @@ class Scopes:
         if PROJECT in wanted:
             if project is None:
                 try:
-                    project = MemoryStore(config.dir, config, create=create, watch=watch)
+                    project = open_store(config, create=create, watch=watch)
                 except StoreNotFound:
                     project = None
             if project is not None:
@@ -354,7 +355,8 @@ class Scopes:
         hidden by the project's is left out)."""
         from .lookup import rank_many, to_hit
 
-        pairs = self.stores()
+        every = self.stores()
+        pairs = [(sc, st) for sc, st in every if not st.ranks_alone]
         ranked = rank_many([store._searcher() for _, store in pairs], query, k, explain=explain)
         by_file = self._view().by_file
         out = []
@@ -365,7 +367,17 @@ class Scopes:
                 e, name = found
                 shown = e if name == e.name else dataclasses.replace(e, name=name)
                 out.append(to_hit(shown, r, lambda e: self.get(e.name), pairs[i][0].name))
-        return out
+        for scope, store in every:
+            if not store.ranks_alone:
+                continue
+            for hit in store.search(query, k, explain=explain):  # a database ranks its own
+                found = by_file.get((scope.name, hit.entry.file))
+                if found is not None:
+                    e, name = found
+                    shown = e if name == e.name else dataclasses.replace(e, name=name)
+                    out.append(dataclasses.replace(hit, entry=shown, scope=scope.name))
+        out.sort(key=lambda h: -h.score)
+        return out[:k]
 
     def ranking_note(self) -> str:
         pairs = self.stores()

@@ -78,6 +78,28 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def columns_of(name: str, description: str, body: str) -> tuple[list[str], list[str], list[str]]:
+    """The index terms of a memory's name, description and body (what BM25 weighs)."""
+    return tokenize(name.replace("-", " ")), tokenize(description), tokenize(body)
+
+
+def bm25(columns: Iterable[str], length: int, idf: dict[str, float], avgdl: float) -> float:
+    """The BM25 score of one document from its tokenised columns (name, description, body:
+    tokens joined by spaces): column-weighted presence (a term counts once per column),
+    length-normalised. One scoring for every backend."""
+    freq: dict[str, float] = {}
+    for weight, text in zip(WEIGHTS, columns, strict=True):
+        for t in set(text.split()) & idf.keys():
+            freq[t] = freq.get(t, 0.0) + weight
+    norm = K1 * (1 - B + B * length / avgdl)
+    return sum(idf[t] * f * (K1 + 1) / (f + norm) for t, f in freq.items())
+
+
+def idf_of(terms: Iterable[str], df: dict[str, int], n_docs: int) -> dict[str, float]:
+    """Lucene's IDF of each term, given its document frequency among ``n_docs``."""
+    return {t: math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+
+
 def _phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -145,11 +167,7 @@ class SearchIndex(CacheDB):
                 self._delete(key)
             for d in docs:
                 self._delete(d.key)
-                cols = (
-                    tokenize(d.name.replace("-", " ")),
-                    tokenize(d.description),
-                    tokenize(d.body),
-                )
+                cols = columns_of(d.name, d.description, d.body)
                 length = sum(map(len, cols))
                 cur = db.execute(
                     "INSERT INTO docs (key, identity, length) VALUES (?, ?, ?)",
@@ -269,12 +287,6 @@ class SearchIndex(CacheDB):
         ).fetchall()
         scored = []
         for rowid, key, length, *columns in rows:
-            freq: dict[str, float] = {}
-            for weight, text in zip(WEIGHTS, columns, strict=True):
-                for t in set(text.split()) & idf.keys():
-                    freq[t] = freq.get(t, 0.0) + weight
-            norm = K1 * (1 - B + B * length / avgdl)
-            score = sum(idf[t] * f * (K1 + 1) / (f + norm) for t, f in freq.items())
-            scored.append((-score, rowid, key))
+            scored.append((-bm25(columns, length, idf, avgdl), rowid, key))
         scored.sort()
         return [(key, -neg) for neg, _, key in scored[:k]]

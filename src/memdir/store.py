@@ -31,13 +31,15 @@ from .lock import WritersLock, open_folder
 from .lookup import Lookup, to_hit
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
-from .transaction import Transaction, new_op_id, not_a_link
+from .transaction import Transaction, check_memory, new_op_id, not_a_link
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
     from .embed import Embedder
 
 
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
+# A memory as ``take`` brings it in: its name, its file text (None: only history), its history.
+Taken = tuple[str, str | None, Sequence[tuple[Version, str]]]
 
 
 class MemoryStore:
@@ -136,6 +138,11 @@ class MemoryStore:
             self._folder.write_index()
         return dict(self._catalog.entries)
 
+    def reopen(self) -> MemoryStore:
+        """Another object on the same store (a thread's own: caches and connections are not
+        shared)."""
+        return MemoryStore(self.root, self.config, watch=False)
+
     def close(self) -> None:
         """Stop the file-system watcher and close the search index (the store stays usable)."""
         self._tracker.close()
@@ -151,6 +158,11 @@ class MemoryStore:
     def index_path(self) -> Path:
         """The path of MEMORY.md."""
         return self.root / idx.INDEX_FILE
+
+    @property
+    def location(self) -> str:
+        """Where the memories are, as a person reads it (the folder)."""
+        return str(self.root.absolute())
 
     @property
     def watching(self) -> bool:
@@ -237,6 +249,8 @@ class MemoryStore:
         """Memories the last search left without a vector (its time budget ran out): they are
         ranked by BM25 alone until embedded."""
         return self._lookup.backlog
+
+    ranks_alone = False  # a database store ranks in the database, not through ``_searcher``
 
     def _searcher(self) -> Lookup:
         """The search index and vectors, caught up (``Scopes`` ranks several stores as one)."""
@@ -384,6 +398,54 @@ class MemoryStore:
             return self._tx.adopt(
                 before, source=source, summary=summary, reason=reason, others=others
             )
+
+    def take(self, items: Sequence[Taken], *, source: str) -> Operation | None:
+        """Bring in memories as another store holds them, as one logged operation: each
+        ``(name, file text or None for a retired memory, history)``, the text as it is (byte
+        for byte), the history versions with their numbers and times. ConflictError, before
+        anything is written, when a name is taken."""
+        loaded = [
+            (memfmt.validate_name(name), None if text is None else memfmt.loads(text), text, vs)
+            for name, text, vs in items
+        ]
+        with self.locked():
+            self._folder.catch_up()
+            planned = {name for name, _, _, _ in loaded}
+            for name, mem, _, _ in loaded:
+                if mem is not None:
+                    if mem.name != name:
+                        raise InvalidMemory(f"the text given for {name!r} names {mem.name!r}")
+                    check_memory(mem, self.config)
+                if name in self or self._history.versions(name):
+                    raise ConflictError(
+                        f"the store already has a memory (or history) named {name!r} —"
+                        " import into an empty store"
+                    )
+                self._tx.check_new_name(name, memfmt.filename_for(name), planned)
+            before: dict[str, bytes | None] = {}
+            for name, _, text, versions in loaded:
+                for version, vtext in versions:
+                    self._history.put(version, vtext.encode())
+                if text is not None:
+                    fname = memfmt.filename_for(name)
+                    write_atomic(self.root / fname, text.encode())
+                    before[fname] = None
+            return self._tx.adopt(
+                before, source=source, summary="import", reason="imported", others=None
+            )
+
+    def text(self, name: str) -> str:
+        """The memory's file text exactly as stored (``get`` parses it); MemoryNotFound."""
+        mem = self.get(name)
+        fname = self._catalog.entries[mem.name].file
+        return idx.read_file(self.root / fname, self.config.max_file_bytes).decode("utf-8")
+
+    def retired(self) -> _list[str]:
+        """Names that have history but no current memory (deleted or renamed away)."""
+        root = self._history.root
+        names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        self._folder.catch_up()
+        return [n for n in names if n not in self._catalog.entries]
 
     def check(self, memory: Memory) -> Memory:
         """Validate a memory as a write would (name, type, description, size) without

@@ -47,6 +47,42 @@ def not_a_link(path: Path, what: str) -> None:
         )
 
 
+def check_memory(memory: Memory, config: Config) -> Memory:
+    """Validate a memory as a write would (name, type, description, size) without writing;
+    returns it normalised. Every backend writes through this check."""
+    new = memfmt.validate_new(memory.replace(name=memfmt.validate_name(memory.name)), config.types)
+    size = len(memfmt.dumps(new.replace(created=memfmt.now(), updated=memfmt.now())).encode())
+    if size > config.max_file_bytes:
+        raise InvalidMemory(
+            f"memory {new.name!r} would be {size / 1024:.0f} KiB, over the"
+            f" {config.max_file_bytes // 1024} KiB limit — shorten the body or"
+            " split it into several memories"
+        )
+    return new
+
+
+def settle_put(
+    change: Put, name: str, current: Memory | None, config: Config, stamp: str
+) -> Memory | None:
+    """What a ``Put`` writes over ``current`` (None: nothing there): validated, the keys the
+    current memory has and the new one lacks carried over (redacted) unless told not to,
+    ``created`` kept and ``updated`` stamped; None when it changes nothing. Every backend
+    turns a plan's writes into memories through this."""
+    new = memfmt.validate_new(change.memory.replace(name=name), config.types)
+    if current is not None and change.merge_extra:  # never carry a secret along
+        kept = {k: redact_tree(v) for k, v in current.extra.items()}
+        new = new.replace(extra={**kept, **new.extra})
+    if current is not None:
+        unchanged = new.replace(created=current.created, updated=current.updated)
+        if memfmt.dumps(unchanged) == memfmt.dumps(current):
+            return None
+    created = (current.created if current else None) or new.created or stamp
+    new = new.replace(created=created, updated=stamp)
+    if len(memfmt.dumps(new).encode()) > config.max_file_bytes:
+        check_memory(new, config)  # raises, saying by how much
+    return new
+
+
 class Transaction:
     """The write side of one store's folder (used holding the store's lock)."""
 
@@ -66,17 +102,7 @@ class Transaction:
     def check(self, memory: Memory) -> Memory:
         """Validate a memory as a write would (name, type, description, size) without
         writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
-        new = memfmt.validate_new(
-            memory.replace(name=memfmt.validate_name(memory.name)), self.config.types
-        )
-        size = len(memfmt.dumps(new.replace(created=memfmt.now(), updated=memfmt.now())).encode())
-        if size > self.config.max_file_bytes:
-            raise InvalidMemory(
-                f"memory {new.name!r} would be {size / 1024:.0f} KiB, over the"
-                f" {self.config.max_file_bytes // 1024} KiB limit — shorten the body or"
-                " split it into several memories"
-            )
-        return new
+        return check_memory(memory, self.config)
 
     def prepare(self, plan: Sequence[Change]) -> _list[Step]:
         """Validate a plan against the current files and turn it into journal steps."""
@@ -110,22 +136,13 @@ class Transaction:
                     }
                 )
                 continue
-            new = memfmt.validate_new(change.memory.replace(name=name), self.config.types)
-            if current is not None and change.merge_extra:  # never carry a secret along
-                kept = {k: redact_tree(v) for k, v in current.extra.items()}
-                new = new.replace(extra={**kept, **new.extra})
-            if current is not None:
-                unchanged = new.replace(created=current.created, updated=current.updated)
-                if memfmt.dumps(unchanged) == memfmt.dumps(current):
-                    continue
-            created = (current.created if current else None) or new.created or stamp
-            new = new.replace(created=created, updated=stamp)
+            new = settle_put(change, name, current, self.config, stamp)
+            if new is None:
+                continue
             fname = entry.file if entry else memfmt.filename_for(name)
             if entry is None and not (change.adopt and self.plain_note(fname)):
                 self.check_new_name(name, fname, seen | removed)
             content = memfmt.dumps(new)
-            if len(content.encode()) > self.config.max_file_bytes:
-                self.check(new)  # raises, saying by how much
             steps.append(
                 {
                     "name": name,

@@ -38,6 +38,8 @@ SENSITIVE = frozenset(
         "read_only",
         "allow",
         "sync",  # pushes the store to a remote by itself
+        "database_url",  # where every memory is read from and written to
+        "store",
     }
 )
 TRUST_FILE = "trusted.json"

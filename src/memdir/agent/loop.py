@@ -195,7 +195,7 @@ def _extract_job(
     def job() -> str | None:
         # A store object of its own: caches and the search connection are not shared with the
         # turn running on the main thread; the file lock orders the writes of both.
-        store = MemoryStore(shared.root, shared.config, watch=False)
+        store = shared.reopen()
         user = None if user_root is None else open_user_store(user_root, shared.config)
         result = extract_memories(store, snapshot, model, user_store=user, source="extract:agent")
         note_turn(store)

@@ -29,6 +29,7 @@ from typing import Any, TypedDict
 
 from .. import syncrepo
 from ..atomic import append_nofollow, write_atomic
+from ..backend import open_store
 from ..config import Config, find_store_dir, load_config
 from ..errors import LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
@@ -368,7 +369,7 @@ def _reader(config: Config, budget: float) -> Scopes:
     """The project's, the user's and shared stores, each embedding new memories for at most a
     part of the budget (the learn worker embeds the rest)."""
     try:
-        project: MemoryStore | None = MemoryStore(config.dir, config, create=False, watch=False)
+        project: MemoryStore | None = open_store(config, create=False, watch=False)
     except StoreNotFound:
         project = None
     scopes = Scopes(config, project=project, watch=False)
@@ -385,7 +386,11 @@ def learn(event: HookEvent, *, host: str | None) -> Path:
     if not isinstance(path, str) or not path:
         raise HookError("the event names no transcript_path — nothing to learn from")
     config = _config_for(event)
-    if config.dir_source in ("default", "git") and not config.dir.is_dir():
+    if (
+        config.dir_source in ("default", "git")
+        and not config.dir.is_dir()
+        and not config.database_url
+    ):
         # no project store: learn into the person's own store, never start one unasked
         root = user_store_dir(config)
         if root is None:
@@ -396,7 +401,7 @@ def learn(event: HookEvent, *, host: str | None) -> Path:
         config = dataclasses.replace(config, dir=root, dir_source="user")
         store = open_user_store(root, config)
     else:
-        store = MemoryStore(config.dir, config, create=True, watch=False)
+        store = open_store(config, create=True, watch=False)
     spool = store.internal / SPOOL
     spool.mkdir(exist_ok=True)
     job = spool / f"{time.time_ns()}-{os.getpid()}.json"
@@ -416,7 +421,7 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
     data = json.loads(job.read_text(encoding="utf-8"))
     event, host = data["event"], data.get("host")
     record: LogRecord = {"hook": "learn", "host": host, "event": event.get("hook_event_name")}
-    store = MemoryStore(config.dir, config, create=True, watch=False)
+    store = open_store(config, create=True, watch=False)
     import hashlib
 
     import filelock

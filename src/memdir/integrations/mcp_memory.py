@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
+from ..backend import open_store
 from ..config import Config
 from ..errors import LLMUnavailable, MemdirError, SecretFound, StoreNotFound
 from ..memory import Memory, dumps, slugify
@@ -53,7 +54,7 @@ class MemoryServer:
     def store(self, *, create: bool = False) -> MemoryStore:
         if self._store is None:
             try:
-                self._store = MemoryStore(self.config.dir, self.config, create=create, watch=True)
+                self._store = open_store(self.config, create=create, watch=True)
             except StoreNotFound:
                 raise ToolError(
                     f"no memory store at {self.config.dir} yet — call remember to"

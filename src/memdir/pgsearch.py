@@ -1,0 +1,243 @@
+"""Ranking a database store's memories the way a folder's are ranked: BM25 over the same
+index terms (``search.columns_of``; CJK bigrams included) with the same scoring, candidates
+from a GIN index on each memory's terms, fused with pgvector cosines from the configured
+embedder by the same ``vectors.fuse``. So a question ranks the same memories on either
+backend.
+
+Vectors are made lazily, as for files: a search embeds memories that have none (or whose text
+changed) within the caller's time budget and ranks the rest by BM25 until a later search or
+``memdir index`` embeds them.
+This module does NOT write memories.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .errors import MemdirError
+from .safetext import CJK_CHAR
+from .search import CANDIDATE_SHARE, CANDIDATES, MIN_POSTINGS, bm25, idf_of, tokenize
+from .vectors import BATCH, DENSE_CANDIDATES, Dense, Ranked, hybrid, memory_text
+
+if TYPE_CHECKING:
+    from .embed import Embedder, Vectors
+    from .pgstore import PgStore
+
+log = logging.getLogger("memdir")
+
+
+class PgSearch:
+    """BM25 and vectors over one database store."""
+
+    def __init__(self, store: PgStore, embedder: Embedder | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._made = embedder is not None
+        self.dense_error: str | None = None
+        self.progress: Callable[[int, int], None] | None = None
+        self.budget: float | None = None
+        self.backlog = 0
+        self.last_bm25_only = False
+
+    def close(self) -> None:
+        pass
+
+    def _make_embedder(self) -> Embedder | None:
+        if not self._made:
+            self._made = True
+            from .embed import EmbedError, from_config
+
+            try:
+                self.embedder = from_config(self.store.config)
+            except EmbedError as exc:
+                self.dense_error = str(exc)
+        return self.embedder
+
+    # -- BM25 ------------------------------------------------------------------------------------
+
+    def bm25(self, query: str, k: int) -> list[tuple[str, float]]:
+        """The best ``k`` names for ``query`` with their BM25 scores, as ``SearchIndex.search``
+        ranks a folder's memories."""
+        terms = list(dict.fromkeys(tokenize(query)))
+        if not terms or k <= 0:
+            return []
+        sid = self.store.sid
+        with self.store._txn() as conn:
+            df = dict(
+                conn.execute(
+                    "SELECT term, df FROM memdir_terms WHERE store = %s AND term = ANY(%s)"
+                    " AND df > 0",
+                    (sid, terms),
+                ).fetchall()
+            )
+            terms = [t for t in terms if t in df]
+            if not terms:
+                return []
+            n_docs, n_tokens = conn.execute(
+                "SELECT docs, tokens FROM memdir_stores WHERE id = %s", (sid,)
+            ).fetchone() or (0, 0)
+            idf = idf_of(terms, df, int(n_docs))
+            cap = max(MIN_POSTINGS, CANDIDATE_SHARE * int(n_docs))
+            gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
+            rest = sorted((t for t in terms if t not in gather), key=lambda t: df[t])
+            while sum(df[t] for t in gather) < k and rest:  # too few: widen with the next rarest
+                gather.append(rest.pop(0))
+            weights = " + ".join(
+                "(CASE WHEN terms @> ARRAY[%s] THEN %s ELSE 0 END)" for _ in gather
+            )
+            args: list[Any] = [x for t in gather for x in (t, idf[t])]
+            rows = conn.execute(
+                f"SELECT name, length, tok_name, tok_description, tok_body FROM memdir_memories"
+                f" WHERE store = %s AND terms && %s::text[] ORDER BY {weights} DESC, name"
+                f" LIMIT %s",
+                [sid, gather, *args, max(CANDIDATES, k)],
+            ).fetchall()
+        avgdl = int(n_tokens) / max(1, int(n_docs))
+        scored = sorted(
+            ((-bm25(cols, length, idf, avgdl), name) for name, length, *cols in rows),
+        )
+        return [(name, -neg) for neg, name in scored[:k]]
+
+    # -- vectors ---------------------------------------------------------------------------------
+
+    def _model(self, embedder: Embedder) -> str:
+        return f"{embedder.name}/{embedder.dim}"
+
+    def sync(self, budget: float | None) -> int:
+        """Embed memories whose vector is missing or stale, for ``budget`` seconds at most
+        (None: all); how many are left."""
+        embedder = self._make_embedder()
+        if embedder is None:
+            return 0
+        sid, model = self.store.sid, self._model(embedder)
+        stale_sql = (
+            " FROM memdir_memories m LEFT JOIN memdir_vectors v ON v.store = m.store"
+            " AND v.name = m.name AND v.model = %s WHERE m.store = %s"
+            " AND (v.name IS NULL OR v.digest <> m.embed_digest)"
+        )
+        start = time.monotonic()
+        with self.store._txn() as conn:
+            (total,) = conn.execute("SELECT count(*)" + stale_sql, (model, sid)).fetchone() or (0,)
+        done = 0
+        while done < total:
+            if budget is not None and time.monotonic() - start > budget:
+                break
+            with self.store._txn() as conn:
+                rows = conn.execute(
+                    "SELECT m.name, m.text, m.embed_digest" + stale_sql + " LIMIT %s",
+                    (model, sid, BATCH),
+                ).fetchall()
+            if not rows:
+                break
+            texts = []
+            from .memory import loads
+
+            for _, text, _ in rows:
+                mem = loads(text)
+                texts.append(memory_text(mem.name, mem.description, mem.body))
+            vecs = embedder.embed(texts)
+            with self.store._txn() as conn:
+                conn.cursor().executemany(
+                    "INSERT INTO memdir_vectors (store, name, model, dim, digest, embedding)"
+                    " VALUES (%s, %s, %s, %s, %s, %s::vector) ON CONFLICT (store, name, model)"
+                    " DO UPDATE SET digest = EXCLUDED.digest, embedding = EXCLUDED.embedding",
+                    [
+                        (sid, r[0], model, embedder.dim, r[2], _literal(v))
+                        for r, v in zip(rows, vecs, strict=True)
+                    ],
+                )
+            done += len(rows)
+            if self.progress is not None:
+                self.progress(done, int(total))
+        self.backlog = max(0, int(total) - done)
+        return self.backlog
+
+    def _dense(self, qvec: Vectors, names: list[str], embedder: Embedder) -> list[Dense[str]]:
+        """The nearest vectors to the query and the cosines of ``names`` (BM25's hits)."""
+        import numpy as np
+
+        sid, model, q = self.store.sid, self._model(embedder), _literal(qvec)
+        with self.store._txn() as conn:
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            near = conn.execute(
+                "SELECT name, 1 - (embedding <=> %s::vector) FROM memdir_vectors"
+                " WHERE store = %s AND model = %s ORDER BY embedding <=> %s::vector LIMIT %s",
+                (q, sid, model, q, DENSE_CANDIDATES),
+            ).fetchall()
+            more = conn.execute(
+                "SELECT name, 1 - (embedding <=> %s::vector) FROM memdir_vectors"
+                " WHERE store = %s AND model = %s AND name = ANY(%s)",
+                (q, sid, model, names),
+            ).fetchall()
+        cos = dict(near)
+        cos.update(more)
+        keys = list(cos)
+        row = {k: i for i, k in enumerate(keys)}
+        return [Dense(keys, np.array([cos[k] for k in keys], dtype=np.float32), row.get)]
+
+    def rank(
+        self, query: str, k: int, *, explain: bool = False, dense: bool = True
+    ) -> list[Ranked]:
+        """The ``k`` best names: hybrid when an embedder is configured (and ``dense``), else
+        BM25."""
+        depth = max(k, 100) if dense else k  # as deep as a folder's search fuses
+        hits = self.bm25(query, depth)
+        embedder = self._make_embedder() if dense else None
+        if embedder is not None and not embedder.multilingual and CJK_CHAR.search(query):
+            self.last_bm25_only, embedder = True, None
+        else:
+            self.last_bm25_only = False
+        if embedder is not None and self.dense_error is None:
+            try:
+                self.sync(self.budget)
+                names = [n for n, _ in hits]
+                return hybrid(
+                    embedder,
+                    query,
+                    hits,
+                    lambda q: self._dense(q, names, embedder),
+                    k,
+                    explain=explain,
+                )
+            except MemdirError as exc:
+                self.dense_error = str(exc)
+                log.warning("memdir: search by meaning failed, BM25 alone: %s", exc)
+        return [
+            Ranked(name, score, i + 1, score, None, None)
+            for i, (name, score) in enumerate(hits[:k])
+        ]
+
+    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
+        saved, self.progress = self.progress, progress
+        try:
+            left = self.sync(None)
+        finally:
+            self.progress = saved
+        if self.embedder is None or self.dense_error:
+            return 0
+        return len(self.store) - left
+
+    def discard(self) -> None:
+        with self.store._txn() as conn:
+            conn.execute("DELETE FROM memdir_vectors WHERE store = %s", (self.store.sid,))
+
+    def describe(self) -> str:
+        embedder = self._make_embedder()
+        if embedder is None:
+            return f"ranking: BM25 alone ({self.dense_error or 'no embedder configured'})"
+        if self.dense_error:
+            return f"ranking: BM25 alone ({embedder.name} failed: {self.dense_error})"
+        from .vectors import ALPHA
+
+        return (
+            f"ranking: hybrid in PostgreSQL, {1 - ALPHA:.1f} × cosine ({embedder.name},"
+            f" pgvector) + {ALPHA:.1f} × (BM25 / best BM25)²"
+        )
+
+
+def _literal(vector: Any) -> str:
+    """A vector as pgvector's text form."""
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"

@@ -1,0 +1,789 @@
+"""``PgStore``: a ``MemoryStore`` whose memories live in PostgreSQL, for many agents on many
+hosts sharing one memory.
+
+Same contract as the folder: every change goes through ``apply(plan)``, one database
+transaction that takes the store's row lock (writers on every host queue there, nothing is
+lost, a killed writer leaves nothing half-applied), keeps every replaced or retired text in
+``memdir_history``, logs the operation and notifies listeners. Plans are checked by the same
+code as for files (``plan.screen``, ``transaction.settle_put``/``check_memory``). Readers keep
+the catalogue in memory and catch up from the log: a long-running process (``watch=True``)
+hears of other hosts' writes through LISTEN/NOTIFY; others ask the store's change counter.
+What belongs to one host (conversation cursors, the review queue, the recall log) lives in a
+local state folder, ``root``.
+This module does NOT rank (``pgsearch``) and does NOT create the tables (``pgschema``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import index as idx
+from . import memory as memfmt
+from . import pgschema
+from .config import Config
+from .entry import Entry, Hit
+from .errors import (
+    ConflictError,
+    InvalidMemory,
+    MemdirError,
+    MemoryNotFound,
+    PlanError,
+    StoreNotFound,
+)
+from .history import ChangeRecord, Operation, Version
+from .layout import INTERNAL
+from .memory import Memory
+from .plan import Change, Put, Remove, screen
+from .search import columns_of
+from .store import MemoryStore, Taken
+from .transaction import check_memory, new_op_id, settle_put
+from .vectors import memory_text
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from .embed import Embedder
+    from .pgsearch import PgSearch
+
+_list = list
+_COLUMNS = "name, type, description, created, updated, pinned, warnings, seq"
+
+
+class _Unchanged(Exception):
+    """Raised inside a transaction to roll it back: the plan changed nothing."""
+
+
+def state_dir(config: Config) -> Path:
+    """This host's folder for a database store's local state (cursors, review, recall log)."""
+    import platformdirs
+
+    assert config.database_url is not None
+    key = hashlib.sha256(f"{pgschema.shown(config.database_url)}\0{config.store}".encode())
+    return (
+        Path(platformdirs.user_state_dir("memdir", appauthor=False)) / "db" / key.hexdigest()[:16]
+    )
+
+
+class PgStore(MemoryStore):
+    """The memories of one named store in a PostgreSQL database.
+
+    ``config.database_url`` and ``config.store`` say which; ``create``: make the store if the
+    database has none of that name (else StoreNotFound); ``watch``: listen for other hosts'
+    changes (True) instead of asking the change counter at each read. ``root``: the local state
+    folder (default: ``state_dir``)."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        create: bool = True,
+        watch: bool | None = None,
+        embedder: Embedder | None = None,
+        root: Path | None = None,
+    ) -> None:
+        if not config.database_url:
+            raise MemdirError("no database_url is set — pass --db URL or set MEMDIR_DATABASE_URL")
+        self.config = config
+        self.url = config.database_url
+        self.store_name = config.store
+        self.read_only = False
+        self.root = root or state_dir(config)
+        self.internal = self.root / INTERNAL
+        self._mu = threading.RLock()
+        self._conn = pgschema.connect(self.url)
+        pgschema.ensure_schema(self._conn)
+        sid = pgschema.store_id(self._conn, self.store_name, create=create)
+        if sid is None:
+            self._conn.close()
+            raise StoreNotFound(
+                f"no store named {self.store_name!r} in {pgschema.shown(self.url)} — run"
+                " 'memdir init' with the same --db and --store"
+            )
+        self.sid = sid
+        self.internal.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._entries: dict[str, Entry] = {}
+        self._names: list[str] | None = None
+        self._seq = -1
+        self._dirty = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._listening = False
+        self._closed = threading.Event()
+        self._search: PgSearch | None = None
+        self._embedder = embedder
+        self._pace: tuple[Callable[[int, int], None] | None, float | None] = (None, None)
+        self._reload()
+        if watch:
+            self._listen()
+
+    def __repr__(self) -> str:
+        return f"PgStore({pgschema.shown(self.url)!r}, store={self.store_name!r})"
+
+    # -- connection and catching up ----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _txn(self) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction on this store's connection (one thread at a time)."""
+        with self._mu:
+            if self._conn.closed:
+                self._conn = pgschema.connect(self.url)
+            with self._conn.transaction():
+                yield self._conn
+
+    def _reload(self) -> None:
+        with self._txn() as conn:
+            seq = self._store_seq(conn)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s", (self.sid,)
+            ).fetchall()
+        self._entries = {r[0]: _entry(r) for r in rows}
+        self._names, self._seq = None, seq
+
+    def _store_seq(self, conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute("SELECT seq FROM memdir_stores WHERE id = %s", (self.sid,)).fetchone()
+        if row is None:
+            raise StoreNotFound(f"the store {self.store_name!r} was dropped from the database")
+        return int(row[0])
+
+    def _catch_up(self) -> None:
+        """Bring the catalogue up to date with every host's writes: nothing to do when the
+        listener heard of none; else the memories the log names since the last look."""
+        if self._listening and not self._dirty.is_set():
+            return
+        self._dirty.clear()
+        with self._txn() as conn:
+            seq = self._store_seq(conn)
+            if seq == self._seq:
+                return
+            changed: set[str] = set()
+            for (changes,) in conn.execute(
+                "SELECT changes FROM memdir_log WHERE store = %s AND seq > %s",
+                (self.sid, self._seq),
+            ):
+                changed.update(c["name"] for c in changes)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
+                (self.sid, list(changed)),
+            ).fetchall()
+        self._note(changed, rows, seq)
+
+    def _note(self, changed: set[str], rows: list[tuple[Any, ...]], seq: int) -> None:
+        for name in changed:
+            self._entries.pop(name, None)
+        for r in rows:
+            self._entries[r[0]] = _entry(r)
+        self._names, self._seq = None, max(seq, self._seq)
+
+    def _listen(self) -> None:
+        """Hear other hosts' writes (LISTEN/NOTIFY on a connection of its own)."""
+        conn = pgschema.connect(self.url, autocommit=True)
+        conn.execute(f"LISTEN {pgschema.CHANNEL}")
+        self._listening = True
+        self._dirty.set()  # anything between the load and the LISTEN
+
+        def run() -> None:
+            mine = f"{self.sid} "
+            try:
+                while not self._closed.is_set():
+                    for note in conn.notifies(timeout=1.0):
+                        if note.payload.startswith(mine):
+                            self._dirty.set()
+            except Exception:  # the connection died: ask the counter at each read instead
+                self._listening = False
+                self._dirty.set()
+            finally:
+                conn.close()
+
+        self._listener = threading.Thread(target=run, name="memdir-listen", daemon=True)
+        self._listener.start()
+
+    # -- the MemoryStore surface --------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the store's writer lock (every host's writers wait; re-entrant)."""
+        with self._mu:
+            self._conn.execute("SELECT pg_advisory_lock(%s)", (self._key,))
+            self._conn.commit()
+            try:
+                yield
+            finally:
+                self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+                self._conn.commit()
+
+    @property
+    def _key(self) -> int:
+        return pgschema.lock_key("store", self.sid)
+
+    def refresh(self) -> None:
+        self._reload()
+
+    def rebuild(self) -> dict[str, Entry]:
+        self._reload()
+        return dict(self._entries)
+
+    def reopen(self) -> MemoryStore:
+        return PgStore(self.config, create=False, root=self.root, embedder=self._embedder)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._listener is not None:
+            self._listener.join(timeout=3)
+        if self._search is not None:
+            self._search.close()
+        with self._mu:
+            self._conn.close()
+
+    @property
+    def index_path(self) -> Path:
+        """MEMORY.md as rendered now, in the local state folder."""
+        path = self.root / idx.INDEX_FILE
+        from .atomic import write_atomic
+
+        write_atomic(path, self.render_index().encode())
+        return path
+
+    def render_index(self) -> str:
+        return idx.render(self.entries(), self.config.types)
+
+    @property
+    def location(self) -> str:
+        return f"{pgschema.shown(self.url)} (store {self.store_name!r})"
+
+    @property
+    def watching(self) -> bool:
+        return self._listening
+
+    def entries(self, type: str | None = None) -> _list[Entry]:
+        self._catch_up()
+        if self._names is None:
+            self._names = sorted(self._entries)
+        every = [self._entries[n] for n in self._names]
+        return every if type is None else [e for e in every if e.type == type]
+
+    def problems(self) -> _list[idx.Problem]:
+        return []  # the database holds only memories that passed the checks
+
+    def get(self, name: str) -> Memory:
+        norm = memfmt.validate_name(name)
+        with self._txn() as conn:
+            row = conn.execute(
+                "SELECT text, digest FROM memdir_memories WHERE store = %s AND name = %s",
+                (self.sid, norm),
+            ).fetchone()
+        if row is not None:
+            return _memory(norm, row[0], row[1])
+        self._catch_up()
+        close = difflib.get_close_matches(norm, list(self._entries), n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]!r}?" if close else "see 'memdir list' for the names"
+        raise MemoryNotFound(f"no memory named {norm!r} — {hint}")
+
+    def __contains__(self, name: object) -> bool:
+        self._catch_up()
+        return isinstance(name, str) and name in self._entries
+
+    def list(self, type: str | None = None) -> _list[Memory]:
+        with self._txn() as conn:
+            rows = conn.execute(
+                "SELECT name, text, digest FROM memdir_memories WHERE store = %s"
+                " AND (%s::text IS NULL OR type = %s) ORDER BY name",
+                (self.sid, type, type),
+            ).fetchall()
+        return [_memory(n, t, d) for n, t, d in rows]
+
+    def __len__(self) -> int:
+        self._catch_up()
+        return len(self._entries)
+
+    @property
+    def version(self) -> int:
+        self._catch_up()
+        return self._seq
+
+    # -- search --------------------------------------------------------------------------------
+
+    ranks_alone = True
+
+    def _searcher(self) -> Any:
+        raise TypeError("a database store ranks on its own: call search()")
+
+    def _ranker(self) -> PgSearch:
+        if self._search is None:
+            from .pgsearch import PgSearch
+
+            self._search = PgSearch(self, self._embedder)
+            self._search.progress, self._search.budget = self._pace
+        return self._search
+
+    def pace_embedding(
+        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
+    ) -> None:
+        self._pace = (progress, budget)
+        if self._search is not None:
+            self._search.progress, self._search.budget = self._pace
+
+    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
+        return self._ranker().embed_all(progress)
+
+    def discard_caches(self) -> None:
+        self._ranker().discard()
+
+    @property
+    def embedding_backlog(self) -> int:
+        return 0 if self._search is None else self._search.backlog
+
+    def ranking_note(self) -> str:
+        return self._ranker().describe()
+
+    def search(
+        self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
+    ) -> _list[Hit]:
+        from .lookup import to_hit
+
+        self._catch_up()
+        out = []
+        for r in self._ranker().rank(query, k, explain=explain, dense=dense):
+            entry = self._entries.get(r.key)
+            if entry is not None:
+                out.append(to_hit(entry, r, lambda e: self.get(e.name)))
+        return out
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def apply(
+        self,
+        plan: Sequence[Change],
+        *,
+        source: str = "api",
+        summary: str = "",
+        secrets: str = "refuse",
+        undoes: str | None = None,
+    ) -> Operation | None:
+        """Apply a list of changes as one database transaction; None when nothing changed."""
+        for change in plan:
+            if isinstance(change, Put):
+                check_memory(change.memory, self.config)
+        plan = screen(plan, secrets)
+        op_id, stamp = new_op_id(), memfmt.now()
+        try:
+            with self._txn() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+                (seq,) = conn.execute(
+                    "UPDATE memdir_stores SET seq = seq + 1 WHERE id = %s RETURNING seq",
+                    (self.sid,),
+                ).fetchone() or (None,)
+                if seq is None:
+                    raise StoreNotFound(f"the store {self.store_name!r} was dropped")
+                records = self._write(conn, plan, op_id, stamp, int(seq))
+                if not records:
+                    raise _Unchanged
+                op = Operation(op_id, stamp, source, summary, tuple(records), undoes)
+                self._log(conn, op, int(seq))
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
+                    (self.sid, [r["name"] for r in records]),
+                ).fetchall()
+        except _Unchanged:
+            return None
+        if self._seq == int(seq) - 1:  # nobody else wrote in between: no need to ask
+            self._note({r["name"] for r in records}, rows, int(seq))
+        return op
+
+    def _write(
+        self,
+        conn: psycopg.Connection[Any],
+        plan: Sequence[Change],
+        op_id: str,
+        stamp: str,
+        seq: int,
+    ) -> _list[ChangeRecord]:
+        names = [
+            memfmt.validate_name(c.memory.name if isinstance(c, Put) else c.name) for c in plan
+        ]
+        if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise PlanError(f"the plan changes {twice!r} twice — combine those changes")
+        current = {
+            r[0]: r[1:]
+            for r in conn.execute(
+                "SELECT name, text, digest, terms, length FROM memdir_memories"
+                " WHERE store = %s AND name = ANY(%s) FOR UPDATE",
+                (self.sid, names),
+            ).fetchall()
+        }
+        removed = {n for n, c in zip(names, plan, strict=True) if isinstance(c, Remove)}
+        records: _list[ChangeRecord] = []
+        df: dict[str, int] = {}
+        docs = tokens = 0
+        for name, change in zip(names, plan, strict=True):
+            have = current.get(name)
+            now = _memory(name, have[0], have[1]) if have else None
+            if change.expect is not None and (now is None or now.digest != change.expect):
+                raise ConflictError(
+                    f"memory {name!r} changed since it was read — reload it and retry"
+                )
+            if isinstance(change, Remove):
+                if have is None:
+                    raise MemoryNotFound(f"no memory named {name!r} — see 'memdir list'")
+                new_text = None
+            else:
+                new = settle_put(change, name, now, self.config, stamp)
+                if new is None:
+                    continue
+                if have is None:
+                    self._check_new_name(conn, name, set(names) | removed)
+                new_text = memfmt.dumps(new)
+            before = None
+            if have is not None:
+                before = self._keep(conn, name, have[0], new_text, change.reason, op_id, stamp)
+                for t in have[2]:
+                    df[t] = df.get(t, 0) - 1
+                docs, tokens = docs - 1, tokens - have[3]
+                conn.execute(
+                    "DELETE FROM memdir_memories WHERE store = %s AND name = %s", (self.sid, name)
+                )
+            digest = None
+            if new_text is not None:
+                digest, terms, length = self._insert(conn, name, new_text, seq)
+                for t in terms:
+                    df[t] = df.get(t, 0) + 1
+                docs, tokens = docs + 1, tokens + length
+            action = "delete" if new_text is None else "update" if have else "create"
+            records.append(
+                ChangeRecord(
+                    name=name,
+                    file=memfmt.filename_for(name),
+                    action=action,
+                    before=before,
+                    reason=change.reason,
+                    digest=digest,
+                )
+            )
+        if records:
+            self._count(conn, df, docs, tokens)
+        return records
+
+    def _check_new_name(self, conn: psycopg.Connection[Any], name: str, planned: set[str]) -> None:
+        for (twin,) in conn.execute(
+            "SELECT name FROM memdir_memories WHERE store = %s AND skeleton = %s AND name <> %s",
+            (self.sid, memfmt.skeleton(name), name),
+        ):
+            if twin not in planned:
+                raise ConflictError(
+                    f"memory name {name!r} differs from the existing {twin!r} only in case or"
+                    f" look-alike characters — update {twin!r} or choose a distinct name"
+                )
+
+    def _keep(
+        self,
+        conn: psycopg.Connection[Any],
+        name: str,
+        text: str,
+        new_text: str | None,
+        reason: str,
+        op_id: str,
+        stamp: str,
+    ) -> int:
+        """Keep ``text`` as the next history version of ``name``; its number."""
+        (version,) = conn.execute(
+            "SELECT coalesce(max(version), 0) + 1 FROM memdir_history"
+            " WHERE store = %s AND name = %s",
+            (self.sid, name),
+        ).fetchone() or (1,)
+        conn.execute(
+            "INSERT INTO memdir_history (store, name, version, time, action, reason, op, text)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.sid,
+                name,
+                version,
+                stamp,
+                "delete" if new_text is None else "update",
+                reason,
+                op_id,
+                text,
+            ),
+        )
+        return int(version)
+
+    def _insert(
+        self, conn: psycopg.Connection[Any], name: str, text: str, seq: int
+    ) -> tuple[str, _list[str], int]:
+        mem = memfmt.loads(text)
+        digest = memfmt.digest_of(text.encode())
+        cols = columns_of(mem.name, mem.description, mem.body)
+        terms = sorted(set(cols[0]) | set(cols[1]) | set(cols[2]))
+        length = sum(map(len, cols))
+        entry = idx.entry_from(mem, memfmt.filename_for(name), self.config.types)
+        embed = hashlib.blake2b(
+            memory_text(mem.name, mem.description, mem.body).encode("utf-8", "surrogatepass"),
+            digest_size=16,
+        ).digest()
+        conn.execute(
+            "INSERT INTO memdir_memories (store, name, skeleton, text, digest, type,"
+            " description, created, updated, pinned, warnings, seq, terms, tok_name,"
+            " tok_description, tok_body, length, embed_digest) VALUES"
+            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.sid,
+                name,
+                memfmt.skeleton(name),
+                text,
+                digest,
+                entry.type,
+                entry.description,
+                entry.created,
+                entry.updated,
+                entry.pinned,
+                list(entry.warnings),
+                seq,
+                terms,
+                " ".join(cols[0]),
+                " ".join(cols[1]),
+                " ".join(cols[2]),
+                length,
+                embed,
+            ),
+        )
+        return digest, terms, length
+
+    def _count(
+        self, conn: psycopg.Connection[Any], df: dict[str, int], docs: int, tokens: int
+    ) -> None:
+        """Apply a plan's changes to the document frequencies and the store's counts."""
+        moved = sorted((t, d) for t, d in df.items() if d)
+        if moved:
+            conn.execute(
+                "INSERT INTO memdir_terms (store, term, df) SELECT %s, t, d"
+                " FROM unnest(%s::text[], %s::bigint[]) AS u(t, d)"
+                " ON CONFLICT (store, term) DO UPDATE SET df = memdir_terms.df + EXCLUDED.df",
+                (self.sid, [t for t, _ in moved], [d for _, d in moved]),
+            )
+        conn.execute(
+            "UPDATE memdir_stores SET docs = docs + %s, tokens = tokens + %s WHERE id = %s",
+            (docs, tokens, self.sid),
+        )
+
+    def _log(self, conn: psycopg.Connection[Any], op: Operation, seq: int) -> None:
+        conn.execute(
+            "INSERT INTO memdir_log (store, seq, id, time, source, summary, changes, undoes)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                self.sid,
+                seq,
+                op.id,
+                op.time,
+                op.source,
+                op.summary,
+                json.dumps(list(op.changes), ensure_ascii=False),
+                op.undoes,
+            ),
+        )
+        conn.execute("SELECT pg_notify(%s, %s)", (pgschema.CHANNEL, f"{self.sid} {seq}"))
+
+    def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
+        op = Operation(new_op_id(), memfmt.now(), source, summary, (), undoes)
+        with self._txn() as conn:
+            (seq,) = conn.execute(
+                "UPDATE memdir_stores SET seq = seq + 1 WHERE id = %s RETURNING seq", (self.sid,)
+            ).fetchone() or (0,)
+            self._log(conn, op, int(seq))
+        return op
+
+    def adopt(
+        self,
+        before: Mapping[str, bytes | None],
+        *,
+        source: str,
+        summary: str,
+        reason: str = "",
+        others: Mapping[str, bytes] | None = None,
+    ) -> Operation | None:
+        raise MemdirError(
+            "a database store is not synced through git — 'memdir export DIR' writes a copy"
+            " as files"
+        )
+
+    def check(self, memory: Memory) -> Memory:
+        return check_memory(memory, self.config)
+
+    def purge(self, name: str, version: int | None = None, *, source: str = "api") -> int:
+        memfmt.validate_name(name)
+        if version is None and name in self:
+            self.delete(name, reason="purged", source=source)
+        with self._txn() as conn:
+            gone = conn.execute(
+                "DELETE FROM memdir_history WHERE store = %s AND name = %s"
+                " AND (%s::int IS NULL OR version = %s)",
+                (self.sid, name, version, version),
+            ).rowcount
+        if not gone:
+            what = f"version {version} of {name!r}" if version else f"{name!r}"
+            raise MemoryNotFound(f"no {what} to purge — see 'memdir history {name}'")
+        self.record(f"purged {name}" + (f"@v{version}" if version else ""), source=source)
+        return int(gone)
+
+    # -- history and log --------------------------------------------------------------------
+
+    def history(self, name: str) -> _list[Version]:
+        with self._txn() as conn:
+            rows = conn.execute(
+                "SELECT name, version, time, action, reason, op FROM memdir_history"
+                " WHERE store = %s AND name = %s ORDER BY version",
+                (self.sid, memfmt.validate_name(name)),
+            ).fetchall()
+        return [Version(*r) for r in rows]
+
+    def version_text(self, name: str, version: int) -> str:
+        with self._txn() as conn:
+            row = conn.execute(
+                "SELECT text FROM memdir_history WHERE store = %s AND name = %s AND version = %s",
+                (self.sid, memfmt.validate_name(name), version),
+            ).fetchone()
+        if row is None:
+            raise MemoryNotFound(
+                f"memory {name!r} has no version {version} — see 'memdir history {name}'"
+            )
+        return str(row[0])
+
+    def log(self, limit: int | None = None) -> _list[Operation]:
+        with self._txn() as conn:
+            rows = conn.execute(
+                "SELECT id, time, source, summary, changes, undoes FROM memdir_log"
+                " WHERE store = %s ORDER BY seq DESC LIMIT %s",
+                (self.sid, limit),
+            ).fetchall()
+        return [Operation(i, t, s, summ, tuple(ch), u) for i, t, s, summ, ch, u in reversed(rows)]
+
+    def rename(self, old: str, new: str, *, source: str = "api") -> Memory:
+        old, new = memfmt.validate_name(old), memfmt.validate_name(new)
+        with self.locked():
+            current = self.get(old)
+            if new in self:
+                raise ConflictError(
+                    f"a memory named {new!r} exists — choose another name or remove it first"
+                )
+            with self._txn() as conn:
+                if not self.history(new):  # the past follows the name
+                    conn.execute(
+                        "UPDATE memdir_history SET name = %s WHERE store = %s AND name = %s",
+                        (new, self.sid, old),
+                    )
+            self.apply(
+                [
+                    Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
+                    Remove(old, reason=f"renamed to {new}", expect=current.digest),
+                ],
+                source=source,
+                summary=f"rename {old} to {new}",
+                secrets="allow",
+            )
+        return self.get(new)
+
+    # -- files in and out -------------------------------------------------------------------
+
+    def take(self, items: Sequence[Taken], *, source: str) -> Operation | None:
+        """As ``MemoryStore.take``, in one transaction."""
+        loaded = [
+            (memfmt.validate_name(name), None if text is None else memfmt.loads(text), text, vs)
+            for name, text, vs in items
+        ]
+        planned = [name for name, _, _, _ in loaded]
+        for name, mem, _, _ in loaded:
+            if mem is not None:
+                if mem.name != name:
+                    raise InvalidMemory(f"the text given for {name!r} names {mem.name!r}")
+                check_memory(mem, self.config)
+        records: _list[ChangeRecord] = []
+        with self._txn() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+            (seq,) = conn.execute(
+                "UPDATE memdir_stores SET seq = seq + 1 WHERE id = %s RETURNING seq", (self.sid,)
+            ).fetchone() or (0,)
+            taken = conn.execute(
+                "SELECT name FROM memdir_memories WHERE store = %s AND name = ANY(%s) UNION"
+                " SELECT name FROM memdir_history WHERE store = %s AND name = ANY(%s) LIMIT 1",
+                (self.sid, planned, self.sid, planned),
+            ).fetchone()
+            if taken:
+                raise ConflictError(
+                    f"the store already has a memory (or history) named {taken[0]!r} — import"
+                    " into an empty store"
+                )
+            df: dict[str, int] = {}
+            docs = tokens = 0
+            for name, _, text, versions in loaded:
+                self._check_new_name(conn, name, set(planned))
+                conn.cursor().executemany(
+                    "INSERT INTO memdir_history (store, name, version, time, action, reason,"
+                    " op, text) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    [
+                        (self.sid, name, v.version, v.time, v.action, v.reason, v.op, t)
+                        for v, t in versions
+                    ],
+                )
+                if text is None:
+                    continue
+                digest, terms, length = self._insert(conn, name, text, int(seq))
+                for t in terms:
+                    df[t] = df.get(t, 0) + 1
+                docs, tokens = docs + 1, tokens + length
+                records.append(
+                    ChangeRecord(
+                        name=name,
+                        file=memfmt.filename_for(name),
+                        action="create",
+                        before=None,
+                        reason="imported",
+                        digest=digest,
+                    )
+                )
+            self._count(conn, df, docs, tokens)
+            op = Operation(new_op_id(), memfmt.now(), source, "import", tuple(records), None)
+            self._log(conn, op, int(seq))
+        self._reload()
+        return op
+
+    def text(self, name: str) -> str:
+        with self._txn() as conn:
+            row = conn.execute(
+                "SELECT text FROM memdir_memories WHERE store = %s AND name = %s",
+                (self.sid, memfmt.validate_name(name)),
+            ).fetchone()
+        if row is None:
+            self.get(name)  # raises, with a did-you-mean
+        return str(row[0]) if row else ""
+
+    def retired(self) -> _list[str]:
+        with self._txn() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT h.name FROM memdir_history h WHERE h.store = %s AND NOT EXISTS"
+                " (SELECT 1 FROM memdir_memories m WHERE m.store = h.store AND m.name = h.name)"
+                " ORDER BY 1",
+                (self.sid,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    name, type_, description, created, updated, pinned, warnings, _ = row
+    return Entry(
+        name=name,
+        type=type_,
+        description=description,
+        created=created,
+        updated=updated,
+        pinned=pinned,
+        file=memfmt.filename_for(name),
+        warnings=tuple(warnings),
+    )
+
+
+def _memory(name: str, text: str, digest: str) -> Memory:
+    return memfmt.loads(text).replace(path=memfmt.filename_for(name), digest=digest)

@@ -1,0 +1,47 @@
+"""Moving a store between backends: ``export`` writes any store (a folder, a database store)
+as a files store, memories and history; ``import_store`` loads a files store into any store.
+A memory's file text crosses byte for byte; history versions keep their numbers and times.
+Both refuse, before writing anything, a target that already holds one of the names.
+This module does NOT choose the backend (``backend`` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from .errors import ConflictError, StoreNotFound
+from .history import Operation
+from .layout import INTERNAL
+from .store import MemoryStore, Taken
+
+
+def items_of(store: MemoryStore) -> list[Taken]:
+    """Every memory of ``store`` and every retired one, with its history, as ``take`` wants."""
+    out: list[Taken] = []
+    for name in [e.name for e in store.entries()] + store.retired():
+        versions = [(v, store.version_text(name, v.version)) for v in store.history(name)]
+        text = store.text(name) if name in store else None
+        out.append((name, text, versions))
+    return out
+
+
+def export(store: MemoryStore, dest: Path, *, source: str = "export") -> Operation | None:
+    """Write ``store`` as a files store at ``dest`` (new, or a store without memories)."""
+    if dest.exists() and not dest.is_dir():
+        raise ConflictError(f"{dest} is a file — give a folder to export into")
+    if dest.is_dir() and any(p.suffix == ".md" and p.name != "MEMORY.md" for p in dest.iterdir()):
+        raise ConflictError(f"{dest} already holds memory files — export into a new folder")
+    config = dataclasses.replace(store.config, dir=dest, database_url=None)
+    with MemoryStore(dest, config, create=True, watch=False) as target:
+        return target.take(items_of(store), source=source)
+
+
+def import_store(src: Path, store: MemoryStore, *, source: str = "import") -> Operation | None:
+    """Load the files store at ``src`` (memories and history) into ``store``."""
+    if not (src / INTERNAL).is_dir() and not any(src.glob("*.md")):
+        raise StoreNotFound(f"no memory store at {src} — give the folder that holds the .md files")
+    config = dataclasses.replace(store.config, dir=src, database_url=None)
+    with MemoryStore(src, config, create=False, watch=False) as origin:
+        items = items_of(origin)
+    return store.take(items, source=source)

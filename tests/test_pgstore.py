@@ -1,0 +1,501 @@
+"""Memories in PostgreSQL (``PgStore``) against a real server with pgvector started on
+127.0.0.1: the MemoryStore contract, many writers on one store, a writer killed mid-plan,
+other hosts' writes heard through LISTEN/NOTIFY, the same ranking as files, the round trip
+through files, the command line and the trust boundary."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memdir import MemoryStore
+from memdir import memory as memfmt
+from memdir.config import Config, load_config
+from memdir.errors import (
+    ConflictError,
+    InvalidMemory,
+    InvalidName,
+    MemdirError,
+    MemoryNotFound,
+    SecretFound,
+    StoreNotFound,
+)
+from memdir.pgstore import PgStore
+from memdir.plan import Put, Remove
+from memdir.transfer import export, import_store
+from memdir.undo import undo
+
+from conftest import CliFn, child_env, trust
+
+pytestmark = pytest.mark.postgres
+GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+def until(check: Callable[[], bool], seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+@pytest.fixture
+def pg(pg_config: Config, tmp_path: Path) -> Iterator[PgStore]:
+    store = PgStore(pg_config, root=tmp_path / "state")
+    yield store
+    store.close()
+
+
+def test_write_read_history_undo_restore_rename(pg: PgStore) -> None:
+    pg.write("tabs", type="user_preference", description="Indents with tabs", body="Tabs.")
+    first = pg.get("tabs")
+    pg.write("tabs", type="user_preference", description="Indents with tabs, width 4", body="4")
+    assert [v.version for v in pg.history("tabs")] == [1]
+    assert memfmt.loads(pg.version_text("tabs", 1)).body == "Tabs."
+    assert pg.get("tabs").created == first.created  # kept across the update
+    op, back = undo(pg)
+    assert back is not None and back.undoes == op.id
+    assert pg.get("tabs").body == "Tabs."
+    pg.restore("tabs", 2)  # the undone text, from history
+    assert pg.get("tabs").body == "4"
+    pg.rename("tabs", "indent-tabs")
+    assert "tabs" not in pg and pg.get("indent-tabs").body == "4"
+    assert len(pg.history("indent-tabs")) >= 3  # the past followed the name
+    pg.set_pinned("indent-tabs", True)
+    assert pg.get("indent-tabs").pinned and pg.entries()[0].pinned
+    pg.delete("indent-tabs", reason="wrong")
+    assert len(pg) == 0 and pg.retired() == ["indent-tabs", "tabs"]  # as in a folder
+    assert pg.history("indent-tabs")[-1].action == "delete"
+    assert [o.source for o in pg.log()][-1] == "api"
+
+
+def test_the_same_guards_as_files(pg: PgStore) -> None:
+    with pytest.raises(SecretFound):
+        pg.write("key", type="reference", description="the token", body=f"token {GHP}")
+    assert "key" not in pg and pg.log() == []
+    with pytest.raises(InvalidName):
+        pg.write("../etc", type="reference", description="x")
+    with pytest.raises(InvalidMemory):
+        pg.write("big", type="reference", description="x", body="a" * (300 * 1024))
+    with pytest.raises(InvalidMemory):
+        pg.write("odd", type="no_such_type", description="x")
+    pg.write("Api-Port", type="project_fact", description="The API port")
+    with pytest.raises(ConflictError, match="only in case"):
+        pg.write("api-port", type="project_fact", description="another")
+    with pytest.raises(ConflictError, match="changed since it was read"):
+        pg.apply([Put(pg.get("Api-Port").replace(body="b"), expect="0" * 64)])
+    with pytest.raises(MemoryNotFound, match="did you mean 'Api-Port'"):
+        pg.get("Api-Prt")
+    # a plan is all or nothing: the bad second change leaves the first unwritten
+    with pytest.raises(MemoryNotFound):
+        pg.apply(
+            [
+                Put(memfmt.Memory(name="new-one", type="reference", description="d")),
+                Remove("missing"),
+            ]
+        )
+    assert "new-one" not in pg and len(pg.log()) == 1
+    redacted = pg.write(
+        "auto", type="reference", description="seen", body=f"key {GHP}", secrets="redact"
+    )
+    assert GHP not in redacted.body
+
+
+def test_a_missing_store_or_server_is_one_line(pg_config: Config, tmp_path: Path) -> None:
+    gone = dataclasses.replace(pg_config, store="never-made")
+    with pytest.raises(StoreNotFound, match="memdir init"):
+        PgStore(gone, create=False, root=tmp_path / "s")
+    down = dataclasses.replace(pg_config, database_url="postgresql://postgres@127.0.0.1:1/x")
+    with pytest.raises(
+        MemdirError, match=r"cannot connect to postgresql://postgres@127\.0\.0\.1:1"
+    ):
+        PgStore(down, root=tmp_path / "s")
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from memdir.config import Config
+    from memdir.errors import ConflictError
+    from memdir.pgstore import PgStore
+    from memdir.plan import Put
+    config = Config(database_url=os.environ["URL"], store=os.environ["STORE"], embedder="none")
+    store = PgStore(config, root=Path(os.environ["STATE"]))
+    tag, n = sys.argv[1], int(sys.argv[2])
+    for i in range(n):
+        store.write(f"{tag}-{i}", type="project_fact", description=f"fact {i} of {tag}")
+        while True:  # read-modify-write of one shared memory: a lost update would show
+            mem = store.get("tally")
+            try:
+                store.apply([Put(mem.replace(body=mem.body + f" {tag}-{i}"), expect=mem.digest)])
+                break
+            except ConflictError:
+                continue
+    """
+)
+
+
+@pytest.mark.slow
+def test_many_writers_lose_nothing(pg: PgStore, pg_config: Config, tmp_path: Path) -> None:
+    pg.write("tally", type="project_fact", description="one line per write")
+    env = {
+        **child_env(),
+        "URL": str(pg_config.database_url),
+        "STORE": pg_config.store,
+        "STATE": str(tmp_path / "child-state"),
+    }
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CHILD, f"w{p}", "25"], env=env) for p in range(8)
+    ]
+    assert [p.wait(180) for p in procs] == [0] * 8
+    names = {e.name for e in pg.entries()}
+    assert {f"w{p}-{i}" for p in range(8) for i in range(25)} <= names
+    lines = pg.get("tally").body.split()
+    assert sorted(lines) == sorted(f"w{p}-{i}" for p in range(8) for i in range(25))
+    assert len(pg.history("tally")) == 200  # every replaced text kept
+    assert len(pg.log()) == 1 + 400
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, time
+    from pathlib import Path
+    from memdir import memory as memfmt
+    from memdir.config import Config
+    from memdir.pgstore import PgStore
+    from memdir.plan import Put, Remove
+    config = Config(database_url=os.environ["URL"], store=os.environ["STORE"], embedder="none")
+    store = PgStore(config, root=Path(os.environ["STATE"]))
+    real = PgStore._insert
+    def slow(self, *args, **kw):
+        out = real(self, *args, **kw)
+        Path(os.environ["MARK"]).write_text("inside")
+        time.sleep(60)
+        return out
+    PgStore._insert = slow
+    store.apply([
+        Put(memfmt.Memory(name="half-a", type="project_fact", description="a")),
+        Put(memfmt.Memory(name="half-b", type="project_fact", description="b")),
+        Remove("keep-me"),
+    ])
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_writer_killed_mid_plan_leaves_nothing_half_applied(
+    pg: PgStore, pg_config: Config, tmp_path: Path
+) -> None:
+    pg.write("keep-me", type="project_fact", description="stays")
+    mark = tmp_path / "mark"
+    env = {
+        **child_env(),
+        "URL": str(pg_config.database_url),
+        "STORE": pg_config.store,
+        "STATE": str(tmp_path / "child-state"),
+        "MARK": str(mark),
+    }
+    proc = subprocess.Popen([sys.executable, "-c", KILLED], env=env)
+    assert until(mark.exists), "the writer never got inside its transaction"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    pg.refresh()
+    assert {e.name for e in pg.entries()} == {"keep-me"}
+    assert len(pg.log()) == 1 and pg.history("keep-me") == []
+    # the killed writer's lock went with its connection: the next write goes through
+    pg.write("after", type="project_fact", description="written after the kill")
+    assert {e.name for e in pg.entries()} == {"after", "keep-me"}
+
+
+def test_other_hosts_writes_are_heard_without_asking(
+    pg_config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listener = PgStore(pg_config, root=tmp_path / "a", watch=True)
+    writer = PgStore(pg_config, root=tmp_path / "b")
+    try:
+        assert listener.watching and len(listener) == 0
+        # nothing heard: reads are answered from memory, not by asking the database
+        calls = []
+        real = listener._txn
+
+        def counting():  # type: ignore[no-untyped-def]
+            calls.append(1)
+            return real()
+
+        listener.entries()  # what happened before the LISTEN began is read once
+        monkeypatch.setattr(listener, "_txn", counting)
+        for _ in range(5):
+            listener.entries()
+        assert calls == []
+        writer.write("heard", type="project_fact", description="from another host")
+        assert until(lambda: "heard" in {e.name for e in listener.entries()})
+        writer.delete("heard")
+        assert until(lambda: len(listener) == 0)
+    finally:
+        listener.close()
+        writer.close()
+
+
+def test_a_reader_without_a_listener_catches_up(pg_config: Config, tmp_path: Path) -> None:
+    reader = PgStore(pg_config, root=tmp_path / "a", watch=False)
+    writer = PgStore(pg_config, root=tmp_path / "b")
+    writer.write("one", type="project_fact", description="first")
+    assert [e.name for e in reader.entries()] == ["one"]
+    v = reader.version
+    writer.write("one", type="project_fact", description="changed")
+    assert reader.entries()[0].description == "changed" and reader.version > v
+    reader.close()
+    writer.close()
+
+
+DOCS = [
+    ("tabs-indentation", "User indents code with tabs", "Never spaces; width four."),
+    ("api-port", "The API listens on port 8080", "Changed from 8000 in June."),
+    ("deploy-friday", "No deploys on Fridays", "The team froze Friday releases."),
+    ("pytest-runner", "Tests run with pytest", "Use make test, which calls pytest -q."),
+    ("docstring-style", "Google-style docstrings", "Args, Returns and Raises sections."),
+    ("中文-偏好", "用户喜欢简洁的中文回答", "回答要简短。"),
+    ("db-choice", "PostgreSQL is the database", "Version 16 with pgvector."),
+]
+QUERIES = [
+    "how do I indent code",
+    "which port does the API use",
+    "can we deploy on friday",
+    "how to run the tests",
+    "docstring format",
+    "中文回答",
+    "what database do we use",
+    "tabs spaces",
+]
+
+
+def fill(store: MemoryStore) -> None:
+    for name, desc, body in DOCS:
+        store.write(name, type="project_fact", description=desc, body=body)
+
+
+def test_search_ranks_as_the_folder_does(pg_config: Config, tmp_path: Path) -> None:
+    from test_embed import CountingEmbedder
+
+    for embedder in (None, CountingEmbedder()):
+        where = tmp_path / f"files-{embedder is None}"
+        files = MemoryStore(where, Config(dir=where, embedder="none"), embedder=embedder)
+        db = PgStore(
+            dataclasses.replace(pg_config, store=f"{pg_config.store}-{embedder is None}"),
+            root=tmp_path / f"db-{embedder is None}",
+            embedder=embedder,
+        )
+        fill(files)
+        fill(db)
+        for q in QUERIES:
+            want = files.search(q, 5, explain=True)
+            got = db.search(q, 5, explain=True)
+            assert [h.name for h in got] == [h.name for h in want], q
+            # a folder keeps vectors as float16, pgvector as float32
+            assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=2e-3)
+            assert [h.bm25_rank for h in got] == [h.bm25_rank for h in want]
+        assert db.search("which port does the API use", 1)[0].memory.body.startswith("Changed")
+        if embedder is not None:
+            assert "hybrid in PostgreSQL" in db.ranking_note()
+            assert db.embed_all() == len(DOCS) and db.embedding_backlog == 0
+        db.close()
+
+
+def test_files_round_trip_byte_for_byte(pg: PgStore, tmp_path: Path) -> None:
+    src = MemoryStore(tmp_path / "src")
+    fill(src)
+    src.write("api-port", type="project_fact", description="The API listens on 9090")
+    src.delete("deploy-friday")
+    (tmp_path / "src" / "hand.md").write_text(  # a hand-written file, not canonical
+        "---\nname: hand\ntype: reference\ndescription: written by hand\n---\n\nbody  \n"
+    )
+    src.refresh()
+    import_store(tmp_path / "src", pg)
+    assert {e.name for e in pg.entries()} == {e.name for e in src.entries()}
+    assert [v.version for v in pg.history("api-port")] == [1]
+    assert pg.retired() == ["deploy-friday"]
+    out = tmp_path / "out"
+    export(pg, out)
+    for f in (tmp_path / "src").glob("*.md"):
+        if f.name != "MEMORY.md":
+            assert (out / f.name).read_bytes() == f.read_bytes(), f.name
+    assert (out / "MEMORY.md").read_bytes() == (tmp_path / "src" / "MEMORY.md").read_bytes()
+    back = MemoryStore(out)
+    assert back.history("api-port") == src.history("api-port")
+    assert back.version_text("deploy-friday", 1) == src.version_text("deploy-friday", 1)
+    # nothing is written over: a second import names the first clash
+    with pytest.raises(ConflictError, match="already has a memory"):
+        import_store(tmp_path / "src", pg)
+    with pytest.raises(ConflictError, match="already holds memory files"):
+        export(pg, out)
+
+
+def test_the_command_line_on_a_database(cli: CliFn, pg_config: Config, tmp_path: Path) -> None:
+    db = ["--db", str(pg_config.database_url), "--store", pg_config.store]
+    r = cli(*db, "init")
+    assert r.code == 0 and f"(store '{pg_config.store}')" in r.out
+    assert cli(*db, "add", "port", "--type", "project_fact", "-d", "API on 8080").code == 0
+    assert "port" in cli(*db, "list").out
+    assert "API on 8080" in cli(*db, "search", "api port").out
+    assert "- [port](port.md) — API on 8080" in cli(*db, "index", "--print").out
+    assert cli(*db, "undo").code == 0 and "port" not in cli(*db, "list", "--scope", "project").out
+    r = cli(*db, "sync")
+    assert r.code == 1 and "PostgreSQL" in r.err and len(r.err.strip().splitlines()) == 1
+    assert cli(*db, "restore", "port").code == 0
+    r = cli(*db, "export", str(tmp_path / "copy"))
+    assert r.code == 0 and (tmp_path / "copy" / "port.md").is_file()
+    r = cli("--db", str(pg_config.database_url), "--store", "bad name!", "list")
+    assert r.code == 1 and "store = 'bad name!' is not valid" in r.err
+    r = cli("--db", "mysql://x", "list")
+    assert r.code == 1 and "must start with postgresql://" in r.err
+
+
+def test_a_cloned_projects_config_cannot_point_memories_at_a_database(
+    tmp_path: Path, pg_config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "repo"
+    (project / ".memory").mkdir(parents=True)
+    toml = project / ".memory" / "config.toml"
+    toml.write_text(f'database_url = "{pg_config.database_url}"\nstore = "theirs"\n')
+    monkeypatch.chdir(project)
+    config = load_config({})
+    assert config.database_url is None and config.store == "default"
+    assert {"database_url", "store"} <= set(config.ignored)
+    trust(toml)
+    config = load_config({})
+    assert config.database_url == pg_config.database_url and config.store == "theirs"
+
+
+def test_two_mcp_servers_share_one_database(pg_config: Config, tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    from test_mcp import TOKEN, _start_http, authed, call, run
+
+    env = {
+        **child_env(),
+        "MEMDIR_MCP_TOKEN": TOKEN,
+        "MEMDIR_DATABASE_URL": str(pg_config.database_url),
+        "MEMDIR_STORE": pg_config.store,
+        "MEMDIR_EMBEDDER": "none",
+    }
+    PgStore(pg_config, root=tmp_path / "init").close()
+    servers = [_start_http(tmp_path / f"dir{i}", env=env) for i in range(2)]
+    try:
+
+        async def remember(client, i: int) -> None:  # type: ignore[no-untyped-def]
+            for j in range(5):
+                out, err = await call(
+                    client,
+                    "remember",
+                    name=f"s{i}-fact-{j}",
+                    type="project_fact",
+                    description=f"server {i} fact {j} about deploys",
+                    body="x",
+                )
+                assert not err, out
+
+        for i, (_, port) in enumerate(servers):
+            run(
+                tmp_path,
+                lambda c, i=i: remember(c, i),
+                server=authed(f"http://127.0.0.1:{port}/mcp"),
+            )
+
+        async def recall(client) -> str:  # type: ignore[no-untyped-def]
+            out, err = await call(client, "list")
+            assert not err
+            return out
+
+        listed = run(tmp_path, recall, server=authed(f"http://127.0.0.1:{servers[0][1]}/mcp"))
+        assert all(f"s{i}-fact-{j}" in listed for i in range(2) for j in range(5))
+    finally:
+        for proc, _ in servers:
+            proc.terminate()
+            proc.wait(10)
+    check = PgStore(pg_config, root=tmp_path / "check")
+    assert len(check) == 10
+    check.close()
+
+
+def test_extraction_consolidation_and_undo_on_a_database(pg: PgStore) -> None:
+    from memdir.consolidate import consolidate_memories
+    from memdir.extract import extract_memories
+    from memdir.testing import FakeModel
+    from test_consolidate import MERGE
+    from test_consolidate import fill as fill_for_merge
+
+    talk = [
+        {"role": "user", "content": "Always use pnpm in this repo, never npm."},
+        {"role": "assistant", "content": "Will do."},
+    ]
+    learned = {
+        "memories": [
+            {
+                "action": "create",
+                "name": "use-pnpm",
+                "type": "project_fact",
+                "description": "Use pnpm, never npm, in this repo",
+                "body": "The user asked for pnpm.",
+            }
+        ]
+    }
+    result = extract_memories(pg, talk, FakeModel([learned]), source="extract")
+    assert result.operation is not None and pg.get("use-pnpm").body == "The user asked for pnpm."
+    fill_for_merge(pg)
+    before = {m.name: m.body for m in pg.list()}
+    consolidate_memories(pg, FakeModel([MERGE]))
+    names = {e.name for e in pg.entries()}
+    assert "prefer-pytest" in names and "old-deadline" not in names
+    assert pg.history("old-deadline")[-1].reason == "retired: the release shipped"
+    undo(pg)
+    assert {m.name: m.body for m in pg.list()} == before
+
+
+@pytest.mark.slow
+def test_host_hooks_recall_and_learn_on_a_database(pg_config: Config, tmp_path: Path) -> None:
+    from test_hooks import DATA, PNPM, _env, _wait_for, fake_host, hook
+
+    project = tmp_path / "app"
+    project.mkdir()
+    bindir = tmp_path / "bin"
+    fake_host(bindir, "claude", PNPM)
+    env = _env(
+        tmp_path,
+        PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}",
+        MEMDIR_DATABASE_URL=str(pg_config.database_url),
+        MEMDIR_STORE=pg_config.store,
+        MEMDIR_EMBEDDER="none",
+    )
+    event = {
+        "session_id": "s1",
+        "transcript_path": str(DATA / "claude_session.jsonl"),
+        "cwd": str(project),
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    r = hook(["learn", "--host", "claude-code"], event, tmp_path, env)
+    assert r.returncode == 0 and r.stderr == ""
+    store = PgStore(pg_config, root=tmp_path / "check", create=False)
+    assert _wait_for(lambda: "use-pnpm" in {e.name for e in store.entries()})
+    assert [op for op in store.log() if op.changes][-1].source == "extract:hook:claude-code"
+    assert not (project / ".memory").exists()  # nothing learned into a folder
+    prompt = {
+        "session_id": "s2",
+        "transcript_path": None,
+        "cwd": str(project),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "npm or pnpm for this repo?",
+    }
+    r = hook(["prompt", "--host", "claude-code"], prompt, tmp_path, env)
+    assert r.returncode == 0 and "The user asked to always use pnpm" in r.stdout
+    store.close()
