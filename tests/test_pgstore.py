@@ -255,6 +255,14 @@ def test_a_reader_without_a_listener_catches_up(pg_config: Config, tmp_path: Pat
     v = reader.version
     writer.write("one", type="project_fact", description="changed")
     assert reader.entries()[0].description == "changed" and reader.version > v
+    assert not reader.watching
+    lazy = PgStore(pg_config, root=tmp_path / "c", watch=None)
+    lazy._opened -= 5  # still reading seconds after opening: a long-running process
+    lazy.entries()
+    assert lazy.watching  # from now on it hears other hosts' writes
+    writer.write("two", type="project_fact", description="second")
+    assert until(lambda: "two" in {e.name for e in lazy.entries()})
+    lazy.close()
     reader.close()
     writer.close()
 

@@ -167,6 +167,8 @@ def add(
         return
     where = "" if scope == PROJECT else f" in the {scope} store"
     path = mem.path if scope == PROJECT else store.root / f"{mem.name}.md"
+    if store.backend == "postgres":  # no file
+        path = store.location
     click.echo(f"{'Updated' if existed else 'Saved'} {mem.name}{where} ({path}).")
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import MemdirError
+from .pgschema import lock_key
 from .safetext import CJK_CHAR
 from .search import CANDIDATE_SHARE, CANDIDATES, MIN_POSTINGS, bm25, idf_of, tokenize
 from .vectors import BATCH, DENSE_CANDIDATES, Dense, Ranked, hybrid, memory_text
@@ -41,6 +42,7 @@ class PgSearch:
         self.budget: float | None = None
         self.backlog = 0
         self.last_bm25_only = False
+        self._indexed: set[int] = set()
 
     def close(self) -> None:
         pass
@@ -119,6 +121,7 @@ class PgSearch:
             " AND (v.name IS NULL OR v.digest <> m.embed_digest)"
         )
         start = time.monotonic()
+        self._index_for(embedder.dim)
         with self.store._txn() as conn:
             (total,) = conn.execute("SELECT count(*)" + stale_sql, (model, sid)).fetchone() or (0,)
         done = 0
@@ -155,16 +158,34 @@ class PgSearch:
         self.backlog = max(0, int(total) - done)
         return self.backlog
 
+    def _index_for(self, dim: int) -> None:
+        """An HNSW index over the vectors of this length (once per database and length):
+        the nearest vectors are found without reading them all."""
+        if dim in self._indexed:
+            return
+        with self.store._txn() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("hnsw", dim),))
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS memdir_vectors_hnsw_{int(dim)} ON memdir_vectors"
+                f" USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops)"
+                f" WHERE dim = {int(dim)}"
+            )
+        self._indexed.add(dim)
+
     def _dense(self, qvec: Vectors, names: list[str], embedder: Embedder) -> list[Dense[str]]:
         """The nearest vectors to the query and the cosines of ``names`` (BM25's hits)."""
         import numpy as np
 
         sid, model, q = self.store.sid, self._model(embedder), _literal(qvec)
+        dim = int(embedder.dim)
+        self._index_for(dim)
         with self.store._txn() as conn:
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute("SET LOCAL hnsw.ef_search = 200")
             near = conn.execute(
-                "SELECT name, 1 - (embedding <=> %s::vector) FROM memdir_vectors"
-                " WHERE store = %s AND model = %s ORDER BY embedding <=> %s::vector LIMIT %s",
+                f"SELECT name, 1 - (embedding::vector({dim}) <=> %s::vector({dim}))"
+                f" FROM memdir_vectors WHERE dim = {dim} AND store = %s AND model = %s"
+                f" ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
                 (q, sid, model, q, DENSE_CANDIDATES),
             ).fetchall()
             more = conn.execute(

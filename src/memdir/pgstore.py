@@ -20,6 +20,7 @@ import difflib
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from .search import columns_of
 from .store import MemoryStore, Taken
 from .transaction import check_memory, new_op_id, settle_put
 from .vectors import memory_text
+from .watch import WATCH_AFTER
 
 if TYPE_CHECKING:
     import psycopg
@@ -119,6 +121,7 @@ class PgStore(MemoryStore):
         self._embedder = embedder
         self._pace: tuple[Callable[[int, int], None] | None, float | None] = (None, None)
         self._reload()
+        self._watch, self._opened = watch, time.monotonic()
         if watch:
             self._listen()
 
@@ -156,6 +159,10 @@ class PgStore(MemoryStore):
         listener heard of none; else the memories the log names since the last look."""
         if self._listening and not self._dirty.is_set():
             return
+        if self._watch is None and time.monotonic() - self._opened > WATCH_AFTER:
+            self._watch = False  # tried once
+            with contextlib.suppress(MemdirError):  # else: ask the counter, as before
+                self._listen()  # still reading a while after opening: a long-running process
         self._dirty.clear()
         with self._txn() as conn:
             seq = self._store_seq(conn)
@@ -308,6 +315,7 @@ class PgStore(MemoryStore):
 
     # -- search --------------------------------------------------------------------------------
 
+    backend = "postgres"
     ranks_alone = True
 
     def _searcher(self) -> Any:

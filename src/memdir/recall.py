@@ -432,12 +432,24 @@ def _index_lines(entries: list[Entry], max_lines: int, max_bytes: int) -> str:
     return "\n".join(lines)
 
 
+def where_kept(store: Reader) -> str:
+    """Where the memories are, as the system prompt says it."""
+    if isinstance(store, Scopes):
+        pairs = store.stores()
+        if not pairs:
+            return f"Markdown files in `{store.root}`"
+        store = pairs[0][1]
+    if store.backend == "postgres":
+        return f"in PostgreSQL, {store.location}"
+    return f"Markdown files in `{store.root}`"
+
+
 def build_system(base: str, store: Reader) -> str:
     """``base`` followed by the memory guidance and the bounded memory index."""
     cfg = store.config
     section = prompts.render(
         "system",
-        memory_dir=store.root,
+        memory_dir=where_kept(store),
         index=index_section(store, cfg.index_max_lines, cfg.index_max_bytes),
     )
     return f"{base.rstrip()}\n\n{section}" if base.strip() else section

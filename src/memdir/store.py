@@ -250,6 +250,7 @@ class MemoryStore:
         ranked by BM25 alone until embedded."""
         return self._lookup.backlog
 
+    backend = "files"  # where the memories are kept: "files", or "postgres" (``PgStore``)
     ranks_alone = False  # a database store ranks in the database, not through ``_searcher``
 
     def _searcher(self) -> Lookup:

