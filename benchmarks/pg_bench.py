@@ -91,6 +91,11 @@ WRITER = textwrap.dedent(
                         root=Path(sys.argv[5]))
     else:
         store = MemoryStore(where, Config(dir=Path(where), embedder="none"), watch=False)
+    import os, time
+    go = Path(sys.argv[6])
+    Path(str(go) + "." + tag).touch()  # open and ready
+    while not go.exists():
+        time.sleep(0.005)
     for i in range(n):
         store.write(f"{tag}-{i}", type="project_fact", description=f"fact {i} from {tag}")
         while True:
@@ -108,10 +113,15 @@ def writers(store: MemoryStore, kind: str, where: str, n: int, each: int, state:
     """``n`` processes writing ``each`` memories and ``each`` tally lines at once."""
     store.write("tally", type="project_fact", description="one word per write", body="start")
     procs = []
-    t = time.perf_counter()
+    go = state.parent / f"go-{kind}"
     for p in range(n):
-        args = [sys.executable, "-c", WRITER, kind, where, f"{kind}{p}", str(each), str(state)]
+        tag = f"{kind}{p}"
+        args = [sys.executable, "-c", WRITER, kind, where, tag, str(each), str(state), str(go)]
         procs.append(subprocess.Popen(args))
+    while sum(Path(f"{go}.{kind}{p}").exists() for p in range(n)) < n:  # all opened
+        time.sleep(0.01)
+    t = time.perf_counter()
+    go.touch()
     codes = [proc.wait() for proc in procs]
     elapsed = time.perf_counter() - t
     store.refresh()
@@ -122,7 +132,8 @@ def writers(store: MemoryStore, kind: str, where: str, n: int, each: int, state:
     writes = 2 * n * each
     return (
         f"{writes} writes ({n} processes × {each} new memories + {each} read-modify-writes"
-        f" of one shared memory) in {elapsed:.1f} s: {writes / elapsed:.0f} writes/s,"
+        f" of one shared memory, timed from when all had the store open) in {elapsed:.1f} s:"
+        f" {writes / elapsed:.0f} writes/s,"
         f" {lost} lost, exit codes {sorted(set(codes))}"
     )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -177,13 +178,13 @@ KILLED = textwrap.dedent(
     from memdir.plan import Put, Remove
     config = Config(database_url=os.environ["URL"], store=os.environ["STORE"], embedder="none")
     store = PgStore(config, root=Path(os.environ["STATE"]))
-    real = PgStore._insert
+    real = PgStore._index
     def slow(self, *args, **kw):
         out = real(self, *args, **kw)
         Path(os.environ["MARK"]).write_text("inside")
         time.sleep(60)
         return out
-    PgStore._insert = slow
+    PgStore._index = slow
     store.apply([
         Put(memfmt.Memory(name="half-a", type="project_fact", description="a")),
         Put(memfmt.Memory(name="half-b", type="project_fact", description="b")),
@@ -385,9 +386,18 @@ def test_a_cloned_projects_config_cannot_point_memories_at_a_database(
     assert config.database_url == pg_config.database_url and config.store == "theirs"
 
 
-def test_two_mcp_servers_share_one_database(pg_config: Config, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_two_mcp_servers_and_api_processes_share_one_database(
+    pg_config: Config, tmp_path: Path
+) -> None:
+    """Two HTTP MCP servers and two API processes write into one store at once; each server
+    then recalls what the others wrote, and nothing is lost."""
     pytest.importorskip("mcp")
-    from test_mcp import TOKEN, _start_http, authed, call, run
+    import asyncio
+
+    from mcp import Client
+
+    from test_mcp import TOKEN, _start_http, authed, call
 
     env = {
         **child_env(),
@@ -396,42 +406,70 @@ def test_two_mcp_servers_share_one_database(pg_config: Config, tmp_path: Path) -
         "MEMDIR_STORE": pg_config.store,
         "MEMDIR_EMBEDDER": "none",
     }
-    PgStore(pg_config, root=tmp_path / "init").close()
+    PgStore(pg_config, root=tmp_path / "init").write(
+        "tally", type="project_fact", description="one word per write"
+    )
     servers = [_start_http(tmp_path / f"dir{i}", env=env) for i in range(2)]
+    api_env = {
+        **child_env(),
+        "URL": str(pg_config.database_url),
+        "STORE": pg_config.store,
+        "STATE": str(tmp_path / "api-state"),
+    }
     try:
+        api = [
+            subprocess.Popen([sys.executable, "-c", CHILD, f"api{p}", "15"], env=api_env)
+            for p in range(2)
+        ]
 
-        async def remember(client, i: int) -> None:  # type: ignore[no-untyped-def]
-            for j in range(5):
-                out, err = await call(
-                    client,
-                    "remember",
-                    name=f"s{i}-fact-{j}",
-                    type="project_fact",
-                    description=f"server {i} fact {j} about deploys",
-                    body="x",
-                )
-                assert not err, out
+        async def remember(port: int, i: int) -> None:
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with Client(authed(url), read_timeout_seconds=60) as client:
+                for j in range(15):
+                    out, err = await call(
+                        client,
+                        "remember",
+                        name=f"s{i}-fact-{j}",
+                        type="project_fact",
+                        description=f"server {i} fact {j} about deploys",
+                        body="x",
+                    )
+                    assert not err, out
 
-        for i, (_, port) in enumerate(servers):
-            run(
-                tmp_path,
-                lambda c, i=i: remember(c, i),
-                server=authed(f"http://127.0.0.1:{port}/mcp"),
-            )
+        async def both() -> None:
+            await asyncio.gather(*(remember(port, i) for i, (_, port) in enumerate(servers)))
 
-        async def recall(client) -> str:  # type: ignore[no-untyped-def]
-            out, err = await call(client, "list")
-            assert not err
-            return out
+        asyncio.run(both())
+        assert [p.wait(120) for p in api] == [0, 0]
 
-        listed = run(tmp_path, recall, server=authed(f"http://127.0.0.1:{servers[0][1]}/mcp"))
-        assert all(f"s{i}-fact-{j}" in listed for i in range(2) for j in range(5))
+        async def listed(port: int) -> str:
+            async with Client(authed(f"http://127.0.0.1:{port}/mcp")) as client:
+                out, err = await call(client, "recall", message="api1-14 fact 14 from api1")
+                assert not err
+                cursor: dict[str, str] = {}
+                while True:  # every page
+                    page, err = await call(client, "list", **cursor)
+                    assert not err
+                    out += page
+                    more = re.search(r'call list with cursor "(\d+)"', page)
+                    if more is None:
+                        return out
+                    cursor = {"cursor": more.group(1)}
+
+        for _, port in servers:  # each server sees every writer's memories
+            seen = asyncio.run(listed(port))
+            assert all(f"s{i}-fact-{j}" in seen for i in range(2) for j in range(15))
+            assert "api1-14" in seen
     finally:
         for proc, _ in servers:
             proc.terminate()
             proc.wait(10)
     check = PgStore(pg_config, root=tmp_path / "check")
-    assert len(check) == 10
+    names = {e.name for e in check.entries()}
+    assert len(names) == 1 + 30 + 30
+    assert sorted(check.get("tally").body.split()) == sorted(
+        f"api{p}-{i}" for p in range(2) for i in range(15)
+    )
     check.close()
 
 

@@ -1,7 +1,9 @@
 """memdir: long-term memory for LLM agents, kept as a folder of Markdown files."""
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
+from .backend import open_store
 from .config import Config, load_config
 from .entry import Entry, Hit
 from .errors import (
@@ -25,6 +27,19 @@ from .plan import Put, Remove
 from .scopes import Scopes
 from .store import MemoryStore
 
+if TYPE_CHECKING:
+    from .pgstore import PgStore
+
+
+def __getattr__(name: str) -> object:
+    """``PgStore`` is imported when first asked for (only database users need it)."""
+    if name == "PgStore":
+        from .pgstore import PgStore
+
+        return PgStore
+    raise AttributeError(f"module 'memdir' has no attribute {name!r}")
+
+
 try:
     __version__ = version("memdir")
 except PackageNotFoundError:  # a source tree that was not installed
@@ -44,6 +59,7 @@ __all__ = [
     "Memory",
     "MemoryNotFound",
     "MemoryStore",
+    "PgStore",
     "PlanError",
     "Put",
     "ReadOnlyStore",
@@ -55,4 +71,5 @@ __all__ = [
     "StoreNotFound",
     "__version__",
     "load_config",
+    "open_store",
 ]

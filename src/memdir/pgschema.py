@@ -4,7 +4,8 @@ imported only here), the tables, and the one function that finds a store's row.
 Tables (one set per database, shared by every store in it; ``store`` is the store's id):
 ``memdir_stores`` (name, the change counter ``seq``, BM25's document and token counts),
 ``memdir_memories`` (one row per memory: its canonical file text and the fields read from it,
-its index terms), ``memdir_terms`` (document frequency per term), ``memdir_vectors`` (pgvector
+its index terms), ``memdir_postings`` (term -> memory, what BM25 gathers candidates from),
+``memdir_terms`` (document frequency per term), ``memdir_vectors`` (pgvector
 embeddings by model), ``memdir_history`` (every overwritten or retired version's text) and
 ``memdir_log`` (every applied operation, numbered by ``seq``).
 This module does NOT know memories' rules (``memory``, ``transaction`` do).
@@ -21,7 +22,7 @@ from .errors import ConfigError, MemdirError
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CHANNEL = "memdir"  # NOTIFY channel; the payload is "<store id> <seq>"
 
 _TABLES = """
@@ -54,9 +55,15 @@ CREATE TABLE IF NOT EXISTS memdir_memories (
     embed_digest bytea NOT NULL,
     PRIMARY KEY (store, name)
 );
-CREATE INDEX IF NOT EXISTS memdir_memories_terms ON memdir_memories USING gin (terms);
+DROP INDEX IF EXISTS memdir_memories_terms;
 CREATE INDEX IF NOT EXISTS memdir_memories_skeleton ON memdir_memories (store, skeleton);
 CREATE INDEX IF NOT EXISTS memdir_memories_seq ON memdir_memories (store, seq);
+CREATE TABLE IF NOT EXISTS memdir_postings (
+    store int NOT NULL REFERENCES memdir_stores(id) ON DELETE CASCADE,
+    term text NOT NULL,
+    name text NOT NULL,
+    PRIMARY KEY (store, term, name)
+);
 CREATE TABLE IF NOT EXISTS memdir_terms (
     store int NOT NULL REFERENCES memdir_stores(id) ON DELETE CASCADE,
     term text NOT NULL,
@@ -151,7 +158,15 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
                 f"the database has no pgvector extension ({str(exc).splitlines()[0]}) —"
                 " install pgvector on the server, or ask its owner to CREATE EXTENSION vector"
             ) from None
+        had = bool(row and row[0]) and conn.execute(
+            "SELECT to_regclass('memdir_postings') IS NULL"
+        ).fetchone() == (True,)
         conn.execute(_TABLES)
+        if had:  # version 1 found candidates through a GIN index: fill the postings
+            conn.execute(
+                "INSERT INTO memdir_postings (store, term, name)"
+                " SELECT store, unnest(terms), name FROM memdir_memories ON CONFLICT DO NOTHING"
+            )
         conn.execute("DELETE FROM memdir_schema")
         conn.execute("INSERT INTO memdir_schema VALUES (%s)", (SCHEMA_VERSION,))
 

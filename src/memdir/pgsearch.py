@@ -43,6 +43,7 @@ class PgSearch:
         self.backlog = 0
         self.last_bm25_only = False
         self._indexed: set[int] = set()
+        self._synced = -1  # the store's version when every memory last had its vector
 
     def close(self) -> None:
         pass
@@ -67,7 +68,7 @@ class PgSearch:
         if not terms or k <= 0:
             return []
         sid = self.store.sid
-        with self.store._txn() as conn:
+        with self.store._read() as conn:
             df = dict(
                 conn.execute(
                     "SELECT term, df FROM memdir_terms WHERE store = %s AND term = ANY(%s)"
@@ -87,15 +88,14 @@ class PgSearch:
             rest = sorted((t for t in terms if t not in gather), key=lambda t: df[t])
             while sum(df[t] for t in gather) < k and rest:  # too few: widen with the next rarest
                 gather.append(rest.pop(0))
-            weights = " + ".join(
-                "(CASE WHEN terms @> ARRAY[%s] THEN %s ELSE 0 END)" for _ in gather
-            )
-            args: list[Any] = [x for t in gather for x in (t, idf[t])]
             rows = conn.execute(
-                f"SELECT name, length, tok_name, tok_description, tok_body FROM memdir_memories"
-                f" WHERE store = %s AND terms && %s::text[] ORDER BY {weights} DESC, name"
-                f" LIMIT %s",
-                [sid, gather, *args, max(CANDIDATES, k)],
+                "WITH q(term, w) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
+                " c AS (SELECT p.name, sum(q.w) AS w FROM memdir_postings p"
+                " JOIN q ON p.term = q.term WHERE p.store = %s GROUP BY p.name"
+                " ORDER BY w DESC, p.name LIMIT %s)"
+                " SELECT m.name, m.length, m.tok_name, m.tok_description, m.tok_body"
+                " FROM c JOIN memdir_memories m ON m.store = %s AND m.name = c.name",
+                (gather, [idf[t] for t in gather], sid, max(CANDIDATES, k), sid),
             ).fetchall()
         avgdl = int(n_tokens) / max(1, int(n_docs))
         scored = sorted(
@@ -114,24 +114,31 @@ class PgSearch:
         embedder = self._make_embedder()
         if embedder is None:
             return 0
+        seen = self.store.version
+        if seen == self._synced and not self.backlog:
+            return 0  # no memory changed since every one had its vector
         sid, model = self.store.sid, self._model(embedder)
+        # only memories written since the last complete look can lack a vector
+        since = self._synced if self._synced >= 0 and not self.backlog else -1
         stale_sql = (
             " FROM memdir_memories m LEFT JOIN memdir_vectors v ON v.store = m.store"
-            " AND v.name = m.name AND v.model = %s WHERE m.store = %s"
+            " AND v.name = m.name AND v.model = %s WHERE m.store = %s AND m.seq > %s"
             " AND (v.name IS NULL OR v.digest <> m.embed_digest)"
         )
         start = time.monotonic()
         self._index_for(embedder.dim)
-        with self.store._txn() as conn:
-            (total,) = conn.execute("SELECT count(*)" + stale_sql, (model, sid)).fetchone() or (0,)
+        with self.store._read() as conn:
+            (total,) = conn.execute(
+                "SELECT count(*)" + stale_sql, (model, sid, since)
+            ).fetchone() or (0,)
         done = 0
         while done < total:
             if budget is not None and time.monotonic() - start > budget:
                 break
-            with self.store._txn() as conn:
+            with self.store._read() as conn:
                 rows = conn.execute(
                     "SELECT m.name, m.text, m.embed_digest" + stale_sql + " LIMIT %s",
-                    (model, sid, BATCH),
+                    (model, sid, since, BATCH),
                 ).fetchall()
             if not rows:
                 break
@@ -156,6 +163,7 @@ class PgSearch:
             if self.progress is not None:
                 self.progress(done, int(total))
         self.backlog = max(0, int(total) - done)
+        self._synced = seen
         return self.backlog
 
     def _index_for(self, dim: int) -> None:
@@ -242,6 +250,7 @@ class PgSearch:
         return len(self.store) - left
 
     def discard(self) -> None:
+        self._synced = -1
         with self.store._txn() as conn:
             conn.execute("DELETE FROM memdir_vectors WHERE store = %s", (self.store.sid,))
 

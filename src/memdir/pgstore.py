@@ -22,6 +22,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,7 +100,7 @@ class PgStore(MemoryStore):
         self.root = root or state_dir(config)
         self.internal = self.root / INTERNAL
         self._mu = threading.RLock()
-        self._conn = pgschema.connect(self.url)
+        self._conn = pgschema.connect(self.url, autocommit=True)
         pgschema.ensure_schema(self._conn)
         sid = pgschema.store_id(self._conn, self.store_name, create=create)
         if sid is None:
@@ -135,12 +136,20 @@ class PgStore(MemoryStore):
         """One transaction on this store's connection (one thread at a time)."""
         with self._mu:
             if self._conn.closed:
-                self._conn = pgschema.connect(self.url)
+                self._conn = pgschema.connect(self.url, autocommit=True)
             with self._conn.transaction():
                 yield self._conn
 
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[psycopg.Connection[Any]]:
+        """This store's connection for reads, each statement on its own (one round trip)."""
+        with self._mu:
+            if self._conn.closed:
+                self._conn = pgschema.connect(self.url, autocommit=True)
+            yield self._conn
+
     def _reload(self) -> None:
-        with self._txn() as conn:
+        with self._read() as conn:
             seq = self._store_seq(conn)
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s", (self.sid,)
@@ -164,7 +173,7 @@ class PgStore(MemoryStore):
             with contextlib.suppress(MemdirError):  # else: ask the counter, as before
                 self._listen()  # still reading a while after opening: a long-running process
         self._dirty.clear()
-        with self._txn() as conn:
+        with self._read() as conn:
             seq = self._store_seq(conn)
             if seq == self._seq:
                 return
@@ -217,12 +226,10 @@ class PgStore(MemoryStore):
         """Hold the store's writer lock (every host's writers wait; re-entrant)."""
         with self._mu:
             self._conn.execute("SELECT pg_advisory_lock(%s)", (self._key,))
-            self._conn.commit()
             try:
                 yield
             finally:
                 self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
-                self._conn.commit()
 
     @property
     def _key(self) -> int:
@@ -279,7 +286,7 @@ class PgStore(MemoryStore):
 
     def get(self, name: str) -> Memory:
         norm = memfmt.validate_name(name)
-        with self._txn() as conn:
+        with self._read() as conn:
             row = conn.execute(
                 "SELECT text, digest FROM memdir_memories WHERE store = %s AND name = %s",
                 (self.sid, norm),
@@ -296,7 +303,7 @@ class PgStore(MemoryStore):
         return isinstance(name, str) and name in self._entries
 
     def list(self, type: str | None = None) -> _list[Memory]:
-        with self._txn() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 "SELECT name, text, digest FROM memdir_memories WHERE store = %s"
                 " AND (%s::text IS NULL OR type = %s) ORDER BY name",
@@ -380,28 +387,33 @@ class PgStore(MemoryStore):
         plan = screen(plan, secrets)
         op_id, stamp = new_op_id(), memfmt.now()
         try:
-            with self._txn() as conn:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-                (seq,) = conn.execute(
-                    "UPDATE memdir_stores SET seq = seq + 1 WHERE id = %s RETURNING seq",
-                    (self.sid,),
-                ).fetchone() or (None,)
-                if seq is None:
-                    raise StoreNotFound(f"the store {self.store_name!r} was dropped")
-                records = self._write(conn, plan, op_id, stamp, int(seq))
+            with self._txn() as conn, conn.pipeline():  # statements sent together
+                seq = self._next_seq(conn)
+                records = self._write(conn, plan, op_id, stamp, seq)
                 if not records:
                     raise _Unchanged
                 op = Operation(op_id, stamp, source, summary, tuple(records), undoes)
-                self._log(conn, op, int(seq))
+                self._log(conn, op, seq)
                 rows = conn.execute(
                     f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
                     (self.sid, [r["name"] for r in records]),
                 ).fetchall()
         except _Unchanged:
             return None
-        if self._seq == int(seq) - 1:  # nobody else wrote in between: no need to ask
-            self._note({r["name"] for r in records}, rows, int(seq))
+        if self._seq == seq - 1:  # nobody else wrote in between: no need to ask
+            self._note({r["name"] for r in records}, rows, seq)
         return op
+
+    def _next_seq(self, conn: psycopg.Connection[Any]) -> int:
+        """Take the store's writer lock and row for this transaction; the operation's number."""
+        row = conn.execute(
+            "WITH held AS (SELECT pg_advisory_xact_lock(%s)) UPDATE memdir_stores SET seq ="
+            " seq + 1 FROM held WHERE id = %s RETURNING seq",
+            (self._key, self.sid),
+        ).fetchone()
+        if row is None:
+            raise StoreNotFound(f"the store {self.store_name!r} was dropped from the database")
+        return int(row[0])
 
     def _write(
         self,
@@ -411,6 +423,7 @@ class PgStore(MemoryStore):
         stamp: str,
         seq: int,
     ) -> _list[ChangeRecord]:
+        """Carry out a plan inside the open transaction: a few statements whatever its size."""
         names = [
             memfmt.validate_name(c.memory.name if isinstance(c, Put) else c.name) for c in plan
         ]
@@ -425,10 +438,7 @@ class PgStore(MemoryStore):
                 (self.sid, names),
             ).fetchall()
         }
-        removed = {n for n, c in zip(names, plan, strict=True) if isinstance(c, Remove)}
-        records: _list[ChangeRecord] = []
-        df: dict[str, int] = {}
-        docs = tokens = 0
+        changes: _list[tuple[str, Change, str | None]] = []  # name, change, new text
         for name, change in zip(names, plan, strict=True):
             have = current.get(name)
             now = _memory(name, have[0], have[1]) if have else None
@@ -439,50 +449,56 @@ class PgStore(MemoryStore):
             if isinstance(change, Remove):
                 if have is None:
                     raise MemoryNotFound(f"no memory named {name!r} — see 'memdir list'")
-                new_text = None
-            else:
-                new = settle_put(change, name, now, self.config, stamp)
-                if new is None:
-                    continue
-                if have is None:
-                    self._check_new_name(conn, name, set(names) | removed)
-                new_text = memfmt.dumps(new)
-            before = None
-            if have is not None:
-                before = self._keep(conn, name, have[0], new_text, change.reason, op_id, stamp)
-                for t in have[2]:
-                    df[t] = df.get(t, 0) - 1
-                docs, tokens = docs - 1, tokens - have[3]
-                conn.execute(
-                    "DELETE FROM memdir_memories WHERE store = %s AND name = %s", (self.sid, name)
-                )
-            digest = None
-            if new_text is not None:
-                digest, terms, length = self._insert(conn, name, new_text, seq)
-                for t in terms:
-                    df[t] = df.get(t, 0) + 1
-                docs, tokens = docs + 1, tokens + length
-            action = "delete" if new_text is None else "update" if have else "create"
-            records.append(
-                ChangeRecord(
-                    name=name,
-                    file=memfmt.filename_for(name),
-                    action=action,
-                    before=before,
-                    reason=change.reason,
-                    digest=digest,
-                )
+                changes.append((name, change, None))
+                continue
+            new = settle_put(change, name, now, self.config, stamp)
+            if new is not None:
+                changes.append((name, change, memfmt.dumps(new)))
+        if not changes:
+            return []
+        created = [n for n, _, text in changes if n not in current]
+        self._check_new_names(conn, created, set(names))
+        replaced = [n for n, _, _ in changes if n in current]
+        old = [
+            (n, current[n][0], "delete" if t is None else "update", c.reason)
+            for n, c, t in changes
+            if n in current
+        ]
+        kept = self._keep(conn, old, op_id, stamp)
+        self._unindex(conn, [(n, current[n][2], current[n][3]) for n in replaced])
+        gone = [n for n, _, text in changes if text is None]
+        if gone:  # their vectors go too (an update's is replaced when next embedded)
+            conn.execute(
+                "DELETE FROM memdir_vectors WHERE store = %s AND name = ANY(%s)", (self.sid, gone)
             )
-        if records:
-            self._count(conn, df, docs, tokens)
-        return records
+        rows = [_Row.of(n, t, seq, self.config.types) for n, _, t in changes if t is not None]
+        self._index(conn, rows)
+        digests = {r.name: r.digest for r in rows}
+        return [
+            ChangeRecord(
+                name=name,
+                file=memfmt.filename_for(name),
+                action="delete" if text is None else "update" if name in current else "create",
+                before=kept.get(name),
+                reason=change.reason,
+                digest=digests.get(name),
+            )
+            for name, change, text in changes
+        ]
 
-    def _check_new_name(self, conn: psycopg.Connection[Any], name: str, planned: set[str]) -> None:
-        for (twin,) in conn.execute(
-            "SELECT name FROM memdir_memories WHERE store = %s AND skeleton = %s AND name <> %s",
-            (self.sid, memfmt.skeleton(name), name),
+    def _check_new_names(
+        self, conn: psycopg.Connection[Any], names: _list[str], planned: set[str]
+    ) -> None:
+        """A new memory's name must not pass for an existing one's (case, look-alikes)."""
+        if not names:
+            return
+        wanted = {memfmt.skeleton(n): n for n in names}
+        for skel, twin in conn.execute(
+            "SELECT skeleton, name FROM memdir_memories WHERE store = %s AND skeleton = ANY(%s)",
+            (self.sid, list(wanted)),
         ):
-            if twin not in planned:
+            name = wanted[skel]
+            if twin != name and twin not in planned:
                 raise ConflictError(
                     f"memory name {name!r} differs from the existing {twin!r} only in case or"
                     f" look-alike characters — update {twin!r} or choose a distinct name"
@@ -491,80 +507,80 @@ class PgStore(MemoryStore):
     def _keep(
         self,
         conn: psycopg.Connection[Any],
-        name: str,
-        text: str,
-        new_text: str | None,
-        reason: str,
+        texts: _list[tuple[str, str, str, str]],
         op_id: str,
         stamp: str,
-    ) -> int:
-        """Keep ``text`` as the next history version of ``name``; its number."""
-        (version,) = conn.execute(
-            "SELECT coalesce(max(version), 0) + 1 FROM memdir_history"
-            " WHERE store = %s AND name = %s",
-            (self.sid, name),
-        ).fetchone() or (1,)
-        conn.execute(
+    ) -> dict[str, int]:
+        """Keep each ``(name, text, action, reason)`` as the next history version of that
+        name; the version numbers."""
+        if not texts:
+            return {}
+        last = dict(
+            conn.execute(
+                "SELECT name, max(version) FROM memdir_history WHERE store = %s"
+                " AND name = ANY(%s) GROUP BY name",
+                (self.sid, [t[0] for t in texts]),
+            ).fetchall()
+        )
+        numbers = {name: int(last.get(name) or 0) + 1 for name, _, _, _ in texts}
+        conn.cursor().executemany(
             "INSERT INTO memdir_history (store, name, version, time, action, reason, op, text)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                self.sid,
-                name,
-                version,
-                stamp,
-                "delete" if new_text is None else "update",
-                reason,
-                op_id,
-                text,
-            ),
+            [
+                (self.sid, name, numbers[name], stamp, action, reason, op_id, text)
+                for name, text, action, reason in texts
+            ],
         )
-        return int(version)
+        return numbers
 
-    def _insert(
-        self, conn: psycopg.Connection[Any], name: str, text: str, seq: int
-    ) -> tuple[str, _list[str], int]:
-        mem = memfmt.loads(text)
-        digest = memfmt.digest_of(text.encode())
-        cols = columns_of(mem.name, mem.description, mem.body)
-        terms = sorted(set(cols[0]) | set(cols[1]) | set(cols[2]))
-        length = sum(map(len, cols))
-        entry = idx.entry_from(mem, memfmt.filename_for(name), self.config.types)
-        embed = hashlib.blake2b(
-            memory_text(mem.name, mem.description, mem.body).encode("utf-8", "surrogatepass"),
-            digest_size=16,
-        ).digest()
+    def _unindex(
+        self, conn: psycopg.Connection[Any], old: _list[tuple[str, _list[str], int]]
+    ) -> None:
+        """Remove memories ``(name, terms, length)`` with their postings and counts."""
+        if not old:
+            return
         conn.execute(
+            "DELETE FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
+            (self.sid, [n for n, _, _ in old]),
+        )
+        pairs = [(t, n) for n, terms, _ in old for t in terms]
+        conn.execute(
+            "DELETE FROM memdir_postings p USING unnest(%s::text[], %s::text[]) AS u(t, n)"
+            " WHERE p.store = %s AND p.term = u.t AND p.name = u.n",
+            ([t for t, _ in pairs], [n for _, n in pairs], self.sid),
+        )
+        df: dict[str, int] = {}
+        for t, _ in pairs:
+            df[t] = df.get(t, 0) - 1
+        self._count(conn, df, -len(old), -sum(length for _, _, length in old))
+
+    def _index(self, conn: psycopg.Connection[Any], rows: _list[_Row]) -> None:
+        """Insert memories with their postings and counts."""
+        if not rows:
+            return
+        conn.cursor().executemany(
             "INSERT INTO memdir_memories (store, name, skeleton, text, digest, type,"
             " description, created, updated, pinned, warnings, seq, terms, tok_name,"
             " tok_description, tok_body, length, embed_digest) VALUES"
             " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                self.sid,
-                name,
-                memfmt.skeleton(name),
-                text,
-                digest,
-                entry.type,
-                entry.description,
-                entry.created,
-                entry.updated,
-                entry.pinned,
-                list(entry.warnings),
-                seq,
-                terms,
-                " ".join(cols[0]),
-                " ".join(cols[1]),
-                " ".join(cols[2]),
-                length,
-                embed,
-            ),
+            [(self.sid, *r.values) for r in rows],
         )
-        return digest, terms, length
+        pairs = [(t, r.name) for r in rows for t in r.terms]
+        conn.execute(
+            "INSERT INTO memdir_postings (store, term, name)"
+            " SELECT %s, t, n FROM unnest(%s::text[], %s::text[]) AS u(t, n)",
+            (self.sid, [t for t, _ in pairs], [n for _, n in pairs]),
+        )
+        df: dict[str, int] = {}
+        for t, _ in pairs:
+            df[t] = df.get(t, 0) + 1
+        self._count(conn, df, len(rows), sum(r.length for r in rows))
 
     def _count(
         self, conn: psycopg.Connection[Any], df: dict[str, int], docs: int, tokens: int
     ) -> None:
-        """Apply a plan's changes to the document frequencies and the store's counts."""
+        """Apply changes to the document frequencies and the store's counts (terms in one
+        order: two writers never wait on each other's rows in a cycle)."""
         moved = sorted((t, d) for t, d in df.items() if d)
         if moved:
             conn.execute(
@@ -598,10 +614,7 @@ class PgStore(MemoryStore):
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
         op = Operation(new_op_id(), memfmt.now(), source, summary, (), undoes)
         with self._txn() as conn:
-            (seq,) = conn.execute(
-                "UPDATE memdir_stores SET seq = seq + 1 WHERE id = %s RETURNING seq", (self.sid,)
-            ).fetchone() or (0,)
-            self._log(conn, op, int(seq))
+            self._log(conn, op, self._next_seq(conn))
         return op
 
     def adopt(
@@ -640,7 +653,7 @@ class PgStore(MemoryStore):
     # -- history and log --------------------------------------------------------------------
 
     def history(self, name: str) -> _list[Version]:
-        with self._txn() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 "SELECT name, version, time, action, reason, op FROM memdir_history"
                 " WHERE store = %s AND name = %s ORDER BY version",
@@ -649,7 +662,7 @@ class PgStore(MemoryStore):
         return [Version(*r) for r in rows]
 
     def version_text(self, name: str, version: int) -> str:
-        with self._txn() as conn:
+        with self._read() as conn:
             row = conn.execute(
                 "SELECT text FROM memdir_history WHERE store = %s AND name = %s AND version = %s",
                 (self.sid, memfmt.validate_name(name), version),
@@ -661,7 +674,7 @@ class PgStore(MemoryStore):
         return str(row[0])
 
     def log(self, limit: int | None = None) -> _list[Operation]:
-        with self._txn() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 "SELECT id, time, source, summary, changes, undoes FROM memdir_log"
                 " WHERE store = %s ORDER BY seq DESC LIMIT %s",
@@ -708,12 +721,8 @@ class PgStore(MemoryStore):
                 if mem.name != name:
                     raise InvalidMemory(f"the text given for {name!r} names {mem.name!r}")
                 check_memory(mem, self.config)
-        records: _list[ChangeRecord] = []
         with self._txn() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-            (seq,) = conn.execute(
-                "UPDATE memdir_stores SET seq = seq + 1 WHERE id = %s RETURNING seq", (self.sid,)
-            ).fetchone() or (0,)
+            seq = self._next_seq(conn)
             taken = conn.execute(
                 "SELECT name FROM memdir_memories WHERE store = %s AND name = ANY(%s) UNION"
                 " SELECT name FROM memdir_history WHERE store = %s AND name = ANY(%s) LIMIT 1",
@@ -724,42 +733,40 @@ class PgStore(MemoryStore):
                     f"the store already has a memory (or history) named {taken[0]!r} — import"
                     " into an empty store"
                 )
-            df: dict[str, int] = {}
-            docs = tokens = 0
-            for name, _, text, versions in loaded:
-                self._check_new_name(conn, name, set(planned))
-                conn.cursor().executemany(
-                    "INSERT INTO memdir_history (store, name, version, time, action, reason,"
-                    " op, text) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                    [
-                        (self.sid, name, v.version, v.time, v.action, v.reason, v.op, t)
-                        for v, t in versions
-                    ],
+            self._check_new_names(conn, [n for n, m, _, _ in loaded if m is not None], set(planned))
+            conn.cursor().executemany(
+                "INSERT INTO memdir_history (store, name, version, time, action, reason,"
+                " op, text) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (self.sid, name, v.version, v.time, v.action, v.reason, v.op, t)
+                    for name, _, _, versions in loaded
+                    for v, t in versions
+                ],
+            )
+            rows = [
+                _Row.of(name, text, seq, self.config.types)
+                for name, _, text, _ in loaded
+                if text is not None
+            ]
+            self._index(conn, rows)
+            records = [
+                ChangeRecord(
+                    name=r.name,
+                    file=memfmt.filename_for(r.name),
+                    action="create",
+                    before=None,
+                    reason="imported",
+                    digest=r.digest,
                 )
-                if text is None:
-                    continue
-                digest, terms, length = self._insert(conn, name, text, int(seq))
-                for t in terms:
-                    df[t] = df.get(t, 0) + 1
-                docs, tokens = docs + 1, tokens + length
-                records.append(
-                    ChangeRecord(
-                        name=name,
-                        file=memfmt.filename_for(name),
-                        action="create",
-                        before=None,
-                        reason="imported",
-                        digest=digest,
-                    )
-                )
-            self._count(conn, df, docs, tokens)
+                for r in rows
+            ]
             op = Operation(new_op_id(), memfmt.now(), source, "import", tuple(records), None)
-            self._log(conn, op, int(seq))
+            self._log(conn, op, seq)
         self._reload()
         return op
 
     def text(self, name: str) -> str:
-        with self._txn() as conn:
+        with self._read() as conn:
             row = conn.execute(
                 "SELECT text FROM memdir_memories WHERE store = %s AND name = %s",
                 (self.sid, memfmt.validate_name(name)),
@@ -769,7 +776,7 @@ class PgStore(MemoryStore):
         return str(row[0]) if row else ""
 
     def retired(self) -> _list[str]:
-        with self._txn() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT h.name FROM memdir_history h WHERE h.store = %s AND NOT EXISTS"
                 " (SELECT 1 FROM memdir_memories m WHERE m.store = h.store AND m.name = h.name)"
@@ -777,6 +784,50 @@ class PgStore(MemoryStore):
                 (self.sid,),
             ).fetchall()
         return [r[0] for r in rows]
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A memory as its row holds it: the values inserted, its terms and length."""
+
+    name: str
+    digest: str
+    terms: _list[str]
+    length: int
+    values: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, name: str, text: str, seq: int, types: tuple[str, ...]) -> _Row:
+        mem = memfmt.loads(text)
+        digest = memfmt.digest_of(text.encode())
+        cols = columns_of(mem.name, mem.description, mem.body)
+        terms = sorted(set(cols[0]) | set(cols[1]) | set(cols[2]))
+        length = sum(map(len, cols))
+        entry = idx.entry_from(mem, memfmt.filename_for(name), types)
+        embed = hashlib.blake2b(
+            memory_text(mem.name, mem.description, mem.body).encode("utf-8", "surrogatepass"),
+            digest_size=16,
+        ).digest()
+        values = (
+            name,
+            memfmt.skeleton(name),
+            text,
+            digest,
+            entry.type,
+            entry.description,
+            entry.created,
+            entry.updated,
+            entry.pinned,
+            list(entry.warnings),
+            seq,
+            terms,
+            " ".join(cols[0]),
+            " ".join(cols[1]),
+            " ".join(cols[2]),
+            length,
+            embed,
+        )
+        return cls(name, digest, terms, length, values)
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:
