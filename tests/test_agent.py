@@ -416,6 +416,22 @@ def test_save_memory_says_when_nothing_changed(tmp_path: Path) -> None:
     assert save["input_schema"]["properties"]["type"]["enum"] == ["user_preference", "team_rule"]
 
 
+def test_save_memory_updates_the_memory_a_correction_corrects(tmp_path: Path) -> None:
+    """The agent's tool saving "8080 now" under a new name updates the stale port memory."""
+    store = MemoryStore(tmp_path / ".memory", Config(dir=tmp_path / ".memory", embedder="none"))
+    store.write("api-port", type="project_fact", description="The API listens on port 8000")
+    tools = Tools(tmp_path, store)
+    args = {
+        "name": "api-port-now",
+        "type": "project_fact",
+        "description": "The API listens on port 8080 now",
+        "body": "Changed from 8000.",
+    }
+    assert tools.run("save_memory", args).text == "updated memory api-port"
+    assert [e.name for e in store.entries()] == ["api-port"]
+    assert "8080" in store.get("api-port").description and store.history("api-port")
+
+
 def test_readme_console_session(tmp_path: Path) -> None:
     """The README's console session, command by command, against the runnable fake server:
     the same output (timestamps and scores aside)."""

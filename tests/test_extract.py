@@ -271,3 +271,29 @@ def test_said_at_dates_memories_by_the_conversation(store: MemoryStore) -> None:
     assert store.get("support-group").extra["said"] == "2023-05-08T13:56:00Z"
     block = render_block(store, ["support-group"], 500)
     assert 'said="8 May 2023"' in block and "updated=" not in block
+
+
+def test_a_correction_updates_the_memory_it_corrects(tmp_path: Path) -> None:
+    """"The API listens on 8080 now, not 8000" replaces the stale fact (kept in history), so
+    recall finds only the new one; an unrelated "now" fact stays a memory of its own."""
+    from memdir.config import Config
+    from memdir.recall import select
+    from memdir.testing import FakeModel
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, extract_style="facts", embedder="none"))
+    store.write("api-port", type="project_fact", description="The API listens on port 8000")
+    store.write("deploys", type="project_fact", description="Deploys run from Jenkins")
+    said = [
+        {"role": "user", "content": "The API listens on 8080 now, not 8000. We now use pnpm."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    model = FakeModel([{"facts": ["The API listens on 8080 now, not 8000.", "We now use pnpm."]}])
+    extract_memories(store, said, model)
+    names = {e.name for e in store.entries()}
+    assert "api-port" in names and len(names) == 3  # pnpm is new; the port was corrected
+    assert "8080" in store.get("api-port").description
+    assert "8000" in store.version_text("api-port", 1)  # the stale text, in history
+    picked = select(store, [{"role": "user", "content": "which port does the API use?"}])
+    assert picked.names[0] == "api-port"
+    assert not any("8000" in store.get(n).description for n in names if n != "api-port")

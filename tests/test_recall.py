@@ -260,3 +260,38 @@ def test_lexical_guard_drops_unrelated_picks(tmp_path: Path) -> None:
         )
         assert sel.names == expected
         assert ("no word in common" in sel.note) == (mode == "lexical")
+
+
+class TopicEmbedder:
+    """Vectors by topic, not by word: "whitespace" and "tabs" mean the same here."""
+
+    name = "topics"
+    dim = 3
+    min_similarity = 0.5
+    multilingual = True
+    TOPICS = ({"tabs", "indent", "indents", "whitespace"}, {"deploy", "kubernetes", "prod"})
+
+    def embed(self, texts: list[str]) -> object:
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            words = {w.strip("?.,:").lower() for w in text.split()}
+            for j, topic in enumerate(self.TOPICS):
+                out[i, j] = len(words & topic)
+            out[i, 2] = 0.1
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_search_keeps_its_confident_hit_when_the_model_picks_nothing(tmp_path: Path) -> None:
+    """A small model that picks nothing does not throw away what search found by meaning;
+    a weak word match is not kept."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root), embedder=TopicEmbedder())  # type: ignore[arg-type]
+    store.write("tabs-style", type="user_preference", description="User indents with tabs")
+    store.write("deploy-target", type="project_fact", description="Prod runs on Kubernetes")
+    ask = [{"role": "user", "content": "how wide is the leading whitespace of my blocks?"}]
+    sel = select(store, ask, FakeModel([{"selected": []}]))
+    assert sel.names == ["tabs-style"] and "kept search's tabs-style" in sel.note
+    weak = [{"role": "user", "content": "the user wants lunch"}]  # "user": a word, no meaning
+    assert select(store, weak, FakeModel([{"selected": []}])).names == []

@@ -95,6 +95,7 @@ class Hit:
     dense_rank: int | None = None
     cosine: float | None = None
     read: Callable[[Entry], Memory] | None = field(default=None, repr=False, compare=False)
+    close: bool = False  # close in meaning: the cosine reaches the embedder's bar on its own
 
     @property
     def name(self) -> str:
@@ -116,4 +117,5 @@ class Hit:
             data.update(bm25_rank=self.bm25_rank, dense_rank=self.dense_rank)
             data["bm25"] = None if self.bm25 is None else round(self.bm25, 4)
             data["cosine"] = None if self.cosine is None else round(self.cosine, 4)
+            data["close"] = self.close
         return data

@@ -452,4 +452,5 @@ def to_hit(
         ranked.dense_rank,
         ranked.cosine,
         read,
+        ranked.close,
     )

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .pgstore import PgStore
 
 log = logging.getLogger("memdir")
+ANALYZE_AFTER = 1000  # vectors written by one sync after which the table's statistics are renewed
 
 
 class PgSearch:
@@ -162,6 +163,9 @@ class PgSearch:
             done += len(rows)
             if self.progress is not None:
                 self.progress(done, int(total))
+        if done >= ANALYZE_AFTER:  # many new vectors: let the planner know the HNSW index pays
+            with self.store._read() as conn:
+                conn.execute("ANALYZE memdir_vectors")
         self.backlog = max(0, int(total) - done)
         self._synced = seen
         return self.backlog

@@ -762,6 +762,9 @@ class PgStore(MemoryStore):
             ]
             op = Operation(new_op_id(), memfmt.now(), source, "import", tuple(records), None)
             self._log(conn, op, seq)
+        if len(loaded) >= 1000:  # a bulk load: fresh statistics for the planner
+            with self._read() as conn:
+                conn.execute("ANALYZE memdir_memories, memdir_postings, memdir_terms")
         self._reload()
         return op
 

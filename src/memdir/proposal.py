@@ -31,14 +31,38 @@ TYPE_ALIASES = {
 }
 
 
+# Words that say a statement replaces an earlier one ("8080 now, not 8000", "no longer").
+_CORRECTION = re.compile(
+    r"\b(now|no longer|not|instead|anymore|any more|changed|moved|switched|actually|"
+    r"rather than|replaced|from now on|nowadays|these days)\b",
+    re.IGNORECASE,
+)
+
+
+def _words(text: str) -> set[str]:
+    """A description's index terms without numbers (what a correction keeps: the subject)."""
+    return {t for t in tokenize(text) if not any(ch.isdigit() for ch in t)}
+
+
 def duplicate_of(store: MemoryStore, item: Memory) -> str | None:
-    """An existing memory this new one clearly duplicates (near-identical description)."""
+    """An existing memory of the same type this new one clearly duplicates (near-identical
+    description), or corrects: it says it replaces something ("now", "not", "no longer"…)
+    and is about the same subject (most of its words, numbers aside, are that memory's). The
+    new text then updates that memory, whose old version goes to history, instead of
+    standing beside it."""
     mine = set(tokenize(item.description))
     if not mine:
         return None
+    corrects = bool(_CORRECTION.search(f"{item.description} {item.body}"))
+    subject = _words(item.description)
     for entry in (h.entry for h in store.search(item.description, 3, dense=False)):
+        if entry.type != item.type:
+            continue
         theirs = set(tokenize(entry.description))
-        if entry.type == item.type and len(mine & theirs) / len(mine | theirs) >= 0.8:
+        if len(mine & theirs) / len(mine | theirs) >= 0.8:
+            return entry.name
+        words = _words(entry.description)
+        if corrects and subject and words and len(subject & words) / len(words) >= 0.6:
             return entry.name
     return None
 

@@ -18,7 +18,7 @@ from html import escape
 from typing import Any
 
 from . import prompts
-from .entry import Entry
+from .entry import Entry, Hit
 from .errors import InvalidMemory, LLMError
 from .memory import CONFLICT_KEY
 from .providers import ChatModel, Message, complete_json, runs_locally
@@ -186,12 +186,26 @@ def select(
                 names, dropped = _lexical_guard(store, names, talk)
                 if dropped:
                     note = f"dropped the model's picks {dropped}: no word in common"
+            if not names and query.strip():  # nothing picked: search's confident hit stays
+                best = store.search(query, 1)
+                if best and confident(best[0]):
+                    names = [best[0].name]
+                    note = "; ".join(
+                        filter(None, [note, f"the model picked nothing; kept search's {names[0]}"])
+                    )
             return Selection(names, "llm", [(e.name, None) for e in catalogue], note)
         except LLMError as exc:
             log.warning("memory selection fell back to search: %s", exc)
             note = f"the model failed ({exc}); used search"
             return _search_selection(store, query, max_items, "search-fallback", note)
     return _search_selection(store, query, max_items, "search", "no model configured")
+
+
+def confident(hit: Hit) -> bool:
+    """Whether a search hit stands on its own: close in meaning to the question by the
+    embedder's own bar (the one a memory sharing no word with it must pass), not merely
+    sharing a word."""
+    return hit.close
 
 
 def _scope_tag(store: Reader, entry: Entry) -> str:

@@ -61,6 +61,7 @@ class Ranked:
     bm25: float | None = None
     dense_rank: int | None = None
     cosine: float | None = None
+    close: bool = False  # the cosine reaches the embedder's bar for a hit by meaning alone
 
 
 def memory_text(name: str, description: str, body: str) -> str:
@@ -340,6 +341,14 @@ def fuse(
             return None if c is None else where[c]
 
     return [
-        Ranked(key, fused, b[0] if b else None, b[1] if b else None, dense_rank(c), c)
+        Ranked(
+            key,
+            fused,
+            b[0] if b else None,
+            b[1] if b else None,
+            dense_rank(c),
+            c,
+            c is not None and c >= floor,
+        )
         for fused, _, key, b, c in scored[:k]
     ]

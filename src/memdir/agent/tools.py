@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import InvalidName, MemdirError
 from ..memory import validate_name
 from ..plan import Put
-from ..proposal import coerce, kind_of
+from ..proposal import coerce, duplicate_of, kind_of
 from ..providers import ToolInput, ToolSpec
 from ..review import land
 from ..scopes import USER, Scopes
@@ -305,6 +305,10 @@ class Tools:
         if isinstance(coerced, str):
             return ToolResult(f"not saved: {coerced}", is_error=True)
         proposed = coerced[1]
+        if proposed.name not in store:  # a restatement or a correction updates its memory
+            same = duplicate_of(store, proposed)
+            if same is not None and not store.get(same).pinned:
+                proposed = proposed.replace(name=same)
         fields = {
             "name": proposed.name,
             "type": proposed.type,
