@@ -466,6 +466,7 @@ def test_readme_console_session(tmp_path: Path) -> None:
 
             def norm(text: str) -> str:
                 text = re.sub(r'updated="[^"]*"', 'updated=""', text)
+                text = re.sub(r'said="[^"]*" (.*) ref="[^"]*"', r'said="" \1 ref=""', text)
                 return re.sub(r"\d+\.\d\d  ", "S  ", text).strip()
 
             assert norm(r.stdout) == norm(expected), (command, r.stdout)

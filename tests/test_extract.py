@@ -274,7 +274,7 @@ def test_said_at_dates_memories_by_the_conversation(store: MemoryStore) -> None:
 
 
 def test_a_correction_updates_the_memory_it_corrects(tmp_path: Path) -> None:
-    """"The API listens on 8080 now, not 8000" replaces the stale fact (kept in history), so
+    """ "The API listens on 8080 now, not 8000" replaces the stale fact (kept in history), so
     recall finds only the new one; an unrelated "now" fact stays a memory of its own."""
     from memdir.config import Config
     from memdir.recall import select

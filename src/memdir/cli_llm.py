@@ -184,7 +184,7 @@ def recall(
     sel = select(scopes, messages, model, max_items=max_items or c.config.recall_max_items)
     if no_llm:
         sel.note = "--no-llm"
-    block = render_block(scopes, sel.names, c.config.recall_token_budget)
+    block = render_block(scopes, sel.names, c.config.recall_token_budget, sel.episodes)
     if as_json:
         emit_json({**sel.to_dict(), "block": block})
         return

@@ -71,6 +71,10 @@ class Config:
     read_only: tuple[str, ...] = ()  # shared stores recalled from, never written
     review: str = "auto"  # "ask": learned changes wait for a person (memdir review, memdir ui)
     recall_log: bool = True  # keep a bounded log of what was recalled for which prompt and why
+    episodes: bool = True  # keep what was said (dated turns) beside what was learned from it
+    episodes_keep_days: int = 90
+    episodes_max_bytes: int = 20 * 1024 * 1024
+    recall_episodes: int = 2  # turns recall may add beside the memories
     sync: str = "off"  # "auto": pull when a session starts, commit and push after learning
     sync_debounce: float = 10.0  # seconds an automatic sync waits for more changes
     sync_interval: float = 300.0  # a session start pulls if the last sync is older than this

@@ -392,6 +392,29 @@ def plan_extraction(
     return result
 
 
+def _keep_episodes(
+    store: MemoryStore, messages: list[Message], start: int, said: str | None
+) -> list[str]:
+    """Keep the new messages as dated turns (``episodes``); their refs (none when off)."""
+    from .episodes import Episodes
+
+    if not store.config.episodes or store.read_only:
+        return []
+    said_messages = [
+        (str(m.get("role")), message_text(m))
+        for m in messages[start:]
+        if m.get("role") in ("user", "assistant")
+    ]
+    episodes = Episodes(store.internal, store.config)
+    try:
+        return episodes.record(said_messages, conversation=conversation_key(messages), said_at=said)
+    except OSError as exc:  # never lose the memories over the episodes
+        log.warning("memdir: could not keep the conversation as episodes: %s", exc)
+        return []
+    finally:
+        episodes.close()
+
+
 def extract_memories(
     store: MemoryStore,
     messages: list[Message],
@@ -426,6 +449,16 @@ def extract_memories(
             ]
     if not apply:
         return result
+    refs = _keep_episodes(store, messages, start, said)
+    if refs:  # what was learned points back to where it was said
+        where = refs[0] if len(refs) == 1 else f"{refs[0]}-{refs[-1].rsplit('#', 1)[1]}"
+        for changes in (result.changes, result.user_changes):
+            changes[:] = [
+                dataclasses.replace(
+                    c, memory=c.memory.replace(extra={**c.memory.extra, "episode": where})
+                )
+                for c in changes
+            ]
     if result.changes:
         names = ", ".join(c.memory.name for c in result.changes)
         landed = land(store, list(result.changes), source=source, summary=f"extracted {names}")

@@ -279,7 +279,9 @@ def _recall(
     try:
         sel = select(store, messages, memory_model, max_items=store.config.recall_max_items)
         turn.recalled = sel.names
-        turn.block = render_block(store, sel.names, store.config.recall_token_budget)
+        turn.block = render_block(
+            store, sel.names, store.config.recall_token_budget, episodes=sel.episodes
+        )
         log_recall(store, sel, search_query(messages), source="agent")
         if sel.path == "search-fallback":
             emit("memory_error", f"memory selection fell back to search ({sel.note})")

@@ -350,7 +350,7 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
             f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
             " run 'memdir index' (and 'memdir doctor') in this project"
         )
-    block = render_block(store, selection.names, config.recall_token_budget)
+    block = render_block(store, selection.names, config.recall_token_budget, selection.episodes)
     log_recall(
         store, selection, said, source=f"hook:{host or 'unknown'}", session=event.get("session_id")
     )

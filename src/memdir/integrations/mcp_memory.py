@@ -167,7 +167,7 @@ class MemoryServer:
             messages.append({"role": "user", "content": said})
             cfg = self.config
             sel = select(scopes, messages, self.model(), max_items=cfg.recall_max_items)
-            block = render_block(scopes, sel.names, cfg.recall_token_budget)
+            block = render_block(scopes, sel.names, cfg.recall_token_budget, sel.episodes)
             log_recall(scopes, sel, said, source="mcp")
             if not block:
                 return "No saved memory applies to this message."

@@ -1,0 +1,206 @@
+"""Episodes: what was actually said, kept beside the memories extracted from it.
+
+Every conversation memdir learns from (its agent, the hooks, ``memdir extract``) is kept as
+dated turns — a user message with the replies that followed it — in
+``.memdir/episodes/<date>-<conversation>.jsonl``, one JSON line per turn: when it was said,
+who spoke, the text (credentials redacted as for memories). They are never listed in
+MEMORY.md, never committed by sync (``.memdir`` is git-ignored), and a person reads or deletes
+them as plain files. A full-text index (``.memdir/episodes.sqlite``, a cache rebuilt from the
+files) lets recall find the turns a question is about. ``episodes = false`` turns them off;
+files older than ``episodes_keep_days`` go, and the oldest go first past
+``episodes_max_bytes``.
+This module does NOT choose what to recall (``recall`` does) and knows nothing of models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .atomic import append_nofollow
+from .config import Config
+from .search import Doc, SearchIndex, tokenize
+from .secrets import redact
+
+FOLDER = "episodes"
+INDEX = "episodes.sqlite"
+MAX_TURN_CHARS = 4000  # of one turn's text kept (a pasted log is not a conversation)
+_FILE = re.compile(r"\d{4}-\d{2}-\d{2}-[0-9a-f]{1,32}\.jsonl")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One kept turn: where it is (``file#n``), when it was said, who spoke, what was said."""
+
+    ref: str
+    said: str
+    who: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class Said:
+    """A turn a search found, with its BM25 score and how many of the question's terms it has."""
+
+    turn: Turn
+    score: float
+    matched: int
+    asked: int
+
+
+class Episodes:
+    """The episodes of one store (kept in its ``.memdir``)."""
+
+    def __init__(self, internal: Path, config: Config) -> None:
+        self.folder = internal / FOLDER
+        self.index_path = internal / INDEX
+        self.config = config
+        self._index: SearchIndex | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.episodes
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def record(
+        self,
+        messages: Sequence[tuple[str, str]],
+        *,
+        conversation: str,
+        said_at: str | None = None,
+    ) -> list[str]:
+        """Keep ``(role, text)`` messages as turns of ``conversation``; their refs. A turn
+        starts at each user message; ``said_at``: when it was said (else now)."""
+        if not self.enabled or not messages:
+            return []
+        said = said_at or datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        turns: list[list[tuple[str, str]]] = []
+        for role, text in messages:
+            if not text.strip() or role not in ("user", "assistant"):
+                continue
+            if role == "user" or not turns:
+                turns.append([])
+            turns[-1].append((role, text.strip()))
+        if not turns:
+            return []
+        key = re.sub(r"[^0-9a-f]", "", conversation.lower())[:32] or "0"
+        fname = f"{said[:10]}-{key}.jsonl"
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.folder / fname
+        n = _count_lines(path)
+        refs, docs, lines = [], [], []
+        for i, turn in enumerate(turns, n):
+            text = "\n".join(f"{role}: {words}" for role, words in turn)[:MAX_TURN_CHARS]
+            text, _ = redact(text)
+            who = tuple(dict.fromkeys(role for role, _ in turn))
+            ref = f"{fname}#{i}"
+            refs.append(ref)
+            lines.append(json.dumps({"n": i, "said": said, "who": list(who), "text": text}))
+            docs.append(Doc(ref, ref, "", "", text))
+        if not path.exists():  # owner-only: what people said
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        append_nofollow(path, ("\n".join(lines) + "\n").encode())
+        with contextlib.suppress(Exception):  # the index is a cache: rebuilt when next read
+            self._search().update(docs)
+        self.prune()
+        return refs
+
+    def prune(self) -> int:
+        """Drop episode files past ``episodes_keep_days``, then the oldest past the size cap;
+        how many went."""
+        if not self.folder.is_dir():
+            return 0
+        files = sorted(p for p in self.folder.iterdir() if _FILE.fullmatch(p.name))
+        cutoff = (
+            datetime.date.today() - datetime.timedelta(days=self.config.episodes_keep_days)
+        ).isoformat()
+        gone = [p for p in files if p.name[:10] < cutoff]
+        kept = [p for p in files if p not in gone]
+        total = sum(p.stat().st_size for p in kept)
+        while kept and total > self.config.episodes_max_bytes:
+            oldest = kept.pop(0)
+            total -= oldest.stat().st_size
+            gone.append(oldest)
+        for path in gone:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        if gone:
+            self._drop_index()
+        return len(gone)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def turns(self) -> list[Turn]:
+        """Every kept turn, oldest file first."""
+        out: list[Turn] = []
+        if not self.folder.is_dir():
+            return out
+        for path in sorted(self.folder.iterdir()):
+            if not _FILE.fullmatch(path.name):
+                continue
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    rec = json.loads(line)
+                    out.append(
+                        Turn(
+                            f"{path.name}#{int(rec['n'])}",
+                            str(rec["said"]),
+                            tuple(str(w) for w in rec["who"]),
+                            str(rec["text"]),
+                        )
+                    )
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn or hand-edited line
+        return out
+
+    def search(self, query: str, k: int = 3) -> list[Said]:
+        """The ``k`` turns that best match ``query`` (BM25), with how much of it they hold."""
+        if not self.enabled or not self.folder.is_dir():
+            return []
+        asked = set(tokenize(query))
+        if not asked:
+            return []
+        by_ref = {t.ref: t for t in self.turns()}
+        index = self._search()
+        if set(index.identities()) != set(by_ref):  # files deleted or edited by hand
+            self._drop_index()
+            index = self._search()
+            index.update(Doc(r, r, "", "", t.text) for r, t in by_ref.items())
+        out = []
+        for ref, score in index.search(query, k):
+            turn = by_ref.get(ref)
+            if turn is not None:
+                out.append(Said(turn, score, len(asked & set(tokenize(turn.text))), len(asked)))
+        return out
+
+    def _search(self) -> SearchIndex:
+        if self._index is None:
+            self._index = SearchIndex(self.index_path)
+        return self._index
+
+    def _drop_index(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.index_path)
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as fh:
+            return sum(1 for _ in fh)
+    except FileNotFoundError:
+        return 0

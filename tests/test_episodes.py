@@ -1,0 +1,123 @@
+"""Episodes: the conversations memdir learns from, kept as dated turns, found again by recall
+beside the memories extracted from them."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import stat
+from pathlib import Path
+
+from memdir import MemoryStore
+from memdir.config import Config
+from memdir.episodes import Episodes
+from memdir.extract import extract_memories
+from memdir.providers import ChatModel
+from memdir.recall import load_memories, select
+from memdir.testing import FakeModel
+
+from conftest import CliFn
+from fakeserver import FakeLLMServer, reply
+
+GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+TALK = [
+    {"role": "user", "content": "Let's settle the database migration: we go with Alembic."},
+    {"role": "assistant", "content": "Agreed — Alembic for migrations, autogenerate off."},
+    {"role": "user", "content": f"Also the CI token is {GHP}, keep it out of the repo."},
+    {"role": "assistant", "content": "Understood."},
+]
+LEARNED = {
+    "memories": [
+        {
+            "action": "create",
+            "name": "migrations-alembic",
+            "type": "project_fact",
+            "description": "Database migrations use Alembic",
+            "body": "Decided with the user: Alembic, autogenerate off.",
+        }
+    ]
+}
+
+
+def test_what_was_said_is_kept_and_learned_memories_point_to_it(store: MemoryStore) -> None:
+    extract_memories(store, TALK, FakeModel([LEARNED]), said_at="2026-11-24T10:00:00Z")
+    folder = store.internal / "episodes"
+    (path,) = folder.iterdir()
+    assert path.name.startswith("2026-11-24-") and stat.S_IMODE(path.stat().st_mode) == 0o600
+    turns = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [t["n"] for t in turns] == [0, 1] and turns[0]["who"] == ["user", "assistant"]
+    assert "Alembic for migrations, autogenerate off" in turns[0]["text"]
+    assert GHP not in path.read_text() and "[REDACTED" in turns[1]["text"]
+    mem = store.get("migrations-alembic")
+    assert mem.extra["episode"] == f"{path.name}#0-1"
+    assert "episode" not in store.index_path.read_text() and "2026-11-24" not in (
+        store.index_path.read_text()
+    )
+    # the next extraction of the same conversation adds only the new turn
+    more = [*TALK, {"role": "user", "content": "And migrations run in CI before deploy."}]
+    extract_memories(store, more, FakeModel([{"memories": []}]), said_at="2026-11-24T10:05:00Z")
+    assert len(path.read_text().splitlines()) == 3
+
+
+def test_recall_finds_the_decision_in_an_episode(
+    tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
+    """ "What did we decide about X last week?" is answered from what was said, with its date,
+    through the real SDK against the fake server."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    store.write("tabs", type="user_preference", description="User indents with tabs")
+    llm_server.queue(reply(json.dumps({"memories": []})))  # the model learned nothing
+    extract_memories(store, TALK, server_model, said_at="2026-11-24T10:00:00Z")
+    llm_server.queue(reply(json.dumps({"selected": []})))
+    ask = [{"role": "user", "content": "What did we decide about the database migration?"}]
+    sel = select(store, ask, server_model)
+    assert sel.names == [] and [e.turn.ref.endswith("#0") for e in sel.episodes] == [True]
+    llm_server.queue(reply(json.dumps({"selected": []})))
+    block = load_memories(store, ask, server_model)
+    assert '<episode said="24 November 2026" who="user, assistant"' in block
+    assert "we go with Alembic" in block and "An <episode> is what was said" in block
+    # a question about something never said brings no episode
+    llm_server.queue(reply(json.dumps({"selected": ["tabs"]})))
+    block = load_memories(store, [{"role": "user", "content": "how do I indent?"}], server_model)
+    assert 'name="tabs"' in block and "<episode" not in block
+    off = Config(dir=root, embedder="none", episodes=False)
+    assert select(MemoryStore(root, off), ask).episodes == []
+
+
+def test_episodes_off_keeps_nothing(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, episodes=False))
+    extract_memories(store, TALK, FakeModel([LEARNED]))
+    assert not (store.internal / "episodes").exists()
+    assert "episode" not in store.get("migrations-alembic").extra
+
+
+def test_old_and_oversized_episodes_go_and_the_index_follows(tmp_path: Path) -> None:
+    internal = tmp_path / ".memdir"
+    config = Config(episodes_keep_days=30, episodes_max_bytes=600)
+    episodes = Episodes(internal, config)
+    old = (datetime.date.today() - datetime.timedelta(days=45)).isoformat()
+    episodes.record([("user", "the blue deploy pipeline")], conversation="a1", said_at=old)
+    assert not list((internal / "episodes").iterdir())  # older than 30 days: gone at once
+    for i in range(6):
+        episodes.record(
+            [("user", f"release train number {i} leaves on friday " + "x" * 80)],
+            conversation=f"b{i}",
+        )
+    files = sorted((internal / "episodes").iterdir())
+    assert sum(p.stat().st_size for p in files) <= 600 and len(files) < 6
+    kept = episodes.search("release train friday", 10)
+    assert kept and all((internal / "episodes" / s.turn.ref.split("#")[0]).exists() for s in kept)
+    os.unlink(files[-1])  # a person deletes a file: its turns are not found any more
+    assert all(s.turn.ref.split("#")[0] != files[-1].name for s in episodes.search("release"))
+    episodes.close()
+
+
+def test_memdir_recall_shows_episodes(cli: CliFn, tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / ".memory")
+    extract_memories(store, TALK, FakeModel([{"memories": []}]), said_at="2026-11-24")
+    r = cli("recall", "--no-llm", "what did we decide about the database migration?")
+    assert r.code == 0 and '<episode said="24 November 2026"' in r.out
+    assert "we go with Alembic" in r.out
