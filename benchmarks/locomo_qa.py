@@ -1,9 +1,12 @@
 """Memory quality with a model in the loop, on LoCoMo (DEV): feed a conversation session by
 session through ``extract_memories`` (consolidation on its normal trigger), then answer each
 question with the same model from (a) no memory, (b) memdir recall by search, (c) memdir recall
-with the model's selection, (d) the whole conversation truncated to the model's context.
-Scores token-level F1 against the gold answers (LoCoMo's QA metric), and reports injected
-tokens per question and model time. Uses the normal memdir configuration.
+with the model's selection, (d) the whole conversation truncated to the model's context, (e)
+the gold evidence turns with their dates (a perfect retriever: the ceiling). Recall includes
+the episodes extraction kept (the dated turns) beside the learned memories. Scores
+token-level F1 against the gold answers (LoCoMo's QA metric) with a bootstrap 95% interval,
+per question category too, and reports injected tokens per question (and their share of the
+whole conversation) and model time. Uses the normal memdir configuration.
 
     OPENAI_BASE_URL=http://127.0.0.1:8088/v1 OPENAI_API_KEY=local MEMDIR_PROVIDER=openai \\
     MEMDIR_MODEL=qwen2.5-coder-1.5b python benchmarks/locomo_qa.py --conversations 0 --limit 40
@@ -111,6 +114,25 @@ def transcript(turns: list[dict[str, Any]], budget_tokens: int) -> str:
     return text
 
 
+def gold_context(turns: list[dict[str, Any]], question: dict[str, Any]) -> str:
+    """The evidence turns of a question, each with the date of its session: what a perfect
+    retriever would inject."""
+    by_id = {t["id"]: t for t in turns}
+    lines = [
+        f"[said {by_id[e]['date']}] {by_id[e]['text']}" for e in question["relevant"] if e in by_id
+    ]
+    return "\n".join(lines)
+
+
+def interval(scores: list[float], rounds: int = 1000) -> tuple[float, float]:
+    """A bootstrap 95% interval of the mean (questions resampled with replacement)."""
+    import random
+
+    rng = random.Random(13)
+    means = sorted(statistics.mean(rng.choices(scores, k=len(scores))) for _ in range(rounds))
+    return means[int(0.025 * rounds)], means[int(0.975 * rounds) - 1]
+
+
 def run_conversation(
     conv: int,
     data: dict[str, Any],
@@ -119,7 +141,7 @@ def run_conversation(
     context_tokens: int,
     keep: Path | None = None,
     learned: Path | None = None,
-    methods: tuple[str, ...] = ("none", "search", "model", "full"),
+    methods: tuple[str, ...] = ("none", "search", "model", "full", "gold"),
     dated: bool = True,
 ) -> dict[str, Any]:
     turns = [m for m in data["memories"] if m["conv"] == conv]
@@ -151,6 +173,7 @@ def run_conversation(
         learn_calls = memory_model.calls
         whole = transcript(turns, context_tokens)
         rows: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        by_category: dict[tuple[str, int], list[float]] = defaultdict(list)
         seconds: dict[str, float] = defaultdict(float)
         details: list[dict[str, Any]] = []
         for q in questions:
@@ -167,6 +190,8 @@ def run_conversation(
                     context = ""
                 elif method == "full":
                     context = whole
+                elif method == "gold":
+                    context = gold_context(turns, q)
                 else:
                     sel = select(
                         store,
@@ -174,15 +199,19 @@ def run_conversation(
                         memory_model if method == "model" else None,
                         max_items=cfg.recall_max_items,
                     )
-                    context = render_block(store, sel.names, cfg.recall_token_budget)
-                    detail[f"{method} recalled"] = sel.names
+                    context = render_block(
+                        store, sel.names, cfg.recall_token_budget, episodes=sel.episodes
+                    )
+                    detail[f"{method} recalled"] = sel.names + [e.turn.ref for e in sel.episodes]
                 try:
                     reply = answer(memory_model, context, q["question"])
                 except LLMError as exc:
                     reply = ""
                     failures.append(f"{q['id']} {method}: {exc}")
                 seconds[method] += memory_model.seconds - before
-                rows[method].append((f1(reply, q["answer"]), estimate_tokens(context)))
+                score = f1(reply, q["answer"])
+                rows[method].append((score, estimate_tokens(context)))
+                by_category[(method, q["category"])].append(score)
                 detail[method] = reply
         if keep is not None:
             shutil.copytree(tmp / ".memory", keep / f"conv{conv}", dirs_exist_ok=True)
@@ -196,6 +225,8 @@ def run_conversation(
             "learn_seconds": learn_seconds,
             "learn_calls": learn_calls,
             "rows": rows,
+            "by_category": by_category,
+            "whole_tokens": estimate_tokens(transcript(turns, 10**9)),
             "seconds": seconds,
             "failures": failures,
         }
@@ -225,8 +256,8 @@ def main() -> None:
     ap.add_argument(
         "--methods",
         nargs="+",
-        default=["none", "search", "model", "full"],
-        choices=["none", "search", "model", "full"],
+        default=["none", "search", "model", "full", "gold"],
+        choices=["none", "search", "model", "full", "gold"],
     )
     ap.add_argument(
         "--undated",
@@ -255,6 +286,7 @@ def main() -> None:
         "search": "(b) memdir recall, search",
         "model": "(c) memdir recall, model selection",
         "full": "(d) whole conversation (truncated)",
+        "gold": "(e) gold evidence turns (the ceiling)",
     }
     print(
         f"model {config.memory_model_name}; conversations {args.conversations};"
@@ -263,19 +295,35 @@ def main() -> None:
         f" {sum(r['learn_calls'] for r in results)} calls in"
         f" {sum(r['learn_seconds'] for r in results):.0f} s"
     )
-    print("| method | F1 | injected tokens / question | model time / question |")
+    print(
+        "| method | F1 (95% interval) | injected tokens / question (share of the whole"
+        " conversation) | model time / question |"
+    )
     print("|---|---:|---:|---:|")
     n = sum(r["questions"] for r in results)
+    whole = statistics.mean(r["whole_tokens"] for r in results)
     for key, label in names.items():
         if key not in args.methods:
             continue
         scores = [s for r in results for s, _ in r["rows"][key]]
         tokens = [t for r in results for _, t in r["rows"][key]]
         secs = sum(r["seconds"][key] for r in results) / max(1, n)
+        low, high = interval(scores)
+        share = statistics.mean(tokens) / max(1, whole)
         print(
-            f"| {label} | {statistics.mean(scores):.3f} | {statistics.mean(tokens):.0f} |"
-            f" {secs:.1f} s |"
+            f"| {label} | {statistics.mean(scores):.3f} ({low:.3f}–{high:.3f}) |"
+            f" {statistics.mean(tokens):.0f} ({share:.1%}) | {secs:.1f} s |"
         )
+    categories = sorted({c for r in results for (_, c) in r["by_category"]})
+    print("\n| category | " + " | ".join(names[m][:3] for m in args.methods) + " | questions |")
+    print("|---|" + "---:|" * (len(args.methods) + 1))
+    for cat in categories:
+        cells = []
+        for m in args.methods:
+            got = [s for r in results for s in r["by_category"].get((m, cat), [])]
+            cells.append(f"{statistics.mean(got):.3f}" if got else "–")
+        count = sum(len(r["by_category"].get((args.methods[0], cat), [])) for r in results)
+        print(f"| {cat} | " + " | ".join(cells) + f" | {count} |")
     failures = [f for r in results for f in r["failures"]]
     print(
         f"\n{len(failures)} failed model calls (scored 0)"
