@@ -121,3 +121,23 @@ def test_memdir_recall_shows_episodes(cli: CliFn, tmp_path: Path) -> None:
     r = cli("recall", "--no-llm", "what did we decide about the database migration?")
     assert r.code == 0 and '<episode said="24 November 2026"' in r.out
     assert "we go with Alembic" in r.out
+
+
+def test_tool_work_is_not_kept_as_turns(store: MemoryStore) -> None:
+    """An agent's tool calls and their results are work, not conversation: one turn is kept,
+    with what the user said and what the assistant answered."""
+    talk = [
+        {"role": "user", "content": "We deploy with Argo CD from now on."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Noted: Argo CD."}]},
+    ]
+    extract_memories(store, talk, FakeModel([{"memories": []}]))
+    (turn,) = Episodes(store.internal, store.config).turns()
+    assert turn.text == "user: We deploy with Argo CD from now on.\nassistant: Noted: Argo CD."

@@ -302,6 +302,13 @@ class _Planner:
         if current.pinned:
             self.result.dropped.append(f"{mem.name} is pinned; not changed automatically")
             return
+        if (current.type, current.description, current.body) == (
+            mem.type,
+            mem.description,
+            mem.body,
+        ):  # said again: the memory stays as it was (where and when it was first said too)
+            self.result.dropped.append(f"{mem.name}: already holds this")
+            return
         self.planned[mem.name] = Put(
             mem.replace(extra=dict(current.extra)),
             reason="updated from conversation",
@@ -392,6 +399,15 @@ def plan_extraction(
     return result
 
 
+def _spoken(message: Message) -> str:
+    """What a person said or read in a message: its text, without tool calls and results
+    (a turn of tool work is not part of the conversation to remember)."""
+    content = message.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
 def _keep_episodes(
     store: MemoryStore, messages: list[Message], start: int, said: str | None
 ) -> list[str]:
@@ -401,7 +417,7 @@ def _keep_episodes(
     if not store.config.episodes or store.read_only:
         return []
     said_messages = [
-        (str(m.get("role")), message_text(m))
+        (str(m.get("role")), _spoken(m))
         for m in messages[start:]
         if m.get("role") in ("user", "assistant")
     ]

@@ -172,8 +172,9 @@ def select(
 
 
 def episodes_for(store: Reader, query: str) -> list[Said]:
-    """The kept turns that hold most of the question's terms, best first (at most
-    ``recall_episodes``; none when episodes are off)."""
+    """The kept turns that best match the question and share at least two of its terms (its
+    only one, for a one-word question), best first: at most ``recall_episodes``; none when
+    episodes are off."""
     from .episodes import Episodes
 
     cfg = store.config
@@ -189,7 +190,7 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
             found += episodes.search(query, cfg.recall_episodes)
         finally:
             episodes.close()
-    good = [e for e in found if e.matched >= min(2, e.asked) and 2 * e.matched >= e.asked]
+    good = [e for e in found if e.matched >= min(2, e.asked)]
     good.sort(key=lambda e: -e.score)
     return good[: cfg.recall_episodes]
 
@@ -555,6 +556,9 @@ def log_recall(
             "score": None if scores.get(name) is None else round(float(scores[name] or 0), 4),
         }
         for name in sel.names
+    ]
+    memories += [
+        {"name": e.turn.ref, "scope": "episode", "score": round(e.score, 4)} for e in sel.episodes
     ]
     record(
         target.internal,
