@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 from memdir import MemoryStore
@@ -98,9 +99,13 @@ def test_old_and_oversized_episodes_go_and_the_index_follows(tmp_path: Path) -> 
     internal = tmp_path / ".memdir"
     config = Config(episodes_keep_days=30, episodes_max_bytes=600)
     episodes = Episodes(internal, config)
-    old = (datetime.date.today() - datetime.timedelta(days=45)).isoformat()
+    old = (datetime.date.today() - datetime.timedelta(days=400)).isoformat()
     episodes.record([("user", "the blue deploy pipeline")], conversation="a1", said_at=old)
-    assert not list((internal / "episodes").iterdir())  # older than 30 days: gone at once
+    (kept,) = (internal / "episodes").iterdir()  # said long ago, kept today: it stays
+    month = time.time() - 45 * 86400
+    os.utime(kept, (month, month))  # kept 45 days ago: past 30 days, it goes
+    episodes.prune()
+    assert not list((internal / "episodes").iterdir())
     for i in range(6):
         episodes.record(
             [("user", f"release train number {i} leaves on friday " + "x" * 80)],

@@ -7,7 +7,7 @@ who spoke, the text (credentials redacted as for memories). They are never liste
 MEMORY.md, never committed by sync (``.memdir`` is git-ignored), and a person reads or deletes
 them as plain files. A full-text index (``.memdir/episodes.sqlite``, a cache rebuilt from the
 files) lets recall find the turns a question is about. ``episodes = false`` turns them off;
-files older than ``episodes_keep_days`` go, and the oldest go first past
+files last written more than ``episodes_keep_days`` ago go, and the oldest go first past
 ``episodes_max_bytes``.
 This module does NOT choose what to recall (``recall`` does) and knows nothing of models.
 """
@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,11 +118,13 @@ class Episodes:
         how many went."""
         if not self.folder.is_dir():
             return 0
-        files = sorted(p for p in self.folder.iterdir() if _FILE.fullmatch(p.name))
-        cutoff = (
-            datetime.date.today() - datetime.timedelta(days=self.config.episodes_keep_days)
-        ).isoformat()
-        gone = [p for p in files if p.name[:10] < cutoff]
+        # by when they were kept (a transcript of last year, learned today, stays its days)
+        files = sorted(
+            (p for p in self.folder.iterdir() if _FILE.fullmatch(p.name)),
+            key=lambda p: p.stat().st_mtime,
+        )
+        cutoff = time.time() - self.config.episodes_keep_days * 86400
+        gone = [p for p in files if p.stat().st_mtime < cutoff]
         kept = [p for p in files if p not in gone]
         total = sum(p.stat().st_size for p in kept)
         while kept and total > self.config.episodes_max_bytes:
