@@ -1,6 +1,6 @@
 """Ranking a database store's memories the way a folder's are ranked: BM25 over the same
 index terms (``search.columns_of``; CJK bigrams included) with the same scoring, candidates
-from a GIN index on each memory's terms, fused with pgvector cosines from the configured
+from the postings table (term -> memory), fused with pgvector cosines from the configured
 embedder by the same ``vectors.fuse``. So a question ranks the same memories on either
 backend.
 
