@@ -236,7 +236,9 @@ class PgStore(MemoryStore):
         return pgschema.lock_key("store", self.sid)
 
     def refresh(self) -> None:
-        self._reload()
+        """Catch up now (a database has no hand edits to look for: the log says it all)."""
+        self._dirty.set()
+        self._catch_up()
 
     def rebuild(self) -> dict[str, Entry]:
         self._reload()
