@@ -33,7 +33,6 @@ from .config import Config
 from .entry import Entry, Hit
 from .errors import (
     ConflictError,
-    InvalidMemory,
     MemdirError,
     MemoryNotFound,
     PlanError,
@@ -44,7 +43,7 @@ from .layout import INTERNAL
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
 from .search import columns_of
-from .store import MemoryStore, Taken
+from .store import MemoryStore, Taken, checked_items
 from .transaction import check_memory, new_op_id, settle_put
 from .vectors import memory_text
 from .watch import WATCH_AFTER
@@ -295,10 +294,14 @@ class PgStore(MemoryStore):
             ).fetchone()
         if row is not None:
             return _memory(norm, row[0], row[1])
+        raise self._missing(norm)
+
+    def _missing(self, name: str) -> MemoryNotFound:
+        """The error for a name with no memory, saying which name was perhaps meant."""
         self._catch_up()
-        close = difflib.get_close_matches(norm, list(self._entries), n=1, cutoff=0.75)
+        close = difflib.get_close_matches(name, list(self._entries), n=1, cutoff=0.75)
         hint = f"did you mean {close[0]!r}?" if close else "see 'memdir list' for the names"
-        raise MemoryNotFound(f"no memory named {norm!r} — {hint}")
+        return MemoryNotFound(f"no memory named {name!r} — {hint}")
 
     def __contains__(self, name: object) -> bool:
         self._catch_up()
@@ -713,16 +716,8 @@ class PgStore(MemoryStore):
 
     def take(self, items: Sequence[Taken], *, source: str) -> Operation | None:
         """As ``MemoryStore.take``, in one transaction."""
-        loaded = [
-            (memfmt.validate_name(name), None if text is None else memfmt.loads(text), text, vs)
-            for name, text, vs in items
-        ]
+        loaded = checked_items(items, self.config)
         planned = [name for name, _, _, _ in loaded]
-        for name, mem, _, _ in loaded:
-            if mem is not None:
-                if mem.name != name:
-                    raise InvalidMemory(f"the text given for {name!r} names {mem.name!r}")
-                check_memory(mem, self.config)
         with self._txn() as conn:
             seq = self._next_seq(conn)
             taken = conn.execute(
@@ -771,14 +766,15 @@ class PgStore(MemoryStore):
         return op
 
     def text(self, name: str) -> str:
+        norm = memfmt.validate_name(name)
         with self._read() as conn:
             row = conn.execute(
                 "SELECT text FROM memdir_memories WHERE store = %s AND name = %s",
-                (self.sid, memfmt.validate_name(name)),
+                (self.sid, norm),
             ).fetchone()
         if row is None:
-            self.get(name)  # raises, with a did-you-mean
-        return str(row[0]) if row else ""
+            raise self._missing(norm)
+        return str(row[0])
 
     def retired(self) -> _list[str]:
         with self._read() as conn:

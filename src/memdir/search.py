@@ -251,10 +251,7 @@ class SearchIndex(CacheDB):
         if not terms:
             return []
         g_df, g_docs, g_tokens = stats or (df, n_docs, n_tokens)
-        idf = {
-            t: math.log(1 + (g_docs - g_df.get(t, df[t]) + 0.5) / (g_df.get(t, df[t]) + 0.5))
-            for t in terms
-        }
+        idf = idf_of(terms, {t: g_df.get(t, df[t]) for t in terms}, g_docs)
         cap = max(self.min_postings, self.candidate_share * n_docs)
         gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
         matched: dict[int, float] = {}

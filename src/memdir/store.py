@@ -42,6 +42,23 @@ _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
 Taken = tuple[str, str | None, Sequence[tuple[Version, str]]]
 
 
+def checked_items(
+    items: Sequence[Taken], config: Config
+) -> _list[tuple[str, Memory | None, str | None, Sequence[tuple[Version, str]]]]:
+    """``take``'s items parsed and checked as a write would check them (every backend): the
+    name, the memory its text holds (None: only history), the text, the history."""
+    out = []
+    for name, text, versions in items:
+        norm = memfmt.validate_name(name)
+        mem = None if text is None else memfmt.loads(text)
+        if mem is not None:
+            if mem.name != norm:
+                raise InvalidMemory(f"the text given for {norm!r} names {mem.name!r}")
+            check_memory(mem, config)
+        out.append((norm, mem, text, versions))
+    return out
+
+
 class MemoryStore:
     """The memories in one folder.
 
@@ -405,18 +422,11 @@ class MemoryStore:
         ``(name, file text or None for a retired memory, history)``, the text as it is (byte
         for byte), the history versions with their numbers and times. ConflictError, before
         anything is written, when a name is taken."""
-        loaded = [
-            (memfmt.validate_name(name), None if text is None else memfmt.loads(text), text, vs)
-            for name, text, vs in items
-        ]
+        loaded = checked_items(items, self.config)
         with self.locked():
             self._folder.catch_up()
             planned = {name for name, _, _, _ in loaded}
-            for name, mem, _, _ in loaded:
-                if mem is not None:
-                    if mem.name != name:
-                        raise InvalidMemory(f"the text given for {name!r} names {mem.name!r}")
-                    check_memory(mem, self.config)
+            for name, _, _, _ in loaded:
                 if name in self or self._history.versions(name):
                     raise ConflictError(
                         f"the store already has a memory (or history) named {name!r} —"
