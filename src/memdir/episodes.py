@@ -24,13 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import append_nofollow
+from .atomic import append_nofollow, write_atomic
 from .config import Config
 from .search import Doc, SearchIndex, tokenize
 from .secrets import redact
 
 FOLDER = "episodes"
 INDEX = "episodes.sqlite"
+SIGNATURE = "episodes.json"  # the files and sizes the index holds
 MAX_TURN_CHARS = 4000  # of one turn's text kept (a pasted log is not a conversation)
 _FILE = re.compile(r"\d{4}-\d{2}-\d{2}-[0-9a-f]{1,32}\.jsonl")
 
@@ -61,6 +62,7 @@ class Episodes:
     def __init__(self, internal: Path, config: Config) -> None:
         self.folder = internal / FOLDER
         self.index_path = internal / INDEX
+        self.signature_path = internal / SIGNATURE
         self.config = config
         self._index: SearchIndex | None = None
 
@@ -105,11 +107,15 @@ class Episodes:
             refs.append(ref)
             lines.append(json.dumps({"n": i, "said": said, "who": list(who), "text": text}))
             docs.append(Doc(ref, ref, "", "", text))
+        indexed = self._indexed()
+        current = indexed is not None and indexed == self._sizes()
         if not path.exists():  # owner-only: what people said
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600))
         append_nofollow(path, ("\n".join(lines) + "\n").encode())
         with contextlib.suppress(Exception):  # the index is a cache: rebuilt when next read
             self._search().update(docs)
+            if current and indexed is not None:  # up to date before these turns: still is
+                self._note_indexed({**indexed, fname: path.stat().st_size})
         self.prune()
         return refs
 
@@ -142,25 +148,42 @@ class Episodes:
 
     def turns(self) -> list[Turn]:
         """Every kept turn, oldest file first."""
-        out: list[Turn] = []
+        return [t for name in sorted(self._sizes()) for t in self._turns_in(name)]
+
+    def _sizes(self) -> dict[str, int]:
+        """The episode files and their sizes (what the index was built from, when current)."""
         if not self.folder.is_dir():
+            return {}
+        return {p.name: p.stat().st_size for p in self.folder.iterdir() if _FILE.fullmatch(p.name)}
+
+    def _indexed(self) -> dict[str, int] | None:
+        """The files and sizes the index was last brought up to date with."""
+        try:
+            data = json.loads(self.signature_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _turns_in(self, name: str) -> list[Turn]:
+        out: list[Turn] = []
+        path = self.folder / name
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
             return out
-        for path in sorted(self.folder.iterdir()):
-            if not _FILE.fullmatch(path.name):
-                continue
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    rec = json.loads(line)
-                    out.append(
-                        Turn(
-                            f"{path.name}#{int(rec['n'])}",
-                            str(rec["said"]),
-                            tuple(str(w) for w in rec["who"]),
-                            str(rec["text"]),
-                        )
+        for line in lines:
+            try:
+                rec = json.loads(line)
+                out.append(
+                    Turn(
+                        f"{name}#{int(rec['n'])}",
+                        str(rec["said"]),
+                        tuple(str(w) for w in rec["who"]),
+                        str(rec["text"]),
                     )
-                except (ValueError, KeyError, TypeError):
-                    continue  # a torn or hand-edited line
+                )
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn or hand-edited line
         return out
 
     def search(self, query: str, k: int = 3) -> list[Said]:
@@ -170,14 +193,19 @@ class Episodes:
         asked = set(tokenize(query))
         if not asked:
             return []
-        by_ref = {t.ref: t for t in self.turns()}
+        sizes = self._sizes()
         index = self._search()
-        if set(index.identities()) != set(by_ref):  # files deleted or edited by hand
+        if self._indexed() != sizes:  # files written elsewhere, deleted or edited by hand
             self._drop_index()
             index = self._search()
-            index.update(Doc(r, r, "", "", t.text) for r, t in by_ref.items())
+            index.update(Doc(t.ref, t.ref, "", "", t.text) for t in self.turns())
+            self._note_indexed(sizes)
+        hits = index.search(query, k)
+        by_ref = {
+            t.ref: t for name in {r.split("#")[0] for r, _ in hits} for t in self._turns_in(name)
+        }  # only the files that hold a hit are read
         out = []
-        for ref, score in index.search(query, k):
+        for ref, score in hits:
             turn = by_ref.get(ref)
             if turn is not None:
                 out.append(Said(turn, score, len(asked & set(tokenize(turn.text))), len(asked)))
@@ -188,12 +216,16 @@ class Episodes:
             self._index = SearchIndex(self.index_path)
         return self._index
 
+    def _note_indexed(self, sizes: dict[str, int]) -> None:
+        write_atomic(self.signature_path, json.dumps(sizes).encode(), sync=False)
+
     def _drop_index(self) -> None:
         if self._index is not None:
             self._index.close()
             self._index = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.index_path)
+        for path in (self.index_path, self.signature_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
     def close(self) -> None:
         if self._index is not None:
