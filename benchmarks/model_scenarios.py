@@ -1,4 +1,4 @@
-"""Memory behaviour with a real model: eleven scenarios, each in a fresh store, through the
+"""Memory behaviour with a real model: fifteen scenarios, each in a fresh store, through the
 library's public functions and the normal memdir configuration (MEMDIR_PROVIDER, MEMDIR_MODEL,
 OPENAI_BASE_URL, ANTHROPIC_API_KEY…). Prints a pass/fail table with model calls, tokens and
 seconds, and what went wrong for each failure.
@@ -268,6 +268,110 @@ def answer_from_memory(store: MemoryStore, model: Counting, agent: Counting) -> 
     return Outcome(ok, f"reply {turn.text[:80]!r}; save_memory calls: {len(saved)}")
 
 
+def correction_updates(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """A correction updates the memory it corrects (the old text to history), and recall by
+    search then finds the new value alone."""
+    store.write(
+        "api-port",
+        type="project_fact",
+        description="The API listens on port 8000",
+        body="The API server listens on port 8000.",
+    )
+    extract_memories(
+        store,
+        talk("The API listens on 8080 now, not 8000.", "Noted: port 8080."),
+        model,
+    )
+    current = [m for m in store.list() if "8080" in m.description + m.body]
+    stale = [m.name for m in store.list() if "8000" in m.description and "8080" not in m.body]
+    recalled = select(store, talk("Which port does the API listen on?"), None).names
+    ok = bool(current) and not stale and recalled[:1] == [current[0].name]
+    return Outcome(
+        ok,
+        f"with 8080: {[m.name for m in current]}; stale: {stale}; recalled {recalled};"
+        f" history of api-port: {len(store.history('api-port'))}",
+    )
+
+
+def assistant_claim(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """What the assistant said and the user did not confirm is not learned as a fact."""
+    store.write(
+        "test-command",
+        type="project_fact",
+        description="Tests run with make test",
+        body="Run the test suite with `make test`.",
+    )
+    extract_memories(
+        store,
+        talk(
+            "How do I run the tests here?",
+            "Run `python app.py test` from the repository root.",
+            "ok",
+            "Anything else?",
+        ),
+        model,
+    )
+    claimed = [m.name for m in store.list() if "app.py" in m.description + m.body]
+    return Outcome(not claimed, f"learned the assistant's claim in {claimed}" if claimed else "")
+
+
+def catalogue_echo(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """The catalogue's own formatting (``name (type) [scope]: description``) is never copied
+    back into a memory's name, description or body."""
+    store.write(
+        "deploy-target",
+        type="project_fact",
+        description="Production runs on Kubernetes",
+        body="Argo CD deploys to prod.",
+    )
+    extract_memories(
+        store, talk("I run the tests with pytest, always.", "Understood: pytest."), model
+    )
+    echo = re.compile(
+        r"user[_-]preference|project[_-]fact|\((?:feedback|reference)\)|\[(?:user|project)\]",
+        re.I,
+    )
+    bad = [
+        m.name
+        for m in store.list()
+        if echo.search(m.name) or echo.search(m.description) or echo.search(m.body)
+    ]
+    learned = [m.name for m in store.list() if "pytest" in (m.description + m.body).lower()]
+    return Outcome(bool(learned) and not bad, f"learned {learned}; echoed the catalogue: {bad}")
+
+
+def agent_tool_naming(store: MemoryStore, model: Counting, agent: Counting) -> Outcome:
+    """The agent's own ``save_memory`` (or the extraction after its turn) keeps a stated
+    preference under a name of its subject, not of its type, without the user's framing."""
+    messages: list[Any] = [
+        {
+            "role": "user",
+            "content": "User preference: I want Google-style docstrings in all Python code."
+            " Please remember that.",
+        }
+    ]
+    agent_loop(
+        messages,
+        store=store,
+        model=agent,
+        memory_model=model,
+        tools=Tools(store.root.parent, store),
+    )
+    if not any("docstring" in (m.description + m.body).lower() for m in store.list()):
+        extract_memories(store, messages, model)  # what the loop's worker does after the turn
+    saved = [m for m in store.list() if "docstring" in (m.description + m.body).lower()]
+    types = {"user_preference", "project_fact", "feedback", "reference"}
+    bad = [
+        m.name
+        for m in saved
+        if m.name.replace("-", "_") in types or m.body.lower().startswith("user preference:")
+    ]
+    return Outcome(
+        bool(saved) and not bad,
+        f"saved {[(m.name, m.body[:50]) for m in saved]}; named or framed as its type: {bad}",
+    )
+
+
 def scope_routing(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
     """A personal preference goes to the user's own store, a project fact to the project's,
     and the preference is recalled in another project that shares the user store."""
@@ -306,8 +410,12 @@ SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "consolidate duplicates, keep details": duplicates,
     "Chinese conversation": chinese,
     "agent answers from memory": answer_from_memory,
+    "a correction updates the memory it corrects": correction_updates,
+    "the assistant's own claim is not learned": assistant_claim,
+    "the catalogue's format is not echoed": catalogue_echo,
+    "the agent's tool names by subject": agent_tool_naming,
 }
-# beyond the eleven the suite is scored on: run with --only scope
+# beyond the fifteen the suite is scored on: run with --only scope
 EXTRA: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "scope routing (user vs project)": scope_routing,
 }

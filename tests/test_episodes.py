@@ -6,17 +6,26 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import sqlite3
 import stat
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from memdir import MemoryStore
+from memdir.agent.loop import MemoryWorker, agent_loop
+from memdir.agent.tools import Tools
 from memdir.config import Config
 from memdir.episodes import Episodes
+from memdir.errors import LLMError
 from memdir.extract import extract_memories
 from memdir.providers import ChatModel
 from memdir.recall import load_memories, select
 from memdir.testing import FakeModel
+from test_recall import TopicEmbedder
 
 from conftest import CliFn
 from fakeserver import FakeLLMServer, reply
@@ -74,11 +83,13 @@ def test_recall_finds_the_decision_in_an_episode(
     llm_server.queue(reply(json.dumps({"selected": []})))
     ask = [{"role": "user", "content": "What did we decide about the database migration?"}]
     sel = select(store, ask, server_model)
-    assert sel.names == [] and [e.turn.ref.endswith("#0") for e in sel.episodes] == [True]
+    # the turn that matched comes with the one said after it, as one span
+    assert sel.names == [] and [e.turn.ref.endswith("#0-1") for e in sel.episodes] == [True]
     llm_server.queue(reply(json.dumps({"selected": []})))
     block = load_memories(store, ask, server_model)
     assert '<episode said="24 November 2026" who="user, assistant"' in block
     assert "we go with Alembic" in block and "An <episode> is what was said" in block
+    assert "keep it out of the repo" in block and GHP not in block
     # a question about something never said brings no episode
     llm_server.queue(reply(json.dumps({"selected": ["tabs"]})))
     block = load_memories(store, [{"role": "user", "content": "how do I indent?"}], server_model)
@@ -146,3 +157,98 @@ def test_tool_work_is_not_kept_as_turns(store: MemoryStore) -> None:
     extract_memories(store, talk, FakeModel([{"memories": []}]))
     (turn,) = Episodes(store.internal, store.config).turns()
     assert turn.text == "user: We deploy with Argo CD from now on.\nassistant: Noted: Argo CD."
+
+
+class CountingTopics(TopicEmbedder):
+    """The topic embedder, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        self.embedded = 0
+
+    def embed(self, texts: list[str]) -> object:
+        self.embedded += len(texts)
+        return super().embed(texts)
+
+
+def test_episodes_are_found_by_meaning_and_their_vectors_follow_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an embedder, a turn that shares no word with the question but means it is found;
+    its vectors are made once, and go when its file goes."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    episodes = Episodes(store.internal, store.config)
+    episodes.record(
+        [("user", "We indent with tabs everywhere."), ("assistant", "Tabs it is.")],
+        conversation="a1",
+        said_at="2026-11-20T09:00:00Z",
+    )
+    episodes.record(
+        [("user", "Prod deploys go to Kubernetes on friday.")],
+        conversation="b2",
+        said_at="2026-11-21T09:00:00Z",
+    )
+    question = "how wide is the leading whitespace?"
+    assert episodes.search(question, 2) == []  # no word in common: BM25 finds nothing
+    topics = CountingTopics()
+    (hit, *_) = episodes.search(question, 2, embedder=topics)  # type: ignore[arg-type]
+    assert hit.close and hit.matched == 0 and "indent with tabs" in hit.turn.text
+    assert topics.embedded == 3  # the two turns and the question
+    episodes.search(question, 2, embedder=topics)  # type: ignore[arg-type]
+    assert topics.embedded == 4  # nothing new was said: only the question is embedded
+    # recall uses the configuration's embedder; the close turn passes without shared words
+    monkeypatch.setattr("memdir.embed.from_config", lambda config: topics)
+    (said,) = select(store, [{"role": "user", "content": question}]).episodes
+    assert said.turn.said.startswith("2026-11-20") and "Tabs it is" in said.turn.text
+    tabs = next(
+        p for p in (store.internal / "episodes").iterdir() if p.name.startswith("2026-11-20")
+    )
+    os.unlink(tabs)  # a person deletes what was said: no vector of it is kept either
+    assert all("tabs" not in s.turn.text for s in episodes.search(question, 2, embedder=topics))  # type: ignore[arg-type]
+    episodes.close()
+    with sqlite3.connect(store.internal / "episodes-vectors.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM vecs").fetchone()[0] == 1
+
+
+def test_what_was_said_is_kept_once_whatever_the_model_does(store: MemoryStore) -> None:
+    """Turns are kept before the memory model is asked: searchable when it fails, not kept
+    again when the next extraction reads the same messages, and what that one learns still
+    points back to them."""
+    with pytest.raises(LLMError):
+        extract_memories(store, TALK, FakeModel([LLMError("the model is down")]))
+    episodes = Episodes(store.internal, store.config)
+    assert [s.turn.ref[-2:] for s in episodes.search("database migration alembic")] == ["#0"]
+    extract_memories(store, TALK, FakeModel([LEARNED]))
+    assert len(episodes.turns()) == 2  # not kept twice
+    (path,) = (store.internal / "episodes").iterdir()
+    assert store.get("migrations-alembic").extra["episode"] == f"{path.name}#0-1"
+    episodes.close()
+
+
+def test_the_agent_keeps_the_turn_before_its_extraction_runs(tmp_path: Path) -> None:
+    """What was said in an agent's turn is searchable as soon as the turn ends, while its
+    extraction is still waiting for the memory model (or handed over to the next session)."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    release = threading.Event()
+
+    def slow(call: object) -> object:
+        release.wait(30)
+        return {"memories": []}
+
+    worker = MemoryWorker(lambda kind, text: None, spool=store.internal / "pending")
+    messages: list[Any] = [{"role": "user", "content": "We settle on Alembic for migrations."}]
+    agent_loop(
+        messages,
+        store=store,
+        model=FakeModel(["Alembic it is, autogenerate off."]),
+        memory_model=FakeModel(default=slow),
+        tools=Tools(tmp_path, store),
+        worker=worker,
+    )
+    ask = [{"role": "user", "content": "which tool did we settle on for migrations?"}]
+    (said,) = select(MemoryStore(root, store.config), ask).episodes  # extraction still waits
+    assert "Alembic for migrations" in said.turn.text and "autogenerate off" in said.turn.text
+    release.set()
+    assert worker.drain(10)
+    assert len(Episodes(store.internal, store.config).turns()) == 1  # kept once

@@ -20,7 +20,15 @@ def test_catalogue_formatting_and_labels_are_not_learned() -> None:
     assert without_echo("Project fact: the API listens on 8080") == "the API listens on 8080"
     assert without_echo("Understood: make test runs the suite") == "make test runs the suite"
     assert without_echo("Thanks, noted: pytest -q") == "pytest -q"
+    # a name written as words before the type, as a model copied it from the catalogue
+    assert (
+        without_echo("Melanie taking-care-family (project_fact): Melanie took care of herself.")
+        == "Melanie took care of herself."
+    )
     assert without_echo("Use tabs: always") == "Use tabs: always"  # text, not a label
+    assert without_echo("Mel's kids (two of them): Oliver and Ava") == (
+        "Mel's kids (two of them): Oliver and Ava"
+    )  # words in parentheses that are no type are text
     assert without_echo("OK") == "OK"  # nothing would be left
 
 
@@ -32,6 +40,10 @@ def test_type_names_are_not_memory_names() -> None:
     bad = "user_preference-user_preference-user-user-runs"
     assert name_for(bad, "Runs tests with pytest", TYPES, taken) == "runs-tests-pytest"
     assert name_for("api-port", "The API port", TYPES, taken) == "api-port"
+    echoed = "melanie-taking-care-family-project_fact"
+    assert name_for(echoed, "Melanie (project_fact) took care", TYPES, taken) == (
+        "melanie-took-care"
+    )
 
 
 def test_coerce_cleans_an_echoed_item(tmp_path: Path) -> None:

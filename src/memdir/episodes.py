@@ -23,15 +23,23 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .atomic import append_nofollow, write_atomic
 from .config import Config
 from .search import Doc, SearchIndex, tokenize
 from .secrets import redact
 
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .vectors import VectorIndex
+
 FOLDER = "episodes"
 INDEX = "episodes.sqlite"
 SIGNATURE = "episodes.json"  # the files and sizes the index holds
+VECTORS = "episodes-vectors.sqlite"  # the turns' embeddings, a cache like the index
+VECTORS_SIGNATURE = "episodes-vectors.json"  # the files and sizes every vector is made for
+CANDIDATES = 20  # BM25 hits fused with the nearest vectors
 MAX_TURN_CHARS = 4000  # of one turn's text kept (a pasted log is not a conversation)
 _FILE = re.compile(r"\d{4}-\d{2}-\d{2}-[0-9a-f]{1,32}\.jsonl")
 
@@ -48,12 +56,15 @@ class Turn:
 
 @dataclass(frozen=True)
 class Said:
-    """A turn a search found, with its BM25 score and how many of the question's terms it has."""
+    """A turn a search found (with the turns after it that came along), its score (BM25, or
+    fused with the embedding's cosine), how many of the question's terms it has, and whether
+    it is close in meaning by the embedder's own bar."""
 
     turn: Turn
     score: float
     matched: int
     asked: int
+    close: bool = False
 
 
 class Episodes:
@@ -63,8 +74,11 @@ class Episodes:
         self.folder = internal / FOLDER
         self.index_path = internal / INDEX
         self.signature_path = internal / SIGNATURE
+        self.vectors_path = internal / VECTORS
+        self.vectors_signature_path = internal / VECTORS_SIGNATURE
         self.config = config
         self._index: SearchIndex | None = None
+        self._vectors: VectorIndex | None = None
 
     @property
     def enabled(self) -> bool:
@@ -186,8 +200,20 @@ class Episodes:
                 continue  # a torn or hand-edited line
         return out
 
-    def search(self, query: str, k: int = 3) -> list[Said]:
-        """The ``k`` turns that best match ``query`` (BM25), with how much of it they hold."""
+    def search(
+        self,
+        query: str,
+        k: int = 3,
+        *,
+        embedder: Embedder | None = None,
+        budget: float | None = None,
+        following: int = 0,
+    ) -> list[Said]:
+        """The ``k`` turns that best match ``query``, with how much of it they hold: BM25, fused
+        with the turns' embeddings when ``embedder`` is given (turns not yet embedded are made
+        so within ``budget`` seconds; the rest rank by BM25 until a later search). Each comes
+        with the ``following`` turns said after it (the answer to what was asked), as one span;
+        a turn already in an earlier span is not repeated."""
         if not self.enabled or not self.folder.is_dir():
             return []
         asked = set(tokenize(query))
@@ -200,16 +226,76 @@ class Episodes:
             index = self._search()
             index.update(Doc(t.ref, t.ref, "", "", t.text) for t in self.turns())
             self._note_indexed(sizes)
-        hits = index.search(query, k)
-        by_ref = {
-            t.ref: t for name in {r.split("#")[0] for r, _ in hits} for t in self._turns_in(name)
-        }  # only the files that hold a hit are read
-        out = []
-        for ref, score in hits:
+        ranked: list[tuple[str, float, bool]]
+        if embedder is None:
+            ranked = [(ref, score, False) for ref, score in index.search(query, k)]
+        else:
+            from .vectors import hybrid
+
+            vectors = self._embedded(embedder, sizes, budget)
+            bm25 = index.search(query, max(k, CANDIDATES))
+            ranked = [
+                (str(r.key), r.score, r.close)
+                for r in hybrid(embedder, query, bm25, lambda q: [vectors.cosines(q)], k * 2)
+            ]
+        names = {ref.split("#")[0] for ref, _, _ in ranked}
+        by_ref = {t.ref: t for name in names for t in self._turns_in(name)}
+        # only the files that hold a hit are read
+        out: list[Said] = []
+        taken: set[str] = set()
+        for ref, score, close in ranked:
             turn = by_ref.get(ref)
-            if turn is not None:
-                out.append(Said(turn, score, len(asked & set(tokenize(turn.text))), len(asked)))
+            if turn is None or ref in taken or len(out) == k:
+                continue
+            matched = len(asked & set(tokenize(turn.text)))
+            span = [turn]
+            name, n = ref.split("#")
+            for i in range(int(n) + 1, int(n) + 1 + following):
+                after = by_ref.get(f"{name}#{i}")
+                if after is None or after.ref in taken:
+                    break
+                span.append(after)
+            taken.update(t.ref for t in span)
+            out.append(Said(_joined(span), score, matched, len(asked), close))
         return out
+
+    def _embedded(
+        self, embedder: Embedder, sizes: dict[str, int], budget: float | None
+    ) -> VectorIndex:
+        """The turns' vectors, brought up to date with the files (only the files that grew
+        are read, unless one went or shrank) within ``budget`` seconds."""
+        import hashlib
+
+        from .vectors import Text, VectorIndex
+
+        if self._vectors is None:
+            self._vectors = VectorIndex(self.vectors_path, embedder)
+        try:
+            done = json.loads(self.vectors_signature_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            done = {}
+        if not isinstance(done, dict):
+            done = {}
+        if done == sizes:
+            return self._vectors
+        whole = any(name not in sizes or sizes[name] < size for name, size in done.items())
+        files = sorted(sizes) if whole else [n for n in sorted(sizes) if done.get(n) != sizes[n]]
+        texts = {t.ref: t.text for name in files for t in self._turns_in(name)}
+        current: dict[str, str | None] = {
+            ref: hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+            for ref, text in texts.items()
+        }
+        left = self._vectors.sync(
+            current,
+            lambda stale: [Text(ref, current[ref], texts[ref]) for ref in stale],
+            only=None if whole else list(current),
+            budget=budget,
+        )
+        if whole:  # what was said in a file that went is not kept as a vector either
+            self._vectors.forget_unused()
+        if not left:
+            write_atomic(self.vectors_signature_path, json.dumps(sizes).encode(), sync=False)
+        return self._vectors
 
     def _search(self) -> SearchIndex:
         if self._index is None:
@@ -231,6 +317,22 @@ class Episodes:
         if self._index is not None:
             self._index.close()
             self._index = None
+        if self._vectors is not None:
+            self._vectors.close()
+            self._vectors = None
+
+
+def _joined(span: list[Turn]) -> Turn:
+    """Consecutive turns of one file as one (``file#a-b``)."""
+    if len(span) == 1:
+        return span[0]
+    first, last = span[0], span[-1]
+    return Turn(
+        f"{first.ref}-{last.ref.split('#')[1]}",
+        first.said,
+        tuple(dict.fromkeys(w for t in span for w in t.who)),
+        "\n".join(t.text for t in span),
+    )
 
 
 def _count_lines(path: Path) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 from . import prompts
 from .errors import InvalidMemory, InvalidName
 from .history import Operation
-from .layout import CURSORS
+from .layout import CURSORS, EPISODE_CURSORS
 from .memory import Memory, skeleton
 from .notes import sounds_like_preference
 from .plan import Put
@@ -63,21 +63,17 @@ def _prefix_digest(messages: list[Message]) -> str:
 
 
 class Cursors:
-    """How many messages of each conversation were already extracted (``.memdir/cursors.json``)."""
+    """How many messages of each conversation were already extracted (``.memdir/cursors.json``),
+    or kept as episodes (``episode-cursors.json``)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, name: str = CURSORS) -> None:
         self.store = store
-        self.file = StateFile(store.internal / CURSORS, lock=store.locked)
+        self.file = StateFile(store.internal / name, lock=store.locked)
         self.data = self.file.read()
 
     def start(self, messages: list[Message]) -> int:
         """Index of the first message not yet processed (0 if the history was rewritten)."""
-        rec = self.data.get(conversation_key(messages))
-        if not rec or rec["count"] > len(messages):
-            return 0
-        if _prefix_digest(messages[: rec["count"]]) != rec["digest"]:
-            return 0  # the conversation was edited or compacted: read it all again
-        return int(rec["count"])
+        return _start(self.data.get(conversation_key(messages)), messages)
 
     def advance(self, messages: list[Message]) -> None:
         """Mark every message as processed; under the store lock, so that two agents
@@ -88,6 +84,14 @@ class Cursors:
                 "digest": _prefix_digest(messages),
             }
         self.data = data
+
+
+def _start(rec: Any, messages: list[Message]) -> int:
+    if not isinstance(rec, dict) or rec.get("count", 0) > len(messages):
+        return 0
+    if _prefix_digest(messages[: rec["count"]]) != rec.get("digest"):
+        return 0  # the conversation was edited or compacted: read it all again
+    return int(rec["count"])
 
 
 def _render(messages: list[Message], start: int, max_chars: int) -> str:
@@ -408,25 +412,43 @@ def _spoken(message: Message) -> str:
     return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
 
 
-def _keep_episodes(
-    store: MemoryStore, messages: list[Message], start: int, said: str | None
-) -> list[str]:
-    """Keep the new messages as dated turns (``episodes``); their refs (none when off)."""
+def keep_episodes(
+    store: MemoryStore, messages: list[Message], said_at: str | None = None
+) -> tuple[int, list[str]]:
+    """Keep the messages of the conversation not kept yet as dated turns (``episodes``): at
+    once, whatever the memory model does later, so what was said is searchable even when
+    extraction fails or runs in the next session, and is never kept twice. Its own cursor
+    (``episode-cursors.json``). Returns where the turns kept last begin in ``messages`` and
+    their refs (refs from an earlier call when nothing was new; none when off)."""
     from .episodes import Episodes
 
-    if not store.config.episodes or store.read_only:
-        return []
-    said_messages = [
-        (str(m.get("role")), _spoken(m))
-        for m in messages[start:]
-        if m.get("role") in ("user", "assistant")
-    ]
+    if not store.config.episodes or store.read_only or not messages:
+        return len(messages), []
+    key = conversation_key(messages)
+    cursors = StateFile(store.internal / EPISODE_CURSORS, lock=store.locked)
     episodes = Episodes(store.internal, store.config)
     try:
-        return episodes.record(said_messages, conversation=conversation_key(messages), said_at=said)
+        with cursors.changing() as data:  # one process keeps each turn, once
+            rec = data.get(key)
+            start = _start(rec, messages)
+            if start == len(messages) and isinstance(rec, dict):
+                return int(rec.get("from", start)), [str(r) for r in rec.get("refs", [])]
+            said = [
+                (str(m.get("role")), _spoken(m))
+                for m in messages[start:]
+                if m.get("role") in ("user", "assistant")
+            ]
+            refs = episodes.record(said, conversation=key, said_at=said_at)
+            data[key] = {
+                "count": len(messages),
+                "digest": _prefix_digest(messages),
+                "from": start,
+                "refs": refs[:1] + refs[-1:] if len(refs) > 1 else refs,
+            }
+            return start, refs
     except OSError as exc:  # never lose the memories over the episodes
         log.warning("memdir: could not keep the conversation as episodes: %s", exc)
-        return []
+        return len(messages), []
     finally:
         episodes.close()
 
@@ -454,6 +476,10 @@ def extract_memories(
     said = validate_said(said_at) if said_at is not None else None  # before any model call
     cursors = Cursors(store)
     start = cursors.start(messages)
+    if apply:  # what was said is kept before the model is asked, whatever it answers
+        kept_from, refs = keep_episodes(store, messages, said)
+        if kept_from < start:
+            refs = []  # turns kept long before: not what this extraction learns from
     result = plan_extraction(store, messages, model, start, user_store=user_store)
     if said is not None:
         for changes in (result.changes, result.user_changes):
@@ -465,7 +491,6 @@ def extract_memories(
             ]
     if not apply:
         return result
-    refs = _keep_episodes(store, messages, start, said)
     if refs:  # what was learned points back to where it was said
         where = refs[0] if len(refs) == 1 else f"{refs[0]}-{refs[-1].rsplit('#', 1)[1]}"
         for changes in (result.changes, result.user_changes):

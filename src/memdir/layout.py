@@ -19,6 +19,7 @@ EMBED_DOWN = "embed_down.json"  # an embedder that just failed, and until when t
 USAGE = "usage.jsonl"  # model calls
 ENDPOINTS = "endpoints.json"  # what an endpoint was found not to support
 CURSORS = "cursors.json"  # how far each conversation was extracted
+EPISODE_CURSORS = "episode-cursors.json"  # how far each conversation was kept as episodes
 CONSOLIDATE = "consolidate.json"  # when consolidation last ran, what it left for next time
 PENDING = "pending"  # extractions handed over by an agent that exited
 HOOK_SPOOL = "learn"  # hook events waiting for their worker

@@ -92,7 +92,9 @@ _PLACEHOLDERS = {
 def short_name(text: str, taken: set[str]) -> str:
     """A short, valid name made of the first informative words of ``text``, distinct from
     ``taken``."""
-    words = [w for w in re.findall(r"\w+", text.lower()) if w not in STOP_WORDS][:5]
+    words = [
+        w for w in re.findall(r"\w+", text.lower()) if w not in STOP_WORDS and w not in _TYPE_WORDS
+    ][:5]
     base = slugify(" ".join(words) or text)[:48].strip("-_") or "memory"
     try:
         validate_name(base)
@@ -129,6 +131,7 @@ def name_for(raw_name: str, description: str, types: tuple[str, ...], taken: set
     return name
 
 
+_TYPE_WORDS = {"user_preference", "project_fact"}  # a type's name is no word of a subject
 _GENERIC_WORDS = {
     "memory",
     "memories",
@@ -177,7 +180,11 @@ def coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory] 
 # What a model copies back from the catalogue it was shown ("- name (type) [user]: text") or
 # from the conversation's labels and acknowledgements ("Project fact:", "Understood:").
 _CATALOGUE_ECHO = re.compile(
-    r"^\s*(?:[-*]\s+|\d+\.\s+)?[\w-]+\s+\([\w ,:-]+\)\s*(?:\[[\w:-]+\])?\s*[:—-]\s*"
+    r"^\s*(?:[-*]\s+|\d+\.\s+)?(?:[\w-]+\s+\([\w ,:-]+\)"  # "name (anything)"
+    r"|(?:[\w'-]+\s+){0,4}[\w'-]+\s+\((?:project[ _]fact|user[ _]preference|feedback|reference)"
+    r"(?:,\s*[\w-]+)?\))"  # "a few words (a type)"
+    r"\s*(?:\[[\w:-]+\])?\s*[:—-]\s*",
+    re.IGNORECASE,
 )
 _LABEL = re.compile(
     r"^\s*(?:project[ _]fact|user[ _]preference|feedback|reference|fact|preference|correction|"

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from . import prompts
 from .entry import Entry, Hit
-from .errors import InvalidMemory, LLMError
+from .errors import InvalidMemory, LLMError, MemdirError
 from .memory import CONFLICT_KEY
 from .providers import ChatModel, Message, complete_json, runs_locally
-from .safetext import for_body, for_prompt, one_line
+from .safetext import CJK_CHAR, for_body, for_prompt, one_line
 from .scopes import Scopes
 from .store import MemoryStore
 
 if TYPE_CHECKING:
+    from .embed import Embedder
     from .episodes import Said
 
 Reader = MemoryStore | Scopes  # one store, or several read as one
@@ -171,28 +172,60 @@ def select(
     return sel
 
 
+EPISODE_FOLLOWING = 1  # turns after a hit that come with it: what answered it
+
+
 def episodes_for(store: Reader, query: str) -> list[Said]:
-    """The kept turns that best match the question and share at least two of its terms (its
-    only one, for a one-word question), best first: at most ``recall_episodes``; none when
-    episodes are off."""
+    """The kept turns that best match the question, each with the turn that followed it, best
+    first: at most ``recall_episodes``; none when episodes are off. Ranked by BM25 fused with
+    the turns' embeddings when the configuration has an embedder; a turn must be close in
+    meaning by the embedder's bar or share at least two of the question's terms (its only
+    one, for a one-word question)."""
     from .episodes import Episodes
 
     cfg = store.config
     if not cfg.episodes or cfg.recall_episodes <= 0 or not query.strip():
         return []
     stores = [st for _, st in store.stores()] if isinstance(store, Scopes) else [store]
+    embedder = _episode_embedder(cfg, query)
     found: list[Said] = []
     for st in stores:
         if st.read_only:
             continue
         episodes = Episodes(st.internal, cfg)
         try:
-            found += episodes.search(query, cfg.recall_episodes)
+            k = cfg.recall_episodes * 2
+            try:
+                found += episodes.search(
+                    query,
+                    k,
+                    embedder=embedder,
+                    budget=cfg.embed_budget,
+                    following=EPISODE_FOLLOWING,
+                )
+            except MemdirError as exc:  # the embedder failed: BM25 alone
+                log.warning("episode search without embeddings: %s", exc)
+                found += episodes.search(query, k, following=EPISODE_FOLLOWING)
         finally:
             episodes.close()
-    good = [e for e in found if e.matched >= min(2, e.asked)]
+    good = [e for e in found if e.close or e.matched >= min(2, e.asked)]
     good.sort(key=lambda e: -e.score)
     return good[: cfg.recall_episodes]
+
+
+def _episode_embedder(cfg: Any, query: str) -> Embedder | None:
+    """The configuration's embedder for ranking episodes; None when it has none, cannot be
+    made, or does not read the question's language."""
+    from .embed import from_config
+
+    try:
+        embedder = from_config(cfg)
+    except MemdirError as exc:
+        log.warning("episode search without embeddings: %s", exc)
+        return None
+    if embedder is not None and not embedder.multilingual and CJK_CHAR.search(query):
+        return None
+    return embedder
 
 
 def _select(
@@ -283,9 +316,15 @@ def _lexical_guard(store: Reader, names: list[str], talk: str) -> tuple[list[str
     return kept, dropped
 
 
+RELATIVE_FLOOR = 0.5  # of the best hit's score: a search hit below it is not recalled
+
+
 def _search_selection(store: Reader, query: str, max_items: int, path: str, note: str) -> Selection:
+    """Search's best hits, those that score at least ``RELATIVE_FLOOR`` of the best (a hit
+    far behind it shares a name or a common word with the question, and costs tokens)."""
     hits = store.search(query, max_items) if query.strip() else []
-    return Selection([h.name for h in hits], path, [(h.name, h.score) for h in hits], note)
+    kept = [h for h in hits if h.score >= RELATIVE_FLOOR * hits[0].score]
+    return Selection([h.name for h in kept], path, [(h.name, h.score) for h in hits], note)
 
 
 def select_relevant_memories(

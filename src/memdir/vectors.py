@@ -166,6 +166,12 @@ class VectorIndex(CacheDB):
             self._put([t.key for t, _ in ready], self._vectors([d for _, d in ready]))
         return len(texts) - len(ready)
 
+    def forget_unused(self) -> None:
+        """Drop the vectors no key maps to any more (texts that are gone for good)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute("DELETE FROM vecs WHERE hash NOT IN (SELECT hash FROM docs)")
+        self.db.execute("COMMIT")
+
     def _have(self, digests: set[bytes]) -> set[bytes]:
         return {
             h for (h,) in self.select_in("SELECT hash FROM vecs WHERE hash IN ({})", list(digests))

@@ -27,7 +27,7 @@ from .. import syncrepo
 from ..atomic import write_atomic
 from ..consolidate import consolidate_memories, is_due, note_turn
 from ..errors import LLMError, MemdirError, PlanError
-from ..extract import extract_memories
+from ..extract import extract_memories, keep_episodes
 from ..layout import PENDING
 from ..providers import Block, ChatModel, Message, Reply, TextCallback, ToolInput
 from ..recall import build_system, log_recall, render_block, search_query, select, weave
@@ -259,6 +259,10 @@ def agent_loop(
         raise
     if worker is not None and memory_model is not None:
         snapshot = list(messages)
+        try:  # what was said is searchable now, even if extraction runs next session
+            keep_episodes(store, snapshot)
+        except (MemdirError, OSError) as exc:
+            emit("memory_error", f"could not keep the conversation: {exc}")
         user = scopes.user_root() if scopes is not None else None
         worker.submit(
             "memory extraction",
