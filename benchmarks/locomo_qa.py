@@ -5,8 +5,10 @@ with the model's selection, (d) the whole conversation truncated to the model's 
 the gold evidence turns with their dates (a perfect retriever: the ceiling). Recall includes
 the episodes extraction kept (the dated turns) beside the learned memories. Scores
 token-level F1 against the gold answers (LoCoMo's QA metric) with a bootstrap 95% interval,
-per question category too, and reports injected tokens per question (and their share of the
-whole conversation) and model time. Uses the normal memdir configuration.
+per question category too, and reports how many of the evidence turns each context holds, the
+injected tokens per question (and their share of the question's whole conversation) and model
+time. ``--episodes-only`` keeps what was said and learns nothing (no model calls before the
+questions). Uses the normal memdir configuration.
 
     OPENAI_BASE_URL=http://127.0.0.1:8088/v1 OPENAI_API_KEY=local MEMDIR_PROVIDER=openai \\
     MEMDIR_MODEL=qwen2.5-coder-1.5b python benchmarks/locomo_qa.py --conversations 0 --limit 40
@@ -30,7 +32,7 @@ from memdir import MemoryStore
 from memdir.config import Config, load_config
 from memdir.consolidate import consolidate_memories, is_due, note_turn
 from memdir.errors import LLMError, MemdirError
-from memdir.extract import extract_memories
+from memdir.extract import extract_memories, keep_episodes
 from memdir.providers import ChatModel, make_model
 from memdir.recall import estimate_tokens, render_block, select
 
@@ -124,6 +126,17 @@ def gold_context(turns: list[dict[str, Any]], question: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def evidence_in(turns: list[dict[str, Any]], question: dict[str, Any], context: str) -> float:
+    """The share of the question's evidence turns whose words are in the context (escaped or
+    not): how much of what a perfect retriever gives this method gave."""
+    import html
+
+    by_id = {t["id"]: t["text"] for t in turns}
+    said = [by_id[e] for e in question["relevant"] if e in by_id]
+    plain = html.unescape(context)
+    return sum(1 for text in said if text in plain) / len(said) if said else 0.0
+
+
 def interval(scores: list[float], rounds: int = 1000) -> tuple[float, float]:
     """A bootstrap 95% interval of the mean (questions resampled with replacement)."""
     import random
@@ -143,6 +156,7 @@ def run_conversation(
     learned: Path | None = None,
     methods: tuple[str, ...] = ("none", "search", "model", "full", "gold"),
     dated: bool = True,
+    episodes_only: bool = False,
 ) -> dict[str, Any]:
     turns = [m for m in data["memories"] if m["conv"] == conv]
     questions = [q for q in data["queries"] if q["conv"] == conv][:limit]
@@ -160,6 +174,9 @@ def run_conversation(
         for date, session in [] if learned is not None else sessions_of(turns):
             messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
             messages += [{"role": "user", "content": t["text"]} for t in session]
+            if episodes_only:  # what was said, kept; nothing learned (no model calls)
+                keep_episodes(store, messages, iso_date(date) if dated else None)
+                continue
             try:
                 extract_memories(
                     store, messages, memory_model, said_at=iso_date(date) if dated else None
@@ -173,6 +190,7 @@ def run_conversation(
         learn_calls = memory_model.calls
         whole = transcript(turns, context_tokens)
         rows: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        found: dict[str, list[float]] = defaultdict(list)  # evidence turns in the context
         by_category: dict[tuple[str, int], list[float]] = defaultdict(list)
         seconds: dict[str, float] = defaultdict(float)
         details: list[dict[str, Any]] = []
@@ -211,6 +229,7 @@ def run_conversation(
                 seconds[method] += memory_model.seconds - before
                 score = f1(reply, q["answer"])
                 rows[method].append((score, estimate_tokens(context)))
+                found[method].append(evidence_in(turns, q, context))
                 by_category[(method, q["category"])].append(score)
                 detail[method] = reply
         if keep is not None:
@@ -225,6 +244,7 @@ def run_conversation(
             "learn_seconds": learn_seconds,
             "learn_calls": learn_calls,
             "rows": rows,
+            "found": found,
             "by_category": by_category,
             "whole_tokens": estimate_tokens(transcript(turns, 10**9)),
             "seconds": seconds,
@@ -260,6 +280,12 @@ def main() -> None:
         choices=["none", "search", "model", "full", "gold"],
     )
     ap.add_argument(
+        "--episodes-only",
+        action="store_true",
+        help="Keep what was said as episodes and learn nothing (no model calls before the"
+        " questions): recall is the episodes alone.",
+    )
+    ap.add_argument(
         "--undated",
         action="store_true",
         help="Extract without said_at (memories dated by when they were written).",
@@ -278,6 +304,7 @@ def main() -> None:
             args.learned,
             tuple(args.methods),
             not args.undated,
+            args.episodes_only,
         )
         for c in args.conversations
     ]
@@ -296,12 +323,11 @@ def main() -> None:
         f" {sum(r['learn_seconds'] for r in results):.0f} s"
     )
     print(
-        "| method | F1 (95% interval) | injected tokens / question (share of the whole"
-        " conversation) | model time / question |"
+        "| method | F1 (95% interval) | evidence turns in the context | injected tokens /"
+        " question (share of the whole conversation) | model time / question |"
     )
-    print("|---|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|")
     n = sum(r["questions"] for r in results)
-    whole = statistics.mean(r["whole_tokens"] for r in results)
     for key, label in names.items():
         if key not in args.methods:
             continue
@@ -309,10 +335,13 @@ def main() -> None:
         tokens = [t for r in results for _, t in r["rows"][key]]
         secs = sum(r["seconds"][key] for r in results) / max(1, n)
         low, high = interval(scores)
-        share = statistics.mean(tokens) / max(1, whole)
+        share = statistics.mean(
+            t / max(1, r["whole_tokens"]) for r in results for _, t in r["rows"][key]
+        )  # of its own conversation, per question
+        evidence = statistics.mean(x for r in results for x in r["found"][key])
         print(
             f"| {label} | {statistics.mean(scores):.3f} ({low:.3f}–{high:.3f}) |"
-            f" {statistics.mean(tokens):.0f} ({share:.1%}) | {secs:.1f} s |"
+            f" {evidence:.0%} | {statistics.mean(tokens):.0f} ({share:.1%}) | {secs:.1f} s |"
         )
     categories = sorted({c for r in results for (_, c) in r["by_category"]})
     print("\n| category | " + " | ".join(names[m][:3] for m in args.methods) + " | questions |")
