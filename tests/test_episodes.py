@@ -252,3 +252,17 @@ def test_the_agent_keeps_the_turn_before_its_extraction_runs(tmp_path: Path) -> 
     release.set()
     assert worker.drain(10)
     assert len(Episodes(store.internal, store.config).turns()) == 1  # kept once
+
+
+def test_extraction_embeds_what_it_kept(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turns are embedded when they are kept, in the background of the turn; a recall
+    then embeds only its question."""
+    topics = CountingTopics()
+    monkeypatch.setattr("memdir.embed.from_config", lambda config: topics)
+    extract_memories(store, TALK, FakeModel([{"memories": []}]))
+    assert topics.embedded == 2
+    ask = [{"role": "user", "content": "what did we decide about the database migration?"}]
+    (said,) = select(store, ask).episodes
+    assert "we go with Alembic" in said.turn.text and topics.embedded == 3

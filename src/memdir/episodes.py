@@ -259,6 +259,12 @@ class Episodes:
             out.append(Said(_joined(span), score, matched, len(asked), close))
         return out
 
+    def embed(self, embedder: Embedder, budget: float | None = None) -> None:
+        """Embed the turns that have no vector yet (within ``budget`` seconds, if given), so
+        that a recall need not."""
+        if self.enabled and self.folder.is_dir():
+            self._embedded(embedder, self._sizes(), budget)
+
     def _embedded(
         self, embedder: Embedder, sizes: dict[str, int], budget: float | None
     ) -> VectorIndex:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import prompts
-from .errors import InvalidMemory, InvalidName
+from .errors import InvalidMemory, InvalidName, MemdirError
 from .history import Operation
 from .layout import CURSORS, EPISODE_CURSORS
 from .memory import Memory, skeleton
@@ -453,6 +453,26 @@ def keep_episodes(
         episodes.close()
 
 
+def embed_episodes(store: MemoryStore) -> None:
+    """Embed the kept turns that have no vector yet, with the configured embedder (none:
+    nothing to do), so that recall finds them by meaning without embedding them itself. A
+    failing embedder is logged: recall then embeds them, or ranks them by their words."""
+    from .embed import from_config
+    from .episodes import Episodes
+
+    if not store.config.episodes or store.read_only:
+        return
+    episodes = Episodes(store.internal, store.config)
+    try:
+        embedder = from_config(store.config)
+        if embedder is not None:
+            episodes.embed(embedder)
+    except (MemdirError, OSError) as exc:
+        log.warning("memdir: the kept turns were not embedded: %s", exc)
+    finally:
+        episodes.close()
+
+
 def extract_memories(
     store: MemoryStore,
     messages: list[Message],
@@ -480,6 +500,8 @@ def extract_memories(
         kept_from, refs = keep_episodes(store, messages, said)
         if kept_from < start:
             refs = []  # turns kept long before: not what this extraction learns from
+        if refs:
+            embed_episodes(store)
     result = plan_extraction(store, messages, model, start, user_store=user_store)
     if said is not None:
         for changes in (result.changes, result.user_changes):

@@ -173,6 +173,7 @@ def select(
 
 
 EPISODE_FOLLOWING = 1  # turns after a hit that come with it: what answered it
+EPISODE_EMBED_SECONDS = 0.5  # a recall embeds turns no extraction embedded for at most this
 
 
 def episodes_for(store: Reader, query: str) -> list[Said]:
@@ -200,7 +201,7 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
                     query,
                     k,
                     embedder=embedder,
-                    budget=cfg.embed_budget,
+                    budget=min(cfg.embed_budget, EPISODE_EMBED_SECONDS),
                     following=EPISODE_FOLLOWING,
                 )
             except MemdirError as exc:  # the embedder failed: BM25 alone
