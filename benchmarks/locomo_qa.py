@@ -32,7 +32,7 @@ from memdir import MemoryStore
 from memdir.config import Config, load_config
 from memdir.consolidate import consolidate_memories, is_due, note_turn
 from memdir.errors import LLMError, MemdirError
-from memdir.extract import extract_memories, keep_episodes
+from memdir.extract import embed_episodes, extract_memories, keep_episodes
 from memdir.providers import ChatModel, make_model
 from memdir.recall import estimate_tokens, render_block, select
 
@@ -171,11 +171,13 @@ def run_conversation(
         if learned is not None:  # answer from a store an earlier run learned (--keep)
             shutil.copytree(learned / f"conv{conv}", tmp / ".memory", dirs_exist_ok=True)
             store = MemoryStore(tmp / ".memory", cfg, watch=False)
+            embed_episodes(store)  # as this version's extraction does when it keeps them
         for date, session in [] if learned is not None else sessions_of(turns):
             messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
             messages += [{"role": "user", "content": t["text"]} for t in session]
             if episodes_only:  # what was said, kept; nothing learned (no model calls)
                 keep_episodes(store, messages, iso_date(date) if dated else None)
+                embed_episodes(store)  # as extraction does
                 continue
             try:
                 extract_memories(
