@@ -2,10 +2,12 @@
 (a new process, the event on stdin), timed end to end, idle and with both cores busy.
 
 Cases: no model (search chooses); a memory model that answers at once; one that never answers
-(the hook must answer from search within ``hook_budget``); a 5 MB prompt. The baseline in the
-same run is the cost of the process itself: `memdir --version`. Medians of --runs.
+(the hook must answer from search within ``hook_budget``); a 5 MB prompt; with ``--episodes
+N``, search in a store that also keeps N turns of earlier conversations (embedded, as
+extraction leaves them). The baseline in the same run is the cost of the process itself:
+`memdir --version`. Medians of --runs.
 
-    python benchmarks/hook_bench.py [--memories 2000] [--runs 5]
+    python benchmarks/hook_bench.py [--memories 2000] [--runs 5] [--episodes 20000]
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--memories", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--episodes", type=int, default=0, help="Turns kept in a second project.")
     args = ap.parse_args()
     from memdir import MemoryStore
     from memdir.memory import Memory
@@ -57,21 +60,39 @@ def main() -> None:
 
     home = Path(tempfile.mkdtemp())
     project = home / "app"
-    store = MemoryStore(project / ".memory")
-    store.apply(
-        [
-            Put(
-                Memory(
-                    f"note-{i}",
-                    "project_fact",
-                    f"Note {i} about topic {i % 97}",
-                    f"Details of note {i}: deploys, tests and topic {i % 97}.",
+    kept = home / "talked"  # the same memories, and what was said in N turns
+    for where in [project] + ([kept] if args.episodes else []):
+        store = MemoryStore(where / ".memory")
+        store.apply(
+            [
+                Put(
+                    Memory(
+                        f"note-{i}",
+                        "project_fact",
+                        f"Note {i} about topic {i % 97}",
+                        f"Details of note {i}: deploys, tests and topic {i % 97}.",
+                    )
                 )
-            )
-            for i in range(args.memories)
-        ]
-    )
-    store.embed_all()  # as after 'memdir index' or the first searches
+                for i in range(args.memories)
+            ]
+        )
+        store.embed_all()  # as after 'memdir index' or the first searches
+    if args.episodes:
+        from memdir.extract import embed_episodes, keep_episodes
+
+        store = MemoryStore(kept / ".memory")
+        words = "deploy tests release migration staging database pipeline review".split()
+        for c in range(args.episodes // 50):  # conversations of 50 turns
+            talk = [
+                {
+                    "role": "user" if t % 2 == 0 else "assistant",
+                    "content": f"Conversation {c}, turn {t}: about {words[(c + t) % 8]} and"
+                    f" topic {(c * 7 + t) % 97}; we agreed on option {t % 5}.",
+                }
+                for t in range(100)
+            ]
+            keep_episodes(store, talk, f"2026-{1 + c % 12:02d}-{1 + c % 28:02d}T10:00:00Z")
+        embed_episodes(store)
     fast, slow = FakeLLMServer().start(), FakeLLMServer().start()
     fast.handler = lambda req: reply('{"selected": ["note-5"]}')
     slow.handler = lambda req: Scripted(text='{"selected": []}', delay=600)
@@ -101,6 +122,14 @@ def main() -> None:
         (name, env, event("how do we run the tests for topic 5?")) for name, env in envs.items()
     ]
     cases.append(("5 MB prompt, no model", base, event("x " * 2_500_000 + "topic 5 tests?")))
+    if args.episodes:
+        cases.append(
+            (
+                f"no model (search), {args.episodes:,} turns kept",
+                base,
+                event("how do we run the tests for topic 5?").replace(str(project), str(kept)),
+            )
+        )
     print(f"{args.memories} memories, hook_budget 2 s (the default), medians of {args.runs}")
     print("| case | idle | both cores busy |")
     print("|---|---:|---:|")

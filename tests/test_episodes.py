@@ -266,3 +266,16 @@ def test_extraction_embeds_what_it_kept(
     ask = [{"role": "user", "content": "what did we decide about the database migration?"}]
     (said,) = select(store, ask).episodes
     assert "we go with Alembic" in said.turn.text and topics.embedded == 3
+
+
+def test_damaged_episode_caches_are_rebuilt_from_the_files(store: MemoryStore) -> None:
+    extract_memories(store, TALK, FakeModel([{"memories": []}]))
+    episodes = Episodes(store.internal, store.config)
+    topics = CountingTopics()
+    assert episodes.search("database migration", 1, embedder=topics)  # type: ignore[arg-type]
+    episodes.close()
+    for name in ("episodes.sqlite", "episodes-vectors.sqlite"):
+        (store.internal / name).write_bytes(b"not a database " * 100)
+    (said,) = episodes.search("database migration", 1, embedder=topics)  # type: ignore[arg-type]
+    assert "we go with Alembic" in said.turn.text
+    episodes.close()

@@ -21,15 +21,21 @@ class CacheDB:
 
     def __init__(self, path: Path | str) -> None:
         self.path = path
+        # True while the cache holds nothing it was not given in this process: the file was
+        # new, damaged or of another schema (a subclass's ``_schema`` says so) — what a
+        # caller noted elsewhere about its contents no longer holds
+        self.rebuilt = not Path(str(path)).exists()
         try:
             self.db = self._open()
         except sqlite3.OperationalError:
             # Cannot be written (a read-only store): keep the cache in memory for this process.
             self.path = ":memory:"
+            self.rebuilt = True
             self.db = self._open()
         except sqlite3.DatabaseError:
             # A damaged cache: it holds nothing that cannot be rebuilt from the files.
             self._discard()
+            self.rebuilt = True
             self.db = self._open()
 
     def _open(self) -> sqlite3.Connection:

@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import re
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -127,7 +128,9 @@ class Episodes:
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600))
         append_nofollow(path, ("\n".join(lines) + "\n").encode())
         with contextlib.suppress(Exception):  # the index is a cache: rebuilt when next read
-            self._search().update(docs)
+            index = self._search()
+            current = current and not index.rebuilt
+            index.update(docs)
             if current and indexed is not None:  # up to date before these turns: still is
                 self._note_indexed({**indexed, fname: path.stat().st_size})
         self.prune()
@@ -213,19 +216,41 @@ class Episodes:
         with the turns' embeddings when ``embedder`` is given (turns not yet embedded are made
         so within ``budget`` seconds; the rest rank by BM25 until a later search). Each comes
         with the ``following`` turns said after it (the answer to what was asked), as one span;
-        a turn already in an earlier span is not repeated."""
+        a turn already in an earlier span is not repeated. A damaged cache is rebuilt from the
+        files."""
         if not self.enabled or not self.folder.is_dir():
             return []
+        try:
+            return self._find(query, k, embedder, budget, following)
+        except sqlite3.DatabaseError as exc:
+            from .lookup import damaged
+
+            if not damaged(exc):
+                raise
+            self._drop_index()
+            self._drop_vectors()
+            return self._find(query, k, embedder, budget, following)
+
+    def _find(
+        self,
+        query: str,
+        k: int,
+        embedder: Embedder | None,
+        budget: float | None,
+        following: int,
+    ) -> list[Said]:
         asked = set(tokenize(query))
         if not asked:
             return []
         sizes = self._sizes()
         index = self._search()
-        if self._indexed() != sizes:  # files written elsewhere, deleted or edited by hand
+        if index.rebuilt or self._indexed() != sizes:
+            # files written elsewhere, deleted or edited by hand; or the cache was lost
             self._drop_index()
             index = self._search()
             index.update(Doc(t.ref, t.ref, "", "", t.text) for t in self.turns())
             self._note_indexed(sizes)
+            index.rebuilt = False
         ranked: list[tuple[str, float, bool]]
         if embedder is None:
             ranked = [(ref, score, False) for ref, score in index.search(query, k)]
@@ -280,8 +305,8 @@ class Episodes:
             done = json.loads(self.vectors_signature_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             done = {}
-        if not isinstance(done, dict):
-            done = {}
+        if not isinstance(done, dict) or self._vectors.rebuilt:
+            done = {}  # (a new, damaged or reset cache holds none of what the file says)
         if done == sizes:
             return self._vectors
         whole = any(name not in sizes or sizes[name] < size for name, size in done.items())
@@ -301,6 +326,7 @@ class Episodes:
             self._vectors.forget_unused()
         if not left:
             write_atomic(self.vectors_signature_path, json.dumps(sizes).encode(), sync=False)
+            self._vectors.rebuilt = False
         return self._vectors
 
     def _search(self) -> SearchIndex:
@@ -316,6 +342,14 @@ class Episodes:
             self._index.close()
             self._index = None
         for path in (self.index_path, self.signature_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    def _drop_vectors(self) -> None:
+        if self._vectors is not None:
+            self._vectors.close()
+            self._vectors = None
+        for path in (self.vectors_path, self.vectors_signature_path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
 

@@ -138,6 +138,7 @@ class SearchIndex(CacheDB):
     def _schema(self, db: sqlite3.Connection) -> None:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version != SCHEMA_VERSION:
+            self.rebuilt = True
             db.executescript(f"""
                 DROP TABLE IF EXISTS docs;
                 DROP TABLE IF EXISTS fts;

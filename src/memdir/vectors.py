@@ -87,6 +87,7 @@ class VectorIndex(CacheDB):
             row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
             stored = row[0] if row else None
         if stored != model:
+            self.rebuilt = True
             db.executescript(f"""
                 DROP TABLE IF EXISTS meta;
                 DROP TABLE IF EXISTS vecs;
