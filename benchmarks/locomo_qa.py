@@ -199,7 +199,7 @@ def run_conversation(
         for q in questions:
             detail: dict[str, Any] = {
                 "question": q["question"],
-                "gold": q["answer"],
+                "expected": q["answer"],  # (the answer of method "gold" is under "gold")
                 "category": q["category"],
             }
             details.append(detail)
