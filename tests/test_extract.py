@@ -297,3 +297,33 @@ def test_a_correction_updates_the_memory_it_corrects(tmp_path: Path) -> None:
     picked = select(store, [{"role": "user", "content": "which port does the API use?"}])
     assert picked.names[0] == "api-port"
     assert not any("8000" in store.get(n).description for n in names if n != "api-port")
+
+
+def test_the_assistants_unconfirmed_answer_is_not_learned(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
+    """A command the assistant offered and the user never confirmed is not a project fact;
+    what the user said, restated by the assistant, is learned."""
+    talk = [
+        {"role": "user", "content": "How do I run the tests here? We deploy with Argo CD."},
+        {"role": "assistant", "content": "Run `python app.py test` from the repository root."},
+        {"role": "user", "content": "ok"},
+    ]
+    claim = {
+        "action": "create",
+        "name": "test-command",
+        "type": "project_fact",
+        "description": "Run tests with python app.py test",
+        "body": "Run python app.py test from the repository root.",
+    }
+    argo = {
+        "action": "create",
+        "name": "deploy-tool",
+        "type": "project_fact",
+        "description": "Deploys go through Argo CD",
+        "body": "The project deploys with Argo CD.",
+    }
+    llm_server.queue(reply(answer(claim, argo)))
+    result = extract_memories(store, talk, server_model)
+    assert [e.name for e in store.entries()] == ["deploy-tool"]
+    assert any("the assistant said it" in d for d in result.dropped)

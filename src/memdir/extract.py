@@ -173,6 +173,17 @@ def _grounded(fact: str, heard: set[str]) -> bool:
     return bool(words) and sum(w in heard for w in words) >= 0.5 * len(words)
 
 
+def _assistants_claim(text: str, said: str, talk: str) -> bool:
+    """Whether a learned item carries what only the assistant said: more than half of its
+    informative words are in the conversation but not in the user's messages. An answer the
+    user did not confirm (a wrong command, a guess) is not a fact about the user or the
+    project; what the agent checked and means to keep it saves with its own tool."""
+    words = [w for w in tokenize(text) if w not in _GENERIC]
+    from_user, heard = set(tokenize(said)), set(tokenize(talk))
+    theirs = sum(1 for w in words if w in heard and w not in from_user)
+    return bool(words) and theirs > 0.5 * len(words)
+
+
 def _fact_item(fact: str, types: tuple[str, ...]) -> dict[str, Any]:
     """A memory item from one fact: a preference or correction, or a fact."""
     kind = "user_preference" if sounds_like_preference(fact) else "project_fact"
@@ -254,6 +265,7 @@ class _Planner:
     said: str
     result: Extraction
     existing: set[str] = field(default_factory=set)
+    talk: str = ""  # the whole new talk, the assistant's words too
     planned: dict[str, Put] = field(default_factory=dict)
     twins: dict[str, str] = field(default_factory=dict)  # look-alike key -> listed name
 
@@ -267,6 +279,9 @@ class _Planner:
             self.result.dropped.append(coerced)
             return
         action, mem = coerced
+        if self.talk and _assistants_claim(f"{mem.description} {mem.body}", self.said, self.talk):
+            self.result.dropped.append(f"{mem.name}: the assistant said it; the user did not")
+            return
         mem = in_users_language(mem, self.said)
         if action == "update" and mem.name not in self.shown:
             action = "create"  # the model named a memory it was not shown: never overwrite
@@ -377,7 +392,7 @@ def plan_extraction(
     )
     said = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
     planner = _Planner(
-        store, {e.name for e in entries}, said, result, {e.name for e in store.entries()}
+        store, {e.name for e in entries}, said, result, {e.name for e in store.entries()}, talk
     )
     user_planner = (
         None
@@ -388,6 +403,7 @@ def plan_extraction(
             said,
             result,
             {e.name for e in user_store.entries()},
+            talk,
         )
     )
     for raw in items:

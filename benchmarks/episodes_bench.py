@@ -1,0 +1,118 @@
+"""How much of what a perfect retriever gives does recall's episode search find, without a
+model: every DEV conversation of LoCoMo kept as episodes through ``keep_episodes`` (as the
+agent and extraction keep them, with each session's date) and embedded as extraction does;
+then, for every question, the share of its evidence turns that are in the turns found, and
+their tokens. Variants: BM25 alone with the two-shared-terms rule (the previous version),
+BM25 fused with the embeddings, more turns, and each turn with the one said after it (what
+recall does now: ``recall.episodes_for``, timed too).
+
+    python benchmarks/episodes_bench.py [--bench-dir ../shared/bench] [--embedder minilm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from locomo_qa import iso_date, sessions_of
+from memdir import MemoryStore
+from memdir.config import Config
+from memdir.embed import from_config
+from memdir.episodes import Episodes, Said
+from memdir.extract import embed_episodes, keep_episodes
+from memdir.recall import episodes_for, estimate_tokens
+
+
+def searched(
+    episodes: Episodes, embedder: Any, k: int, fused: bool, following: int, two_terms: bool
+) -> Callable[[str], list[Said]]:
+    """One variant of the episode search: ``k`` turns, fused with the embeddings or not, each
+    with ``following`` turns, filtered by two shared terms or not."""
+
+    def run(query: str) -> list[Said]:
+        hits = episodes.search(
+            query, k * 2, embedder=embedder if fused else None, following=following
+        )
+        if two_terms:
+            hits = [h for h in hits if h.matched >= min(2, h.asked)]
+        return hits[:k]
+
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument(
+        "--bench-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "bench"
+    )
+    ap.add_argument("--embedder", default="minilm")
+    args = ap.parse_args()
+    data = json.loads((args.bench_dir / "locomo" / "turns_dev.json").read_text())
+    conversations = sorted({t["conv"] for t in data["memories"]})
+    found: dict[str, list[tuple[float, int]]] = {}
+    seconds: list[float] = []
+    for conv in conversations:
+        turns = [t for t in data["memories"] if t["conv"] == conv]
+        questions = [q for q in data["queries"] if q["conv"] == conv]
+        root = Path(tempfile.mkdtemp()) / ".memory"
+        config = Config(dir=root, embedder=args.embedder)
+        store = MemoryStore(root, config, watch=False)
+        messages: list[Any] = []
+        for date, session in sessions_of(turns):
+            messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
+            messages += [{"role": "user", "content": t["text"]} for t in session]
+            keep_episodes(store, messages, iso_date(date))
+        embed_episodes(store)
+        embedder = from_config(config)
+        episodes = Episodes(store.internal, config)
+        by_id = {t["id"]: t["text"] for t in turns}
+
+        e = (episodes, embedder)
+        variants: dict[str, Callable[[str], list[Said]]] = {
+            "2 turns, BM25, two shared terms (the previous version)": searched(
+                *e, 2, False, 0, True
+            ),
+            "2 turns, BM25 fused with the embeddings": searched(*e, 2, True, 0, False),
+            "4 turns, fused": searched(*e, 4, True, 0, False),
+            "2 turns, fused, each with the turn after it": searched(*e, 2, True, 1, False),
+            "3 turns, fused, each with the turn after it": searched(*e, 3, True, 1, False),
+        }
+        for q in questions:
+            evidence = [by_id[e] for e in q["relevant"] if e in by_id]
+            if not evidence:
+                continue
+            for name, run in variants.items():
+                text = "\n".join(h.turn.text for h in run(q["question"]))
+                share = sum(1 for e in evidence if e in text) / len(evidence)
+                found.setdefault(name, []).append((share, estimate_tokens(text)))
+            t0 = time.perf_counter()
+            chosen = episodes_for(store, q["question"])
+            seconds.append(time.perf_counter() - t0)
+            text = "\n".join(h.turn.text for h in chosen)
+            share = sum(1 for e in evidence if e in text) / len(evidence)
+            found.setdefault("recall.episodes_for (this version)", []).append(
+                (share, estimate_tokens(text))
+            )
+        episodes.close()
+    n = len(next(iter(found.values())))
+    print(
+        f"LoCoMo DEV, {len(conversations)} conversations, {n} questions, embedder {args.embedder}"
+    )
+    print("| episodes in recall | evidence turns found | tokens of turns / question |")
+    print("|---|---:|---:|")
+    for name, rows in found.items():
+        print(
+            f"| {name} | {statistics.mean(s for s, _ in rows):.3f} |"
+            f" {statistics.mean(t for _, t in rows):.0f} |"
+        )
+    print(f"\nrecall.episodes_for: median {1000 * statistics.median(seconds):.1f} ms per question")
+
+
+if __name__ == "__main__":
+    main()
