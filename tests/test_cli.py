@@ -302,6 +302,25 @@ def test_consistent_input_and_friendly_errors(cli: CliFn, tmp_path: Path) -> Non
     assert r.code == 1 and "did you mean 'recall_token_budget'?" in r.err
 
 
+def test_a_json_list_written_one_message_a_line_is_read_whole(tmp_path: Path) -> None:
+    """A JSON list of messages, one per line (as people write them by hand), is the whole
+    conversation, not JSON lines of which only the last (without a comma) parses."""
+    from memdir.cli_llm import read_session_file
+
+    talk = [
+        {"role": "user", "content": "We go with Alembic."},
+        {"role": "assistant", "content": "Agreed."},
+        {"role": "user", "content": "Flyway is out."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    path = tmp_path / "talk.json"
+    path.write_text("[\n" + ",\n".join(json.dumps(m) for m in talk) + "\n]\n")
+    assert [m["content"] for m in read_session_file(path)] == [m["content"] for m in talk]
+    lines = tmp_path / "talk.jsonl"  # JSON lines stay JSON lines
+    lines.write_text("".join(json.dumps(m) + "\n" for m in talk))
+    assert len(read_session_file(lines)) == 4
+
+
 def test_global_options_after_the_command(tmp_path: Path) -> None:
     """`memdir init --dir X` and `memdir list --json --dir X` work like the option first."""
     from memdir.cli import hoist_global_options

@@ -69,8 +69,21 @@ def read_transcript(path: Path) -> list[Message]:
     return messages
 
 
+def _json_list(path: Path) -> bool:
+    """Whether the file is one JSON list (not JSON lines)."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(64).lstrip()[:1] != b"[":
+                return False
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), list)
+    except (OSError, ValueError):
+        return False
+
+
 def read_session_file(path: Path) -> list[Message]:
     """A conversation from a host's session file or memdir's own formats."""
+    if str(path) != "-" and _json_list(path):  # one message a line is still one JSON list
+        return read_transcript(path)
     if str(path) != "-":
         from .integrations.transcripts import read_session
 
