@@ -121,27 +121,6 @@ def test_no_model_uses_search(mems: MemoryStore) -> None:
     assert (sel.names[0], sel.path) == ("deploy-target", "search")
 
 
-def test_search_recalls_only_hits_near_the_best(tmp_path: Path) -> None:
-    """A hit far behind the best (half its score or less: it shares a word or two with the
-    question) is listed as a candidate but not recalled: it would cost tokens and say
-    nothing the best does not."""
-    root = tmp_path / ".memory"
-    store = MemoryStore(root, Config(dir=root, embedder="none"))
-    store.write("deploy-target", type="project_fact", description="Prod deploys go to Kubernetes")
-    store.write(
-        "deploy-window",
-        type="project_fact",
-        description="Prod deploys to Kubernetes run on fridays",
-    )
-    store.write("pet-name", type="user_preference", description="The user's cat is called Miso")
-    sel = select(store, [{"role": "user", "content": "where do prod kubernetes deploys go?"}])
-    assert sel.names == ["deploy-target", "deploy-window"]
-    ask = "do prod deploys to kubernetes run on fridays, as the user asked?"
-    weak = select(store, [{"role": "user", "content": ask}])
-    assert weak.names == ["deploy-window"]
-    assert [name for name, _ in weak.candidates] == ["deploy-window", "deploy-target", "pet-name"]
-
-
 def test_block_has_tags_preamble_and_escapes(store: MemoryStore) -> None:
     """Each memory is tagged; text cannot close the block or open tags."""
     store.write(

@@ -317,15 +317,9 @@ def _lexical_guard(store: Reader, names: list[str], talk: str) -> tuple[list[str
     return kept, dropped
 
 
-RELATIVE_FLOOR = 0.5  # of the best hit's score: a search hit below it is not recalled
-
-
 def _search_selection(store: Reader, query: str, max_items: int, path: str, note: str) -> Selection:
-    """Search's best hits, those that score at least ``RELATIVE_FLOOR`` of the best (a hit
-    far behind it shares a name or a common word with the question, and costs tokens)."""
     hits = store.search(query, max_items) if query.strip() else []
-    kept = [h for h in hits if h.score >= RELATIVE_FLOOR * hits[0].score]
-    return Selection([h.name for h in kept], path, [(h.name, h.score) for h in hits], note)
+    return Selection([h.name for h in hits], path, [(h.name, h.score) for h in hits], note)
 
 
 def select_relevant_memories(
