@@ -188,12 +188,13 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
     if not cfg.episodes or cfg.recall_episodes <= 0 or not query.strip():
         return []
     stores = [st for _, st in store.stores()] if isinstance(store, Scopes) else [store]
+    kept = [Episodes(st.internal, cfg) for st in stores if not st.read_only]
+    kept = [e for e in kept if e.folder.is_dir()]
+    if not kept:  # nothing was said yet: no embedder is loaded for nothing
+        return []
     embedder = _episode_embedder(cfg, query)
     found: list[Said] = []
-    for st in stores:
-        if st.read_only:
-            continue
-        episodes = Episodes(st.internal, cfg)
+    for episodes in kept:
         try:
             k = cfg.recall_episodes * 2
             try:
