@@ -635,3 +635,15 @@ def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_backgro
     store.write("note-new", type="project_fact", description="A new note", body="new")
     r = memdir("index")
     assert r.returncode == 0 and "601 embedded for search by meaning" in r.stdout
+
+
+def test_loaded_gives_only_an_embedder_this_process_made() -> None:
+    """``loaded`` never makes a model: None until ``from_config`` made it, then that one."""
+    from memdir.config import Config
+    from memdir.embed import from_config, loaded
+
+    config = Config(embedder="http", embed_url="http://127.0.0.1:9/v1", embed_model="loaded-test")
+    assert loaded(config) is None
+    made = from_config(config)
+    assert made is not None and loaded(config) is made
+    assert loaded(Config(embedder="none")) is None

@@ -254,18 +254,22 @@ def test_the_agent_keeps_the_turn_before_its_extraction_runs(tmp_path: Path) -> 
     assert len(Episodes(store.internal, store.config).turns()) == 1  # kept once
 
 
-def test_extraction_embeds_what_it_kept(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The turns are embedded when they are kept, in the background of the turn; a recall
-    then embeds only its question."""
+def test_extraction_embeds_what_it_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the embedder is loaded already (an agent that searched), extraction embeds the
+    turns it kept, and a recall embeds only its question; where it is not, extraction loads
+    no model for them (the turn ends at once) and the next recall embeds them."""
     topics = CountingTopics()
     monkeypatch.setattr("memdir.embed.from_config", lambda config: topics)
-    extract_memories(store, TALK, FakeModel([{"memories": []}]))
-    assert topics.embedded == 2
     ask = [{"role": "user", "content": "what did we decide about the database migration?"}]
-    (said,) = select(store, ask).episodes
-    assert "we go with Alembic" in said.turn.text and topics.embedded == 3
+    for has_it in (True, False):
+        monkeypatch.setattr("memdir.embed.loaded", lambda config, h=has_it: topics if h else None)
+        root = tmp_path / str(has_it) / ".memory"
+        store = MemoryStore(root, Config(dir=root))
+        topics.embedded = 0
+        extract_memories(store, TALK, FakeModel([{"memories": []}]))
+        assert topics.embedded == (2 if has_it else 0)
+        (said,) = select(store, ask).episodes
+        assert "we go with Alembic" in said.turn.text and topics.embedded == 3
 
 
 def test_damaged_episode_caches_are_rebuilt_from_the_files(store: MemoryStore) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memdir.lookup import damaged
+from memdir.cachedb import damaged
 
 
 @pytest.mark.parametrize(

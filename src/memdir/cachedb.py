@@ -84,3 +84,13 @@ class CacheDB:
         stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
         removed = [k for k in indexed if k not in current]
         return stale, removed
+
+
+def damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether the cache is to be rebuilt: anything SQLite says but that the file is busy or
+    locked by another process (damaged pages, text that is not UTF-8 any more, not a
+    database at all). A rebuild that meets the same error lets it through."""
+    message = str(exc).lower()
+    return not isinstance(exc, sqlite3.OperationalError) or not any(
+        word in message for word in ("locked", "busy", "interrupted")
+    )

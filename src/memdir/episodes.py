@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .atomic import append_nofollow, write_atomic
+from .cachedb import damaged
 from .config import Config
 from .search import Doc, SearchIndex, tokenize
 from .secrets import redact
@@ -223,8 +224,6 @@ class Episodes:
         try:
             return self._find(query, k, embedder, budget, following)
         except sqlite3.DatabaseError as exc:
-            from .lookup import damaged
-
             if not damaged(exc):
                 raise
             self._drop_index()

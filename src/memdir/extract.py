@@ -469,18 +469,20 @@ def keep_episodes(
         episodes.close()
 
 
-def embed_episodes(store: MemoryStore) -> None:
+def embed_episodes(store: MemoryStore, *, load: bool = True) -> None:
     """Embed the kept turns that have no vector yet, with the configured embedder (none:
-    nothing to do), so that recall finds them by meaning without embedding them itself. A
-    failing embedder is logged: recall then embeds them, or ranks them by their words."""
-    from .embed import from_config
+    nothing to do), so that recall finds them by meaning without embedding them itself. With
+    ``load=False`` only if this process has the embedder already (no model is loaded for it:
+    an agent's turn ends at once). A failing embedder is logged: recall then embeds them, or
+    ranks them by their words."""
+    from .embed import from_config, loaded
     from .episodes import Episodes
 
     if not store.config.episodes or store.read_only:
         return
     episodes = Episodes(store.internal, store.config)
     try:
-        embedder = from_config(store.config)
+        embedder = from_config(store.config) if load else loaded(store.config)
         if embedder is not None:
             episodes.embed(embedder)
     except (MemdirError, OSError) as exc:
@@ -517,7 +519,7 @@ def extract_memories(
         if kept_from < start:
             refs = []  # turns kept long before: not what this extraction learns from
         if refs:
-            embed_episodes(store)
+            embed_episodes(store, load=False)
     result = plan_extraction(store, messages, model, start, user_store=user_store)
     if said is not None:
         for changes in (result.changes, result.user_changes):

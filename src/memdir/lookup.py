@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from . import index as idx
+from .cachedb import damaged
 from .config import Config
 from .entry import Entry, Hit
 from .errors import InvalidMemory, MemdirError
@@ -322,16 +323,6 @@ def rank_many(
         for lookup in lookups:
             lookup.discard(exc)
         return _rank_many(lookups, query, k, explain=explain, dense=dense)
-
-
-def damaged(exc: sqlite3.DatabaseError) -> bool:
-    """Whether the cache is to be rebuilt: anything SQLite says but that the file is busy or
-    locked by another process (damaged pages, text that is not UTF-8 any more, not a
-    database at all). A rebuild that meets the same error lets it through."""
-    message = str(exc).lower()
-    return not isinstance(exc, sqlite3.OperationalError) or not any(
-        word in message for word in ("locked", "busy", "interrupted")
-    )
 
 
 def _rank_many(

@@ -416,7 +416,7 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
     """Extract from the session a spooled event names, then consolidate when due; the record
     written to the hook log."""
     from ..consolidate import consolidate_memories, is_due
-    from ..extract import extract_memories
+    from ..extract import embed_episodes, extract_memories
 
     data = json.loads(job.read_text(encoding="utf-8"))
     event, host = data["event"], data.get("host")
@@ -449,6 +449,7 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
         )
         if result.user_changes:  # a count: the user's memories stay out of the project folder
             record["saved_to_user_store"] = len(result.user_changes)
+        embed_episodes(store)  # here, in the background, not in the next prompt's hook
         for scoped in (store, user):  # each scope on its own
             if scoped is not None and is_due(scoped):
                 plan = consolidate_memories(scoped, model)
