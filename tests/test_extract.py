@@ -299,31 +299,36 @@ def test_a_correction_updates_the_memory_it_corrects(tmp_path: Path) -> None:
     assert not any("8000" in store.get(n).description for n in names if n != "api-port")
 
 
-def test_the_assistants_unconfirmed_answer_is_not_learned(
-    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
-) -> None:
-    """A command the assistant offered and the user never confirmed is not a project fact;
-    what the user said, restated by the assistant, is learned."""
+def test_the_assistants_unconfirmed_answer_is_not_learned(tmp_path: Path) -> None:
+    """A command the assistant offered and the user never confirmed is not a project fact
+    (facts, as small models list them); what the user said is learned. In the memory shape a
+    larger model writes its own words, which the assistant's acknowledgement may share: kept."""
+    from memdir.config import Config
+    from memdir.testing import FakeModel
+
     talk = [
         {"role": "user", "content": "How do I run the tests here? We deploy with Argo CD."},
         {"role": "assistant", "content": "Run `python app.py test` from the repository root."},
         {"role": "user", "content": "ok"},
     ]
-    claim = {
-        "action": "create",
-        "name": "test-command",
-        "type": "project_fact",
-        "description": "Run tests with python app.py test",
-        "body": "Run python app.py test from the repository root.",
-    }
-    argo = {
-        "action": "create",
-        "name": "deploy-tool",
-        "type": "project_fact",
-        "description": "Deploys go through Argo CD",
-        "body": "The project deploys with Argo CD.",
-    }
-    llm_server.queue(reply(answer(claim, argo)))
-    result = extract_memories(store, talk, server_model)
-    assert [e.name for e in store.entries()] == ["deploy-tool"]
+    root = tmp_path / "facts" / ".memory"
+    store = MemoryStore(root, Config(dir=root, extract_style="facts"))
+    facts = {"facts": ["Run python app.py test from the repository root", "We deploy with Argo CD"]}
+    result = extract_memories(store, talk, FakeModel([facts]))
+    assert [store.get(e.name).body for e in store.entries()] == ["We deploy with Argo CD"]
     assert any("the assistant said it" in d for d in result.dropped)
+    root = tmp_path / "memories" / ".memory"
+    store = MemoryStore(root, Config(dir=root, extract_style="memories"))
+    short = [
+        {"role": "user", "content": "Keep responses short, please."},
+        {"role": "assistant", "content": "Sure — I'll keep my answers concise from now on."},
+    ]
+    concise = {
+        "action": "create",
+        "name": "concise-answers",
+        "type": "user_preference",
+        "description": "User prefers concise answers",
+        "body": "Keep answers concise.",
+    }
+    extract_memories(store, short, FakeModel([{"memories": [concise]}]))
+    assert [e.name for e in store.entries()] == ["concise-answers"]

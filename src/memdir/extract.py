@@ -63,12 +63,11 @@ def _prefix_digest(messages: list[Message]) -> str:
 
 
 class Cursors:
-    """How many messages of each conversation were already extracted (``.memdir/cursors.json``),
-    or kept as episodes (``episode-cursors.json``)."""
+    """How many messages of each conversation were already extracted (``.memdir/cursors.json``)."""
 
-    def __init__(self, store: MemoryStore, name: str = CURSORS) -> None:
+    def __init__(self, store: MemoryStore) -> None:
         self.store = store
-        self.file = StateFile(store.internal / name, lock=store.locked)
+        self.file = StateFile(store.internal / CURSORS, lock=store.locked)
         self.data = self.file.read()
 
     def start(self, messages: list[Message]) -> int:
@@ -265,7 +264,7 @@ class _Planner:
     said: str
     result: Extraction
     existing: set[str] = field(default_factory=set)
-    talk: str = ""  # the whole new talk, the assistant's words too
+    talk: str = ""  # the whole new talk (assistant's claims are dropped); "": not checked
     planned: dict[str, Put] = field(default_factory=dict)
     twins: dict[str, str] = field(default_factory=dict)  # look-alike key -> listed name
 
@@ -391,8 +390,11 @@ def plan_extraction(
         store, model, talk, "\n".join(lines) or "(none yet)", result, scoped=user_store is not None
     )
     said = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
+    # a small model's facts are near-verbatim: one the assistant alone said is its claim (a
+    # larger model writes memories in its own words, and its prompt says not to keep claims)
+    heard = talk if _fact_style(store.config, model) else ""
     planner = _Planner(
-        store, {e.name for e in entries}, said, result, {e.name for e in store.entries()}, talk
+        store, {e.name for e in entries}, said, result, {e.name for e in store.entries()}, heard
     )
     user_planner = (
         None
@@ -403,7 +405,7 @@ def plan_extraction(
             said,
             result,
             {e.name for e in user_store.entries()},
-            talk,
+            heard,
         )
     )
     for raw in items:
