@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import threading
@@ -283,3 +284,17 @@ def test_damaged_episode_caches_are_rebuilt_from_the_files(store: MemoryStore) -
     (said,) = episodes.search("database migration", 1, embedder=topics)  # type: ignore[arg-type]
     assert "we go with Alembic" in said.turn.text
     episodes.close()
+
+
+def test_deleting_the_episodes_folder_takes_its_caches_along(store: MemoryStore) -> None:
+    """What was said, deleted by a person, is not left behind in the search index or as
+    vectors: the next search removes both."""
+    extract_memories(store, TALK, FakeModel([{"memories": []}]))
+    episodes = Episodes(store.internal, store.config)
+    assert episodes.search("database migration", 1, embedder=CountingTopics())  # type: ignore[arg-type]
+    episodes.close()
+    shutil.rmtree(store.internal / "episodes")
+    ask = [{"role": "user", "content": "what about the database migration?"}]
+    assert select(store, ask).episodes == []
+    assert not (store.internal / "episodes.sqlite").exists()
+    assert not (store.internal / "episodes-vectors.sqlite").exists()

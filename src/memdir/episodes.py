@@ -218,8 +218,8 @@ class Episodes:
         so within ``budget`` seconds; the rest rank by BM25 until a later search). Each comes
         with the ``following`` turns said after it (the answer to what was asked), as one span;
         a turn already in an earlier span is not repeated. A damaged cache is rebuilt from the
-        files."""
-        if not self.enabled or not self.folder.is_dir():
+        files; when a person deleted the folder, the caches of what it held go too."""
+        if not self.enabled or not self.present():
             return []
         try:
             return self._find(query, k, embedder, budget, following)
@@ -282,6 +282,16 @@ class Episodes:
             taken.update(t.ref for t in span)
             out.append(Said(_joined(span), score, matched, len(asked), close))
         return out
+
+    def present(self) -> bool:
+        """Whether any episodes are kept; when a person deleted the folder, the caches of what
+        it held are deleted too."""
+        if self.folder.is_dir():
+            return True
+        if self.index_path.exists() or self.vectors_path.exists():
+            self._drop_index()
+            self._drop_vectors()
+        return False
 
     def embed(self, embedder: Embedder, budget: float | None = None) -> None:
         """Embed the turns that have no vector yet (within ``budget`` seconds, if given), so

@@ -189,7 +189,7 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
         return []
     stores = [st for _, st in store.stores()] if isinstance(store, Scopes) else [store]
     kept = [Episodes(st.internal, cfg) for st in stores if not st.read_only]
-    kept = [e for e in kept if e.folder.is_dir()]
+    kept = [e for e in kept if e.present()]
     if not kept:  # nothing was said yet: no embedder is loaded for nothing
         return []
     embedder = _episode_embedder(cfg, query)
