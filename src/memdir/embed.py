@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import EMBEDDERS, Config
 from .errors import ConfigError, MemdirError
+from .safetext import CJK_CHAR
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,6 +60,12 @@ class Embedder(Protocol):
     multilingual: bool
 
     def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def reads(embedder: Embedder, query: str) -> bool:
+    """Whether the embedder understands the question's language (a model of English alone
+    does not read Chinese, Japanese or Korean: BM25 ranks those questions alone)."""
+    return embedder.multilingual or not CJK_CHAR.search(query)
 
 
 def query_vector(embedder: Embedder, query: str) -> Vectors:

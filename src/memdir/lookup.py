@@ -30,7 +30,6 @@ from .entry import Entry, Hit
 from .errors import InvalidMemory, MemdirError
 from .layout import EMBED_DOWN, SEARCH, VECTORS
 from .memory import Memory
-from .safetext import CJK_CHAR
 
 if TYPE_CHECKING:
     from .embed import Embedder, Vectors
@@ -302,7 +301,9 @@ class Lookup:
         """Whether this query can be ranked with vectors here (else BM25 alone)."""
         if self.vectors is None or self.dense_error is not None or self.embedder is None:
             return False
-        self.last_bm25_only = not self.embedder.multilingual and bool(CJK_CHAR.search(query))
+        from .embed import reads
+
+        self.last_bm25_only = not reads(self.embedder, query)
         return not self.last_bm25_only
 
 

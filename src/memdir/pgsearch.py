@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import MemdirError
 from .pgschema import lock_key
-from .safetext import CJK_CHAR
 from .search import CANDIDATE_SHARE, CANDIDATES, MIN_POSTINGS, bm25, idf_of, tokenize
 from .vectors import BATCH, DENSE_CANDIDATES, Dense, Ranked, hybrid, memory_text
 
@@ -227,7 +226,9 @@ class PgSearch:
         depth = max(k, 100) if dense else k  # as deep as a folder's search fuses
         hits = self.bm25(query, depth)
         embedder = self._make_embedder() if dense else None
-        if embedder is not None and not embedder.multilingual and CJK_CHAR.search(query):
+        from .embed import reads
+
+        if embedder is not None and not reads(embedder, query):
             self.last_bm25_only, embedder = True, None
         else:
             self.last_bm25_only = False

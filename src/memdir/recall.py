@@ -23,7 +23,7 @@ from .entry import Entry, Hit
 from .errors import InvalidMemory, LLMError, MemdirError
 from .memory import CONFLICT_KEY
 from .providers import ChatModel, Message, complete_json, runs_locally
-from .safetext import CJK_CHAR, for_body, for_prompt, one_line
+from .safetext import for_body, for_prompt, one_line
 from .scopes import Scopes
 from .store import MemoryStore
 
@@ -218,16 +218,14 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
 def _episode_embedder(cfg: Any, query: str) -> Embedder | None:
     """The configuration's embedder for ranking episodes; None when it has none, cannot be
     made, or does not read the question's language."""
-    from .embed import from_config
+    from .embed import from_config, reads
 
     try:
         embedder = from_config(cfg)
     except MemdirError as exc:
         log.warning("episode search without embeddings: %s", exc)
         return None
-    if embedder is not None and not embedder.multilingual and CJK_CHAR.search(query):
-        return None
-    return embedder
+    return embedder if embedder is not None and reads(embedder, query) else None
 
 
 def _select(
