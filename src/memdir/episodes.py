@@ -176,11 +176,7 @@ class Episodes:
 
     def _indexed(self) -> dict[str, int] | None:
         """The files and sizes the index was last brought up to date with."""
-        try:
-            data = json.loads(self.signature_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
+        return _read_sizes(self.signature_path)
 
     def _turns_in(self, name: str) -> list[Turn]:
         out: list[Turn] = []
@@ -296,7 +292,7 @@ class Episodes:
     def embed(self, embedder: Embedder, budget: float | None = None) -> None:
         """Embed the turns that have no vector yet (within ``budget`` seconds, if given), so
         that a recall need not."""
-        if self.enabled and self.folder.is_dir():
+        if self.enabled and self.present():
             self._embedded(embedder, self._sizes(), budget)
 
     def _embedded(
@@ -310,11 +306,8 @@ class Episodes:
 
         if self._vectors is None:
             self._vectors = VectorIndex(self.vectors_path, embedder)
-        try:
-            done = json.loads(self.vectors_signature_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            done = {}
-        if not isinstance(done, dict) or self._vectors.rebuilt:
+        done = _read_sizes(self.vectors_signature_path)
+        if done is None or self._vectors.rebuilt:
             done = {}  # (a new, damaged or reset cache holds none of what the file says)
         if done == sizes:
             return self._vectors
@@ -334,7 +327,7 @@ class Episodes:
         if whole:  # what was said in a file that went is not kept as a vector either
             self._vectors.forget_unused()
         if not left:
-            write_atomic(self.vectors_signature_path, json.dumps(sizes).encode(), sync=False)
+            _write_sizes(self.vectors_signature_path, sizes)
             self._vectors.rebuilt = False
         return self._vectors
 
@@ -344,31 +337,48 @@ class Episodes:
         return self._index
 
     def _note_indexed(self, sizes: dict[str, int]) -> None:
-        write_atomic(self.signature_path, json.dumps(sizes).encode(), sync=False)
+        _write_sizes(self.signature_path, sizes)
 
     def _drop_index(self) -> None:
-        if self._index is not None:
-            self._index.close()
-            self._index = None
-        for path in (self.index_path, self.signature_path):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+        self._close_index()
+        _unlink(self.index_path, self.signature_path)
 
     def _drop_vectors(self) -> None:
-        if self._vectors is not None:
-            self._vectors.close()
-            self._vectors = None
-        for path in (self.vectors_path, self.vectors_signature_path):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+        self._close_vectors()
+        _unlink(self.vectors_path, self.vectors_signature_path)
 
-    def close(self) -> None:
+    def _close_index(self) -> None:
         if self._index is not None:
             self._index.close()
             self._index = None
+
+    def _close_vectors(self) -> None:
         if self._vectors is not None:
             self._vectors.close()
             self._vectors = None
+
+    def close(self) -> None:
+        self._close_index()
+        self._close_vectors()
+
+
+def _read_sizes(path: Path) -> dict[str, int] | None:
+    """The files and sizes a cache notes it was made from (None: no note, or unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_sizes(path: Path, sizes: dict[str, int]) -> None:
+    write_atomic(path, json.dumps(sizes).encode(), sync=False)
+
+
+def _unlink(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _joined(span: list[Turn]) -> Turn:

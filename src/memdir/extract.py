@@ -444,18 +444,17 @@ def keep_episodes(
         return len(messages), []
     key = conversation_key(messages)
     cursors = StateFile(store.internal / EPISODE_CURSORS, lock=store.locked)
+    kept = _kept(cursors.read().get(key), messages)
+    if kept is not None:  # nothing new: no lock taken, nothing written
+        return kept
     episodes = Episodes(store.internal, store.config)
     try:
         with cursors.changing() as data:  # one process keeps each turn, once
-            rec = data.get(key)
-            start = _start(rec, messages)
-            if start == len(messages) and isinstance(rec, dict):
-                return int(rec.get("from", start)), [str(r) for r in rec.get("refs", [])]
-            said = [
-                (str(m.get("role")), _spoken(m))
-                for m in messages[start:]
-                if m.get("role") in ("user", "assistant")
-            ]
+            kept = _kept(data.get(key), messages)
+            if kept is not None:  # another process kept them meanwhile
+                return kept
+            start = _start(data.get(key), messages)
+            said = [(str(m.get("role")), _spoken(m)) for m in messages[start:]]
             refs = episodes.record(said, conversation=key, said_at=said_at)
             data[key] = {
                 "count": len(messages),
@@ -469,6 +468,13 @@ def keep_episodes(
         return len(messages), []
     finally:
         episodes.close()
+
+
+def _kept(rec: Any, messages: list[Message]) -> tuple[int, list[str]] | None:
+    """Where the turns kept last begin and their refs, when every message is kept already."""
+    if not isinstance(rec, dict) or _start(rec, messages) != len(messages):
+        return None
+    return int(rec.get("from", len(messages))), [str(r) for r in rec.get("refs", [])]
 
 
 def embed_episodes(store: MemoryStore, *, load: bool = True) -> None:
