@@ -53,6 +53,9 @@ def test_openai_picked_from_its_environment() -> None:
         ("model = ", "is not valid TOML"),
         ('colour = "blue"\n', "unknown setting 'colour'"),
         ('timeout = "soon"\n', "timeout = 'soon' is not valid"),
+        ('select_guard = "strict"\n', "select_guard = 'strict' is not valid — use \"auto\""),
+        ('extract_style = "prose"\n', "extract_style = 'prose' is not valid"),
+        ('review = "never"\n', 'review = \'never\' is not valid — use "auto" or "ask"'),
     ],
 )
 def test_bad_config_file(tmp_path: Path, toml: str, message: str) -> None:

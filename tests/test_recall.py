@@ -262,6 +262,39 @@ def test_lexical_guard_drops_unrelated_picks(tmp_path: Path) -> None:
         assert ("no word in common" in sel.note) == (mode == "lexical")
 
 
+def test_recall_select_search_asks_no_model(
+    cli: CliFn, tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    """``recall_select = "search"`` recalls by search with a model configured (no call is
+    made: a slow local model costs the turn nothing); the default asks the model; a value
+    that is neither is a one-line error."""
+    added = cli(
+        "add",
+        "prefer-pytest",
+        "--type",
+        "user_preference",
+        "-d",
+        "Tests run with pytest",
+        "--body",
+        "Run the tests with pytest.",
+    )
+    assert added.code == 0, added.err
+    config = tmp_path / ".memory" / "config.toml"
+    env = {"OPENAI_BASE_URL": llm_server.url + "/v1", "OPENAI_API_KEY": "k"}
+    llm_server.queue(reply('{"selected": ["prefer-pytest"]}'))
+    r = cli("recall", "--explain", "how do I run the tests with pytest?", env=env)
+    assert r.out.startswith("path: llm") and 'name="prefer-pytest"' in r.out
+    assert len(llm_server.requests) == 1
+    config.write_text('recall_select = "search"\n')
+    r = cli("recall", "--explain", "how do I run the tests with pytest?", env=env)
+    assert r.out.startswith("path: search (recall_select = search)"), r.out
+    assert 'name="prefer-pytest"' in r.out and len(llm_server.requests) == 1
+    config.write_text('recall_select = "auto"\n')
+    r = cli("recall", "pytest", env=env)
+    assert r.code == 1 and "recall_select = 'auto' is not valid" in r.err
+    assert 'use "model" or "search"' in r.err
+
+
 class TopicEmbedder:
     """Vectors by topic, not by word: "whitespace" and "tabs" mean the same here."""
 

@@ -61,6 +61,7 @@ class Config:
     allow: tuple[str, ...] = ()  # agent approvals: "bash:pytest*", "write:src/**"
     extract_style: str = "auto"  # "memories", "facts", or "auto" (facts for local endpoints)
     select_guard: str = "auto"  # "lexical", "none", or "auto" (lexical for local endpoints)
+    recall_select: str = "model"  # who picks the memories recall adds: "model" or "search"
     hook_budget: float = 2.0  # seconds the prompt hook gives the memory model before search
     embed_budget: float = 3.0  # seconds a command's search embeds new memories; then background
     embedder: str = "auto"  # "auto" (MiniLM if memdir[embed] is installed), minilm, e5, http, none
@@ -123,6 +124,14 @@ _SECRET = {"dir", "dir_source", "api_key", "embed_api_key", "config_file", "igno
 # (never from config.toml)
 EMBEDDERS = ("auto", "none", "minilm", "e5", "http")
 SYNC_MODES = ("off", "auto")
+CHOICES = {
+    "review": ("auto", "ask"),
+    "sync": SYNC_MODES,
+    "embedder": EMBEDDERS,
+    "extract_style": ("auto", "memories", "facts"),
+    "select_guard": ("auto", "lexical", "none"),
+    "recall_select": ("model", "search"),
+}
 PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
 _FLAGS = {"database_url": "--db", "dir": "--dir"}
 _STORE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -148,10 +157,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
                 raise ValueError("negative")
             return number
         text = None if value in (None, "") else str(value)
-        if name == "review" and text not in ("auto", "ask"):
-            raise ConfigError(f'{source}: review = {text!r} is not valid — use "auto" or "ask"')
-        if name == "sync" and text not in SYNC_MODES:
-            raise ConfigError(f'{source}: sync = {text!r} is not valid — use "auto" or "off"')
+        if name in CHOICES and text not in CHOICES[name]:
+            *rest, last = (f'"{c}"' for c in CHOICES[name])
+            raise ConfigError(
+                f"{source}: {name} = {text!r} is not valid — use {', '.join(rest)} or {last}"
+            )
         if name == "store" and not (text and _STORE_NAME.fullmatch(text)):
             raise ConfigError(
                 f"{source}: store = {text!r} is not valid — use letters, digits, '.', '_' or"
@@ -160,10 +170,6 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if name == "database_url" and text and not text.startswith(_DB_SCHEMES):
             raise ConfigError(
                 f"{source}: database_url must start with postgresql:// (or postgres://)"
-            )
-        if name == "embedder" and text not in EMBEDDERS:
-            raise ConfigError(
-                f"{source}: embedder = {text!r} is not valid — use one of {', '.join(EMBEDDERS)}"
             )
         return text
     except ConfigError:

@@ -233,6 +233,9 @@ def _select(
 ) -> Selection:
     cfg = store.config
     query = search_query(messages)
+    why = "no model configured"
+    if model is not None and cfg.recall_select == "search":
+        model, why = None, "recall_select = search"
     if not store.entries():
         return Selection([], "search" if model is None else "llm", note="the store is empty")
     if model is not None:
@@ -273,7 +276,7 @@ def _select(
             log.warning("memory selection fell back to search: %s", exc)
             note = f"the model failed ({exc}); used search"
             return _search_selection(store, query, max_items, "search-fallback", note)
-    return _search_selection(store, query, max_items, "search", "no model configured")
+    return _search_selection(store, query, max_items, "search", why)
 
 
 def confident(hit: Hit) -> bool:
