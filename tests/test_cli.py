@@ -321,6 +321,24 @@ def test_a_json_list_written_one_message_a_line_is_read_whole(tmp_path: Path) ->
     assert len(read_session_file(lines)) == 4
 
 
+def test_extract_refuses_a_pipe_without_waiting_on_it(tmp_path: Path) -> None:
+    """`memdir extract` on a named pipe is a one-line error at once (no writer ever comes):
+    the check for a JSON list reads regular files only."""
+    import os
+
+    fifo = tmp_path / "talk.json"
+    os.mkfifo(fifo)
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "--dir", str(tmp_path / ".memory"), "extract", str(fifo)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1 and "not a regular file" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_global_options_after_the_command(tmp_path: Path) -> None:
     """`memdir init --dir X` and `memdir list --json --dir X` work like the option first."""
     from memdir.cli import hoist_global_options

@@ -58,6 +58,11 @@ def read_transcript(path: Path) -> list[Message]:
                 raise MemdirError(
                     f"{path}:{n} is not JSON — pass a JSON list of messages or a JSONL transcript"
                 ) from None
+    return _messages(rows, path)
+
+
+def _messages(rows: list[Any], path: Path) -> list[Message]:
+    """The user and assistant messages of parsed rows; an error when there are none."""
     from .integrations.transcripts import message_from_row
 
     messages = [m for m in map(message_from_row, rows) if m is not None]
@@ -69,22 +74,28 @@ def read_transcript(path: Path) -> list[Message]:
     return messages
 
 
-def _json_list(path: Path) -> bool:
-    """Whether the file is one JSON list (not JSON lines)."""
+def _json_list(path: Path) -> list[Any] | None:
+    """The rows of a regular file that is one JSON list (not JSON lines); None otherwise. A
+    pipe or a device is left to the session reader, which refuses it without blocking."""
     try:
+        if not path.is_file():
+            return None
         with open(path, "rb") as fh:
             if fh.read(64).lstrip()[:1] != b"[":
-                return False
-        return isinstance(json.loads(path.read_text(encoding="utf-8")), list)
+                return None
+            fh.seek(0)
+            data = json.loads(fh.read().decode("utf-8"))
     except (OSError, ValueError):
-        return False
+        return None
+    return data if isinstance(data, list) else None
 
 
 def read_session_file(path: Path) -> list[Message]:
     """A conversation from a host's session file or memdir's own formats."""
-    if str(path) != "-" and _json_list(path):  # one message a line is still one JSON list
-        return read_transcript(path)
     if str(path) != "-":
+        rows = _json_list(path)  # one message a line is still one JSON list
+        if rows is not None:
+            return _messages(rows, path)
         from .integrations.transcripts import read_session
 
         try:
