@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from locomo_qa import iso_date, sessions_of
+from locomo_qa import evidence_in, iso_date, sessions_of
 from memdir import MemoryStore
 from memdir.config import Config
 from memdir.embed import from_config
@@ -71,7 +71,7 @@ def main() -> None:
         embed_episodes(store)
         embedder = from_config(config)
         episodes = Episodes(store.internal, config)
-        by_id = {t["id"]: t["text"] for t in turns}
+        ids = {t["id"] for t in turns}
 
         e = (episodes, embedder)
         variants: dict[str, Callable[[str], list[Said]]] = {
@@ -84,18 +84,17 @@ def main() -> None:
             "3 turns, fused, each with the turn after it": searched(*e, 3, True, 1, False),
         }
         for q in questions:
-            evidence = [by_id[e] for e in q["relevant"] if e in by_id]
-            if not evidence:
+            if not any(e in ids for e in q["relevant"]):
                 continue
             for name, run in variants.items():
                 text = "\n".join(h.turn.text for h in run(q["question"]))
-                share = sum(1 for e in evidence if e in text) / len(evidence)
+                share = evidence_in(turns, q, text)
                 found.setdefault(name, []).append((share, estimate_tokens(text)))
             t0 = time.perf_counter()
             chosen = episodes_for(store, q["question"])
             seconds.append(time.perf_counter() - t0)
             text = "\n".join(h.turn.text for h in chosen)
-            share = sum(1 for e in evidence if e in text) / len(evidence)
+            share = evidence_in(turns, q, text)
             found.setdefault("recall.episodes_for (this version)", []).append(
                 (share, estimate_tokens(text))
             )
