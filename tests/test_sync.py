@@ -485,6 +485,26 @@ def test_a_crash_that_takes_git_with_it_is_repaired_by_the_next_sync(
         assert {f"devbox-{i}.md", f"devbox-late-{i}.md"} <= set(files(a.user))
 
 
+def test_lock_files_a_killed_git_left_are_cleared(machines: list[Machine]) -> None:
+    """Whatever lock a killed git left in the store's repository (HEAD's, a branch's,
+    packed-refs', the index's), the next sync clears it and syncs."""
+    a, b = machines
+    a.add("first", "one")
+    a.ok("sync", "--scope", "user")
+    gdir = a.user / ".git"
+    branch = git(a.user, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    locks = [gdir / "HEAD.lock", gdir / "refs" / "heads" / f"{branch}.lock"]
+    locks += [gdir / "packed-refs.lock", gdir / "index.lock"]
+    for lock in locks:
+        lock.write_text("")
+        os.utime(lock, (time.time() - 60, time.time() - 60))  # left long ago
+    a.add("second", "two")
+    a.ok("sync", "--scope", "user")
+    assert not any(lock.exists() for lock in locks)
+    b.ok("sync", "--scope", "user")
+    assert {"first.md", "second.md"} <= set(files(b.user))
+
+
 @pytest.mark.parametrize(
     ("stderr", "kind", "says"),
     [

@@ -220,22 +220,33 @@ def in_flight(where: Where) -> str | None:
 
 
 def repair(where: Where, root: Path) -> None:
-    """Clear git's index lock that a killed sync left in the store's own repository (after
-    giving a git still at work a few seconds to finish); in a project's repository, say so."""
-    lock = where.git.git_dir() / "index.lock"
+    """Clear the lock files a killed git left in the store's own repository (the index's,
+    HEAD's, a branch's, packed-refs'…), after giving a git still at work a few seconds to
+    finish; in a project's repository, say so."""
+    gdir = where.git.git_dir()
     for _ in range(50):
-        try:
-            if time.time() - lock.stat().st_mtime > 2:  # nobody has written it for a while
-                break
-        except FileNotFoundError:
+        locks = _locks(gdir)
+        if not locks:
             return
+        try:
+            if all(time.time() - lock.stat().st_mtime > 2 for lock in locks):
+                break  # nobody has written them for a while
+        except FileNotFoundError:  # one went: its git finished; look again
+            pass
         time.sleep(0.1)
     if not where.owned:
         raise SyncError(
-            f"{lock} exists: another git command is running, or one was killed — if none"
+            f"{locks[0]} exists: another git command is running, or one was killed — if none"
             " is running, delete that file and sync again"
         )
-    lock.unlink(missing_ok=True)  # only memdir works in this repository; we hold its lock
+    for lock in locks:  # only memdir works in this repository; we hold its lock
+        lock.unlink(missing_ok=True)
+
+
+def _locks(gdir: Path) -> list[Path]:
+    """Git's lock files in a repository: beside HEAD and the index, and under refs/."""
+    refs = gdir / "refs"
+    return sorted([*gdir.glob("*.lock"), *(refs.rglob("*.lock") if refs.is_dir() else [])])
 
 
 def note(root: Path, error: str | None) -> None:
