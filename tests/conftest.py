@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -136,3 +137,28 @@ def pg_config(pg_server: str, request: pytest.FixtureRequest) -> Config:
 
     name = "t-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:20]
     return Config(database_url=pg_server, store=name, embedder="none")
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    """A bare repository on disk that machines sync with (its default branch main)."""
+    from machines import git
+
+    path = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(path))
+    return path
+
+
+@pytest.fixture
+def machines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path) -> list[Any]:
+    """Two machines whose user stores sync with ``remote``."""
+    from machines import Machine
+
+    out = []
+    for name in ("laptop", "devbox"):
+        m = Machine(tmp_path, name, monkeypatch)
+        m.add(f"hello-{name}", f"set up on {name}")
+        m.ok("sync", "--scope", "user", "--init", str(remote))
+        out.append(m)
+    out[0].ok("sync", "--scope", "user")
+    return out

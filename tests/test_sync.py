@@ -14,101 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from memdir import MemoryStore
+from machines import Machine, files, git
 from memdir import memory as memfmt
-from memdir.cli import main
 from memdir.gitcmd import Offline, PushRejected, SyncError
 
-from conftest import Result, child_env
-
-
-def git(cwd: Path, *args: str, check: bool = True) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=_git_env())
-    if check and proc.returncode != 0:
-        raise AssertionError(f"git {args}: {proc.stderr}")
-    return proc.stdout
-
-
-def _git_env() -> dict[str, str]:
-    return dict(
-        os.environ,
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@t",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@t",
-    )
-
-
-class Machine:
-    """One machine: its own user store (``memdir --scope user``) and working folder."""
-
-    def __init__(self, tmp: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.home = tmp / name
-        self.home.mkdir()
-        self.user = self.home / "memories"
-        self.mp = monkeypatch
-
-    def __call__(self, *args: str, cwd: Path | None = None) -> Result:
-        runner = CliRunner()
-        self.mp.chdir(cwd or self.home)
-        with runner.isolation(env={"MEMDIR_USER_DIR": str(self.user)}) as (out, err, _):
-            try:
-                main(list(args))
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        return Result(code, out.getvalue().decode(), err.getvalue().decode())
-
-    def ok(self, *args: str, cwd: Path | None = None) -> str:
-        res = self(*args, cwd=cwd)
-        assert res.code == 0, res.err
-        return res.out
-
-    def add(self, name: str, body: str, description: str = "") -> None:
-        self.ok(
-            "add", "--scope", "user", name, "--type", "user_preference",
-            "-d", description or f"About {name}", "--body", body,
-        )  # fmt: skip
-
-    def store(self) -> MemoryStore:
-        return MemoryStore(self.user)
-
-    def start(self, *args: str) -> subprocess.Popen[bytes]:
-        """``memdir ARGS`` on this machine as a process of its own (a session of its own, so
-        that a test can kill it with everything it started)."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "memdir", *args],
-            env=dict(child_env(), MEMDIR_USER_DIR=str(self.user)),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    path = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(path))
-    return path
-
-
-@pytest.fixture
-def machines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path) -> list[Machine]:
-    """Two machines whose user stores sync with ``remote``."""
-    out = []
-    for name in ("laptop", "devbox"):
-        m = Machine(tmp_path, name, monkeypatch)
-        m.add(f"hello-{name}", f"set up on {name}")
-        m.ok("sync", "--scope", "user", "--init", str(remote))
-        out.append(m)
-    out[0].ok("sync", "--scope", "user")
-    return out
-
-
-def files(root: Path) -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted(root.glob("*.md"))}
+from conftest import child_env
 
 
 def assert_consistent(*ms: Machine) -> None:

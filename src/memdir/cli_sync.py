@@ -46,6 +46,17 @@ def _store(c: Ctx, scope: str | None, *, create: bool = False) -> tuple[MemorySt
     help="Make the store a git repository syncing with URL first.",
 )
 @click.option("--no-push", is_flag=True, help="Commit and merge, but do not push.")
+@click.option(
+    "--skip",
+    metavar="COMMIT",
+    multiple=True,
+    help="Merge the remote without the files sync refused from COMMIT (its id as sync said it).",
+)
+@click.option(
+    "--allow-retire",
+    is_flag=True,
+    help="Take a remote that retires more memories than a sync takes without asking.",
+)
 @click.option("--background", is_flag=True, hidden=True)
 @json_option
 @pass_ctx
@@ -55,13 +66,17 @@ def sync_command(
     remote: str | None,
     init_url: str | None,
     no_push: bool,
+    skip: tuple[str, ...],
+    allow_retire: bool,
     background: bool,
     as_json: bool,
 ) -> None:
     """Sync the memory store through git: commit what changed (only the store's folder), fetch,
     merge memories field by field (MEMORY.md is rendered again, never merged), push. A memory
     changed on both sides keeps one version current and the other in history, marked
-    conflicted until 'memdir resolve'."""
+    conflicted until 'memdir resolve'. What the remote sends is checked first: links,
+    anything under .memdir, files that are not memories, oversized files and a mass
+    retirement are refused, nothing merged."""
     from . import sync, syncrepo
 
     if background:
@@ -74,7 +89,11 @@ def sync_command(
         for line in syncrepo.init(store, init_url, remote=remote or "origin"):
             if not as_json:
                 click.echo(line[0].upper() + line[1:] + ".")
-    report = sync.sync(store, remote=remote, push=not no_push)
+    for commit in skip:
+        if not (4 <= len(commit) <= 64 and all(ch in "0123456789abcdef" for ch in commit.lower())):
+            fail(f"--skip {commit!r}: give the commit id sync named (at least 4 hex digits)")
+    let = sync.Let(skip=tuple(s.lower() for s in skip), retire=allow_retire)
+    report = sync.sync(store, remote=remote, push=not no_push, let=let)
     if as_json:
         emit_json(dict(dataclasses.asdict(report), scope=scope, store=str(store.root)))
         return

@@ -15,7 +15,7 @@ import click
 from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
 from .config import read_toml
 from .safetext import for_terminal
-from .trust import SENSITIVE, TrustList, config_home, digest
+from .trust import SENSITIVE, TrustList, accept_pulled, config_home, digest
 
 
 def _config_file(c: Ctx, path: Path | None) -> Path:
@@ -58,6 +58,7 @@ def trust_cmd(c: Ctx, path: Path | None, list_: bool, revoke: bool, as_json: boo
         return
     sensitive = sorted(k for k in read_toml(file) if k in SENSITIVE)
     trusted.trust(file, digest(file))
+    accept_pulled(file)  # a file a sync brought applies from now on
     if as_json:
         emit_json({"trusted": str(file), "settings": sensitive})
         return

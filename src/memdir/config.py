@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .trust import SENSITIVE, USER_CONFIG, TrustList, config_home, digest, inside
+from .trust import SENSITIVE, USER_CONFIG, TrustList, config_home, digest, inside, pulled
+
+# what an untrusted notice says of a config.toml that a sync brought and nobody accepted yet
+PULLED_NOTE = "every setting (brought by a sync)"
 
 DEFAULT_TYPES = ("user_preference", "project_fact", "feedback", "reference")
 
@@ -229,6 +232,8 @@ def _project_settings(path: Path, home: Path, project: Path) -> tuple[dict[str, 
     """The settings of a project's config.toml that apply, and the ones ignored because the
     user has not trusted this content (a ``read_only`` store inside the project is kept)."""
     values = read_toml(path)
+    if pulled(path):
+        return {}, [PULLED_NOTE]
     sensitive = [k for k in values if k in SENSITIVE]
     if not sensitive or TrustList(home).trusts(path, digest(path)):
         return values, []
@@ -299,7 +304,10 @@ def store_config(root: Path) -> Config:
     values: dict[str, Any] = {}
     ignored: list[str] = []
     if path.is_file():
-        for key, value in read_toml(path).items():
+        settings = read_toml(path)
+        if pulled(path):
+            settings, ignored = {}, [PULLED_NOTE]
+        for key, value in settings.items():
             if key in SENSITIVE:
                 ignored.append(key)
             else:

@@ -36,6 +36,7 @@ class Result:
     code: int
     out: str
     err: str
+    data: bytes = b""  # the standard output's bytes (with ``raw``)
 
 
 _ENV = {
@@ -102,10 +103,11 @@ def _explain(args: Sequence[str], err: str, remote: str | None) -> SyncError:
 class Git:
     """The ``git`` command run in one working tree."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, env: dict[str, str] | None = None) -> None:
         if shutil.which("git") is None:
             raise SyncError("git is not installed — install it (apt install git, brew install git)")
         self.cwd = cwd
+        self.env = dict(env or {})  # for every call (a commit's identity), never os.environ
 
     def run(
         self,
@@ -113,9 +115,12 @@ class Git:
         check: bool = True,
         remote: str | None = None,
         input: bytes | None = None,
+        env: dict[str, str] | None = None,
+        raw: bool = False,
     ) -> Result:
-        """Run ``git args``; SyncError (explained) when it fails and ``check``."""
-        env = dict(os.environ, **_ENV)
+        """Run ``git args`` (``env``: variables for this call alone, on top of the process's);
+        SyncError (explained) when it fails and ``check``."""
+        env = {**os.environ, **self.env, **(env or {}), **_ENV}
         try:
             proc = subprocess.run(
                 ["git", *args],
@@ -133,7 +138,7 @@ class Git:
         err = proc.stderr.decode("utf-8", "replace")
         if check and proc.returncode != 0:
             raise _explain(args, err or out, remote)
-        return Result(proc.returncode, out, err)
+        return Result(proc.returncode, out, err, proc.stdout if raw else b"")
 
     def out(self, *args: str) -> str:
         """The standard output of ``git args``, stripped."""
@@ -141,11 +146,8 @@ class Git:
 
     def blob(self, ref: str) -> bytes | None:
         """The bytes of ``ref`` (``HEAD:path``, ``:2:path``, a blob id), or None."""
-        env = dict(os.environ, **_ENV)
-        proc = subprocess.run(
-            ["git", "cat-file", "blob", ref], cwd=self.cwd, capture_output=True, env=env
-        )
-        return proc.stdout if proc.returncode == 0 else None
+        res = self.run("cat-file", "blob", ref, check=False, raw=True)
+        return res.data if res.code == 0 else None
 
     def top(self) -> Path | None:
         """The top folder of the repository ``cwd`` is in, or None."""

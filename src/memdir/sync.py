@@ -14,24 +14,26 @@ This module does NOT parse the command line.
 from __future__ import annotations
 
 import contextlib
-import socket
+import dataclasses
+import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import memory as memfmt
+from . import syncguard as guard
+from .atomic import write_atomic
 from .config import Config
-from .errors import MemdirError, SecretFound
-from .gitcmd import Offline, PushRejected, SyncError
+from .errors import MemdirError
+from .gitcmd import Git, Offline, PushRejected, SyncError
 from .index import INDEX_FILE
 from .layout import INTERNAL, SYNC_LOCK
 from .memmerge import conflict_of, merge
-from .plan import Put, screen
 from .store import MemoryStore
+from .synccommit import commit_local, read_nofollow
 from .syncrepo import (
     Where,
-    environment,
     identity,
     in_flight,
     need,
@@ -39,6 +41,9 @@ from .syncrepo import (
     repair,
     state_of,
 )
+from .trust import PULLED_CONFIG
+
+_READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
 
 
 @dataclass
@@ -47,6 +52,11 @@ class Report:
 
     committed: str | None = None  # the first line of the local commit
     merged: list[str] = field(default_factory=list)  # memories the merge changed here
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # files beside the memories it changed
+    left_out: list[str] = field(default_factory=list)  # what --skip kept out of the merge
     conflicts: list[str] = field(default_factory=list)  # now marked conflicted
     kept: list[str] = field(default_factory=list)  # edited on one side, retired on the other
     pushed: bool = False
@@ -58,7 +68,15 @@ class Report:
         if self.committed:
             out.append(f"Committed: {self.committed}")
         if self.merged:
-            out.append(f"Merged from {self.remote}: {', '.join(self.merged)}")
+            counts = f"{len(self.added)} added, {len(self.updated)} updated,"
+            out.append(
+                f"Merged from {self.remote}: {', '.join(self.merged)}"
+                f" ({counts} {len(self.retired)} retired)"
+            )
+        if self.left_out:
+            out.append(f"Left out of the merge: {', '.join(self.left_out)}")
+        for fname in self.changed:
+            out.append(f"Changed by {self.remote}, not a memory: {fname} — {_unmemory(fname)}")
         for name in self.conflicts:
             out.append(
                 f"Conflict: {name} was changed on both sides — the other version is in"
@@ -73,6 +91,15 @@ class Report:
         if not out:
             out.append("Already in sync.")
         return out
+
+
+def _unmemory(fname: str) -> str:
+    if fname == "config.toml":
+        return (
+            "its settings are ignored until you accept them (look at the file, then 'memdir"
+            " trust' with the store's folder)"
+        )
+    return "memdir's own merge rules stand (.git/info/attributes), whatever it says"
 
 
 def _preflight(where: Where, root: Path) -> str:
@@ -118,103 +145,10 @@ def _upstream(where: Where, branch: str, remote: str | None) -> tuple[str, str]:
     return remote, theirs
 
 
-def _is_memory(fname: str) -> bool:
-    return fname.endswith(".md") and "/" not in fname and fname != INDEX_FILE
-
-
 def _store_paths(where: Where, listing: str) -> list[str]:
     """The store's file names among NUL-separated repository paths."""
     prefix = "" if where.owned else where.rel + "/"
     return [p[len(prefix) :] for p in listing.split("\0") if p and p.startswith(prefix)]
-
-
-def _screen(root: Path, fname: str) -> None:
-    """SyncError naming the file when a file about to be committed holds a credential."""
-    try:
-        text = (root / fname).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return
-    try:
-        mem = memfmt.loads(text)
-    except MemdirError:
-        from . import secrets
-
-        if secrets.scan(text):
-            raise SyncError(
-                f"refusing to commit {fname}: it holds what looks like a credential — remove it"
-            ) from None
-        return
-    try:
-        screen([Put(mem)], "refuse")
-    except SecretFound as exc:
-        raise SyncError(
-            f"refusing to commit {fname}: {exc} — edit the file, or run"
-            f" 'memdir rm --purge {mem.name}' (it stays out of git until then)"
-        ) from None
-
-
-def _message(store: MemoryStore, status: list[tuple[str, str]], since: str) -> str:
-    """The commit message: what was added, updated and retired, and by whom (the sources of
-    the logged operations after ``since``, the last one a commit covered)."""
-    groups: dict[str, list[str]] = {"added": [], "updated": [], "retired": []}
-    for code, fname in status:
-        if not _is_memory(fname):
-            continue
-        key = {"A": "added", "D": "retired"}.get(code[0], "updated")
-        groups[key].append(fname[:-3])
-    ops = store.log(limit=1000)
-    ids = [op.id for op in ops]
-    by: dict[str, set[str]] = {}
-    for op in ops[ids.index(since) + 1 if since in ids else 0 :]:
-        for ch in op.changes:
-            by.setdefault(ch["name"], set()).add(op.source)
-    counts = [f"{len(v)} {k}" for k, v in groups.items() if v]
-    lines = ["memdir: " + (", ".join(counts) if counts else "store settings"), ""]
-    for key, names in groups.items():
-        if names:
-            lines.append(f"{key}: {_some(sorted(names))}")
-    sources: dict[str, list[str]] = {}
-    for names in groups.values():
-        for name in sorted(names):
-            for src in sorted(by.get(name, {"hand edit"})):
-                sources.setdefault(src, []).append(name)
-    if sources:
-        lines.append("by: " + "; ".join(f"{s} ({_some(n)})" for s, n in sorted(sources.items())))
-    lines.append(f"on: {socket.gethostname() or 'localhost'}")
-    return "\n".join(lines) + "\n"
-
-
-def _some(names: list[str], most: int = 20) -> str:
-    """Names for a commit message: all of a few, the first ``most`` of many."""
-    shown = ", ".join(names[:most])
-    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
-
-
-def _commit_local(where: Where, store: MemoryStore) -> str | None:
-    """Commit the store's changes (only its folder); the commit's first line, or None."""
-    git = where.git
-    git.run("add", "-A", "--", where.rel)
-    listing = git.run("diff", "--cached", "--name-status", "-z", "--no-renames", "--", where.rel)
-    parts = listing.out.split("\0")
-    status: list[tuple[str, str]] = []
-    for i in range(0, len(parts) - 1, 2):
-        status += [(parts[i], f) for f in _store_paths(where, parts[i + 1])]
-    if not status:
-        return None
-    for code, fname in status:
-        if code[0] != "D" and fname.endswith(".md") and fname != INDEX_FILE:
-            try:
-                _screen(store.root, fname)
-            except SyncError:
-                git.run("reset", "-q", "--", where.path(fname), check=False)
-                raise
-    since = str(state_of(store.root).read().get("logged", ""))
-    message = _message(store, status, since)
-    git.run("commit", "-q", "-F", "-", "--", where.rel, input=message.encode())
-    last = store.log(limit=1)
-    if last:
-        state_of(store.root).update(lambda s: s.__setitem__("logged", last[-1].id))
-    return message.splitlines()[0]
 
 
 def _fetch(where: Where, remote: str, branch: str) -> str | None:
@@ -235,11 +169,8 @@ def _snapshot(where: Where, store: MemoryStore, target: str) -> dict[str, bytes 
     ).out
     before: dict[str, bytes | None] = {}
     for fname in _store_paths(where, listing):
-        if _is_memory(fname):
-            try:
-                before[fname] = (store.root / fname).read_bytes()
-            except FileNotFoundError:
-                before[fname] = None
+        if guard.is_memory(fname):
+            before[fname] = read_nofollow(store.root / fname)
     return before
 
 
@@ -278,13 +209,13 @@ def _settle(where: Where, root: Path, report: Report, target: str) -> None:
         full = root / fname
         text = {k: (git.blob(v) or b"").decode("utf-8", "replace") for k, v in stages.items()}
         if fname == INDEX_FILE:  # rendered again from the merged files
-            full.write_text(text.get(2) or text.get(3) or "", encoding="utf-8")
+            write_atomic(full, (text.get(2) or text.get(3) or "").encode())
         elif 2 in stages and 3 in stages:
             ids = {text[2]: stages[2], text[3]: stages[3]}  # the loser's blob names it
             merged = merge(text.get(1), text[2], text[3], ref=ids.__getitem__)
-            full.write_text(merged.text, encoding="utf-8")
+            write_atomic(full, merged.text.encode())
         elif 2 in stages or 3 in stages:  # edited on one side, deleted on the other
-            full.write_text(text.get(2) or text.get(3, ""), encoding="utf-8")
+            write_atomic(full, (text.get(2) or text.get(3, "")).encode())
             report.kept.append(fname[:-3])
         else:
             git.run("rm", "-q", "--cached", "--", path, check=False)
@@ -319,8 +250,8 @@ def _marked(
     others: dict[str, bytes] = {}
     for fname, old in before.items():
         try:
-            mem = memfmt.loads((root / fname).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, MemdirError):
+            mem = memfmt.loads((read_nofollow(root / fname) or b"").decode("utf-8"))
+        except (UnicodeDecodeError, MemdirError):
             continue
         mark = conflict_of(mem)
         old_mark = None
@@ -364,15 +295,18 @@ def _merge(where: Where, store: MemoryStore, target: str, report: Report, label:
     )
     if op is not None:
         report.merged = sorted({ch["name"] for ch in op.changes})
+        for ch in op.changes:
+            kind = {"create": report.added, "delete": report.retired}.get(ch["action"])
+            (report.updated if kind is None else kind).append(ch["name"])
     elif notes:  # nothing changed here, but what happened is still said in the log
         store.record("; ".join([f"sync: merged {label or target[:12]}", *notes]), source="sync")
-    git.run("add", "-A", "--", where.rel)
+    guard.stage(git, where.rel, root)
     if in_flight(where) == "a merge":
         message = "\n".join([f"memdir: merge {label or target[:12]}", "", *notes]) + "\n"
         git.run("commit", "-q", "--no-verify", "-F", "-", input=message.encode())
     elif git.run("diff", "--cached", "--quiet", "--", where.rel, check=False).code != 0:
         message = "memdir: MEMORY.md rendered from the merged files"
-        git.run("commit", "-q", "-F", "-", "--", where.rel, input=message.encode())
+        git.run("commit", "-q", "-F", "-", input=message.encode())
     state_of(root).update(lambda s: s.pop("merging", None))
 
 
@@ -415,49 +349,104 @@ def _sync_lock(root: Path, wait: bool) -> Iterator[bool]:
         lock.release()
 
 
+@dataclass(frozen=True)
+class Let:
+    """What a person let through past sync's checks of the remote, for one sync."""
+
+    skip: tuple[str, ...] = ()  # commits whose refused files are left out of the merge
+    retire: bool = False  # take a remote that retires more memories than the bound
+
+
 def sync(
-    store: MemoryStore, *, remote: str | None = None, push: bool = True, wait: bool = True
+    store: MemoryStore,
+    *,
+    remote: str | None = None,
+    push: bool = True,
+    wait: bool = True,
+    let: Let | None = None,
 ) -> Report:
-    """Commit the store's changes, fetch, merge and push; a failure that loses nothing (the
-    remote unreachable, the push rejected twice) is in the report and the state file (for
-    ``doctor``), other failures raise SyncError."""
+    """Commit the store's changes, fetch, check what the remote sent, merge and push; a
+    failure that loses nothing (the remote unreachable, the push rejected twice) is in the
+    report and the state file (for ``doctor``), other failures (a refused remote among them)
+    raise SyncError."""
     root = store.root
-    where = need(root)
+    found = need(root)
+    where = dataclasses.replace(found, git=Git(found.top, identity(found.git)))
     report = Report()
     with _sync_lock(root, wait) as held:
         if not held:
             state_of(root).update(lambda s: s.__setitem__("again", True))
             report.offline = "another sync of this store is at work; it will include these changes"
             return report
-        with environment(identity(where.git)):
-            try:
-                _sync(where, store, remote, push, report)
-            except (Offline, PushRejected) as exc:
-                report.offline = str(exc)
-            except SyncError as exc:
-                note(root, str(exc))
-                raise
+        try:
+            _sync(where, store, remote, push, report, let or Let())
+        except (Offline, PushRejected) as exc:
+            report.offline = str(exc)
+        except SyncError as exc:
+            note(root, str(exc))
+            raise
         note(root, report.offline)
     return report
 
 
-def _sync(where: Where, store: MemoryStore, remote: str | None, push: bool, report: Report) -> None:
+def _vet(where: Where, store: MemoryStore, target: str, report: Report, let: Let) -> str:
+    """``target`` once checked (SyncError when the remote sent what sync refuses), or a commit
+    on top of it without what ``let.skip`` leaves out."""
+    git = where.git
+    seen = guard.check(git, where.rel, target, max_bytes=store.config.max_file_bytes)
+    refused = [r for r in seen.refusals if not any(r.commit.startswith(c) for c in let.skip if c)]
+    if refused:
+        raise guard.refusal_error(report.remote, refused[0])
+    limit = seen.retire_limit(store.config.consolidate_max_retire_share)
+    if len(seen.retired) > limit and not let.retire:
+        raise SyncError(
+            f"refused what {report.remote} sent: it retires {len(seen.retired)} of {seen.total}"
+            f" memories ({', '.join(n[:-3] for n in seen.retired[:3])}…), more than the {limit}"
+            f" a sync takes without asking — look at 'git log {report.remote}', then run"
+            " 'memdir sync --allow-retire' to take it; nothing was merged"
+        )
+    report.changed = list(seen.changed)
+    if not seen.refusals:
+        return target
+    report.left_out = sorted({r.path or where.rel for r in seen.refusals})
+    why = ", ".join(sorted({r.commit[:12] for r in seen.refusals}))
+    return guard.leave_out(git, target, where.rel, [r.path for r in seen.refusals], why)
+
+
+def _config_pulled(root: Path, before: bytes | None) -> None:
+    """Mark a config.toml the merge changed as the remote's: ignored until the person accepts
+    it (``memdir trust``), or edits it themselves."""
+    now = read_nofollow(root / "config.toml")
+    if now is not None and now != before:
+        mark = hashlib.sha256(now).hexdigest()
+        state_of(root).update(lambda s: s.__setitem__(PULLED_CONFIG, mark))
+
+
+def _sync(
+    where: Where, store: MemoryStore, remote: str | None, push: bool, report: Report, let: Let
+) -> None:
     repair(where, store.root)
+    guard.force_attributes(where.git, where.rel)
     branch = _preflight(where, store.root)
     if in_flight(where) == "a merge":  # finish what a killed sync began
         with store.locked():
             _merge(where, store, where.git.out("rev-parse", "MERGE_HEAD"), report)
     with store.locked():
         state_of(store.root).update(lambda s: s.pop("again", None))
-        report.committed = _commit_local(where, store)
+        report.committed = commit_local(where, store)
     name, theirs = _upstream(where, branch, remote)
     report.remote = f"{name}/{theirs}"
     for attempt in range(3):
-        target = _fetch(where, name, theirs)
+        target = merged = _fetch(where, name, theirs)
         if target is not None:
+            new = where.git.run("merge-base", "--is-ancestor", target, "HEAD", check=False)
             with store.locked():
-                _merge(where, store, target, report, report.remote)
-        if not push or (target is not None and where.git.out("rev-parse", "HEAD") == target):
+                if new.code != 0:
+                    merged = _vet(where, store, target, report, let)
+                config_before = read_nofollow(store.root / "config.toml")
+                _merge(where, store, merged or target, report, report.remote)
+                _config_pulled(store.root, config_before)
+        if not push or (target is not None and where.git.out("rev-parse", "HEAD") == merged):
             return  # nothing of ours that the remote lacks
         try:
             _push(where, name, branch, theirs)

@@ -17,11 +17,11 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import memory as memfmt
+from . import syncguard as guard
 from .atomic import private
 from .config import Config, read_toml
 from .errors import MemdirError, MemoryNotFound
@@ -34,6 +34,7 @@ from .plan import Put
 from .spawn import start_memdir
 from .statefile import StateFile
 from .store import MemoryStore
+from .trust import pulled
 
 ATTRIBUTES = ".gitattributes"
 ATTRIBUTES_TEXT = (
@@ -107,17 +108,18 @@ def set_up(root: Path) -> bool:
 
 
 def setup_problems(root: Path) -> list[str]:
-    """What is missing for memory-aware merging in the store's repository (empty: all set)."""
+    """What is missing for memory-aware merging in the store's repository (empty: all set):
+    memdir's attributes in force (``info/attributes``, whatever a committed
+    ``.gitattributes`` says) and its drivers registered in the repository's own config."""
     where = locate(root)
     if where is None:
         return []
     out = []
-    try:
-        attrs = (root / ATTRIBUTES).read_text(encoding="utf-8")
-    except OSError:
-        attrs = ""
-    if "merge=memdir" not in attrs:
-        out.append(f"{root / ATTRIBUTES} does not name memdir's merge drivers")
+    if not guard.attributes_forced(where.git, where.rel):
+        out.append(
+            f"memdir's merge attributes are not in force in {where.top} (a .gitattributes may"
+            " override them) — 'memdir sync' writes them into .git/info/attributes"
+        )
     for name in DRIVERS:
         cmd = where.git.run("config", "--local", f"merge.{name}.driver", check=False).out.strip()
         exe = shlex.split(cmd)[0] if cmd else ""
@@ -127,8 +129,9 @@ def setup_problems(root: Path) -> list[str]:
 
 
 def install(root: Path) -> list[str]:
-    """Write the store's ``.gitattributes`` and register the drivers in the repository's
-    own git config; what was done."""
+    """Write the store's ``.gitattributes`` (for teammates' plain git), force memdir's
+    attributes in the repository's ``info/attributes`` and register the drivers in its own
+    git config; what was done."""
     where = need(root)
     done = []
     path = root / ATTRIBUTES
@@ -141,6 +144,7 @@ def install(root: Path) -> list[str]:
             attrs + ("\n" if attrs and not attrs.endswith("\n") else "") + ATTRIBUTES_TEXT
         )
         done.append(f"wrote {path}")
+    guard.force_attributes(where.git, where.rel)
     for name, (title, flag) in DRIVERS.items():
         wanted = driver_command(index=bool(flag))
         if (
@@ -188,20 +192,6 @@ def identity(git: Git) -> dict[str, str]:
         "GIT_COMMITTER_NAME": "memdir",
         "GIT_COMMITTER_EMAIL": f"memdir@{host}",
     }
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def in_flight(where: Where) -> str | None:
@@ -273,6 +263,8 @@ def settings(root: Path, config: Config) -> Config:
     """The sync settings for the store at ``root``: the user's own store says them in its
     own config.toml (a private folder only the user writes), a project's in ``config``."""
     if root.resolve() == config.dir.resolve() or not private(root):
+        return config
+    if pulled(root / "config.toml"):  # a remote's settings wait for the person
         return config
     try:
         own = read_toml(root / "config.toml") if (root / "config.toml").is_file() else {}

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .layout import INTERNAL, SYNC_STATE
 from .statefile import StateFile
 
 # Settings that send data or keys somewhere, or grant the agent permissions.
@@ -43,6 +44,7 @@ SENSITIVE = frozenset(
     }
 )
 TRUST_FILE = "trusted.json"
+PULLED_CONFIG = "pulled_config"  # sync.json: the SHA-256 of a config.toml a sync brought
 USER_CONFIG = "config.toml"
 
 
@@ -59,6 +61,28 @@ def config_home(environ: Mapping[str, str]) -> Path:
 def digest(path: Path) -> str:
     """The SHA-256 of a file's bytes (what trust is granted to)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pulled(path: Path) -> bool:
+    """Whether the store's ``config.toml`` at ``path`` is as a sync brought it from a remote
+    and nobody here accepted it yet (``accept_pulled``) or edited it since."""
+    mark = StateFile(path.parent / INTERNAL / SYNC_STATE).read().get(PULLED_CONFIG)
+    if not mark:
+        return False
+    try:
+        return digest(path) == str(mark)
+    except OSError:
+        return False
+
+
+def accept_pulled(path: Path) -> bool:
+    """Accept a config.toml a sync brought (its settings apply from now on); whether it was
+    waiting."""
+    state = StateFile(path.parent / INTERNAL / SYNC_STATE)
+    if not state.read().get(PULLED_CONFIG):
+        return False
+    state.update(lambda s: s.pop(PULLED_CONFIG, None))
+    return True
 
 
 def inside(path: Path, folder: Path) -> bool:

@@ -1,0 +1,113 @@
+"""What sync commits: the store's owned files (``syncguard.stage``), screened for credentials,
+with a message that says what was added, updated and retired, and by whom.
+
+This module does NOT fetch, merge or push (``sync`` does).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from . import memory as memfmt
+from . import syncguard as guard
+from .errors import InvalidMemory, MemdirError, SecretFound
+from .gitcmd import SyncError
+from .index import INDEX_FILE, read_file
+from .plan import Put, screen
+from .store import MemoryStore
+from .syncrepo import Where, state_of
+
+_READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
+
+
+def read_nofollow(path: Path) -> bytes | None:
+    """A store file's bytes, never through a link (None: missing, a link or unreadable)."""
+    try:
+        return read_file(path, _READ_MAX)
+    except InvalidMemory:
+        return None
+
+
+def _screen(root: Path, fname: str) -> None:
+    """SyncError naming the file when a file about to be committed holds a credential."""
+    try:
+        text = (read_nofollow(root / fname) or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    try:
+        mem = memfmt.loads(text)
+    except MemdirError:
+        from . import secrets
+
+        if secrets.scan(text):
+            raise SyncError(
+                f"refusing to commit {fname}: it holds what looks like a credential — remove it"
+            ) from None
+        return
+    try:
+        screen([Put(mem)], "refuse")
+    except SecretFound as exc:
+        raise SyncError(
+            f"refusing to commit {fname}: {exc} — edit the file, or run"
+            f" 'memdir rm --purge {mem.name}' (it stays out of git until then)"
+        ) from None
+
+
+def _message(store: MemoryStore, status: list[tuple[str, str]], since: str) -> str:
+    """The commit message: what was added, updated and retired, and by whom (the sources of
+    the logged operations after ``since``, the last one a commit covered)."""
+    groups: dict[str, list[str]] = {"added": [], "updated": [], "retired": []}
+    for code, fname in status:
+        if not guard.is_memory(fname):
+            continue
+        key = {"A": "added", "D": "retired"}.get(code[0], "updated")
+        groups[key].append(fname[:-3])
+    ops = store.log(limit=1000)
+    ids = [op.id for op in ops]
+    by: dict[str, set[str]] = {}
+    for op in ops[ids.index(since) + 1 if since in ids else 0 :]:
+        for ch in op.changes:
+            by.setdefault(ch["name"], set()).add(op.source)
+    counts = [f"{len(v)} {k}" for k, v in groups.items() if v]
+    lines = ["memdir: " + (", ".join(counts) if counts else "store settings"), ""]
+    for key, names in groups.items():
+        if names:
+            lines.append(f"{key}: {_some(sorted(names))}")
+    sources: dict[str, list[str]] = {}
+    for names in groups.values():
+        for name in sorted(names):
+            for src in sorted(by.get(name, {"hand edit"})):
+                sources.setdefault(src, []).append(name)
+    if sources:
+        lines.append("by: " + "; ".join(f"{s} ({_some(n)})" for s, n in sorted(sources.items())))
+    lines.append(f"on: {socket.gethostname() or 'localhost'}")
+    return "\n".join(lines) + "\n"
+
+
+def _some(names: list[str], most: int = 20) -> str:
+    """Names for a commit message: all of a few, the first ``most`` of many."""
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def commit_local(where: Where, store: MemoryStore) -> str | None:
+    """Commit the store's changes (only its folder); the commit's first line, or None."""
+    git = where.git
+    status = guard.stage(git, where.rel, store.root)
+    if not status:
+        return None
+    for code, fname in status:
+        if code[0] != "D" and fname.endswith(".md") and fname != INDEX_FILE:
+            try:
+                _screen(store.root, fname)
+            except SyncError:
+                git.run("reset", "-q", "--", where.path(fname), check=False)
+                raise
+    since = str(state_of(store.root).read().get("logged", ""))
+    message = _message(store, status, since)
+    git.run("commit", "-q", "-F", "-", input=message.encode())
+    last = store.log(limit=1)
+    if last:
+        state_of(store.root).update(lambda s: s.__setitem__("logged", last[-1].id))
+    return message.splitlines()[0]
