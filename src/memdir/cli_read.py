@@ -8,8 +8,10 @@ import click
 
 from . import memory as memfmt
 from .cli_context import Ctx, emit_json, json_option, name_and_version, pass_ctx, scope_option
+from .errors import MemdirError
+from .provenance import Origin
 from .safetext import display_width, for_terminal, for_terminal_text, pad, plural
-from .scopes import PROJECT
+from .scopes import PROJECT, Scopes
 
 
 @click.command("list", short_help="List memories: name, type and description.")
@@ -24,7 +26,12 @@ def list_(c: Ctx, type_: str | None, scope: str, as_json: bool) -> None:
         (sc.name, e, shown) for sc, e, shown in scopes.located() if type_ is None or e.type == type_
     ]
     if as_json:
-        emit_json([{**e.to_dict(), "name": shown, "scope": sc} for sc, e, shown in rows])
+        emit_json(
+            [
+                {**e.to_dict(), "name": shown, "scope": sc, "from": _origin(scopes, shown)}
+                for sc, e, shown in rows
+            ]
+        )
         return
     invalid = sum(p.severity == "error" for _, st in scopes.stores() for p in st.problems())
     if invalid:
@@ -54,7 +61,7 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
     """Print the memory NAME (NAME@v2: an earlier version, see 'memdir history'; user:NAME:
     the one in the user's store)."""
     name, version = name_and_version(name)
-    store, name, _ = c.pick(name, scope)
+    store, name, where = c.pick(name, scope)
     if version is not None:
         text = store.version_text(name, version)
         if as_json:
@@ -63,10 +70,20 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
             click.echo(for_terminal_text(text), nl=False)
         return
     mem = store.get(name)
+    origin = Origin(where) if where.startswith("shared") else store.origin(name)
     if as_json:
-        emit_json(mem.to_dict())
+        emit_json({**mem.to_dict(), "from": origin.to_dict()})
     else:
         click.echo(for_terminal_text(memfmt.dumps(mem)), nl=False)
+        when = f", {origin.at}" if origin.at else ""
+        click.echo(f"(from: {for_terminal(origin.label)}{when})", err=True)
+
+
+def _origin(scopes: Scopes, shown: str) -> str | None:
+    try:
+        return scopes.origin(shown).label
+    except (LookupError, MemdirError):
+        return None
 
 
 @click.command(short_help="Search memories (BM25, with meaning when memdir[embed] is in).")

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .trust import SENSITIVE, USER_CONFIG, TrustList, config_home, digest, inside, pulled
+from .trust import SENSITIVE, USER_CONFIG, TrustList, config_home, digest, inside, settings_file
 
 # what an untrusted notice says of a config.toml that a sync brought and nobody accepted yet
-PULLED_NOTE = "every setting (brought by a sync)"
+PULLED_NOTE = "the settings a sync brought (the file's earlier settings apply)"
 
 DEFAULT_TYPES = ("user_preference", "project_fact", "feedback", "reference")
 
@@ -231,9 +231,10 @@ def read_toml(path: Path) -> dict[str, Any]:
 def _project_settings(path: Path, home: Path, project: Path) -> tuple[dict[str, Any], list[str]]:
     """The settings of a project's config.toml that apply, and the ones ignored because the
     user has not trusted this content (a ``read_only`` store inside the project is kept)."""
+    source = settings_file(path)
+    if source != path:  # a sync's version waits: the one it replaced applies, if any
+        return ({} if source is None else read_toml(source)), [PULLED_NOTE]
     values = read_toml(path)
-    if pulled(path):
-        return {}, [PULLED_NOTE]
     sensitive = [k for k in values if k in SENSITIVE]
     if not sensitive or TrustList(home).trusts(path, digest(path)):
         return values, []
@@ -304,9 +305,10 @@ def store_config(root: Path) -> Config:
     values: dict[str, Any] = {}
     ignored: list[str] = []
     if path.is_file():
-        settings = read_toml(path)
-        if pulled(path):
-            settings, ignored = {}, [PULLED_NOTE]
+        source = settings_file(path)
+        settings = {} if source is None else read_toml(source)
+        if source != path:
+            ignored = [PULLED_NOTE]
         for key, value in settings.items():
             if key in SENSITIVE:
                 ignored.append(key)

@@ -240,8 +240,37 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
         target = report.errors if p.severity == "error" else report.warnings
         target.append({"file": safe_repr(p.file)[1:-1], "reason": p.reason})
     _sync_health(store, report, fix)
+    _held(store, report)
     report.memories = len(store.entries())
     return report
+
+
+def _held(store: MemoryStore, report: Report) -> None:
+    """What waits for the person before any model sees it: held memories, a config.toml a
+    sync brought."""
+    from .held import active, holds
+    from .trust import pulled
+
+    for name, h in sorted(holds(store.root).items()):
+        try:
+            digest = store.get(name).digest
+        except MemdirError:
+            continue
+        if active(store.root, name, digest) is not None:
+            report.warnings.append(
+                {
+                    "file": f"{name}.md",
+                    "reason": f"held for review, not recalled: {h.why} — 'memdir review'",
+                }
+            )
+    if pulled(store.root / "config.toml"):
+        report.warnings.append(
+            {
+                "file": "config.toml",
+                "reason": "brought by a sync and not accepted: its settings are ignored"
+                f" — look at it, then 'memdir trust {store.root}'",
+            }
+        )
 
 
 def _sync_health(store: MemoryStore, report: Report, fix: bool) -> None:

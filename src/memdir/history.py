@@ -45,6 +45,7 @@ class ChangeRecord(TypedDict):
     before: int | None  # the history version it replaced (None for a create)
     reason: str
     digest: NotRequired[str | None]  # of the file it wrote (None: it deleted); older logs lack it
+    by: NotRequired[str]  # who made the change elsewhere (a sync: the commit's author)
 
 
 class Step(TypedDict):

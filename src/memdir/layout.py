@@ -29,3 +29,4 @@ SYNC_STATE = "sync.json"  # the last sync: when, what failed, a merge in flight,
 SYNC_LOCK = "sync.lock"  # held by the one sync of this store at work
 REVIEW = "review"  # review/<id>.json: learned changes waiting for a person (review = "ask")
 RECALL_LOG = "recall.jsonl"  # what was recalled for which prompt and why (recall.1.jsonl: older)
+HELD = "held.json"  # memories held back from recall until reviewed (arrivals, instructions)

@@ -145,9 +145,17 @@ def _scripts(name: str) -> set[str]:
     return out
 
 
+# Letters of other scripts that pass for Latin ones in a name (Cyrillic, Greek).
+_CONFUSABLE = str.maketrans(
+    "аеорсухіјѕԁһкмптвԛԝοαιντυкχρ",
+    "aeopcyxijsdhkmntbqwoaivtukxp",
+)
+
+
 def skeleton(name: str) -> str:
     """A key under which names that differ only in case or look-alike letters collide."""
-    return unicodedata.normalize("NFKC", name).casefold().replace("_", "-")
+    folded = unicodedata.normalize("NFKC", name).casefold().replace("_", "-")
+    return folded.translate(_CONFUSABLE)
 
 
 def safe_repr(text: str) -> str:

@@ -42,6 +42,7 @@ from .history import ChangeRecord, Operation, Version
 from .layout import INTERNAL
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
+from .provenance import HAND, Origin, label_of
 from .search import columns_of
 from .store import MemoryStore, Taken, checked_items
 from .transaction import check_memory, new_op_id, settle_put
@@ -599,6 +600,22 @@ class PgStore(MemoryStore):
             (docs, tokens, self.sid),
         )
 
+    def origin(self, name: str) -> Origin:
+        """Where the current text of ``name`` came from: the source of the last logged
+        operation that wrote the digest it has now."""
+        mem = self.get(name)
+        probe = json.dumps([{"name": mem.name, "digest": mem.digest}])
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT source, time, id, changes FROM memdir_log WHERE store = %s"
+                " AND changes @> %s::jsonb ORDER BY seq DESC LIMIT 1",
+                (self.sid, probe),
+            ).fetchone()
+        if row is None:
+            return Origin(HAND)
+        by = next((c.get("by") for c in row[3] if c.get("name") == mem.name), None)
+        return Origin(label_of(row[0], by), row[1], row[2])
+
     def _log(self, conn: psycopg.Connection[Any], op: Operation, seq: int) -> None:
         conn.execute(
             "INSERT INTO memdir_log (store, seq, id, time, source, summary, changes, undoes)"
@@ -630,6 +647,7 @@ class PgStore(MemoryStore):
         summary: str,
         reason: str = "",
         others: Mapping[str, bytes] | None = None,
+        authors: Mapping[str, str] | None = None,
     ) -> Operation | None:
         raise MemdirError(
             "a database store is not synced through git — 'memdir export DIR' writes a copy"

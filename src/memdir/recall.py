@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from . import prompts
 from .entry import Entry, Hit
 from .errors import InvalidMemory, LLMError, MemdirError
-from .memory import CONFLICT_KEY
+from .held import active, holds
+from .memory import CONFLICT_KEY, Memory
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .safetext import for_body, for_prompt, one_line
 from .scopes import Scopes
@@ -356,6 +357,8 @@ def render_block(
     for name in names:
         try:
             mem = store.get(name)
+            if held_back(store, name, mem):
+                continue
             several = isinstance(store, Scopes) and len(store.scopes) > 1
             scope = store.scope_of(name) if isinstance(store, Scopes) and several else None
         except (InvalidMemory, LookupError):
@@ -368,6 +371,7 @@ def render_block(
             else f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"'
         )
         attrs = f'name="{escape(name)}" type="{escape(one_line(mem.type))}"{where}{when}'
+        attrs += f' from="{escape(one_line(_origin(store, name)))}"'
         if CONFLICT_KEY in mem.extra:  # two syncs disagreed: the model should not lean on it
             attrs += ' conflicted="true: another version disagrees; ask the user which holds"'
 
@@ -408,6 +412,31 @@ def render_block(
         )
     preamble = PREAMBLE + (EPISODE_NOTE if any(p.startswith("<episode") for p in parts) else "")
     return "<relevant_memories>\n" + preamble + "\n" + "\n".join(parts) + "\n</relevant_memories>"
+
+
+def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:
+    """Whether the memory shown as ``shown`` is held back from recall until a person reviews
+    it (``held``): an arrival from elsewhere, an instruction-shaped text."""
+    if isinstance(store, Scopes):
+        scope, name = store.locate(shown)
+        if scope.store is None:
+            return False
+        root = scope.store.root
+    else:
+        root, name = store.root, shown
+    if name not in holds(root):
+        return False
+    if mem is None:
+        mem = store.get(shown)
+    return active(root, name, mem.digest) is not None
+
+
+def _origin(store: Reader, name: str) -> str:
+    """Where a recalled memory came from (``provenance``), for the model to weigh."""
+    try:
+        return store.origin(name).label
+    except (InvalidMemory, LookupError, OSError):
+        return "unknown"
 
 
 def said_date(value: str) -> str:
@@ -495,10 +524,14 @@ def weave(messages: list[Message], block: str) -> list[Message]:
 def index_section(store: Reader, max_lines: int, max_bytes: int) -> str:
     """The memory index for the system prompt: pinned, then newest; never silently cut. With
     several scopes, each has its part (headed by its name), within the same overall bound."""
+    held = held_names(store)
     if not isinstance(store, Scopes) or len(store.scopes) < 2:
-        return _index_lines(store.entries(), max_lines, max_bytes)
+        shown_entries = [e for e in store.entries() if e.name not in held]
+        return _index_lines(shown_entries, max_lines, max_bytes)
     parts: dict[str, list[Entry]] = {}
     for scope, entry, shown in store.located():
+        if shown in held:
+            continue
         parts.setdefault(scope.name, []).append(
             entry if shown == entry.name else dataclasses.replace(entry, name=shown)
         )
@@ -513,6 +546,24 @@ def index_section(store: Reader, max_lines: int, max_bytes: int) -> str:
             + _index_lines(entries, share_lines - 1, share_bytes)
         )
     return "\n".join(out)
+
+
+def held_names(store: Reader) -> set[str]:
+    """The names (as the catalogue shows them) of every memory held back from recall."""
+    out = set()
+    if isinstance(store, Scopes):
+        pairs = [(scope.name, st) for scope, st in store.stores()]
+        located = {(sc.name, e.name): shown for sc, e, shown in store.located()}
+    else:
+        pairs, located = [("", store)], {}
+    for scope, st in pairs:
+        for name in holds(st.root):
+            try:
+                if active(st.root, name, st.get(name).digest) is not None:
+                    out.add(located.get((scope, name), name))
+            except (InvalidMemory, LookupError):
+                continue
+    return out
 
 
 _SCOPE_NOTES = {

@@ -15,11 +15,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from . import memory as memfmt
 from .atomic import write_atomic
 from .errors import MemdirError, MemoryNotFound
+from .held import release
 from .history import Operation
 from .layout import INTERNAL, REVIEW
 from .memory import Memory
@@ -33,11 +34,12 @@ MODES = ("auto", "ask")
 class ItemData(TypedDict):
     """One proposed change as the queue file keeps it."""
 
-    action: str  # "put" or "remove"
+    action: str  # "put", "remove", or "hold" (a text that arrived, held back from recall)
     name: str
-    text: str | None  # the proposed file (a put)
+    text: str | None  # the proposed file (a put; a hold: the text held)
     reason: str
     state: str  # "pending", "approved", "rejected"
+    before: NotRequired[int | None]  # a hold: the history version it replaced (None: new)
 
 
 class ProposalData(TypedDict):
@@ -60,6 +62,7 @@ class Item:
     text: str | None
     reason: str
     state: str
+    before: int | None = None
 
     @property
     def memory(self) -> Memory | None:
@@ -82,16 +85,15 @@ class Proposal:
 
     def to_dict(self) -> ProposalData:
         """The proposal as JSON-able data (as the queue file keeps it)."""
-        items: list[ItemData] = [
-            {
-                "action": i.action,
-                "name": i.name,
-                "text": i.text,
-                "reason": i.reason,
+        items: list[ItemData] = []
+        for i in self.items:
+            item: ItemData = {
+                "action": i.action, "name": i.name, "text": i.text, "reason": i.reason,
                 "state": i.state,
-            }
-            for i in self.items
-        ]
+            }  # fmt: skip
+            if i.action == "hold":
+                item["before"] = i.before
+            items.append(item)
         return {
             "id": self.id,
             "time": self.time,
@@ -159,7 +161,11 @@ def land(
         return Landed(
             proposal=known[(first["action"], first["name"], first["text"])], repeated=True
         )
-    items = fresh
+    return Landed(proposal=propose(store, fresh, source=source, summary=summary))
+
+
+def propose(store: MemoryStore, items: list[ItemData], *, source: str, summary: str) -> str:
+    """Queue ``items`` (already screened) as one proposal for a person; its id."""
     pid = new_op_id()
     data: ProposalData = {
         "id": pid, "time": memfmt.now(), "source": source, "summary": summary, "items": items,
@@ -167,7 +173,7 @@ def land(
     folder = _folder(store)
     folder.mkdir(exist_ok=True)
     write_atomic(folder / f"{pid}.json", json.dumps(data, ensure_ascii=False).encode())
-    return Landed(proposal=pid)
+    return pid
 
 
 def _read(path: Path) -> Proposal | None:
@@ -238,7 +244,9 @@ def decide(
         if item.state != "pending":
             raise MemdirError(f"change {index + 1} of {pid} was {item.state} already")
         op = None
-        if approve:
+        if item.action == "hold":
+            op = _decide_hold(store, proposal, item, approve, source)
+        elif approve:
             change: Change
             if item.action == "remove":
                 change = Remove(item.name, reason=item.reason or "approved in review")
@@ -258,6 +266,24 @@ def decide(
             )
         _mark(store, proposal, index, "approved" if approve else "rejected")
         return op
+
+
+def _decide_hold(
+    store: MemoryStore, proposal: Proposal, item: Item, approve: bool, source: str
+) -> Operation | None:
+    """A held arrival: approved, it is recalled from now on; rejected, the text it replaced
+    comes back (a new memory is retired), as this machine's own change."""
+    release(store.root, item.name)
+    if approve:
+        store.record(f"accepted {item.name} from {proposal.source}", source=source)
+        return None
+    if item.name not in store:
+        return None
+    if item.before is not None:
+        store.restore(item.name, item.before, source=source)
+    else:
+        store.delete(item.name, reason=f"rejected in review ({proposal.source})", source=source)
+    return store.log(limit=1)[-1]
 
 
 def _mark(store: MemoryStore, proposal: Proposal, index: int, state: str) -> None:

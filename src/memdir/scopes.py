@@ -42,6 +42,7 @@ from .errors import (
 )
 from .memory import Memory
 from .plan import Put
+from .provenance import Origin
 from .store import MemoryStore
 
 if TYPE_CHECKING:
@@ -348,6 +349,15 @@ class Scopes:
             return pairs[0][1].get(shown)
         assert scope.store is not None
         return scope.store.get(name)
+
+    def origin(self, shown: str) -> Origin:
+        """Where the memory shown as ``shown`` came from; a shared read-only store's memories
+        are that store's (written by whoever writes it)."""
+        scope, name = self.locate(shown)
+        assert scope.store is not None
+        if not scope.writable:
+            return Origin(scope.name)
+        return scope.store.origin(name)
 
     def search(self, query: str, k: int = 5, *, explain: bool = False) -> list[Hit]:
         """The ``k`` best memories over every scope, with comparable scores, each with its

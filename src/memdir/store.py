@@ -31,6 +31,7 @@ from .lock import WritersLock, open_folder
 from .lookup import Lookup, to_hit
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
+from .provenance import Ledger, Origin
 from .transaction import Transaction, check_memory, new_op_id, not_a_link
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
@@ -94,6 +95,7 @@ class MemoryStore:
             self.root, self.internal, self.config.lock_timeout, self.read_only
         )
         self._history = History(self.internal / HISTORY, self.internal / LOG)
+        self._ledger: Ledger | None = None  # read on the first origin() asked
         self._folder = Folder(
             self.root,
             self.internal,
@@ -407,14 +409,21 @@ class MemoryStore:
         summary: str,
         reason: str = "",
         others: Mapping[str, bytes] | None = None,
+        authors: Mapping[str, str] | None = None,
     ) -> Operation | None:
         """Record what something else (a git merge) did to the folder: each file of ``before``
         (its bytes then; None: absent) that differs now keeps its old text in history, and
         one logged operation lists the changes (history, undo and MEMORY.md follow).
-        ``others``: more texts to keep, by name (a conflict's losing side). None: no change."""
+        ``others``: more texts to keep, by name (a conflict's losing side); ``authors``: who
+        changed each file elsewhere (its provenance). None: no change."""
         with self.locked():
             return self._tx.adopt(
-                before, source=source, summary=summary, reason=reason, others=others
+                before,
+                source=source,
+                summary=summary,
+                reason=reason,
+                others=others,
+                authors=authors,
             )
 
     def take(self, items: Sequence[Taken], *, source: str) -> Operation | None:
@@ -476,6 +485,14 @@ class MemoryStore:
     def log(self, limit: int | None = None) -> _list[Operation]:
         """Applied operations, oldest first (the last ``limit`` of them)."""
         return self._history.log(limit)
+
+    def origin(self, name: str) -> Origin:
+        """Where the current text of ``name`` came from, as this store's log recorded it
+        (``provenance``): never what the file says of itself."""
+        mem = self.get(name)
+        if self._ledger is None:
+            self._ledger = Ledger(self.internal / LOG)
+        return self._ledger.origin(mem.name, mem.digest)
 
     def rename(self, old: str, new: str, *, source: str = "api") -> Memory:
         """Give a memory a new name; its history moves with it (``history(new)`` lists the

@@ -31,7 +31,7 @@ from .index import INDEX_FILE
 from .layout import INTERNAL, SYNC_LOCK
 from .memmerge import conflict_of, merge
 from .store import MemoryStore
-from .synccommit import commit_local, read_nofollow
+from .synccommit import commit_local, hold_arrivals, read_nofollow
 from .syncrepo import (
     Where,
     identity,
@@ -41,7 +41,7 @@ from .syncrepo import (
     repair,
     state_of,
 )
-from .trust import PULLED_CONFIG
+from .trust import ACCEPTED_COPY, PULLED_CONFIG
 
 _READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
 
@@ -57,6 +57,7 @@ class Report:
     retired: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)  # files beside the memories it changed
     left_out: list[str] = field(default_factory=list)  # what --skip kept out of the merge
+    held: list[str] = field(default_factory=list)  # arrivals held back from recall for review
     conflicts: list[str] = field(default_factory=list)  # now marked conflicted
     kept: list[str] = field(default_factory=list)  # edited on one side, retired on the other
     pushed: bool = False
@@ -72,6 +73,11 @@ class Report:
             out.append(
                 f"Merged from {self.remote}: {', '.join(self.merged)}"
                 f" ({counts} {len(self.retired)} retired)"
+            )
+        if self.held:
+            out.append(
+                f"Held for review, not recalled until approved: {'; '.join(self.held)}"
+                " — 'memdir review'"
             )
         if self.left_out:
             out.append(f"Left out of the merge: {', '.join(self.left_out)}")
@@ -277,6 +283,8 @@ def _merge(where: Where, store: MemoryStore, target: str, report: Report, label:
     ):
         return  # nothing new
     before = _snapshot(where, store, "MERGE_HEAD" if merging else target)
+    base = git.run("merge-base", "HEAD", target, check=False).out.strip() or None
+    by = guard.authors(git, where.rel, base, target)
     if merging:  # its files may be half-way: what HEAD holds is what was here
         before = {fname: git.blob(f"HEAD:{where.path(fname)}") for fname in before}
     else:
@@ -292,8 +300,11 @@ def _merge(where: Where, store: MemoryStore, target: str, report: Report, label:
         summary="; ".join([f"sync: merged {label or target[:12]}", *notes]),
         reason="merged by sync",
         others=others,
+        authors={f: by[f] for f in before if f in by},
     )
     if op is not None:
+        held = hold_arrivals(store, op, before, label or "the remote", target)
+        report.held = [f"{h.name} ({h.why})" for h in held]
         report.merged = sorted({ch["name"] for ch in op.changes})
         for ch in op.changes:
             kind = {"create": report.added, "delete": report.retired}.get(ch["action"])
@@ -417,9 +428,16 @@ def _config_pulled(root: Path, before: bytes | None) -> None:
     """Mark a config.toml the merge changed as the remote's: ignored until the person accepts
     it (``memdir trust``), or edits it themselves."""
     now = read_nofollow(root / "config.toml")
-    if now is not None and now != before:
-        mark = hashlib.sha256(now).hexdigest()
-        state_of(root).update(lambda s: s.__setitem__(PULLED_CONFIG, mark))
+    if now is None or now == before:
+        return
+    copy = root / INTERNAL / ACCEPTED_COPY
+    waiting = state_of(root).read().get(PULLED_CONFIG)
+    if before is None:
+        copy.unlink(missing_ok=True)  # there were no settings to keep in force
+    elif hashlib.sha256(before).hexdigest() != waiting:  # ``before`` was in force here
+        write_atomic(copy, before)  # and stays in force until the person accepts the new one
+    mark = hashlib.sha256(now).hexdigest()
+    state_of(root).update(lambda s: s.__setitem__(PULLED_CONFIG, mark))
 
 
 def _sync(

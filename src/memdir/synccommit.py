@@ -1,20 +1,28 @@
-"""What sync commits: the store's owned files (``syncguard.stage``), screened for credentials,
-with a message that says what was added, updated and retired, and by whom.
+"""What sync commits and what it holds: the store's owned files (``syncguard.stage``),
+screened for credentials, with a message that says what was added, updated and retired, and
+by whom; and the arrivals a person should see before any model does (``held``).
 
 This module does NOT fetch, merge or push (``sync`` does).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 from . import memory as memfmt
+from . import review as queue
 from . import syncguard as guard
 from .errors import InvalidMemory, MemdirError, SecretFound
 from .gitcmd import SyncError
+from .held import Hold, hold
+from .history import Operation
 from .index import INDEX_FILE, read_file
 from .plan import Put, screen
+from .review import ItemData
 from .store import MemoryStore
 from .syncrepo import Where, state_of
 
@@ -111,3 +119,61 @@ def commit_local(where: Where, store: MemoryStore) -> str | None:
     if last:
         state_of(store.root).update(lambda s: s.__setitem__("logged", last[-1].id))
     return message.splitlines()[0]
+
+
+def hold_arrivals(
+    store: MemoryStore,
+    op: Operation,
+    before: Mapping[str, bytes | None],
+    remote: str,
+    commit: str,
+) -> list[Hold]:
+    """Hold back from recall what a merge brought that a person should see first: every
+    arrival when the store says ``review = "ask"``, a pin set elsewhere, a name that passes for
+    another one here. Each hold waits in the review queue (approve: recalled from then on;
+    reject: the text before it comes back); the holds made."""
+    ask = store.config.review == "ask"
+    made: list[Hold] = []
+    items: list[ItemData] = []
+    twins = {memfmt.skeleton(e.name): e.name for e in store.entries()}
+    for ch in op.changes:
+        if ch["action"] == "delete" or not ch.get("digest"):
+            continue
+        by = ch.get("by") or remote
+        text = read_nofollow(store.root / ch["file"])
+        try:
+            mem = memfmt.loads((text or b"").decode("utf-8"))
+        except (UnicodeDecodeError, MemdirError):
+            continue
+        old = before.get(ch["file"])
+        was_pinned = False
+        if old is not None:
+            with contextlib.suppress(UnicodeDecodeError, MemdirError):
+                was_pinned = memfmt.loads(old.decode("utf-8")).pinned
+        twin = twins.get(memfmt.skeleton(mem.name))
+        if twin is not None and twin != mem.name:
+            why = f"its name passes for {twin!r} (case or look-alike letters)"
+        elif mem.pinned and not was_pinned:
+            why = f"pinned by {by}"
+        elif ask:
+            why = f"arrived by sync from {by} (review = ask)"
+        else:
+            continue
+        made.append(Hold(mem.name, str(ch["digest"]), why, by))
+        items.append(
+            {
+                "action": "hold",
+                "name": mem.name,
+                "text": (text or b"").decode("utf-8"),
+                "reason": why,
+                "state": "pending",
+                "before": ch["before"],
+            }
+        )
+    if not made:
+        return []
+    summary = f"arrived from {remote} in {commit[:12]}"
+    pid = queue.propose(store, items, source=f"sync:{made[0].by}", summary=summary)
+    held = [dataclasses.replace(h, proposal=pid) for h in made]
+    hold(store.root, held)
+    return held

@@ -201,6 +201,22 @@ def _author(git: Git, since: str, rel: str, r: Refusal) -> Refusal:
     return Refusal(r.path, r.why, commit, author)
 
 
+def authors(git: Git, rel: str, base: str | None, target: str) -> dict[str, str]:
+    """Who last changed each store file between ``base`` and ``target`` (the newest commit's
+    author email, by store-relative path)."""
+    since = f"{base}..{target}" if base else target
+    res = git.run("log", "--format=%x01%ae", "--name-only", "-z", since, "--", rel, check=False)
+    out: dict[str, str] = {}
+    who = ""
+    for token in res.out.split("\0"):  # newest first: "\x01EMAIL", then "\nPATH", "PATH"…
+        token = token.lstrip("\n")
+        if token.startswith("\x01"):
+            who = token[1:]
+        elif token and (fname := in_store(rel, token)) is not None:
+            out.setdefault(fname, who)
+    return out
+
+
 def refusal_error(remote: str, refusal: Refusal) -> SyncError:
     """The one line a refused remote gets: what, which commit, who, how to get past it."""
     short = refusal.commit[:12]

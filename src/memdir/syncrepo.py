@@ -34,7 +34,7 @@ from .plan import Put
 from .spawn import start_memdir
 from .statefile import StateFile
 from .store import MemoryStore
-from .trust import pulled
+from .trust import settings_file
 
 ATTRIBUTES = ".gitattributes"
 ATTRIBUTES_TEXT = (
@@ -264,10 +264,9 @@ def settings(root: Path, config: Config) -> Config:
     own config.toml (a private folder only the user writes), a project's in ``config``."""
     if root.resolve() == config.dir.resolve() or not private(root):
         return config
-    if pulled(root / "config.toml"):  # a remote's settings wait for the person
-        return config
+    source = settings_file(root / "config.toml")  # a remote's settings wait for the person
     try:
-        own = read_toml(root / "config.toml") if (root / "config.toml").is_file() else {}
+        own = read_toml(source) if source is not None and source.is_file() else {}
     except MemdirError:
         return config
     keys = ("sync", "sync_debounce", "sync_interval")

@@ -277,6 +277,7 @@ class Transaction:
         summary: str,
         reason: str,
         others: Mapping[str, bytes] | None,
+        authors: Mapping[str, str] | None = None,
     ) -> Operation | None:
         """Record what something other than memdir (a git merge) did to the folder (see
         ``MemoryStore.adopt``); called holding the lock."""
@@ -300,16 +301,17 @@ class Transaction:
                 why = "the other side of a conflict"
                 kept_as_other.add(name)
             kept = None if old is None else self._history.keep(name, old, action, why, op_id)
-            changes.append(
-                ChangeRecord(
-                    name=name,
-                    file=fname,
-                    action=action,
-                    before=kept,
-                    reason=reason,
-                    digest=None if now is None else memfmt.digest_of(now),
-                )
+            record = ChangeRecord(
+                name=name,
+                file=fname,
+                action=action,
+                before=kept,
+                reason=reason,
+                digest=None if now is None else memfmt.digest_of(now),
             )
+            if (authors or {}).get(fname):
+                record["by"] = (authors or {})[fname]
+            changes.append(record)
         for name, data in (others or {}).items():
             if name not in kept_as_other:  # not kept above already
                 self._history.keep(

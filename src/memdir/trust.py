@@ -75,6 +75,18 @@ def pulled(path: Path) -> bool:
         return False
 
 
+ACCEPTED_COPY = "config-accepted.toml"  # .memdir/: the config.toml before a sync replaced it
+
+
+def settings_file(path: Path) -> Path | None:
+    """The file whose settings apply for the store config.toml at ``path``: itself, or while
+    a sync's version waits to be accepted the one it replaced (None: there was none)."""
+    if not pulled(path):
+        return path
+    copy = path.parent / INTERNAL / ACCEPTED_COPY
+    return copy if copy.is_file() else None
+
+
 def accept_pulled(path: Path) -> bool:
     """Accept a config.toml a sync brought (its settings apply from now on); whether it was
     waiting."""
@@ -82,6 +94,7 @@ def accept_pulled(path: Path) -> bool:
     if not state.read().get(PULLED_CONFIG):
         return False
     state.update(lambda s: s.pop(PULLED_CONFIG, None))
+    (path.parent / INTERNAL / ACCEPTED_COPY).unlink(missing_ok=True)
     return True
 
 

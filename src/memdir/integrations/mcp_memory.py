@@ -229,7 +229,14 @@ class MemoryServer:
         self, name: str | None = None, id: str | None = None, memory: str | None = None
     ) -> str:
         which = str(pick("name", name, id, memory))
-        return self.call(lambda: dumps(self.scopes().get(which)))
+
+        def run() -> str:
+            scopes = self.scopes()
+            text = dumps(scopes.get(which))
+            origin = scopes.origin(which)
+            return text + f"\n(from: {origin.label}" + (f", {origin.at})" if origin.at else ")")
+
+        return self.call(run)
 
     def remember(
         self,
