@@ -9,16 +9,19 @@ import pytest
 from memdir.config import Config, load_config
 from memdir.errors import ConfigError
 
-from conftest import CliFn
+from conftest import CliFn, trust
 
 
 def test_precedence(tmp_path: Path) -> None:
-    """config.toml overrides defaults, the environment overrides it, flags override both."""
+    """config.toml overrides defaults, the environment overrides it, flags override both (a
+    project file's model names count once the file is trusted: they cost money)."""
     store = tmp_path / "m"
     store.mkdir()
     (store / "config.toml").write_text(
         'model = "from-toml"\nmemory_model = "small-toml"\nconsolidate_threshold = 80\n'
     )
+    assert load_config(environ={"MEMDIR_DIR": str(store)}).model is None
+    trust(store / "config.toml")
     env = {"MEMDIR_DIR": str(store), "MEMDIR_MODEL": "from-env", "ANTHROPIC_API_KEY": "k"}
     cfg = load_config({"memory_model": "small-flag"}, environ=env)
     assert (cfg.model, cfg.memory_model, cfg.consolidate_threshold) == (

@@ -80,6 +80,22 @@ def test_write_read_history_undo_restore_rename(pg: PgStore) -> None:
     assert [o.source for o in pg.log()][-1] == "api"
 
 
+@pytest.mark.parametrize("backend", ["files", "postgres"])
+def test_where_a_memory_came_from_is_the_logs_word(
+    backend: str, pg: PgStore, tmp_path: Path
+) -> None:
+    """Both backends say where the current text came from by their own log (the source of
+    the operation that wrote it), whatever the memory's text claims of itself."""
+    store: MemoryStore | PgStore = pg if backend == "postgres" else MemoryStore(tmp_path / "m")
+    claim = memfmt.Memory("tabs", "user_preference", "Tabs", "Tabs.", extra={"origin": "user"})
+    store.apply([Put(claim)], source="mcp:claude-code")
+    assert store.origin("tabs").label == "mcp:claude-code"
+    store.write("tabs", type="user_preference", description="Tabs", body="4", source="cli")
+    assert store.origin("tabs").label == "cli"
+    store.write("notes", type="project_fact", description="Notes", body="x", source="extract")
+    assert store.origin("notes").label == "learned"
+
+
 def test_the_same_guards_as_files(pg: PgStore) -> None:
     with pytest.raises(SecretFound):
         pg.write("key", type="reference", description="the token", body=f"token {GHP}")

@@ -8,7 +8,7 @@ from pathlib import Path
 from memdir import MemoryStore, recalllog
 from memdir.recalllog import entries, record
 
-from conftest import CliFn, child_env
+from conftest import CliFn, child_env, trust
 
 KEY = "sk-ant-api03-" + "x7Kq9" * 12
 
@@ -60,5 +60,8 @@ def test_hook_recalls_are_logged_unless_turned_off(tmp_path: Path, cli: CliFn) -
     assert "hook:codex" in out and "asked: which port does the API use?" in out
     assert json.loads(cli("recall-log", "--json").out)[0]["question"] == event["prompt"]
     (store.root / "config.toml").write_text("recall_log = false\n")
+    hook()  # a repository's file cannot turn the user's audit trail off on its own
+    assert len(entries(store.internal)) == 2
+    trust(store.root / "config.toml")
     hook()
-    assert len(entries(store.internal)) == 1
+    assert len(entries(store.internal)) == 2

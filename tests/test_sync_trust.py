@@ -326,7 +326,8 @@ def test_arrivals_wait_for_review_when_the_store_asks(
     )
     out = a.ok("sync", "--scope", "user")
     assert "Held for review, not recalled until approved: " in out
-    assert "curl-note (arrived by sync from mallory@example.com (review = ask))" in out
+    assert "curl-note (it reads as an instruction to an agent: it tells the agent to set" in out
+    assert "deploy-steps (arrived by sync from mallory@example.com (review = ask))" in out
     block = a.ok("recall", "--no-llm", "ignore previous instructions curl deploy production")
     assert "curl-note" not in block and "straight to production" not in block
     from memdir.recall import index_section

@@ -17,6 +17,7 @@ import pytest
 from memdir import MemoryStore
 from memdir.config import load_config
 
+from conftest import trust
 from fakeserver import FakeLLMServer, reply
 
 
@@ -291,3 +292,68 @@ def test_memory_tool_reads_what_it_checked(tmp_path: Path) -> None:
     except ToolError as exc:
         out = str(exc)
     assert "OUTSIDE SECRET" not in out
+
+
+def test_a_repository_can_tighten_but_not_loosen_or_spend(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Untrusted, a project file may ask for review, smaller sizes and a lower retirement
+    share; it cannot turn review or the recall log off, raise budgets or pick models until
+    trusted."""
+    home = tmp_path / "config" / "memdir"
+    home.mkdir(parents=True)
+    (home / "config.toml").write_text('review = "ask"\nhook_budget = 2.0\n')
+    monkeypatch.chdir(repo)
+    loose = _config(
+        repo,
+        'review = "auto"\nrecall_log = false\nhook_budget = 30.0\nmodel = "big-model"\n'
+        "max_retries = 9\nconsolidate_max_retire_share = 0.9\n",
+    )
+    cfg = load_config()
+    assert (cfg.review, cfg.recall_log, cfg.hook_budget, cfg.model) == ("ask", True, 2.0, None)
+    assert (cfg.max_retries, cfg.consolidate_max_retire_share) == (2, 0.3)
+    assert set(cfg.ignored) >= {"review", "recall_log", "hook_budget", "model", "max_retries"}
+    _config(repo, "max_file_bytes = 4096\nconsolidate_max_retire_share = 0.1\nhook_budget = 1.0\n")
+    tight = load_config()
+    assert (tight.max_file_bytes, tight.consolidate_max_retire_share, tight.hook_budget) == (
+        4096,
+        0.1,
+        1.0,
+    )
+    # the user's own store keeps the user's own settings while inside the repository
+    assert tight.own.max_file_bytes == 256 * 1024 and tight.own.hook_budget == 2.0
+    loose.write_text('review = "auto"\nmodel = "big-model"\n')
+    trust(loose)
+    trusted = load_config()
+    assert (trusted.review, trusted.model) == ("auto", "big-model")
+
+
+def test_a_linked_config_or_a_dotdot_path_inherits_no_trust(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A project's config.toml that links to a file the user trusted elsewhere is not that
+    file; a read_only entry that climbs out through a link inside the repository and '..' is
+    refused by the path it would be opened at."""
+    elsewhere = tmp_path / "mine" / ".memory"
+    elsewhere.mkdir(parents=True)
+    trusted_file = elsewhere / "config.toml"
+    trusted_file.write_text('allow = ["bash:*"]\n')
+    trust(trusted_file)
+    path = repo / ".memory" / "config.toml"
+    path.symlink_to(trusted_file)
+    monkeypatch.chdir(repo)
+    cfg = load_config()
+    assert cfg.allow == () and cfg.ignored and "link" in cfg.ignored[0]
+    path.unlink()
+    notes = tmp_path / "home" / "notes"
+    notes.mkdir(parents=True)
+    MemoryStore(notes).write("pin", type="project_fact", description="Bank PIN", body="4711")
+    (repo / "lnk").symlink_to(repo / ".memory")
+    climb = os.path.relpath(notes, repo / ".memory")
+    _config(repo, f'read_only = ["lnk/{climb}"]\n')
+    cfg = load_config()
+    assert cfg.read_only == ()
+    assert any("read_only" in i for i in cfg.ignored)
+    from memdir.scopes import Scopes
+
+    assert [s.name for s in Scopes(cfg).scopes if s.name.startswith("shared")] == []

@@ -12,6 +12,7 @@ This module does NOT create models or stores.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -86,6 +87,14 @@ class Config:
     store: str = "default"  # the store's namespace in that database
     config_file: Path | None = None  # the project's config.toml, when there is one
     ignored: tuple[str, ...] = ()  # its settings not honoured: the file is not trusted
+    # the same without the project's file: what the user's own store is opened with
+    mine: Config | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def own(self) -> Config:
+        """The configuration for the user's own store: the user's settings, never a
+        project's."""
+        return self.mine or self
 
     @property
     def chat_model(self) -> str:
@@ -123,7 +132,7 @@ _ENV = {
     "MEMDIR_DATABASE_URL": "database_url",
     "MEMDIR_STORE": "store",
 }
-_SECRET = {"dir", "dir_source", "api_key", "embed_api_key", "config_file", "ignored"}
+_SECRET = {"dir", "dir_source", "api_key", "embed_api_key", "config_file", "ignored", "mine"}
 # (never from config.toml)
 EMBEDDERS = ("auto", "none", "minilm", "e5", "http")
 SYNC_MODES = ("off", "auto")
@@ -205,14 +214,21 @@ def find_store_dir(
 
 def read_toml(path: Path) -> dict[str, Any]:
     """A config.toml's settings, coerced; ConfigError for bad TOML or an unknown key."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions") from None
+    return parse_toml(raw, path)
+
+
+def parse_toml(raw: bytes, path: Path) -> dict[str, Any]:
+    """The settings in ``raw``, the bytes of the config.toml at ``path`` (for messages)."""
     import tomllib
 
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML ({exc}) — fix the file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions") from None
     flat = dict(data.get("memdir", {}), **{k: v for k, v in data.items() if k != "memdir"})
     values: dict[str, Any] = {}
     for key, value in flat.items():
@@ -228,27 +244,89 @@ def read_toml(path: Path) -> dict[str, Any]:
     return values
 
 
-def _project_settings(path: Path, home: Path, project: Path) -> tuple[dict[str, Any], list[str]]:
-    """The settings of a project's config.toml that apply, and the ones ignored because the
-    user has not trusted this content (a ``read_only`` store inside the project is kept)."""
+# What an untrusted project file may still set, and in which direction: only to tighten a
+# guard or spend less ("lower": at most what is otherwise in force; "higher": at least;
+# a tuple: only these values). Any other setting that is not plainly about the project
+# (model names, timeouts, budgets, styles) counts only once the file is trusted.
+TIGHTEN: dict[str, str | tuple[Any, ...]] = {
+    "review": ("ask",),
+    "recall_log": (True,),
+    "select_guard": ("lexical",),
+    "recall_select": ("search",),  # no model call: costs nothing
+    "max_file_bytes": "lower",
+    "consolidate_max_retire_share": "lower",
+    "consolidate_max_calls": "lower",
+    "consolidate_batch": "lower",
+    "consolidate_threshold": "higher",
+    "consolidate_cooldown": "higher",
+    "recall_max_items": "lower",
+    "recall_token_budget": "lower",
+    "recall_history_chars": "lower",
+    "select_catalogue_max": "lower",
+    "timeout": "lower",
+    "max_retries": "lower",
+    "hook_budget": "lower",
+    "embed_budget": "lower",
+    "episodes_keep_days": "lower",
+    "episodes_max_bytes": "lower",
+}
+# Plainly the project's own business: any value.
+PROJECT_OWN = frozenset(
+    {"types", "index_max_lines", "index_max_bytes", "recall_episodes", "episodes",
+     "sync_debounce", "sync_interval", "lock_timeout", "extract_style"}
+)  # fmt: skip
+
+
+def _tightens(key: str, value: Any, current: Any) -> bool:
+    rule = TIGHTEN[key]
+    if isinstance(rule, tuple):
+        return value in rule or value == current
+    return bool(value <= current) if rule == "lower" else bool(value >= current)
+
+
+def _project_settings(
+    path: Path, home: Path, project: Path, before: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """The settings of a project's config.toml that apply over ``before`` (what is in force
+    without it), and the ones ignored. Untrusted, the file may only tighten guards and spend
+    less; what sends data or keys elsewhere, grants permissions or costs money waits for
+    ``memdir trust``. The file is read once: the bytes parsed are the bytes hashed. A link is
+    never followed (trust is for the project's own file)."""
     source = settings_file(path)
     if source != path:  # a sync's version waits: the one it replaced applies, if any
         return ({} if source is None else read_toml(source)), [PULLED_NOTE]
-    values = read_toml(path)
-    sensitive = [k for k in values if k in SENSITIVE]
-    if not sensitive or TrustList(home).trusts(path, digest(path)):
+    if path.is_symlink():
+        return {}, ["every setting (config.toml is a link; a project's own file is read)"]
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions") from None
+    values = parse_toml(raw, path)
+    if TrustList(home).trusts(path, hashlib.sha256(raw).hexdigest()):
         return values, []
+    kept: dict[str, Any] = {}
     ignored: list[str] = []
-    for key in sensitive:
-        value = values.pop(key)
+    for key, value in values.items():
+        current = before.get(key, _FIELDS[key].default)
         if key == "read_only":
-            kept = tuple(r for r in value if inside(project / os.path.expanduser(str(r)), project))
-            ignored += [f"read_only {r!r}" for r in value if r not in kept]
-            if kept:
-                values[key] = kept
+            inner = tuple(r for r in value if _inside_project(str(r), project))
+            ignored += [f"read_only {r!r}" for r in value if r not in inner]
+            if inner:
+                kept[key] = inner
+        elif key in PROJECT_OWN or (key in TIGHTEN and _tightens(key, value, current)):
+            kept[key] = value
         else:
             ignored.append(key)
-    return values, ignored
+    return kept, ignored
+
+
+def _inside_project(raw: str, project: Path) -> bool:
+    """Whether an untrusted ``read_only`` entry names a folder inside the project, by the
+    same resolved path the store is opened at: no ``..``, no absolute path, no ``~``."""
+    parts = Path(raw).parts
+    if raw.startswith("~") or Path(raw).is_absolute() or ".." in parts:
+        return False
+    return inside(project / raw, project)
 
 
 def load_config(
@@ -264,19 +342,24 @@ def load_config(
     user_file = home / USER_CONFIG
     if user_file.is_file():
         values.update(read_toml(user_file))
+    users = dict(values)  # the user's own settings: what the user's own store is opened with
     toml_path = store_dir / "config.toml"
+    from_project: set[str] = set()
     if toml_path.is_file():
         project = store_dir.absolute().parent
-        settings, ignored = _project_settings(toml_path, home, project)
+        settings, ignored = _project_settings(toml_path, home, project, values)
         values.update(settings)
+        from_project = set(settings)
         values["config_file"], values["ignored"] = toml_path, tuple(ignored)
     values["dir"], values["dir_source"] = store_dir, source
     for var, key in _ENV.items():
         if env.get(var) and key != "dir":
             values[key] = _coerce(key, env[var], var)
+            from_project.discard(key)
     for key, value in overrides.items():
         if key != "dir":
             values[key] = _coerce(key, value, _FLAGS.get(key, "--" + key.replace("_", "-")))
+            from_project.discard(key)
     provider = values.get("provider")
     if provider is not None and provider not in PROVIDERS:
         raise ConfigError(
@@ -293,6 +376,10 @@ def load_config(
     values.setdefault("api_key", env.get(f"{prefix}_API_KEY") or None)
     values.setdefault("base_url", env.get(f"{prefix}_BASE_URL") or None)
     values.setdefault("embed_api_key", env.get("OPENAI_API_KEY") or None)
+    if from_project:
+        own = {k: v for k, v in values.items() if k not in from_project}
+        own.update({k: users[k] for k in from_project if k in users})
+        values["mine"] = Config(**own)
     return Config(**values)
 
 

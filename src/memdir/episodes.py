@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 from .atomic import append_nofollow, write_atomic
 from .cachedb import damaged
 from .config import Config
+from .instructions import screen as screen_instructions
+from .safetext import speaker_turn
 from .search import Doc, SearchIndex, tokenize
 from .secrets import redact
 
@@ -54,6 +56,7 @@ class Turn:
     said: str
     who: tuple[str, ...]
     text: str
+    held: str = ""  # why it is never recalled (it reads as an instruction to an agent)
 
 
 @dataclass(frozen=True)
@@ -116,12 +119,16 @@ class Episodes:
         n = _count_lines(path)
         refs, docs, lines = [], [], []
         for i, turn in enumerate(turns, n):
-            text = "\n".join(f"{role}: {words}" for role, words in turn)[:MAX_TURN_CHARS]
+            text = "\n".join(speaker_turn(role, words) for role, words in turn)[:MAX_TURN_CHARS]
             text, _ = redact(text)
             who = tuple(dict.fromkeys(role for role, _ in turn))
             ref = f"{fname}#{i}"
             refs.append(ref)
-            lines.append(json.dumps({"n": i, "said": said, "who": list(who), "text": text}))
+            rec: dict[str, object] = {"n": i, "said": said, "who": list(who), "text": text}
+            order = screen_instructions(text)
+            if order is not None:  # kept, as said, but never shown to a model again
+                rec["held"] = order
+            lines.append(json.dumps(rec))
             docs.append(Doc(ref, ref, "", "", text))
         indexed = self._indexed()
         current = indexed is not None and indexed == self._sizes()
@@ -194,6 +201,7 @@ class Episodes:
                         str(rec["said"]),
                         tuple(str(w) for w in rec["who"]),
                         str(rec["text"]),
+                        str(rec.get("held") or ""),
                     )
                 )
             except (ValueError, KeyError, TypeError):
@@ -265,14 +273,14 @@ class Episodes:
         taken: set[str] = set()
         for ref, score, close in ranked:
             turn = by_ref.get(ref)
-            if turn is None or ref in taken or len(out) == k:
+            if turn is None or turn.held or ref in taken or len(out) == k:
                 continue
             matched = len(asked & set(tokenize(turn.text)))
             span = [turn]
             name, n = ref.split("#")
             for i in range(int(n) + 1, int(n) + 1 + following):
                 after = by_ref.get(f"{name}#{i}")
-                if after is None or after.ref in taken:
+                if after is None or after.held or after.ref in taken:
                     break
                 span.append(after)
             taken.update(t.ref for t in span)

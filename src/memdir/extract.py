@@ -29,7 +29,7 @@ from .proposal import MAX_ITEMS, coerce, duplicate_of, in_users_language, kind_o
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .recall import catalogue_for, message_text
 from .review import land
-from .safetext import for_body, for_prompt, one_line
+from .safetext import for_body, for_prompt, one_line, speaker_turn
 from .scopes import USER_TYPES
 from .search import tokenize
 from .statefile import StateFile
@@ -97,12 +97,13 @@ def _render(messages: list[Message], start: int, max_chars: int) -> str:
     lines = []
     if start:
         lines.append("(earlier messages were already processed; the last one, for context:)")
-        lines.append(f"{messages[start - 1]['role']}: {message_text(messages[start - 1])[:500]}")
+        last = messages[start - 1]
+        lines.append(speaker_turn(last["role"], message_text(last)[:500]))
         lines.append("(new messages:)")
     for msg in messages[start:]:
         text = message_text(msg).strip()
         if text:
-            lines.append(f"{msg['role']}: {text}")
+            lines.append(speaker_turn(msg["role"], text))
     out = "\n".join(lines)
     return out if len(out) <= max_chars else "…" + out[-max_chars:]
 

@@ -24,7 +24,7 @@ from .errors import InvalidMemory, LLMError, MemdirError
 from .held import active, holds
 from .memory import CONFLICT_KEY, Memory
 from .providers import ChatModel, Message, complete_json, runs_locally
-from .safetext import for_body, for_prompt, one_line
+from .safetext import for_body, for_prompt, one_line, speaker_turn
 from .scopes import Scopes
 from .store import MemoryStore
 
@@ -92,7 +92,7 @@ def recent_conversation(messages: list[Message], max_chars: int) -> str:
         text = message_text(msg).strip()
         if not text:
             continue
-        line = f"{msg.get('role', 'user')}: {text}"
+        line = speaker_turn(str(msg.get("role", "user")), text)
         if used + len(line) > max_chars:
             if not lines:
                 lines.append(line[-max_chars:])

@@ -10,6 +10,7 @@ logged. This module does NOT decide what to learn.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -22,6 +23,7 @@ from .atomic import write_atomic
 from .errors import MemdirError, MemoryNotFound
 from .held import release
 from .history import Operation
+from .instructions import screen as screen_instructions
 from .layout import INTERNAL, REVIEW
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
@@ -110,6 +112,16 @@ class Landed:
     operation: Operation | None = None
     proposal: str | None = None
     repeated: bool = False  # every change was waiting already: nothing was added
+    held: tuple[str, ...] = ()  # why changes were held for a person whatever ``review`` says
+
+
+def held_why(change: Change) -> str | None:
+    """Why a learned change waits for a person even under ``review = "auto"``: it reads as an
+    instruction planted for the agent (``instructions.screen``)."""
+    if not isinstance(change, Put):
+        return None
+    why = screen_instructions(f"{change.memory.description}\n{change.memory.body}")
+    return None if why is None else f"held: {why}"
 
 
 def _folder(store: MemoryStore) -> Path:
@@ -124,11 +136,28 @@ def land(
     summary: str = "",
     secrets: str = "redact",
 ) -> Landed:
-    """Apply ``plan`` now, or queue it for a person when the store says ``review = "ask"``."""
+    """Apply ``plan`` now, or queue it for a person when the store says ``review = "ask"``;
+    a change that reads as an instruction to the agent is queued whatever ``review`` says."""
     if not plan:
         return Landed()
+    why = {id(c): w for c in plan if (w := held_why(c)) is not None}
     if store.config.review != "ask":
-        return Landed(operation=store.apply(plan, source=source, summary=summary, secrets=secrets))
+        rest = [c for c in plan if id(c) not in why]
+        op = store.apply(rest, source=source, summary=summary, secrets=secrets) if rest else None
+        if not why:
+            return Landed(operation=op)
+        held = [dataclasses.replace(c, reason=why[id(c)]) for c in plan if id(c) in why]
+        queued = _queue(store, held, source=source, summary=summary, secrets=secrets)
+        return dataclasses.replace(queued, operation=op, held=tuple(why.values()))
+    plan = [dataclasses.replace(c, reason=why[id(c)]) if id(c) in why else c for c in plan]
+    queued = _queue(store, plan, source=source, summary=summary, secrets=secrets)
+    return dataclasses.replace(queued, held=tuple(why.values()))
+
+
+def _queue(
+    store: MemoryStore, plan: list[Change], *, source: str, summary: str, secrets: str
+) -> Landed:
+    """Keep ``plan`` as a proposal for a person (one already waiting is not added twice)."""
     plan = screen(plan, secrets)  # nothing unredacted waits on disk
     items: list[ItemData] = []
     for change in plan:

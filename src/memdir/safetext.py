@@ -102,3 +102,18 @@ def lines_of(text: str, part: str) -> list[int]:
         lines.append(line)
         at = text.find(part, at + len(part))
     return lines
+
+
+# A line that would pass for the start of another speaker's turn in a "role: text" transcript.
+_SPEAKER = re.compile(
+    r"^(\s*)(user|assistant|system|human|ai|developer|tool)(\s*:)", re.IGNORECASE | re.MULTILINE
+)
+
+
+def speaker_turn(role: str, text: str) -> str:
+    """One message of a transcript as ``role: text``, so that no line inside it can pass for
+    another speaker's: its further lines are indented, and a line that starts like a speaker
+    label has the label quoted (``"user":``). Only the speaker's own label stands at the start
+    of a line."""
+    quoted = _SPEAKER.sub(lambda m: f'{m.group(1)}"{m.group(2)}"{m.group(3)}', text)
+    return f"{role}: " + quoted.replace("\n", "\n  ")

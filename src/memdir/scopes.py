@@ -103,7 +103,11 @@ def open_user_store(
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
     make_private(root)
     return MemoryStore(
-        root, dataclasses.replace(config, dir=root), create=True, watch=watch, embedder=embedder
+        root,
+        dataclasses.replace(config.own, dir=root),  # the user's settings, never a project's
+        create=True,
+        watch=watch,
+        embedder=embedder,
     )
 
 
@@ -172,7 +176,8 @@ class Scopes:
             seen = {s.root.absolute() for s in self.scopes}
             for raw, given in [(r, False) for r in config.read_only] + [(a, True) for a in also]:
                 path = Path(os.path.expanduser(str(raw)))
-                path = Path(os.path.normpath(path if path.is_absolute() else base / path))
+                # the path a project file's entry was checked at (links resolved) is opened
+                path = Path(os.path.realpath(path if path.is_absolute() else base / path))
                 if path.absolute() in seen:
                     continue
                 if not path.is_dir():
@@ -194,8 +199,9 @@ class Scopes:
     # -- the stores ---------------------------------------------------------------------------
 
     def _open(self, root: Path, *, create: bool) -> MemoryStore:
+        """The user's own store: opened with the user's own settings, never a project's."""
         return MemoryStore(
-            root, dataclasses.replace(self.config, dir=root), create=create, watch=self.watch
+            root, dataclasses.replace(self.config.own, dir=root), create=create, watch=self.watch
         )
 
     def _open_shared(self, root: Path) -> MemoryStore:

@@ -21,6 +21,7 @@ from .gitcmd import SyncError
 from .held import Hold, hold
 from .history import Operation
 from .index import INDEX_FILE, read_file
+from .instructions import screen as screen_instructions
 from .plan import Put, screen
 from .review import ItemData
 from .store import MemoryStore
@@ -130,8 +131,9 @@ def hold_arrivals(
 ) -> list[Hold]:
     """Hold back from recall what a merge brought that a person should see first: every
     arrival when the store says ``review = "ask"``, a pin set elsewhere, a name that passes for
-    another one here. Each hold waits in the review queue (approve: recalled from then on;
-    reject: the text before it comes back); the holds made."""
+    another one here, a text that reads as an instruction to an agent. Each hold waits in the
+    review queue (approve: recalled from then on; reject: the text before it comes back); the
+    holds made."""
     ask = store.config.review == "ask"
     made: list[Hold] = []
     items: list[ItemData] = []
@@ -151,8 +153,11 @@ def hold_arrivals(
             with contextlib.suppress(UnicodeDecodeError, MemdirError):
                 was_pinned = memfmt.loads(old.decode("utf-8")).pinned
         twin = twins.get(memfmt.skeleton(mem.name))
+        order = screen_instructions(f"{mem.description}\n{mem.body}")
         if twin is not None and twin != mem.name:
             why = f"its name passes for {twin!r} (case or look-alike letters)"
+        elif order is not None:
+            why = f"it reads as an instruction to an agent: {order}"
         elif mem.pinned and not was_pinned:
             why = f"pinned by {by}"
         elif ask:

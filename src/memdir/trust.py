@@ -131,7 +131,8 @@ class TrustList:
 
     @staticmethod
     def key(path: Path) -> str:
-        return os.path.realpath(path)
+        """The project file's own path (a link elsewhere is not the file it points to)."""
+        return os.path.abspath(path)
 
     def trusts(self, path: Path, sha256: str) -> bool:
         return self._data["trusted"].get(self.key(path), {}).get("sha256") == sha256

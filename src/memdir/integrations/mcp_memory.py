@@ -24,7 +24,7 @@ from ..notes import guess_type
 from ..plan import Put
 from ..providers import Message
 from ..recall import estimate_tokens, log_recall, render_block, select
-from ..review import land
+from ..review import held_why, land
 from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import MemoryStore
@@ -255,10 +255,17 @@ class MemoryServer:
             chosen = (name or id or slugify(" ".join(description.split()[:6]))).strip()
             existed = chosen in store
             there = "" if store is not self._user else " in the user's own store"
-            if store.config.review == "ask":
-                mem = Memory(chosen, kind, description, body)
+            mem = Memory(chosen, kind, description, body)
+            held = held_why(Put(mem))
+            if store.config.review == "ask" or held is not None:
                 land(store, [Put(mem, reason="remembered through MCP")], source="mcp",
                      summary=f"remember {chosen}", secrets="refuse")  # fmt: skip
+                if held is not None:
+                    return (
+                        f"Not saved: {chosen} reads as an instruction to an agent"
+                        f" ({held.removeprefix('held: ')}); it waits for the user's review"
+                        " ('memdir review' or 'memdir ui')."
+                    )
                 return (
                     f"Proposed memory {chosen}{there}: it waits for the user's review"
                     " ('memdir review' or 'memdir ui') before it is saved."

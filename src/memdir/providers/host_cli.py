@@ -15,6 +15,7 @@ import subprocess
 from typing import Any
 
 from ..errors import LLMError, LLMUnavailable
+from ..safetext import speaker_turn
 from ..usage import UsageLog
 from . import RecordingModel, Reply, Request, Usage
 
@@ -34,7 +35,7 @@ def _flatten(request: Request) -> str:
                 if isinstance(b, dict) and b.get("type") == "text"
             )
         )
-        parts.append(f"{msg.get('role', 'user')}: {text}")
+        parts.append(speaker_turn(str(msg.get("role", "user")), text))
     if request.json_mode:
         parts.append("Answer with only the JSON object.")
     return "\n\n".join(parts)

@@ -1,0 +1,237 @@
+"""Telling an instruction planted for the agent from a memory: the write-time screen of what
+memdir is about to learn or keep.
+
+Text that reaches memory from a conversation, a tool result, a web page or a remote can carry
+orders for whichever agent recalls it later (memory poisoning): run a command fetched from a
+URL, ignore its instructions, send data somewhere, act on an approval nobody gave. A memory
+states a fact or a preference ("run the tests with ``pytest -x``"); such a text commands the
+agent. ``screen`` names the first sign of the latter; what it flags waits for a person
+(review) and never reaches recall unreviewed. Measured in ``benchmarks/injection_bench.py``.
+This module does NOT decide what happens to a flagged text (``review`` and ``sync`` do).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_I = re.IGNORECASE
+_URL = r"(?:https?://|ftp://|www\.)\S+"
+_SENSITIVE = (
+    r"api[ _-]?keys?|tokens?|passwords?|credentials|secrets?|private[ _-]?keys?|ssh[ _-]?keys?|"
+    r"id_rsa|\.netrc|\.npmrc|\.env\b|cookies?|[A-Z_]*(?:SECRET|TOKEN|PASSWORD|_KEY)[A-Z_]*|"
+    r"DATABASE_URL"
+)
+
+# (what it is, pattern): the first that matches is the reason given
+_SIGNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "it tells the agent to set aside its instructions",
+        re.compile(
+            r"\b(?:ignore|disregard|forget|override|bypass|skip)\b[\w\s,'-]{0,30}?"
+            r"\b(?:previous|prior|above|earlier|all|any|your|the|system|safety|original)\b"
+            r"[\w\s'-]{0,20}?\b(?:instructions?|prompts?|rules|guidelines|guardrails|"
+            r"directives|messages|policies|restrictions|constraints)\b|"
+            r"\b(?:your|all|previous|prior|earlier|old|original|above|existing)\s+(?:\w+\s+)?"
+            r"(?:rules|guidelines|instructions|restrictions|policies)\s+(?:are\s+(?:now\s+)?"
+            r"(?:void|obsolete|cancelled|canceled|revoked|suspended)|(?:no\s+longer|do\s+not|"
+            r"don'?t)\s+apply)",
+            _I,
+        ),
+    ),
+    (
+        "it pipes a download into a shell",
+        re.compile(
+            r"\b(?:curl|wget|iwr|invoke-webrequest|fetch)\b[^\n|;]{0,200}\|\s*(?:sudo\s+)?"
+            r"(?:ba|z|k|da)?sh\b|\b(?:ba|z)?sh\s+(?:-c\s+)?[\"']?\$?\(\s*(?:curl|wget)\b|"
+            r"\b(?:bash|sh)\s+<\(\s*(?:curl|wget)|\biex\s*\(|\binvoke-expression\b|"
+            r"\beval\s*[\"'(]?\$\(\s*(?:curl|wget)",
+            _I,
+        ),
+    ),
+    (
+        "it asks to send data somewhere",
+        re.compile(
+            r"\b(?:send|upload|post|forward|email|e-mail|exfiltrate|transmit|leak|share|copy|"
+            r"paste|report)\b[^\n]{0,80}?\b(?:to|into|at|onto|with)\s+(?:" + _URL + r"|"
+            r"(?:my|our|this|an?)\s+(?:server|endpoint|webhook|url|site|address|inbox|bucket|"
+            r"pastebin|gist)|(?:an?\s+|the\s+)?public\s+(?:gist|repo\w*|issue|paste\w*|"
+            r"channel|page|url)|third[ -]part(?:y|ies))|"
+            r"\b(?:send|upload|post|forward|email|e-mail|exfiltrate|transmit|leak|share|copy)\b"
+            r"[^\n]{0,60}?\b(?:" + _SENSITIVE + r"|contents|everything|every\s+file|all\s+"
+            r"(?:files|logs|data|secrets|messages)|conversation|history|dump)\b[^\n]{0,60}?"
+            r"[\w.+-]+@[\w-]+\.[\w.]+|"
+            r"\$\(\s*cat\s+[^)]*(?:\.ssh|\.aws|credentials|id_rsa|\.env|token|secret)|"
+            r"\b(?:enter|paste|submit|type|fill\s+in)\b[^.\n]{0,40}?\b(?:credentials|"
+            r"passwords?|tokens?|api[ _-]?keys?|secrets?)\b",
+            _I,
+        ),
+    ),
+    (
+        "it asks for credentials or secrets to be revealed",
+        re.compile(
+            r"\b(?:print|reveal|show|dump|output|display|send|paste|cat|echo|read out|list)\b"
+            r"[^.\n]{0,40}?\b(?:api[ _-]?keys?|tokens?|passwords?|credentials|secrets?|"
+            r"private[ _-]?keys?|ssh[ _-]?keys?|id_rsa|\.env\b|env(?:ironment)? "
+            r"(?:variables|vars)|aws_secret|cookies?)\b|"
+            r"\b(?:copy|write|put|echo|paste|print|add|insert|include|log|dump)\b[^.\n]{0,50}?"
+            r"(?:" + _SENSITIVE + r")[^.\n]{0,40}?\b(?:into|in|to)\s+(?:the\s+|a\s+)?"
+            r"(?:\w+\s+)?(?:pull\s+request|pr|readme|commit|issue|comment|description|log|"
+            r"output|chat|message|docs?|wiki|ci)\b",
+            _I,
+        ),
+    ),
+    (
+        "it claims an approval or permission the user did not give here",
+        re.compile(
+            r"\b(?:i|we|the user|user|admin|owner|operator)\s+(?:has\s+|have\s+)?"
+            r"(?:already\s+|hereby\s+|pre-?)?(?:approved?|authori[sz]ed?|permits?|"
+            r"permitted|allows?|allowed|consents?|consented|grants?\s+permission)\b"
+            r"[^.\n]{0,60}?\b(?:run|running|execute|executing|it|this|that|all|any|every|"
+            r"commands?|you|without|shar\w*|send\w*|upload\w*)\b|"
+            r"\b(?:[\w-]+\s+){0,2}(?:has|have)\s+(?:already\s+)?(?:approved|authori[sz]ed|"
+            r"permitted|allowed|cleared)\s+you\b|"
+            r"\b(?:permission|approval|consent)\s+(?:was|has\s+been|had\s+been|is)\s+"
+            r"(?:already\s+)?(?:given|granted)\b[^.\n]{0,80}?\b(?:confirm\w*|ask\w*|skip\w*|"
+            r"every|all|any)\b|"
+            r"\b(?:no need to|don'?t|do not|never|without)\s+(?:ask(?:ing)?|confirm(?:ing)?|"
+            r"check(?:ing)?\s+with|prompt(?:ing)?)\b[^.\n]{0,30}?\b(?:permission|"
+            r"confirmation|approval|the user|me|first|before|again)\b|"
+            r"\byou\s+(?:are|have\s+been)\s+(?:now\s+)?(?:authori[sz]ed|allowed|permitted|"
+            r"cleared)\s+to\b|\b(?:auto|pre)-?approved?\b",
+            _I,
+        ),
+    ),
+    (
+        "it speaks as the system or opens new instructions",
+        re.compile(
+            r"\bimportant\s+system\s+\w+|\bsystem\s+(?:note|prompt|message|override|"
+            r"instruction|update|notice|directive)s?\s*:|\bsystem\s+override\b|"
+            r"(?:^|\n)\s*\[?\s*system\s*\]?\s*:|<\s*/?\s*(?:system|instructions?|im_start|"
+            r"admin)\s*>|\bnew\s+(?:instructions?|directives?|rules)\s*:|\[\s*(?:system|inst)"
+            r"\s*\]|\byou\s+are\s+now\s+(?:in\s+)?(?:\w+\s+){0,2}(?:mode|dan|unrestricted|"
+            r"jailbroken)\b|\bdeveloper\s+mode\b[^.\n]{0,30}\b(?:on|enabled|session|"
+            r"restrictions|ignore)|\bfrom\s+now\s+on,?\s+(?:you|the\s+(?:assistant|agent|ai))"
+            r"\s+(?:must|will|should|shall)\b",
+            _I,
+        ),
+    ),
+    (
+        "it tells the agent to turn off a safeguard",
+        re.compile(
+            r"\b(?:disable|turn\s+off|switch\s+off|deactivate|remove|bypass|circumvent)\b"
+            r"[^.\n]{0,30}?\b(?:review|approvals?|sandbox|safety|guard(?:rail)?s?|filters?|"
+            r"confirmations?|permission\s+checks?|security\s+checks?|antivirus|firewall|"
+            r"logging|audit)\b|\b(?:review|approvals?|sandbox|safety\s+\w+|guardrails|"
+            r"confirmations?)\s+(?:is|are|has\s+been|have\s+been)\s+(?:now\s+)?(?:disabled|"
+            r"off|turned\s+off|switched\s+off|no\s+longer\s+(?:required|needed))\b",
+            _I,
+        ),
+    ),
+    (
+        "it tells the agent to fetch and run something from a URL",
+        re.compile(
+            r"\b(?:run|execute|exec|source|(?:download|fetch|load|get)\s+and\s+"
+            r"(?:run|execute|install|apply))\b[^.\n]{0,60}?"
+            + _URL
+            + r"|"
+            + _URL
+            + r"[^.\n]{0,60}?\b(?:and|then)\s+(?:run|execute|follow|enter|paste|submit)\b",
+            _I,
+        ),
+    ),
+)
+
+
+# Signs that only count together: text addressed to the agent, claimed authority, secrecy
+# from the user, a safeguard waived, something sensitive handed out.
+_AGENT = r"(?:ai|assistants?|agents?|claude|codex|gpt|chatgpt|copilot|llms?|bots?|models?)"
+_TO_AGENT = re.compile(
+    r"(?:^|[.!?:;]\s+|\b(?:to|for|attention|note\s+to|hi|hey|dear|hello)\s+(?:any\s+|all\s+"
+    r"|the\s+)?)" + _AGENT + r"\b|\b(?:ai|the)\s+(?:assistants?|agents?)\s+(?:must|should|"
+    r"shall|will|may|can|are|have|working)\b|\byour\s+(?:task|job|role|instructions|orders)\b|"
+    r"\bif\s+you\s+are\s+(?:an?\s+)?" + _AGENT + r"\b|\bwhoever\s+(?:reads|processes|sees)\b|"
+    r"^\s*" + _AGENT + r"\s*[,:]|\b(?:you|agents?|assistants?)\s+(?:must|should|shall)\s+now\b|"
+    r"\byou\s+(?:may|can)\s+now\b|\b(?:you|agents?|assistants?)\s+(?:must|should)\s+"
+    r"(?:store|post|send|disable|approve|delete|publish|follow\s+only)\b",
+    _I,
+)
+_AUTHORITY = re.compile(
+    r"\b(?:authori[sz]ed|approved\s+by|already\s+approved|granted\s+(?:\w+\s+)?permission|"
+    r"(?:exception|permission|clearance)\s+granted|per\s+(?:company\s+|the\s+)?(?:policy|admin|"
+    r"owner|lead)|policy\s+says|urgent\s+from|(?:owner|admin|maintainers?|boss|manager|cto|ceo|"
+    r"it|lead)\s+(?:says|said|wants|asked|requires)|you\s+(?:can|may)\s+(?:now\s+)?(?:skip|"
+    r"ignore|bypass|run|act|read|print|delete)|override\s*:|your\s+role\s+has\s+changed)\b",
+    _I,
+)
+_SECRECY = re.compile(
+    r"\b(?:do\s+not|don'?t|never)\s+(?:tell|inform|mention|show|reveal)\s+(?:this|it|that)?"
+    r"\s*(?:to\s+)?(?:the\s+)?(?:user|anyone|them|him|her)|\bwithout\s+(?:telling|"
+    r"informing|notifying)\b|\b(?:silently|secretly|covertly)\b|\bkeep\s+(?:this|it)\s+"
+    r"(?:between\s+us|secret|hidden|from\s+the\s+user)\b|\bpretend\b[^.\n]{0,40}?\b"
+    r"(?:passed|approved|succeeded|checked|reviewed|safe)\b",
+    _I,
+)
+_WAIVED = re.compile(
+    r"\b(?:skip|ignore|waive|drop|without|no|cancel\w*|obsolete|void)\b[^.\n]{0,30}?\b"
+    r"(?:confirmations?|restrictions?|safety|review|approvals?|guardrails?|instructions?|rules|"
+    r"guidelines|limits?)\b|\b(?:confirmations?|restrictions?|safety\s+\w+|review|"
+    r"approvals?|instructions?|rules|guidelines)\b[^.\n]{0,40}?\b(?:cancel\w*|obsolete|void|"
+    r"no\s+longer|lifted|waived)\b",
+    _I,
+)
+_HANDED_OUT = re.compile(
+    r"\b(?:include|reply\s+with|respond\s+with|print|paste|send|forward|exfiltrate|upload|"
+    r"leak|add|attach|post|output|share|give|grab|store|publish)\b[^.\n]{0,60}?\b(?:"
+    + _SENSITIVE
+    + r"|system\s+prompt|(?:deploy(?:ment)?|signing|private|ssh)\s+keys?|/etc/(?:shadow|"
+    r"passwd)|customer\s+(?:list|data|records)|the\s+thread|kube\s*config|\.kube|"
+    r"conversation|prompt\s+history|full\s+prompt|~/\.ssh\b|aws\s+keys?|authorized_keys|"
+    r"repo(?:sitory)?\b[^.\n]{0,10}\bto)\b|"
+    r"\b(?:reverse\s+shell|authorized_keys)\b|\bexecutes?\s+whatever\b|"
+    r"\btreat\b[^.\n]{0,40}?\bas\s+(?:already\s+)?(?:approved|trusted)\b|"
+    r"\bfollow\s+only\b[^.\n]{0,40}?" + _URL + r"|\b(?:disable|remove|turn\s+off)\s+"
+    r"(?:two-factor|2fa|mfa)\b",
+    _I,
+)
+_ALONE = re.compile(
+    r"\bexfiltrat\w*|/etc/shadow\b|\bsystem\s+prompt\b[^.\n]{0,20}?\b(?:so|to)\b|"
+    r"\b(?:reply|respond)\s+with\s+your\b|"
+    r"\b(?:ignore|disregard|forget)\s+(?:whatever|everything|anything|all)\b[^.\n]{0,40}?\b"
+    r"(?:said|told|written|given|before|above|earlier)\b|"
+    r"\b(?:include|reply\s+with|respond\s+with|paste|send|forward|leak|post|share|give|"
+    r"print|output)\b[^.\n]{0,60}?\b(?:api[ _-]?keys?|api\s+tokens?|passwords?|credentials|"
+    r"private[ _-]?keys?|ssh[ _-]?keys?|id_rsa|secret\s+keys?|access\s+tokens?)\b",
+    _I,
+)
+_TOGETHER = (_TO_AGENT, _AUTHORITY, _SECRECY, _WAIVED, _HANDED_OUT)
+
+
+def _plain(text: str) -> str:
+    """Text as the patterns read it: compatibility forms folded (full-width letters, ligatures),
+    invisible characters dropped, so that spelling tricks do not hide a sign."""
+    folded = unicodedata.normalize("NFKC", text)
+    return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+
+
+def screen(text: str) -> str | None:
+    """Why ``text`` reads as an instruction planted for the agent, or None for a memory."""
+    plain = _plain(text)
+    for why, pattern in _SIGNS:
+        if pattern.search(plain):
+            return why
+    if _ALONE.search(plain):
+        return "it asks for what an agent must keep to itself"
+    signs = [p for p in _TOGETHER if p.search(plain)]
+    if len(signs) >= 2 or _SECRECY in signs:
+        return "it addresses the agent with orders (" + ", ".join(_NAMES[p] for p in signs) + ")"
+    return None
+
+
+_NAMES = {
+    _TO_AGENT: "addressed to the agent",
+    _AUTHORITY: "claims authority",
+    _SECRECY: "keeps it from the user",
+    _WAIVED: "waives a safeguard",
+    _HANDED_OUT: "hands out something sensitive",
+}
