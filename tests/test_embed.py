@@ -206,17 +206,16 @@ def test_a_damaged_vectors_file_is_rebuilt(tmp_path: Path) -> None:
     assert len(emb.memories) == 4
 
 
-def test_a_time_budget_embeds_the_rest_on_later_searches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(vectors_mod, "BATCH", 2)
+def test_a_time_budget_embeds_the_rest_on_later_searches(tmp_path: Path) -> None:
+    """A search with no time to spare embeds nothing and answers by BM25; one with a budget
+    embeds what fits (small chunks, the clock looked at before each); none left after."""
     emb = CountingEmbedder()
     store = MemoryStore(tmp_path / ".memory", embedder=emb)
     fill(store)
     store.pace_embedding(budget=0.0)
-    store.search("postgresql", 1)
-    assert len(emb.memories) == 2  # one batch, then the budget ran out
-    assert store.search("postgresql", 1)[0].memory.name == "staging-database"  # BM25 still
+    assert store.search("postgresql", 1)[0].memory.name == "staging-database"  # BM25
+    assert emb.memories == []  # the query alone: no document on the caller's time
+    store.pace_embedding(budget=60.0)
     store.search("postgresql", 1)
     assert len(emb.memories) == 4
     store.pace_embedding(budget=None)

@@ -332,3 +332,20 @@ def test_the_assistants_unconfirmed_answer_is_not_learned(tmp_path: Path) -> Non
     }
     extract_memories(store, short, FakeModel([{"memories": [concise]}]))
     assert [e.name for e in store.entries()] == ["concise-answers"]
+
+
+def test_extract_cli_says_what_waits_for_review(
+    cli: CliFn, llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """Under review = "ask" nothing is saved yet: the command says so and how to approve,
+    instead of "Saved"."""
+    (tmp_path / ".memory" / "config.toml").write_text('review = "ask"\n')
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.url}
+    (tmp_path / "t.json").write_text(json.dumps(TALK, ensure_ascii=False))
+    pending = {**ZH, "name": "answer-in-chinese", "type": "project_fact"}
+    llm_server.queue(reply(answer(pending)))
+    r = cli("extract", "t.json", env=env)
+    assert r.code == 0, r.err
+    assert "Waiting for your review: answer-in-chinese" in r.out and "Saved" not in r.out
+    assert "Approve or reject with 'memdir review'" in r.out
+    assert cli("list").out == "No memories.\n"

@@ -446,6 +446,11 @@ def test_the_prompt_hook_never_waits_on_the_model(tmp_path: Path) -> None:
             in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
         )
         # (the model, asked or still loading its SDK, was not waited for: 90 s > 60 s)
+        from memdir.recalllog import entries
+
+        (logged,) = entries(store.internal)
+        assert logged["path"] == "search-fallback"
+        assert "did not answer within the hook's 1 s" in logged["note"]
     finally:
         server.stop()
 
@@ -515,3 +520,127 @@ def test_concurrent_learns_ask_the_model_once(tmp_path: Path) -> None:
         assert len(server.requests) == 1
     finally:
         server.stop()
+
+
+CLAUDE_LIKE = r'''#!{python}
+"""A `claude -p` that behaves as Claude Code does for hooks: it keeps a transcript of its own
+session and runs the Stop hooks of the user's and the folder's settings with that transcript,
+in its environment (less the nested-session marker when FAKE_DROP_MARKER is set)."""
+import json, os, pathlib, subprocess, sys
+prompt = sys.stdin.read()
+calls = pathlib.Path({calls!r})
+calls.write_text(calls.read_text() + "call\n" if calls.exists() else "call\n")
+n = len(calls.read_text().splitlines())
+transcript = pathlib.Path({folder!r}) / f"nested-{{n}}.jsonl"
+answer = json.dumps({{"memories": []}})
+lines = [
+    {{"type": "user", "message": {{"role": "user", "content": prompt}}, "uuid": "u1"}},
+    {{"type": "assistant", "message": {{"role": "assistant",
+      "content": [{{"type": "text", "text": answer}}]}}, "uuid": "a1"}},
+]
+transcript.write_text("".join(json.dumps(x) + "\n" for x in lines))
+env = dict(os.environ)
+if env.get("FAKE_DROP_MARKER"):
+    env.pop("MEMDIR_NESTED", None)
+for settings in (pathlib.Path.home() / ".claude/settings.json",
+                 pathlib.Path.cwd() / ".claude/settings.local.json"):
+    if settings.is_file():
+        for group in json.loads(settings.read_text()).get("hooks", {{}}).get("Stop", []):
+            for h in group["hooks"]:
+                event = {{"hook_event_name": "Stop", "transcript_path": str(transcript),
+                          "cwd": os.getcwd(), "session_id": f"nested-{{n}}"}}
+                subprocess.run(h["command"], shell=True, input=json.dumps(event), text=True,
+                               env=env, cwd=os.getcwd())
+print(json.dumps({{"type": "result", "is_error": False, "result": answer,
+                  "usage": {{"input_tokens": 5, "output_tokens": 5}}}}))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("drop_marker", [False, True])
+def test_learning_through_the_hosts_cli_never_starts_itself_again(
+    tmp_path: Path, drop_marker: bool
+) -> None:
+    """The learn worker's `claude -p` runs memdir's installed hooks as Claude Code does; the
+    nested session learns nothing and starts no worker of its own, also when a host drops the
+    nested-session marker from the environment: one model call, then quiet."""
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    bindir, folder = tmp_path / "bin", tmp_path / "nested"
+    bindir.mkdir()
+    folder.mkdir()
+    calls = tmp_path / "calls.txt"
+    script = bindir / "claude"
+    script.write_text(
+        CLAUDE_LIKE.format(python=sys.executable, calls=str(calls), folder=str(folder))
+    )
+    script.chmod(0o755)
+    env = _env(tmp_path, PATH=f"{bindir}:/usr/bin:/bin")
+    if drop_marker:
+        env["FAKE_DROP_MARKER"] = "1"
+    from memdir.integrations import hooks as host_hooks
+
+    assert Path.home() == Path(env["HOME"])  # the settings the fake host reads
+    host_hooks.install("claude-code", user=True, project=project)
+    host_hooks.install("claude-code", user=False, project=project)
+    event = {
+        "transcript_path": str(DATA / "claude_session.jsonl"),
+        "cwd": str(project),
+        "hook_event_name": "Stop",
+        "session_id": "top",
+    }
+    assert hook(["learn", "--host", "claude-code"], event, project, env).returncode == 0
+
+    def records() -> list[dict[str, Any]]:  # the project's log, and the user store's
+        logs = sorted(tmp_path.rglob(".memdir/hooks.jsonl"))
+        lines = [x for log in logs for x in log.read_text().splitlines()]
+        return [json.loads(x) for x in lines if '"learn"' in x]
+
+    want = 2 if drop_marker else 1  # the nested session's own worker, which asks no model
+    assert _wait_for(lambda: len(records()) >= want, 60), records()
+    assert calls.read_text().splitlines() == ["call"]
+    assert [r["status"] for r in records()] == ["ok"] * want
+    if drop_marker:
+        assert "not learned from" in records()[-1]["note"] or any(
+            "not learned from" in r.get("note", "") for r in records()
+        )
+
+
+@pytest.mark.slow
+def test_the_prompt_hook_answers_a_fresh_unembedded_store_by_bm25_and_exits_0(
+    tmp_path: Path,
+) -> None:
+    """Hundreds of hand-written memories never embedded: the hook embeds only the question,
+    answers by BM25 where vectors are not ready, exits 0 (no abort from a native thread), and
+    leaves the embedding to a background indexer."""
+    project = tmp_path / "app"
+    root = project / ".memory"
+    root.mkdir(parents=True)
+    for i in range(300):
+        (root / f"service-{i}.md").write_text(
+            f"---\nname: service-{i}\ntype: project_fact\ndescription: Service {i} runs on"
+            f" port {9000 + i}\n---\nThe service number {i} listens on port {9000 + i}.\n"
+        )
+    (root / "billing-db.md").write_text(
+        "---\nname: billing-db\ntype: project_fact\ndescription: Billing uses the ledger"
+        " schema\n---\nThe billing service keeps invoices in the ledger schema of Postgres.\n"
+    )
+    event = {"prompt": "which schema holds the billing invoices?", "cwd": str(project),
+             "hook_event_name": "UserPromptSubmit", "session_id": "s"}  # fmt: skip
+    r = hook(["prompt", "--host", "claude-code"], event, project, _env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "terminate called" not in r.stderr
+    context = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert 'name="billing-db"' in context
+    vectors = root / ".memdir" / "vectors.sqlite"  # the background indexer's work
+    assert _wait_for(lambda: len(_embedded(vectors)) == 301, 180), len(_embedded(vectors))
+
+
+def _embedded(path: Path) -> list[Any]:
+    import sqlite3
+
+    try:
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT key FROM docs").fetchall()
+    except sqlite3.DatabaseError:
+        return []

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from memdir.errors import LLMError, LLMUnavailable
+from memdir.layout import NESTED_MARK
 from memdir.providers.host_cli import HostCLIModel
 from memdir.usage import UsageLog
 
@@ -47,7 +48,8 @@ def test_claude_answers_with_its_result_and_usage_is_logged(bin_dir: Path, tmp_p
     )
     assert reply.text == '{"names": []}'
     prompt = (tmp_path / "prompt").read_text()
-    assert prompt.startswith("Pick memories.") and "user: which test runner?" in prompt
+    assert prompt.startswith(NESTED_MARK + "\n\nPick memories.")  # memdir's own session
+    assert "user: which test runner?" in prompt
     assert prompt.rstrip().endswith("Answer with only the JSON object.")
     assert (tmp_path / "argv").read_text().split() == [
         "-p", "--output-format", "json", "--model", "haiku",

@@ -437,3 +437,43 @@ def test_http_beyond_loopback_needs_a_token_of_ones_own(tmp_path: Path) -> None:
         timeout=60,
     )
     assert r.returncode == 1 and "give one of at least 16" in r.stderr
+
+
+def test_results_are_plain_text_and_bad_input_follows_one_rule(tmp_path: Path) -> None:
+    """Through the official client: tools declare no output schema and answer text content
+    the model reads as written; invalid arguments are one-line tool errors saying what the
+    tool takes; a prompt without its argument is invalid params; a missing memory resource is
+    the resource-not-found error; list, search and history check their arguments as remember
+    and read do."""
+    from mcp.shared.exceptions import MCPError
+
+    root = tmp_path / ".memory"
+    MemoryStore(root).write("db", type="project_fact", description="Staging DB", body="PG 17")
+
+    async def body(client: Client) -> None:
+        tools = (await client.list_tools()).tools
+        assert all(t.output_schema is None for t in tools)
+        result = await client.call_tool("recall", {"message": "which staging db?"})
+        assert result.structured_content is None
+        assert '<memory name="db"' in text(result) and '\\"' not in text(result)
+        for args, says in [
+            ({"query": "db", "k": -5}, "k must be a whole number from 1 to 50"),
+            ({"query": "db", "k": "many"}, "invalid arguments to search: k"),
+        ]:
+            out, err = await call(client, "search", **args)
+            assert err and says in out and "\n" not in out and "pydantic" not in out, out
+        out, err = await call(client, "search", query="db", k="many")
+        assert "it takes query (text), q (text), text (text), k (whole number)" in out
+        out, err = await call(client, "list", type="bogus")
+        assert err and "type 'bogus' is not one of" in out
+        out, err = await call(client, "history", name="nosuch")
+        assert err and "no memory named 'nosuch'" in out
+        with pytest.raises(MCPError) as missing:
+            await client.get_prompt("remember", {})
+        assert missing.value.error.code == -32602
+        assert "needs the argument 'text'" in missing.value.error.message
+        with pytest.raises(MCPError) as gone:
+            await client.read_resource("memory://nosuch")
+        assert gone.value.error.code == -32602  # the SDK's resource-not-found (SEP-2164)
+
+    run(root, body)

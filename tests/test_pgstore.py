@@ -561,3 +561,21 @@ def test_host_hooks_recall_and_learn_on_a_database(pg_config: Config, tmp_path: 
     r = hook(["prompt", "--host", "claude-code"], prompt, tmp_path, env)
     assert r.returncode == 0 and "The user asked to always use pnpm" in r.stdout
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown_as"),
+    [
+        ("postgresql://me:pa#ss/wo?rd@db.example:5432/app", "postgresql://me@db.example:5432/app"),
+        ("postgresql://me:p@ss@h:1/d", "postgresql://me@h:1/d"),
+        ("postgresql://[::1]:5432/db", "postgresql://[::1]:5432/db"),
+        ("not a url", "the database URL (not of the form postgresql://…)"),
+    ],
+)
+def test_a_database_url_is_shown_without_its_password_and_never_raises(
+    url: str, shown_as: str
+) -> None:
+    """A password holding '#', '/', '?' or '@' is never read as the URL's structure."""
+    from memdir.pgschema import shown
+
+    assert shown(url) == shown_as

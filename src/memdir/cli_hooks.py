@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .cli_context import Ctx, F, pass_ctx
-from .layout import INTERNAL
+from .layout import INTERNAL, NESTED_ENV
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
@@ -29,6 +29,10 @@ HOST_CHOICE = click.Choice(["claude-code", "codex"])
 def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
     """Run as a host hook: KIND is prompt (UserPromptSubmit) or learn (Stop, SessionEnd,
     PreCompact). Reads the event JSON on stdin; always exits 0."""
+    import os
+
+    if os.environ.get(NESTED_ENV):  # a session memdir started as its memory model
+        return
     from .integrations import hooks
 
     host = host if host in HOST_CHOICE.choices else None  # never exit 2: that blocks the prompt
@@ -39,7 +43,7 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
             return
         event = hooks.read_event(sys.stdin.read())
         if kind == "prompt":
-            out = hooks.prompt(event, host=host, budget=c.config.hook_budget)
+            out = hooks.prompt(event, host=host)
             if out:
                 click.echo(out)
         else:
@@ -57,6 +61,22 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
                     )
             except Exception:  # the log is best effort
                 pass
+    finally:
+        if kind == "prompt" and job is None:
+            _leave()  # a search or model call still at work must not keep the host waiting
+
+
+def _leave() -> None:
+    """Exit 0 at once when a thread is still at work (a late model call, an embedder): letting
+    the interpreter wait for it, or tear a native library down under it, would keep the host
+    waiting or abort the process."""
+    import os
+    import threading
+
+    if threading.active_count() > 1:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 @click.group("hooks")

@@ -263,10 +263,23 @@ def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: boo
         return
     if not changes:
         click.echo("Nothing worth remembering.")
-    verb = "Would save" if dry_run else "Saved"
+    applied = {
+        (scope, c["name"])
+        for scope, op in (("project", result.operation), ("user", result.user_operation))
+        if op is not None
+        for c in op.changes
+    }
     for scope, ch in changes:
         where = " in the user store" if scope == "user" else ""
+        verb = "Would save" if dry_run else "Saved"
+        if not dry_run and (scope, ch.memory.name) not in applied:
+            verb = "Waiting for your review:"  # queued (review = "ask", or held)
         click.echo(f"{verb} {ch.memory.name}{where} ({ch.memory.type}): {ch.memory.description}")
+    if result.proposals and not dry_run:
+        click.echo(
+            "Approve or reject with 'memdir review' (or 'memdir ui'); nothing waiting is"
+            " recalled until then."
+        )
     if result.operation:
         click.echo("Undo with 'memdir undo'.")
     if result.user_operation:

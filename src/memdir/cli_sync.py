@@ -82,8 +82,8 @@ def sync_command(
     if background:
         sync.background(c.store, c.config)
         return
-    if init_url is not None:
-        c.create_store = True
+    if init_url is not None and scope != USER:
+        c.create_store = True  # the user's store is created alone: never a .memory here
     store, scope = _store(c, scope, create=init_url is not None)
     if init_url is not None:
         for line in syncrepo.init(store, init_url, remote=remote or "origin"):

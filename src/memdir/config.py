@@ -195,7 +195,8 @@ def find_store_dir(
 ) -> tuple[Path, str]:
     """Where the store is, and how that was decided: ``--dir``, else ``MEMDIR_DIR``, else the
     nearest ``.memory`` folder in the working directory or a parent (as git finds ``.git``),
-    else ``.memory`` at the top of the git repository the folder is in, else ``./.memory``
+    up to the top of the git repository the folder is in (a ``.memory`` above a repository
+    is not its store: the top's ``.memory`` is, created on first write), else ``./.memory``
     (which only ``memdir init`` and writes create)."""
     if flag:
         return Path(flag), "flag"
@@ -206,9 +207,8 @@ def find_store_dir(
         candidate = folder / ".memory"
         if candidate.is_dir():
             return (Path(".memory") if folder == here else candidate), "found"
-    for folder in (here, *here.parents):  # none yet: a repository's home is its top folder
-        if (folder / ".git").exists():
-            return (Path(".memory") if folder == here else folder / ".memory"), "git"
+        if (folder / ".git").exists():  # a repository's store is at its top, never above it
+            return (Path(".memory") if folder == here else candidate), "git"
     return Path(".memory"), "default"
 
 

@@ -30,3 +30,11 @@ SYNC_LOCK = "sync.lock"  # held by the one sync of this store at work
 REVIEW = "review"  # review/<id>.json: learned changes waiting for a person (review = "ask")
 RECALL_LOG = "recall.jsonl"  # what was recalled for which prompt and why (recall.1.jsonl: older)
 HELD = "held.json"  # memories held back from recall until reviewed (arrivals, instructions)
+
+# Set in the environment of a host CLI that memdir starts as its memory model (``claude -p``,
+# ``codex exec``): memdir's own hooks in that nested session do nothing, so learning through
+# a host never starts itself again.
+NESTED_ENV = "MEMDIR_NESTED"
+# The first line of every request memdir sends to a host CLI: a session that begins with it
+# is memdir's own, never learned from (a host that drops the environment still stops here).
+NESTED_MARK = "[memdir: a memory request, not a conversation to learn from]"

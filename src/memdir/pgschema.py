@@ -117,13 +117,23 @@ def driver() -> Any:
 
 
 def shown(url: str) -> str:
-    """The URL without its password, as messages and file names may show it."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit((parts.scheme, user + host, parts.path, "", ""))
+    """The URL without its password, as messages and file names may show it; never raises
+    (a password may hold '#', '/', '?' or '@', which a URL parser reads as structure)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "the database URL (not of the form postgresql://…)"
+    userinfo, at, where = rest.rpartition("@")  # the last '@': a password may hold one
+    user = userinfo.split(":", 1)[0] if at else ""
+    try:
+        parts = urlsplit(f"{scheme}://{where}")
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        if parts.port:
+            host += f":{parts.port}"
+        path = parts.path
+    except ValueError:
+        host, path = where.split("/", 1)[0].split("?", 1)[0], ""
+    return urlunsplit((scheme, (f"{user}@" if user else "") + host, path, "", ""))
 
 
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:

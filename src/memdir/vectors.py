@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 ALPHA = 0.3  # BM25's share of the fused score; tuned on LoCoMo DEV (benchmarks/README.md)
 DENSE_CANDIDATES = 100  # nearest vectors considered beside the BM25 candidates
+BUDGET_BATCH = 16  # files read and embedded between two looks at a caller's budget
 BATCH = 256  # texts embedded, then committed, at a time: an interrupted run keeps its work
 
 
@@ -128,44 +129,52 @@ class VectorIndex(CacheDB):
             self._drop(removed)
         if not stale:
             return 0
-        texts = load(stale)
-        need: dict[bytes, str] = {}
-        digests = [t.digest for t in texts]
-        have = self._have(set(digests))
-        for t, d in zip(texts, digests, strict=True):
-            if d not in have:
-                need.setdefault(d, t.text)
-        todo = list(need.items())
         deadline = None if budget is None else time.monotonic() + budget
+        # with a budget, small chunks read and embedded one at a time, the clock checked
+        # before each: a caller waits about its budget, and files it has no time for are not
+        # even read
+        size = BATCH if budget is None else BUDGET_BATCH
+        left = len(stale)
         done = 0
-        for start in range(0, len(todo), BATCH):
-            if deadline is not None and start and time.monotonic() > deadline:
+        for start in range(0, len(stale), size):
+            if deadline is not None and time.monotonic() >= deadline:
                 break
-            batch = todo[start : start + BATCH]
-            vectors = self.embedder.embed([text for _, text in batch])
+            chunk = stale[start : start + size]
+            texts = load(chunk)
+            digests = [t.digest for t in texts]
+            have = self._have(set(digests))
+            need: dict[bytes, str] = {}
+            for t, d in zip(texts, digests, strict=True):
+                if d not in have:
+                    need.setdefault(d, t.text)
+            todo = list(need.items())
+            for at in range(0, len(todo), BATCH):
+                batch = todo[at : at + BATCH]
+                vectors = self.embedder.embed([text for _, text in batch])
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO vecs VALUES (?, ?)",
+                    [
+                        (d, v.astype("float16").tobytes())
+                        for (d, _), v in zip(batch, vectors, strict=True)
+                    ],
+                )
+                self.db.execute("COMMIT")
+                have.update(d for d, _ in batch)
+            ready = [(t, d) for t, d in zip(texts, digests, strict=True) if d in have]
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
-                "INSERT OR REPLACE INTO vecs VALUES (?, ?)",
-                [
-                    (d, v.astype("float16").tobytes())
-                    for (d, _), v in zip(batch, vectors, strict=True)
-                ],
+                "INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
+                [(t.key, t.identity, d) for t, d in ready],
             )
             self.db.execute("COMMIT")
-            have.update(d for d, _ in batch)
-            done += len(batch)
-            if progress is not None:
-                progress(done, len(todo))
-        ready = [(t, d) for t, d in zip(texts, digests, strict=True) if d in have]
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.executemany(
-            "INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
-            [(t.key, t.identity, d) for t, d in ready],
-        )
-        self.db.execute("COMMIT")
-        if self._matrix is not None:
-            self._put([t.key for t, _ in ready], self._vectors([d for _, d in ready]))
-        return len(texts) - len(ready)
+            if self._matrix is not None:
+                self._put([t.key for t, _ in ready], self._vectors([d for _, d in ready]))
+            left -= len(chunk) - len(texts) + len(ready)  # a file that cannot be read is not left
+            done += len(chunk)
+            if progress is not None and todo:
+                progress(done, len(stale))
+        return left
 
     def forget_unused(self) -> None:
         """Drop the vectors no key maps to any more (texts that are gone for good)."""

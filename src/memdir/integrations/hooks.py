@@ -34,9 +34,10 @@ from ..config import Config, find_store_dir, load_config
 from ..errors import LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import HOOK_SPOOL as SPOOL
-from ..layout import INTERNAL
+from ..layout import INTERNAL, NESTED_MARK
 from ..lookup import embed_in_background
 from ..providers import Message
+from ..recall import message_text
 from ..scopes import Scopes, open_user_store, user_store_dir
 from ..spawn import start_memdir
 from ..store import MemoryStore
@@ -300,7 +301,7 @@ def _conversation(event: HookEvent, said: str) -> list[Message]:
     return messages
 
 
-def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
+def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -> str:
     """The hook's stdout for a UserPromptSubmit event ('' when nothing applies). The memory
     model gets ``budget`` seconds, its SDK's import included; search runs meanwhile and is
     used when the model is late or absent. Past ``budget + SEARCH_GRACE`` nothing is
@@ -311,7 +312,9 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
     said = event.get("prompt")
     if not isinstance(said, str):
         raise HookError("the event has no 'prompt' text — is this hook on UserPromptSubmit?")
-    config = _config_for(event)
+    config = _config_for(event)  # the project the event is in: its settings, its budget
+    if budget is None:
+        budget = config.hook_budget
     syncrepo.kick_all([config.dir, user_store_dir(config)], config, pull=True)
     store = _reader(config, budget)
     messages = _conversation(event, said)
@@ -343,6 +346,10 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
     if not chosen:
         finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
     selection = chosen[0] if chosen else searched[0] if searched else None
+    if not chosen and selection is not None and picker is not None and picker.is_alive():
+        # the model was asked and is late: say so, rather than "no model configured"
+        late = f"the memory model did not answer within the hook's {budget:g} s; used search"
+        selection = dataclasses.replace(selection, path="search-fallback", note=late)
     if selection is None and failed:
         raise failed[0]
     if selection is None:
@@ -366,8 +373,9 @@ def prompt(event: HookEvent, *, host: str | None, budget: float) -> str:
 
 
 def _reader(config: Config, budget: float) -> Scopes:
-    """The project's, the user's and shared stores, each embedding new memories for at most a
-    part of the budget (the learn worker embeds the rest)."""
+    """The project's, the user's and shared stores. A prompt embeds its question only: the
+    memories without a vector yet rank by BM25 and are embedded in the background (the
+    learn worker, ``memdir index --background``), never on the person's time."""
     try:
         project: MemoryStore | None = open_store(config, create=False, watch=False)
     except StoreNotFound:
@@ -376,15 +384,18 @@ def _reader(config: Config, budget: float) -> Scopes:
     if not scopes.stores():
         raise StoreNotFound(f"no memory store at {config.dir} — run 'memdir init' there")
     for _, store in scopes.stores():
-        store.pace_embedding(budget=budget / 2)
+        store.pace_embedding(budget=0.0)
     return scopes
 
 
-def learn(event: HookEvent, *, host: str | None) -> Path:
-    """Spool the event and start the detached worker; returns the spool file."""
+def learn(event: HookEvent, *, host: str | None) -> Path | None:
+    """Spool the event and start the detached worker; returns the spool file (None: the
+    session left no transcript, so there is nothing to learn)."""
     path = event.get("transcript_path")
     if not isinstance(path, str) or not path:
         raise HookError("the event names no transcript_path — nothing to learn from")
+    if not Path(path).is_file():  # the session ended before it wrote anything
+        return None
     config = _config_for(event)
     if (
         config.dir_source in ("default", "git")
@@ -433,6 +444,8 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
     try:
         turn.acquire()
         messages = read_session(Path(event["transcript_path"]))
+        if _nested(messages):
+            raise _Nothing("a session memdir started as its memory model: not learned from")
         model = _memory_model(config, host)
         if model is None:
             raise HookError("no memory model: set an API key, or install the host's CLI")
@@ -460,6 +473,10 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
                         "retired": len(plan.retires),
                     }
                 )
+    except _Nothing as nothing:
+        record.update(status="ok", new_messages=0, saved=[], note=str(nothing))
+    except FileNotFoundError:  # the transcript went: nothing to learn
+        record.update(status="ok", new_messages=0, saved=[], note="no transcript")
     except (MemdirError, OSError, KeyError, ValueError, filelock.Timeout) as exc:
         record.update(status="error", error=str(exc))
     finally:
@@ -469,6 +486,16 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
     if record.get("status") == "ok":
         syncrepo.kick_all([store.root, user_store_dir(config)], config)
     return record
+
+
+class _Nothing(Exception):
+    """Nothing to learn from this session, and why (not an error)."""
+
+
+def _nested(messages: list[Message]) -> bool:
+    """Whether the session is one memdir itself started as its memory model."""
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    return first is not None and NESTED_MARK in message_text(first)[:500]
 
 
 def last_learn(store_dir: Path) -> LogRecord | None:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ToolAnnotations
+from pydantic import ValidationError
 
 from ..config import Config
 from .mcp_memory import MemoryServer
@@ -117,15 +120,64 @@ TOOLS = [
 ]
 
 
+class _Server(MCPServer):
+    """The SDK's server, with one rule for bad input: a tool's invalid arguments are a tool
+    error of one line saying what the tool takes (not the validator's text and URL), and a
+    prompt called without its argument is invalid params (-32602)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(self._invalid(name, exc.__cause__)) from None
+            raise
+
+    def _invalid(self, name: str, err: ValidationError) -> str:
+        what = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg'].lower()}"
+            for e in err.errors()[:3]
+        )
+        tool = self._tool_manager.get_tool(name)
+        props = (tool.parameters.get("properties", {}) if tool is not None else {}) or {}
+        takes = ", ".join(f"{p} ({_kind(spec)})" for p, spec in props.items())
+        return f"invalid arguments to {name}: {what} — it takes {takes or 'no arguments'}"
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is not None:
+            missing = [a.name for a in prompt.arguments or [] if a.required]
+            missing = [a for a in missing if a not in (arguments or {})]
+            if missing:
+                raise MCPError(
+                    code=INVALID_PARAMS,
+                    message=f"prompt {name!r} needs the argument {missing[0]!r}",
+                )
+        return await super().get_prompt(name, arguments, context)
+
+
+def _kind(spec: dict[str, Any]) -> str:
+    """A parameter's type as a person says it (from its JSON schema)."""
+    types = [t.get("type") for t in spec.get("anyOf", [spec]) if t.get("type") != "null"]
+    names = {"string": "text", "integer": "whole number", "array": "list", "boolean": "true/false"}
+    return " or ".join(names.get(str(t), str(t)) for t in types) or "any"
+
+
 def build_server(config: Config) -> MCPServer:
-    """The MCP server for the store ``config`` names."""
+    """The MCP server for the store ``config`` names. Tools answer plain text (no output
+    schema: hosts pass the text to the model as written, not as escaped JSON)."""
     mem = MemoryServer(config)
-    server = MCPServer("memdir", version=_version(), instructions=INSTRUCTIONS)
+    server = _Server("memdir", version=_version(), instructions=INSTRUCTIONS)
     for tool in TOOLS:
         description = tool.description.format(types=", ".join(config.types))
-        server.tool(name=tool.name, annotations=tool.annotations, description=description)(
-            getattr(mem, tool.method)
-        )
+        server.tool(
+            name=tool.name,
+            annotations=tool.annotations,
+            description=description,
+            structured_output=False,
+        )(getattr(mem, tool.method))
     server.resource(
         "memory://index",
         name="index",

@@ -14,11 +14,11 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
 from ..backend import open_store
 from ..config import Config
-from ..errors import LLMUnavailable, MemdirError, SecretFound, StoreNotFound
+from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
 from ..memory import Memory, dumps, slugify
 from ..notes import guess_type
 from ..plan import Put
@@ -31,6 +31,7 @@ from ..store import MemoryStore
 
 log = logging.getLogger("memdir.mcp")
 PAGE_TOKENS = 2000  # a page of `list` never costs the host more than this
+MAX_K = 50  # search results one call may ask for
 T = TypeVar("T")
 HOW = {
     "llm": "chosen by the memory model",
@@ -180,9 +181,12 @@ class MemoryServer:
     ) -> str:
         wanted = str(pick("query", query, q, text))
 
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise ToolError(f"k must be a whole number from 1 to {MAX_K} (got {k!r})")
+
         def run() -> str:
             scopes = self.scopes()
-            hits = scopes.search(wanted, max(1, min(int(k), 50)))
+            hits = scopes.search(wanted, k)
             if not hits:
                 return "No matching memories."
             return "\n".join(
@@ -194,6 +198,8 @@ class MemoryServer:
         return self.call(run)
 
     def list_(self, type: str | None = None, cursor: str | None = None) -> str:
+        if type not in (None, "") and type not in self.config.types:
+            raise ToolError(f"type {type!r} is not one of {', '.join(self.config.types)}")
         return self.call(lambda: self._page(type, cursor))
 
     def _page(self, type: str | None, cursor: str | None) -> str:
@@ -341,6 +347,8 @@ class MemoryServer:
         def run() -> str:
             store, real = self.target(which, write=False)
             versions = store.history(real)
+            if not versions and real not in store:
+                store.get(real)  # the same "no memory named …" error as read
             if not versions:
                 return f"No history for {which}."
             return "\n".join(
@@ -390,9 +398,14 @@ class MemoryServer:
 
     def resource(self, fn: Callable[[], str]) -> str:
         try:
-            return self.call(fn)
-        except ToolError as exc:
+            with self._lock:
+                return fn()
+        except MemoryNotFound as exc:  # the resource-not-found error, not an internal one
+            raise ResourceNotFoundError(str(exc)) from None
+        except MemdirError as exc:
             raise ResourceError(str(exc)) from None
+        except OSError as exc:
+            raise ResourceError(f"{exc.strerror or exc} — check the store folder") from None
 
 
 def pick(what: str, *values: Any) -> Any:

@@ -10,11 +10,14 @@ This module does NOT find or install the host: its command must be on PATH.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 from typing import Any
 
 from ..errors import LLMError, LLMUnavailable
+from ..layout import NESTED_ENV, NESTED_MARK
 from ..safetext import speaker_turn
 from ..usage import UsageLog
 from . import RecordingModel, Reply, Request, Usage
@@ -23,7 +26,8 @@ HOSTS = {"claude-code": "claude", "codex": "codex"}
 
 
 def _flatten(request: Request) -> str:
-    parts = [request.system.strip()] if request.system.strip() else []
+    parts = [NESTED_MARK]
+    parts += [request.system.strip()] if request.system.strip() else []
     for msg in request.messages:
         content = msg.get("content", "")
         text = (
@@ -67,6 +71,9 @@ class HostCLIModel(RecordingModel):
         return argv + (["--model", self.model] if self.model else []) + ["-"]
 
     def _call(self, request: Request) -> Reply:
+        # a nested session runs no memdir hook (the marker), and starts in a folder of its
+        # own so that no project's hooks or instructions are loaded into it
+        env = {**os.environ, NESTED_ENV: "1"}
         try:
             proc = subprocess.run(
                 self._argv(),
@@ -74,6 +81,8 @@ class HostCLIModel(RecordingModel):
                 capture_output=True,
                 text=True,
                 timeout=self.timeout,
+                env=env,
+                cwd=tempfile.gettempdir(),
             )
         except subprocess.TimeoutExpired:
             raise LLMError(f"{self.command} did not answer within {self.timeout:.0f}s") from None
