@@ -306,7 +306,7 @@ def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -
     model gets ``budget`` seconds, its SDK's import included; search runs meanwhile and is
     used when the model is late or absent. Past ``budget + SEARCH_GRACE`` nothing is
     recalled: the host never waits on memdir."""
-    from ..recall import log_recall, render_block, select
+    from ..recall import log_recall, render_block
 
     started = time.monotonic()
     said = event.get("prompt")
@@ -318,8 +318,33 @@ def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -
     syncrepo.kick_all([config.dir, user_store_dir(config)], config, pull=True)
     store = _reader(config, budget)
     messages = _conversation(event, said)
+    selection = _race(config, store, messages, budget, started)
+    block = render_block(store, selection.names, config.recall_token_budget, selection.episodes)
+    log_recall(
+        store, selection, said, source=f"hook:{host or 'unknown'}", session=event.get("session_id")
+    )
+    for _, opened in store.stores():
+        if opened.embedding_backlog and not opened.read_only:
+            embed_in_background(opened.root)  # the rest, at low priority, not in this hook
+    if not block:
+        return ""
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}},
+        ensure_ascii=False,
+    )
+
+
+def _race(
+    config: Config, store: Scopes, messages: list[Message], budget: float, started: float
+) -> Any:
+    """The memory model's selection if it answers within ``budget`` seconds of ``started``,
+    else search's (run meanwhile), saying the model was late; HookError when even search
+    takes past ``budget + SEARCH_GRACE``."""
+    from ..recall import select
+
     chosen: list[Any] = []
     searched: list[Any] = []
+    failed: list[Exception] = []
 
     def choose() -> None:  # a host CLI is too slow here: only a configured model
         model = _memory_model(config, None)
@@ -327,8 +352,6 @@ def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -
             chosen.append(
                 select(_reader(config, budget), messages, model, max_items=config.recall_max_items)
             )
-
-    failed: list[Exception] = []
 
     def search() -> None:
         try:
@@ -343,32 +366,19 @@ def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -
     finder.start()
     if picker is not None:
         picker.join(max(0.0, budget - (time.monotonic() - started)))
-    if not chosen:
-        finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
-    selection = chosen[0] if chosen else searched[0] if searched else None
-    if not chosen and selection is not None and picker is not None and picker.is_alive():
-        # the model was asked and is late: say so, rather than "no model configured"
-        late = f"the memory model did not answer within the hook's {budget:g} s; used search"
-        selection = dataclasses.replace(selection, path="search-fallback", note=late)
-    if selection is None and failed:
+    if chosen:
+        return chosen[0]
+    finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
+    if searched:
+        if picker is not None and picker.is_alive():  # asked, and late: not "no model"
+            late = f"the memory model did not answer within the hook's {budget:g} s; used search"
+            return dataclasses.replace(searched[0], path="search-fallback", note=late)
+        return searched[0]
+    if failed:
         raise failed[0]
-    if selection is None:
-        raise HookError(
-            f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
-            " run 'memdir index' (and 'memdir doctor') in this project"
-        )
-    block = render_block(store, selection.names, config.recall_token_budget, selection.episodes)
-    log_recall(
-        store, selection, said, source=f"hook:{host or 'unknown'}", session=event.get("session_id")
-    )
-    for _, opened in store.stores():
-        if opened.embedding_backlog and not opened.read_only:
-            embed_in_background(opened.root)  # the rest, at low priority, not in this hook
-    if not block:
-        return ""
-    return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}},
-        ensure_ascii=False,
+    raise HookError(
+        f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
+        " run 'memdir index' (and 'memdir doctor') in this project"
     )
 
 
