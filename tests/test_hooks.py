@@ -644,3 +644,41 @@ def _embedded(path: Path) -> list[Any]:
             return db.execute("SELECT key FROM docs").fetchall()
     except sqlite3.DatabaseError:
         return []
+
+
+def test_installing_for_codex_says_how_to_trust_the_hooks(tmp_path: Path) -> None:
+    """Codex skips an untrusted hook without a word: install says to trust it in /hooks, and
+    for a project's file that the project must be trusted too."""
+
+    def install(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "memdir", "hooks", "install", "codex", *args],
+            cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return proc.stdout
+
+    out = install()
+    assert "type /hooks and trust memdir's entries" in out
+    assert f"[projects.'{tmp_path}'] trust_level = \"trusted\"" in out
+    out = install("--scope", "user")
+    assert "/hooks" in out and "trust_level" not in out
+
+
+def test_the_earlier_scope_flags_still_work_and_errors_name_the_right_help(
+    tmp_path: Path,
+) -> None:
+    """--project and --user (before --scope) are still taken; a bad flag's hint names the
+    command that exists."""
+
+    def memdir(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memdir", *args],
+            cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True,
+        )  # fmt: skip
+
+    assert "(project)" in memdir("hooks", "install", "claude-code", "--project").stdout
+    assert (tmp_path / ".claude" / "settings.local.json").is_file()
+    assert "(user)" in memdir("hooks", "install", "claude-code", "--user").stdout
+    bad = memdir("hooks", "install", "claude-code", "--bogus")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().endswith("— see 'memdir hooks install --help'")

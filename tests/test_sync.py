@@ -449,3 +449,19 @@ def test_sync_json_says_what_happened(machines: list[Machine]) -> None:
     data = json.loads(a.ok("sync", "--scope", "user", "--json"))
     assert data["committed"] == "memdir: 1 added" and data["pushed"] is True
     assert data["scope"] == "user" and data["offline"] is None
+
+
+def test_the_first_push_to_an_empty_remote_makes_its_clones_check_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bare repository made with git's default HEAD (master): after memdir pushes main
+    there, a teammate's plain 'git clone' checks the memories out."""
+    remote = tmp_path / "default.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(remote, "symbolic-ref", "HEAD", "refs/heads/master")
+    me = Machine(tmp_path, "me", monkeypatch)
+    me.add("tabs", "Tabs for indentation")
+    out = me.ok("sync", "--scope", "user", "--init", str(remote))
+    assert "origin had no branch yet: its clones now check out main." in out
+    git(tmp_path, "clone", "-q", str(remote), str(tmp_path / "teammate"))
+    assert (tmp_path / "teammate" / "tabs.md").is_file()

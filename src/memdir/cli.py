@@ -386,9 +386,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(exc.ctx.get_help() if exc.ctx else "see 'memdir --help'")
         sys.exit(0)
     except click.UsageError as exc:
-        hint = f" — see 'memdir {exc.ctx.info_name} --help'" if exc.ctx else ""
-        if exc.ctx and exc.ctx.info_name == "memdir":
-            hint = " — see 'memdir --help'"
+        hint = f" — see '{exc.ctx.command_path} --help'" if exc.ctx else ""
         click.echo(f"memdir: error: {exc.format_message()}{hint}", err=True)
         sys.exit(2)
     except MemdirError as exc:

@@ -89,14 +89,29 @@ def _where(user: bool) -> str:
 
 
 def _scope_option(what: str) -> Callable[[F], F]:
-    return click.option(
-        "--scope",
-        type=click.Choice(["project", "user"]),
-        default="project",
-        show_default=True,
-        help=f"{what}: this project, or the user's own"
-        " settings (every project: ~/.claude, ~/.codex).",
-    )
+    """``--scope project|user``; the flags ``--project`` and ``--user`` of earlier versions
+    are still taken (hidden), so scripts written for them keep working."""
+
+    def legacy(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.meta["memdir_scope"] = param.name
+
+    def apply(f: F) -> F:
+        for flag in ("--user", "--project"):
+            f = click.option(flag, is_flag=True, hidden=True, expose_value=False, callback=legacy)(
+                f
+            )
+        return click.option(
+            "--scope",
+            type=click.Choice(["project", "user"]),
+            default="project",
+            show_default=True,
+            callback=lambda ctx, _p, v: ctx.meta.get("memdir_scope", v),
+            help=f"{what}: this project, or the user's own"
+            " settings (every project: ~/.claude, ~/.codex).",
+        )(f)
+
+    return apply
 
 
 @hooks_group.command("install", short_help="Add memdir's hooks to HOST's settings.")
@@ -113,10 +128,15 @@ def install(host: str, scope: str) -> None:
         click.echo(f"Installed memdir's hooks for {host} ({_where(user)}) in {path}.")
     if host == "codex":
         click.echo(
-            "Codex runs hooks only with its hooks feature on: add [features]"
-            " hooks = true (codex_hooks = true in older versions) to"
-            " ~/.codex/config.toml."
+            "Codex runs a new or changed hook only once you trust it, and skips it silently"
+            " until then: start 'codex', type /hooks and trust memdir's entries."
         )
+        if not user:
+            click.echo(
+                "A project's .codex/hooks.json loads only in a project Codex trusts: accept"
+                " the folder when Codex asks, or add [projects.'"
+                f'{Path.cwd()}\'] trust_level = "trusted" to ~/.codex/config.toml.'
+            )
 
 
 @hooks_group.command("uninstall")

@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import memory as memfmt
@@ -41,71 +41,10 @@ from .syncrepo import (
     repair,
     state_of,
 )
+from .syncreport import Report
 from .trust import ACCEPTED_COPY, PULLED_CONFIG
 
 _READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
-
-
-@dataclass
-class Report:
-    """What one sync did."""
-
-    committed: str | None = None  # the first line of the local commit
-    merged: list[str] = field(default_factory=list)  # memories the merge changed here
-    added: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    retired: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)  # files beside the memories it changed
-    left_out: list[str] = field(default_factory=list)  # what --skip kept out of the merge
-    held: list[str] = field(default_factory=list)  # arrivals held back from recall for review
-    conflicts: list[str] = field(default_factory=list)  # now marked conflicted
-    kept: list[str] = field(default_factory=list)  # edited on one side, retired on the other
-    pushed: bool = False
-    remote: str = ""
-    offline: str | None = None  # why the remote could not be reached
-
-    def lines(self) -> list[str]:
-        out = []
-        if self.committed:
-            out.append(f"Committed: {self.committed}")
-        if self.merged:
-            counts = f"{len(self.added)} added, {len(self.updated)} updated,"
-            out.append(
-                f"Merged from {self.remote}: {', '.join(self.merged)}"
-                f" ({counts} {len(self.retired)} retired)"
-            )
-        if self.held:
-            out.append(
-                f"Held for review, not recalled until approved: {'; '.join(self.held)}"
-                " — 'memdir review'"
-            )
-        if self.left_out:
-            out.append(f"Left out of the merge: {', '.join(self.left_out)}")
-        for fname in self.changed:
-            out.append(f"Changed by {self.remote}, not a memory: {fname} — {_unmemory(fname)}")
-        for name in self.conflicts:
-            out.append(
-                f"Conflict: {name} was changed on both sides — the other version is in"
-                f" history; 'memdir resolve {name}' when you have looked"
-            )
-        for name in self.kept:
-            out.append(f"Kept {name}: edited on one side, retired on the other (the edit wins)")
-        if self.offline:
-            out.append(f"Not synced: {self.offline}")
-        elif self.pushed:
-            out.append(f"Pushed to {self.remote}.")
-        if not out:
-            out.append("Already in sync.")
-        return out
-
-
-def _unmemory(fname: str) -> str:
-    if fname == "config.toml":
-        return (
-            "its settings are ignored until you accept them (look at the file, then 'memdir"
-            " trust' with the store's folder)"
-        )
-    return "memdir's own merge rules stand (.git/info/attributes), whatever it says"
 
 
 def _preflight(where: Where, root: Path) -> str:
@@ -424,6 +363,23 @@ def _vet(where: Where, store: MemoryStore, target: str, report: Report, let: Let
     return guard.leave_out(git, target, where.rel, [r.path for r in seen.refusals], why)
 
 
+def _default_branch(where: Where, remote: str, branch: str) -> str:
+    """After the first push to ``remote``: make ``branch`` what its clones check out (a
+    repository on this machine), or say how."""
+    url = where.git.run("remote", "get-url", remote, check=False).out.strip()
+    local = Path(url.removeprefix("file://")).expanduser()
+    if local.is_dir() and (local / "HEAD").is_file():  # a bare repository on a disk
+        head = Git(local).run("symbolic-ref", "HEAD", check=False).out.strip()
+        if head != f"refs/heads/{branch}":
+            Git(local).run("symbolic-ref", "HEAD", f"refs/heads/{branch}", check=False)
+            return f"{remote} had no branch yet: its clones now check out {branch}."
+        return f"{remote} had no branch yet: {branch} is now its first."
+    return (
+        f"{remote} had no branch yet: if a clone of it checks out nothing, make {branch} its"
+        " default branch (in the hosting service's settings)"
+    )
+
+
 def _config_pulled(root: Path, before: bytes | None) -> None:
     """Mark a config.toml the merge changed as the remote's: ignored until the person accepts
     it (``memdir trust``), or edits it themselves."""
@@ -473,6 +429,8 @@ def _sync(
                 raise
             continue
         report.pushed = True
+        if target is None:  # the remote had no such branch: clones should check it out
+            report.notes.append(_default_branch(where, name, theirs))
         return
 
 
