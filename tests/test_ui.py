@@ -42,7 +42,9 @@ def ui(project: MemoryStore) -> tuple[TestClient, Access]:
 def signed_in(ui: tuple[TestClient, Access]) -> TestClient:
     client, access = ui
     r = client.get(f"/memories?token={access.token}", follow_redirects=False)
-    assert r.status_code == 303 and r.headers["location"] == "/memories"
+    # a page of the server's own that moves on (so that the Strict cookie goes along even
+    # when the link was opened from a file), never a redirect elsewhere
+    assert r.status_code == 200 and 'content="0;url=/memories"' in r.text
     assert "httponly" in r.headers["set-cookie"].lower()
     assert "samesite=strict" in r.headers["set-cookie"].lower()
     return client
@@ -60,6 +62,49 @@ def test_the_one_time_link_is_the_only_way_in(ui: tuple[TestClient, Access]) -> 
     assert r.status_code == 401 and "used already" in r.text
     other.cookies.set(COOKIE, "guessed")
     assert other.get("/memories").status_code == 401
+    # the printed link opened again in the signed-in browser (a reload): the page, not 401
+    again = client.get(f"/memories?token={token}", follow_redirects=False)
+    assert again.status_code == 303 and again.headers["location"] == "/memories"
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "lands"),
+    [
+        ("//evil.example/x", b"token=t", None),
+        ("/\\evil.example", b"token=t&q=tabs", None),
+        ("/memories", b"token=t&type=feedback", "/memories?type=feedback"),
+    ],
+)
+def test_the_link_leads_only_to_this_server(path: str, query: bytes, lands: str | None) -> None:
+    """A token traded on '//evil.example/x' stays on this server: the page it moves on to is
+    a path here (the raw request path, as a browser sends it)."""
+    from urllib.parse import urljoin, urlsplit
+
+    from starlette.requests import Request
+
+    from memdir.ui.access import page_here
+
+    request = Request({"type": "http", "path": path, "query_string": query, "headers": []})
+    target = page_here(request)
+    assert target.startswith("/") and target[1:2] not in ("/", "\\")
+    assert urlsplit(urljoin(BASE + "/", target)).netloc == f"127.0.0.1:{PORT}"
+    assert "token" not in target
+    if lands is not None:
+        assert target == lands
+
+
+def test_an_edit_must_say_which_version_it_changes(ui: tuple[TestClient, Access]) -> None:
+    """An edit form without the digest of the text it was made from is refused: it would
+    overwrite a change made meanwhile without the changed-file check."""
+    client = signed_in(ui)
+    page = client.get("/memory/project/tabs")
+    csrf = page.text.split('name="csrf" value="')[1].split('"')[0]
+    r = client.post(
+        "/memory/project/tabs/edit",
+        data={"csrf": csrf, "type": "user_preference", "description": "Tabs", "body": "width 8"},
+        headers={"origin": BASE},
+    )
+    assert r.status_code == 409 and "does not say which version it edits" in r.text
 
 
 def test_a_foreign_host_or_origin_is_refused(ui: tuple[TestClient, Access]) -> None:
@@ -254,3 +299,30 @@ def test_activity_and_recall_log(ui: tuple[TestClient, Access], project: MemoryS
     assert "api-port" in page and "3.21" in page and "x7Kq9" not in page
     page = client.get("/activity").text
     assert "recalled api-port" in page and "create" in page and "<polyline" in page
+
+
+def test_the_browser_is_opened_without_the_token_on_its_command_line(tmp_path: Path) -> None:
+    """Another local user can read a browser's command line (/proc/*/cmdline): the browser
+    gets an owner-only file that sends it on, never the token itself."""
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    seen = tmp_path / "argv.txt"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\necho "$@" > {seen}\n')
+    browser.chmod(0o755)
+    code = (
+        "from memdir.cli_ui import _open_privately; _open_privately("
+        + repr(f"http://127.0.0.1:{PORT}/?token=SECRET-TOKEN")
+        + ")"
+    )
+    env = dict(os.environ, BROWSER=f"{browser} %s")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+    argv = seen.read_text().strip()
+    assert "SECRET-TOKEN" not in argv and argv.startswith("file://")
+    page = Path(argv.removeprefix("file://"))
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+    assert "SECRET-TOKEN" in page.read_text()

@@ -49,11 +49,29 @@ def ui_command(c: Ctx, port: int | None, no_open: bool) -> None:
     link = access.link
     click.echo(f"memdir ui: {link}  (one-time link; Ctrl-C stops)", err=True)
     if not no_open:
-        import webbrowser
-
-        webbrowser.open(link)
+        _open_privately(link)
     sys.stdout.flush()
     uvicorn.run(app, host="127.0.0.1", port=chosen, log_level="warning")
+
+
+def _open_privately(link: str) -> None:
+    """Open ``link`` in the browser without putting its token on a command line other users
+    can read (``/proc/*/cmdline``): the browser gets an owner-only file that sends it on."""
+    import html
+    import os
+    import tempfile
+    import webbrowser
+
+    folder = tempfile.mkdtemp(prefix="memdir-ui-")  # 0700
+    page = os.path.join(folder, "open.html")
+    fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        target = html.escape(link, quote=True)
+        fh.write(
+            f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
+            f'<title>memdir</title><a href="{target}">Open memdir</a>\n'
+        )
+    webbrowser.open("file://" + page)
 
 
 COMMANDS = (ui_command,)

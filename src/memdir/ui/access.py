@@ -14,10 +14,11 @@ from __future__ import annotations
 import hmac
 import secrets
 from collections.abc import Awaitable, Callable
+from html import escape as html_escape
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 COOKIE = "memdir_ui"
 HEADERS = {
@@ -71,10 +72,13 @@ class Access:
         if origin is not None and origin.rstrip("/").lower() not in self.origins:
             return PlainTextResponse("requests from other sites are refused", status_code=403)
         given = request.query_params.get("token")
-        if given is not None:
-            return self._trade(request, given)
         cookie = request.cookies.get(COOKIE, "")
-        if not hmac.compare_digest(cookie.encode(), self.session.encode()):
+        known = hmac.compare_digest(cookie.encode(), self.session.encode())
+        if given is not None:
+            if known:  # the printed link again (a reload, a second click): the page
+                return RedirectResponse(page_here(request), status_code=303)
+            return self._trade(request, given)
+        if not known:
             return PlainTextResponse(
                 "this browser has no key — open the link 'memdir ui' printed"
                 " (restart 'memdir ui' for a new one)",
@@ -91,8 +95,21 @@ class Access:
                 status_code=401,
             )
         self.token = None
-        rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-        target = request.url.path + ("?" + urlencode(rest) if rest else "")
-        response = RedirectResponse(target, status_code=303)
+        # a page of this server (not a redirect): the browser then asks for it from this
+        # site, so the SameSite=Strict cookie goes along even when the link was opened from
+        # a file
+        target = html_escape(page_here(request), quote=True)
+        response = HTMLResponse(
+            f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
+            f'<title>memdir</title><a href="{target}">Open memdir</a>'
+        )
         response.set_cookie(COOKIE, self.session, httponly=True, samesite="strict", path="/")
         return response
+
+
+def page_here(request: Request) -> str:
+    """The page asked for, without the token, as a path of this server only (never
+    ``//other.example``: the browser is sent nowhere else)."""
+    rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+    path = "/" + request.url.path.lstrip("/\\")
+    return path + ("?" + urlencode(rest) if rest else "")

@@ -213,6 +213,11 @@ class UI:
             store = self._store(scope)
             try:
                 if action == "edit":
+                    if name in store and not form.get("digest"):
+                        raise MemdirError(
+                            "this form does not say which version it edits — reload the"
+                            " page and make the change again"
+                        )
                     store.write(
                         name,
                         type=form.get("type", ""),
