@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from memdir import MemoryStore
-from memdir import vectors as vectors_mod
 from memdir.config import Config, load_config
 from memdir.embed import HttpEmbedder, MiniLM, from_config
 from memdir.errors import ConfigError
@@ -224,14 +223,18 @@ def test_a_time_budget_embeds_the_rest_on_later_searches(tmp_path: Path) -> None
     assert len(emb.memories) == seen
 
 
-def test_progress_is_reported_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vectors_mod, "BATCH", 3)
+def test_progress_is_reported_per_chunk(tmp_path: Path) -> None:
+    """A watched run reports after every chunk it read and embedded (so it can be stopped
+    between two)."""
     calls: list[tuple[int, int]] = []
-    store = MemoryStore(tmp_path / ".memory", embedder=CountingEmbedder())
-    fill(store)
+    root = tmp_path / ".memory"
+    with MemoryStore(root, Config(dir=root, embedder="none")) as plain:
+        for i in range(40):
+            plain.write(f"fact-{i}", type="project_fact", description=f"Fact {i}", body=str(i))
+    store = MemoryStore(root, embedder=CountingEmbedder())
     store.pace_embedding(progress=lambda done, total: calls.append((done, total)))
     store.search("x", 1)
-    assert calls == [(3, 4), (4, 4)]
+    assert calls == [(16, 40), (32, 40), (40, 40)]
 
 
 def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Path) -> None:
@@ -646,3 +649,26 @@ def test_loaded_gives_only_an_embedder_this_process_made() -> None:
     made = from_config(config)
     assert made is not None and loaded(config) is made
     assert loaded(Config(embedder="none")) is None
+
+
+def test_the_background_embedder_stops_when_its_store_is_deleted(tmp_path: Path) -> None:
+    """A store deleted while 'memdir index --background' embeds it: the embedder stops at its
+    next look instead of embedding what it read before (minutes of CPU for nothing)."""
+    import shutil
+
+    from memdir.cli_upkeep import _embed_quietly
+
+    root = tmp_path / ".memory"
+    with MemoryStore(root, Config(dir=root, embedder="none")) as plain:
+        for i in range(100):
+            plain.write(f"fact-{i}", type="project_fact", description=f"Fact {i}", body=str(i))
+
+    class Deleting(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> Any:
+            if root.exists():
+                shutil.rmtree(root)  # the person deletes the folder mid-run
+            return super().embed(texts)
+
+    emb = Deleting()
+    _embed_quietly(MemoryStore(root, embedder=emb), nice=False)
+    assert 0 < len(emb.memories) <= 16  # one small chunk, then it noticed

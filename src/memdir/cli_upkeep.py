@@ -58,19 +58,30 @@ def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> No
         )
 
 
-def _embed_quietly(store: MemoryStore) -> None:
+def _embed_quietly(store: MemoryStore, *, nice: bool = True) -> None:
     """The background embedder: low priority, one at a time per store, resumable (what it
     embedded is kept if it is stopped)."""
     import filelock
 
     from .layout import INTERNAL
 
-    os.nice(10)
+    if nice:
+        os.nice(10)
+    root = store.root
+
+    def still_there(done: int, total: int) -> None:
+        if not (root / INTERNAL).is_dir():  # the store was deleted: nothing left to do
+            raise _Gone
+
     try:
-        with filelock.FileLock(str(store.root / INTERNAL / "embedding.lock"), timeout=0):
-            store.embed_all()
-    except filelock.Timeout:
-        return  # another one is at work
+        with filelock.FileLock(str(root / INTERNAL / "embedding.lock"), timeout=0):
+            store.embed_all(still_there)
+    except (filelock.Timeout, _Gone, FileNotFoundError):
+        return  # another one is at work, or the store went away
+
+
+class _Gone(Exception):
+    """The store the background embedder works for is no longer there."""
 
 
 @click.command(short_help="Check the store and report problems.")

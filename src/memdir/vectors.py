@@ -133,7 +133,8 @@ class VectorIndex(CacheDB):
         # with a budget, small chunks read and embedded one at a time, the clock checked
         # before each: a caller waits about its budget, and files it has no time for are not
         # even read
-        size = BATCH if budget is None else BUDGET_BATCH
+        # (and when someone watches the progress: it can stop the run between chunks)
+        size = BATCH if budget is None and progress is None else BUDGET_BATCH
         left = len(stale)
         done = 0
         for start in range(0, len(stale), size):
@@ -172,7 +173,7 @@ class VectorIndex(CacheDB):
                 self._put([t.key for t, _ in ready], self._vectors([d for _, d in ready]))
             left -= len(chunk) - len(texts) + len(ready)  # a file that cannot be read is not left
             done += len(chunk)
-            if progress is not None and todo:
+            if progress is not None:
                 progress(done, len(stale))
         return left
 
