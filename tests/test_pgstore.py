@@ -579,3 +579,33 @@ def test_a_database_url_is_shown_without_its_password_and_never_raises(
     from memdir.pgschema import shown
 
     assert shown(url) == shown_as
+
+
+def test_a_lost_connection_is_one_line_and_the_next_call_reconnects(
+    pg: PgStore, pg_config: Config
+) -> None:
+    """A server restart or an admin killing the session: the store's next call after a while
+    reconnects by itself; a call that meets the broken connection gets one line, never the
+    driver's exception, and the one after it works. A NUL is refused before the database."""
+    from memdir.pgschema import connect
+
+    pg.write("tabs", type="user_preference", description="Tabs", body="Tabs.")
+
+    def kill_session() -> None:
+        pid = pg._conn.info.backend_pid
+        with connect(pg_config.database_url or "", autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    kill_session()
+    pg.idle_check = 0.0  # as after a long idle time: looked at before it is used
+    assert pg.get("tabs").body == "Tabs."
+    kill_session()
+    pg.idle_check = 3600.0
+    with pytest.raises(MemdirError) as lost:
+        pg.write("tabs", type="user_preference", description="Tabs", body="Tabs, 4.")
+    assert "was lost" in str(lost.value) and "\n" not in str(lost.value)
+    assert "psycopg" not in type(lost.value).__module__
+    pg.write("tabs", type="user_preference", description="Tabs", body="Tabs, 4.")
+    assert pg.get("tabs").body == "Tabs, 4."
+    with pytest.raises(MemdirError, match="NUL character"):
+        pg.write("zero-byte", type="project_fact", description="a\x00b", body="x")

@@ -391,6 +391,11 @@ def validate_new(memory: Memory, types: tuple[str, ...]) -> Memory:
             f"unknown type {memory.type!r} — use one of: {', '.join(types)}"
             " (or add it to 'types' in config.toml)"
         )
+    for field_name, value in (("description", memory.description), ("body", memory.body)):
+        if "\x00" in value:
+            raise InvalidMemory(
+                f"the {field_name} holds a NUL character (binary data) — write text only"
+            )
     desc = memory.description.strip()
     if not desc:
         raise InvalidMemory("the description is empty — say in one line what the memory is about")

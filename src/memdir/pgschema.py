@@ -13,7 +13,9 @@ This module does NOT know memories' rules (``memory``, ``transaction`` do).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -134,6 +136,27 @@ def shown(url: str) -> str:
     except ValueError:
         host, path = where.split("/", 1)[0].split("?", 1)[0], ""
     return urlunsplit((scheme, (f"{user}@" if user else "") + host, path, "", ""))
+
+
+@contextlib.contextmanager
+def explained(url: str) -> Iterator[None]:
+    """The driver's failures inside as memdir's one-line errors: a lost connection (a server
+    restarted or shut down: the next call reconnects), a value the database refuses."""
+    pg = driver()
+    try:
+        yield
+    except pg.OperationalError as exc:
+        raise MemdirError(
+            f"the connection to {shown(url)} was lost ({_first(exc)}) — nothing was changed;"
+            " try again (memdir reconnects)"
+        ) from None
+    except pg.Error as exc:
+        raise MemdirError(f"{shown(url)} refused the request ({_first(exc)})") from None
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def connect(url: str, *, autocommit: bool = False) -> psycopg.Connection[Any]:

@@ -74,6 +74,9 @@ def state_dir(config: Config) -> Path:
     )
 
 
+IDLE_CHECK = 30.0  # seconds unused after which a connection is looked at before it is used
+
+
 class PgStore(MemoryStore):
     """The memories of one named store in a PostgreSQL database.
 
@@ -101,6 +104,8 @@ class PgStore(MemoryStore):
         self.internal = self.root / INTERNAL
         self._mu = threading.RLock()
         self._conn = pgschema.connect(self.url, autocommit=True)
+        self._used = time.monotonic()
+        self.idle_check = IDLE_CHECK  # seconds unused after which the connection is looked at
         pgschema.ensure_schema(self._conn)
         sid = pgschema.store_id(self._conn, self.store_name, create=create)
         if sid is None:
@@ -133,20 +138,37 @@ class PgStore(MemoryStore):
 
     @contextlib.contextmanager
     def _txn(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction on this store's connection (one thread at a time)."""
-        with self._mu:
-            if self._conn.closed:
-                self._conn = pgschema.connect(self.url, autocommit=True)
+        """One transaction on this store's connection (one thread at a time); the driver's
+        failures as one line (``pgschema.explained``)."""
+        with self._mu, pgschema.explained(self.url):
+            self._alive()
             with self._conn.transaction():
                 yield self._conn
+            self._used = time.monotonic()
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[psycopg.Connection[Any]]:
         """This store's connection for reads, each statement on its own (one round trip)."""
-        with self._mu:
-            if self._conn.closed:
-                self._conn = pgschema.connect(self.url, autocommit=True)
+        with self._mu, pgschema.explained(self.url):
+            self._alive()
             yield self._conn
+            self._used = time.monotonic()
+
+    def _alive(self) -> None:
+        """A connection that works: a new one for a closed or broken one, and one look at an
+        old one left unused a while (a server restarted meanwhile answers its first use with
+        a broken connection: a long-lived server reconnects instead of failing a call)."""
+        conn = self._conn
+        idle = time.monotonic() - self._used
+        if not conn.closed and not conn.broken and idle > self.idle_check:
+            try:
+                conn.execute("SELECT 1")
+            except pgschema.driver().Error:
+                pass  # conn.broken says so now
+        if conn.closed or conn.broken:
+            with contextlib.suppress(Exception):
+                conn.close()
+            self._conn = pgschema.connect(self.url, autocommit=True)
 
     def _reload(self) -> None:
         with self._read() as conn:
