@@ -464,6 +464,11 @@ def test_results_are_plain_text_and_bad_input_follows_one_rule(tmp_path: Path) -
             assert err and says in out and "\n" not in out and "pydantic" not in out, out
         out, err = await call(client, "search", query="db", k="many")
         assert "it takes query (text), q (text), text (text), k (whole number)" in out
+        out, err = await call(
+            client, "remember", name="db", type="project_fact", description="Staging DB",
+            body="PG 17",
+        )  # fmt: skip
+        assert not err and out == "Unchanged: memory db already says exactly this."
         out, err = await call(client, "list", type="bogus")
         assert err and "type 'bogus' is not one of" in out
         out, err = await call(client, "history", name="nosuch")

@@ -107,9 +107,10 @@ def sync_command(
 @click.argument("name")
 @click.option(
     "--keep",
-    default="ours",
+    default="current",
     show_default=True,
-    help="ours (the current text), theirs (the other side) or a history version (v3).",
+    help="current (the text here now), other (the version the other side wrote, kept in"
+    " history) or a history version (v3); ours and theirs are the same two.",
 )
 @click.option("--scope", type=click.Choice([PROJECT, USER]), help="The store that holds NAME.")
 @pass_ctx

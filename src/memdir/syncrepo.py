@@ -338,6 +338,7 @@ def resolve(store: MemoryStore, name: str, keep: str = "ours", *, source: str = 
         raise MemdirError(
             f"{name} has no conflict to resolve — 'memdir list' marks the ones that do"
         )
+    keep = {"current": "ours", "mine": "ours", "other": "theirs"}.get(keep, keep)
     if keep == "ours":
         chosen, what = mem, "the current version"
     elif keep == "theirs":
@@ -345,7 +346,10 @@ def resolve(store: MemoryStore, name: str, keep: str = "ours", *, source: str = 
     else:
         number = int(keep.lstrip("v")) if keep.lstrip("v").isdigit() else None
         if number is None:
-            raise MemdirError(f"--keep {keep!r}: use ours, theirs or a version number (v3)")
+            raise MemdirError(
+                f"--keep {keep!r}: use current (the text here now), other (the version the"
+                " other side wrote) or a version number (v3)"
+            )
         chosen, what = memfmt.loads(store.version_text(name, number)), f"version {number}"
     extra = {k: v for k, v in chosen.extra.items() if k != CONFLICT_KEY}
     store.apply(

@@ -276,6 +276,7 @@ class MemoryServer:
                     f"Proposed memory {chosen}{there}: it waits for the user's review"
                     " ('memdir review' or 'memdir ui') before it is saved."
                 )
+            before = store.get(chosen).digest if existed else None
             saved = store.write(
                 chosen,
                 type=kind,
@@ -284,6 +285,8 @@ class MemoryServer:
                 source="mcp",
                 reason="remembered through MCP",
             )
+            if existed and saved.digest == before:
+                return f"Unchanged: memory {saved.name}{there} already says exactly this."
             return f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
 
         return self.call(run)
