@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
+
+import pytest
 
 from memdir import MemoryStore
 from memdir.doctor import STALE_TEMP_SECONDS, diagnose
@@ -69,3 +72,28 @@ def test_a_damaged_cache_is_reported_and_rebuilt(store: MemoryStore) -> None:
     ] == ["tabs"]
     diagnose(fresh, fix=True)
     assert [h.name for h in MemoryStore(store.root).search("tabs")] == ["tabs"]
+
+
+def test_doctor_speaks_of_empty_files_misnamed_memories_and_the_user_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty file is never made a memory (delete it); a memory whose name is not its
+    file's is said to be; outside any project, doctor checks the person's own store."""
+    from machines import Machine
+
+    store = MemoryStore(tmp_path / "proj" / ".memory")
+    store.write("tabs", type="user_preference", description="Tabs", body="Tabs.")
+    (store.root / "empty.md").write_text("\n  \n")
+    (store.root / "other.md").write_text(
+        "---\nname: renamed\ntype: project_fact\ndescription: Renamed\n---\nx\n"
+    )
+    me = Machine(tmp_path, "me", monkeypatch)
+    out = me("doctor", "--fix", cwd=tmp_path / "proj").out
+    assert "empty.md: an empty file — delete it" in out
+    assert "other.md: its name is 'renamed', not the file's" in out
+    assert "empty" not in {e.name for e in MemoryStore(store.root).entries()}
+    me.add("prefer-tabs", "Tabs")
+    elsewhere = tmp_path / "nowhere"
+    elsewhere.mkdir()
+    res = me("doctor", cwd=elsewhere)
+    assert res.code == 0 and "checking your own store" in res.err and "1 memory" in res.out

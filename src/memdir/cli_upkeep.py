@@ -94,6 +94,17 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
     rule-bending memories, stale index."""
     from .doctor import diagnose
 
+    if (
+        scope == PROJECT
+        and c.store_or_none() is None
+        and c.config.dir_source
+        not in (
+            "flag",
+            "env",
+        )
+    ):
+        scope = USER  # no project store here: the person's own, as list and scopes show
+        click.echo("No project store here; checking your own store.", err=True)
     store = existing_store(c, scope)
     report = diagnose(store, fix=fix)
     if scope == PROJECT:

@@ -139,6 +139,29 @@ def adopt(store: MemoryStore, fname: str) -> Memory:
     return store.get(name)
 
 
+def _empty(store: MemoryStore, fname: str) -> bool:
+    """Whether a file holds nothing but white space (never a memory, never adopted)."""
+    try:
+        return not (store.root / fname).read_bytes().strip()
+    except OSError:
+        return False
+
+
+def _misnamed(store: MemoryStore) -> list[dict[str, str]]:
+    """Memories whose ``name:`` is not their file's name (renamed by hand on one side)."""
+    out = []
+    for entry in store.entries():
+        if entry.file[:-3] != entry.name:
+            out.append(
+                {
+                    "file": safe_repr(entry.file)[1:-1],
+                    "reason": f"its name is {entry.name!r}, not the file's — rename the file"
+                    f" to {entry.name}.md, or run 'memdir mv {entry.name} {entry.file[:-3]}'",
+                }
+            )
+    return out
+
+
 def _adoptable(store: MemoryStore, fname: str) -> bool:
     """Whether a file without frontmatter can become a memory as it is: its name is one."""
     from .errors import InvalidName
@@ -216,6 +239,11 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
             {"file": ".", "reason": "the store is read-only: memdir reads it but cannot change it"}
         )
     for p in store.problems():
+        if p.reason.startswith("no YAML frontmatter") and _empty(store, p.file):
+            report.warnings.append(
+                {"file": safe_repr(p.file)[1:-1], "reason": "an empty file — delete it"}
+            )
+            continue
         if p.reason.startswith("no YAML frontmatter") and _adoptable(store, p.file):
             if fix:
                 try:
@@ -241,6 +269,7 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
         target.append({"file": safe_repr(p.file)[1:-1], "reason": p.reason})
     _sync_health(store, report, fix)
     _held(store, report)
+    report.warnings += _misnamed(store)
     report.memories = len(store.entries())
     return report
 
