@@ -384,6 +384,9 @@ def test_the_command_line_on_a_database(cli: CliFn, pg_config: Config, tmp_path:
     assert r.code == 1 and "store = 'bad name!' is not valid" in r.err
     r = cli("--db", "mysql://x", "list")
     assert r.code == 1 and "must start with postgresql://" in r.err
+    # a store the database does not hold is an error for a read, as a missing folder is
+    r = cli("--db", str(pg_config.database_url), "--store", "nosuch", "list")
+    assert r.code == 1 and "nosuch" in r.err and len(r.err.strip().splitlines()) == 1
 
 
 def test_a_cloned_projects_config_cannot_point_memories_at_a_database(
@@ -609,3 +612,33 @@ def test_a_lost_connection_is_one_line_and_the_next_call_reconnects(
     assert pg.get("tabs").body == "Tabs, 4."
     with pytest.raises(MemdirError, match="NUL character"):
         pg.write("zero-byte", type="project_fact", description="a\x00b", body="x")
+
+
+@pytest.mark.slow
+def test_the_throwaway_server_is_gone_after_kill(tmp_path: Path) -> None:
+    """'python -m memdir.pglocal &' then 'kill': the server stops and its folder goes (no
+    postgres left running under init)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memdir.pglocal"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+    )  # fmt: skip
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    assert url.startswith("postgresql://postgres@127.0.0.1:")
+    port = url.rsplit(":", 1)[1].split("/")[0]
+
+    def servers() -> list[str]:  # processes whose command line names the port
+        out = []
+        for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                args = cmd.read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"-p" in args and port.encode() in args and b"postgres" in b" ".join(args):
+                out.append(cmd.parent.name)
+        return out
+
+    assert servers(), "the server runs"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 0
+    assert servers() == []

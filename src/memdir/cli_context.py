@@ -105,9 +105,9 @@ class Ctx:
             require
             and scope in (None, "all", PROJECT)
             and scopes.project is None
-            and self.config.dir_source in ("flag", "env")
+            and (self.config.dir_source in ("flag", "env") or self.config.database_url)
         ):
-            _ = self.store  # a store named with --dir or MEMDIR_DIR must exist: say so
+            _ = self.store  # a store named with --dir, MEMDIR_DIR or --store must exist
         if scope in (PROJECT, USER):
             scopes = scopes.only(scope)
         if require and not scopes.stores() and not (scope == USER and scopes.scopes):

@@ -92,3 +92,34 @@ class LocalPostgres:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def main() -> None:
+    """``python -m memdir.pglocal``: start a throwaway server, print its URL, and stop it and
+    remove its folder on Ctrl-C or ``kill`` (SIGTERM), so nothing is left running."""
+    import signal
+    import sys
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    try:
+        with LocalPostgres() as pg:
+            print(pg.url, flush=True)
+            print(
+                "memdir.pglocal: serving; Ctrl-C or 'kill' stops it and removes its data",
+                file=sys.stderr,
+                flush=True,
+            )
+            signal.pause()
+    except KeyboardInterrupt:
+        pass
+    except MemdirError as exc:
+        print(f"memdir: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()
