@@ -19,7 +19,7 @@ HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
 
 @click.command("hook", short_help="Run as a Claude Code or Codex hook.")
-@click.argument("kind", type=click.Choice(["prompt", "learn"]))
+@click.argument("kind", type=click.Choice(["start", "prompt", "learn"]))
 @click.option(
     "--host",
     help="The host that runs the hook: claude-code or codex (another name is used as no host).",
@@ -42,8 +42,8 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
             hooks.learn_worker(job, c.config)
             return
         event = hooks.read_event(sys.stdin.read())
-        if kind == "prompt":
-            out = hooks.prompt(event, host=host)
+        if kind in ("prompt", "start"):
+            out = (hooks.prompt if kind == "prompt" else hooks.start)(event, host=host)
             if out:
                 click.echo(out)
         else:
@@ -62,7 +62,7 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
             except Exception:  # the log is best effort
                 pass
     finally:
-        if kind == "prompt" and job is None:
+        if kind in ("prompt", "start") and job is None:
             _leave()  # a search or model call still at work must not keep the host waiting
 
 

@@ -53,6 +53,7 @@ class Config:
     max_file_bytes: int = 256 * 1024
     recall_max_items: int = 5
     recall_token_budget: int = 2000
+    standing_token_budget: int = 1200  # what a host gets at session start (standing memories)
     recall_history_chars: int = 4000
     select_catalogue_max: int = 200
     index_max_lines: int = 200
@@ -261,6 +262,7 @@ TIGHTEN: dict[str, str | tuple[Any, ...]] = {
     "consolidate_cooldown": "higher",
     "recall_max_items": "lower",
     "recall_token_budget": "lower",
+    "standing_token_budget": "lower",
     "recall_history_chars": "lower",
     "select_catalogue_max": "lower",
     "timeout": "lower",

@@ -371,7 +371,7 @@ def render_block(
             else f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"'
         )
         attrs = f'name="{escape(name)}" type="{escape(one_line(mem.type))}"{where}{when}'
-        attrs += f' from="{escape(one_line(_origin(store, name)))}"'
+        attrs += f' from="{escape(one_line(origin_label(store, name)))}"'
         if CONFLICT_KEY in mem.extra:  # two syncs disagreed: the model should not lean on it
             attrs += ' conflicted="true: another version disagrees; ask the user which holds"'
 
@@ -431,7 +431,7 @@ def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:
     return active(root, name, mem.digest) is not None
 
 
-def _origin(store: Reader, name: str) -> str:
+def origin_label(store: Reader, name: str) -> str:
     """Where a recalled memory came from (``provenance``), for the model to weigh."""
     try:
         return store.origin(name).label

@@ -44,7 +44,7 @@ from ..store import MemoryStore
 from .transcripts import read_session
 
 HOSTS = ("claude-code", "codex")
-MARKER = re.compile(r"(?:-m memdir|\bmemdir) hook (?:prompt|learn)\b")  # memdir's own entries
+MARKER = re.compile(r"(?:-m memdir|\bmemdir) hook (?:start|prompt|learn)\b")  # memdir's own entries
 
 
 class HookEvent(TypedDict, total=False):
@@ -57,6 +57,7 @@ class HookEvent(TypedDict, total=False):
     prompt: str
     transcript_path: str
     stop_hook_active: bool
+    source: str  # SessionStart: startup, resume, clear, compact
 
 
 Settings = dict[str, Any]  # a host's settings file: the host's own shape, kept as it is
@@ -86,6 +87,7 @@ def target(host: str, *, user: bool, project: Path) -> Target:
             else project / ".claude" / "settings.local.json"
         )
         events = {
+            "SessionStart": "start",
             "UserPromptSubmit": "prompt",
             "Stop": "learn",
             "SessionEnd": "learn",
@@ -93,7 +95,12 @@ def target(host: str, *, user: bool, project: Path) -> Target:
         }
     elif host == "codex":
         path = (home if user else project) / ".codex" / "hooks.json"
-        events = {"UserPromptSubmit": "prompt", "Stop": "learn", "PreCompact": "learn"}
+        events = {
+            "SessionStart": "start",
+            "UserPromptSubmit": "prompt",
+            "Stop": "learn",
+            "PreCompact": "learn",
+        }
     else:
         raise MemdirError(f"unknown host {host!r} — use one of {', '.join(HOSTS)}")
     return Target(host, path, events)
@@ -319,7 +326,11 @@ def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -
     store = _reader(config, budget)
     messages = _conversation(event, said)
     selection = _race(config, store, messages, budget, started)
-    block = render_block(store, selection.names, config.recall_token_budget, selection.episodes)
+    from ..standing import given
+
+    standing = given(store, event.get("session_id"))  # what the session has from its start
+    names = [n for n in selection.names if n not in standing]
+    block = render_block(store, names, config.recall_token_budget, selection.episodes)
     log_recall(
         store, selection, said, source=f"hook:{host or 'unknown'}", session=event.get("session_id")
     )
@@ -330,6 +341,28 @@ def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -
         return ""
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}},
+        ensure_ascii=False,
+    )
+
+
+def start(event: HookEvent, *, host: str | None) -> str:
+    """The hook's stdout for a SessionStart event (startup, resume, clear, compact): the
+    standing memories and the memory index, as context the host adds to the session; ''
+    when there is no store."""
+    from ..standing import remember_session, standing
+
+    config = _config_for(event)
+    try:
+        store = _reader(config, 0.0)
+    except StoreNotFound:
+        return ""
+    given = standing(
+        store, config.standing_token_budget, config.index_max_lines, config.index_max_bytes
+    )
+    session = event.get("session_id")
+    remember_session(store, session if isinstance(session, str) else "", given.names)
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": given.text}},
         ensure_ascii=False,
     )
 

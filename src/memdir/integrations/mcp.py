@@ -185,6 +185,13 @@ def build_server(config: Config) -> MCPServer:
         description="MEMORY.md of every scope: one line per memory, by type.",
     )(mem.index)
     server.resource(
+        "memory://standing",
+        name="standing",
+        mime_type="text/markdown",
+        description="The user's standing preferences, rules and pinned memories (follow them"
+        " in every session), then the memory index.",
+    )(mem.standing)
+    server.resource(
         "memory://{name}",
         name="memory",
         mime_type="text/markdown",

@@ -396,6 +396,22 @@ class MemoryServer:
 
         return self.resource(every_scope)
 
+    def standing(self) -> str:
+        """The standing memories and the index, as a host gets them at session start."""
+        from ..standing import standing
+
+        cfg = self.config
+        return self.resource(
+            lambda: (
+                standing(
+                    self.scopes(),
+                    cfg.standing_token_budget,
+                    cfg.index_max_lines,
+                    cfg.index_max_bytes,
+                ).text
+            )
+        )
+
     def memory_file(self, name: str) -> str:
         return self.resource(lambda: dumps(self.scopes().get(name)))
 

@@ -1,0 +1,105 @@
+"""Standing memories reach a host at session start: the person's preferences, feedback and
+pinned memories, within a budget, with the memory index; the session's prompts then add only
+what the question needs, and a retired or held rule never stands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from memdir import MemoryStore
+from memdir.config import Config
+from memdir.standing import standing
+
+from conftest import child_env
+
+
+def hook(kind: str, event: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memdir", "hook", kind, "--host", "claude-code"],
+        input=json.dumps(event), text=True, capture_output=True, cwd=cwd, env=child_env(),
+        timeout=120,
+    )  # fmt: skip
+
+
+def project(tmp_path: Path) -> tuple[Path, MemoryStore]:
+    app = tmp_path / "app"
+    store = MemoryStore(app / ".memory")
+    store.write("use-pnpm", type="user_preference", description="Use pnpm, never npm",
+                body="Always use pnpm to add or install packages; never npm.")  # fmt: skip
+    store.write("no-push-main", type="feedback", description="Never push to main",
+                body="Never push to main; open a pull request and wait for review.")  # fmt: skip
+    store.write("tabs", type="user_preference", description="Indent with tabs",
+                body="Indent every new file with tabs.")  # fmt: skip
+    store.write("api-port", type="project_fact", description="The API listens on 8080",
+                body="The API listens on port 8080.")  # fmt: skip
+    store.write("old-yarn", type="user_preference", description="Use yarn", body="Use yarn.")
+    store.delete("old-yarn", reason="superseded by use-pnpm")
+    return app, store
+
+
+def test_a_session_starts_with_the_standing_rules_and_the_index(tmp_path: Path) -> None:
+    """'add lodash', 'write a new module', 'ship it' share no word with the rules: the rules
+    are in the session from its start; facts are in the index only; a retired rule is not."""
+    app, _ = project(tmp_path)
+    r = hook("start", {"hook_event_name": "SessionStart", "source": "startup",
+                       "session_id": "s1", "cwd": str(app)}, app)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    context = out["additionalContext"]
+    standing_part, index_part = context.split("<memory_index>")
+    for rule in ("never npm", "Never push to main", "Indent every new file with tabs"):
+        assert rule in standing_part
+    assert "they are the user's own instructions" in standing_part
+    assert "port 8080" not in standing_part and "api-port" in index_part
+    assert "yarn" not in context
+    # the session's first prompt does not repeat what it was given at its start
+    r = hook("prompt", {"hook_event_name": "UserPromptSubmit", "prompt": "add pnpm lodash",
+                        "session_id": "s1", "cwd": str(app)}, app)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "use-pnpm" not in r.stdout
+    # another session (one the start hook did not see) gets it from recall as before
+    r = hook("prompt", {"hook_event_name": "UserPromptSubmit", "prompt": "add pnpm lodash",
+                        "session_id": "s2", "cwd": str(app)}, app)  # fmt: skip
+    assert 'name="use-pnpm"' in json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_standing_memories_keep_within_their_budget_pinned_first(tmp_path: Path) -> None:
+    """A small budget keeps the pinned memory and what fits; held memories never stand."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    for i in range(30):
+        store.write(f"pref-{i}", type="user_preference", description=f"Preference {i}",
+                    body=f"Preference number {i}: " + "detail " * 30)  # fmt: skip
+    store.write("pinned-fact", type="project_fact", description="Deploys on Fridays",
+                body="Deploys happen on Fridays only.")  # fmt: skip
+    store.set_pinned("pinned-fact", True)
+    from memdir.held import Hold, hold
+
+    hold(root, [Hold("pref-29", store.get("pref-29").digest, "arrived by sync")])
+    got = standing(store, 400, 200, 25_000)
+    assert got.names[0] == "pinned-fact"
+    assert "pref-29" not in got.names and 1 < len(got.names) < 30
+    from memdir.recall import estimate_tokens
+
+    part = got.text.split("<memory_index>")[0]
+    assert estimate_tokens(part) <= 400 + 20
+
+
+def test_the_hooks_install_session_start_for_both_hosts(tmp_path: Path) -> None:
+    """SessionStart runs 'memdir hook start' in Claude Code (every source: startup, resume,
+    clear, compact) and Codex."""
+    from memdir.integrations.hooks import install
+
+    for host, rel in (
+        ("claude-code", ".claude/settings.local.json"),
+        ("codex", ".codex/hooks.json"),
+    ):
+        install(host, user=False, project=tmp_path)
+        data = json.loads((tmp_path / rel).read_text())
+        (group,) = data["hooks"]["SessionStart"]
+        assert "hook start" in group["hooks"][0]["command"] and "matcher" not in group
