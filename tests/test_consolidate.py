@@ -311,3 +311,99 @@ def test_consolidate_cli_dry_run_diff_and_undo_log(cli: CliFn, llm_server: FakeL
         1,
         "memdir: error: there is nothing to undo — 'memdir log' shows what was done\n",
     )
+
+
+def _db_facts(store: MemoryStore) -> None:
+    for service, schema in (("auth", "auth_users"), ("billing", "ledger_v2"), ("search", "idx")):
+        store.write(f"{service}-db", type="project_fact", description=f"{service} database",
+                    body=f"The {service} service migrates its schema {schema} with Alembic.",
+                    source="extract")  # fmt: skip
+    store.write(
+        "gateway-flag",
+        type="project_fact",
+        description="Gateway retry flag",
+        body="The gateway's smart_retry flag is on in staging.",
+        source="extract",
+    )
+    store.write("reports-flag", type="user_preference", description="Reports flag",
+                body="The reports feature flag stays off.", source="extract")  # fmt: skip
+
+
+def test_memdir_refuses_merges_that_fold_distinct_facts_or_change_a_type(
+    store: MemoryStore,
+) -> None:
+    """The model's scripted mistakes: three per-service facts folded into one generalisation
+    (every schema name gone), and a flag fact merged into another of another type; memdir's
+    own check drops both, says why, and changes nothing. A true duplicate still merges."""
+    _db_facts(store)
+    store.write("staging-pg-a", type="project_fact", description="Staging runs PostgreSQL 16",
+                body="Staging runs PostgreSQL 16.", source="extract")  # fmt: skip
+    store.write("staging-pg-b", type="project_fact", description="The staging DB is Postgres",
+                body="The staging database is PostgreSQL 16.", source="extract")  # fmt: skip
+    folded = {"merge": [
+        {"from": ["auth-db", "billing-db", "search-db"], "into": {
+            "name": "db-migrations", "type": "project_fact",
+            "description": "Migrations for all databases",
+            "body": "Migrations for all databases live in their migration directories."}},
+        {"from": ["gateway-flag", "reports-flag"], "into": {
+            "name": "reports-flag", "type": "user_preference", "description": "Reports flag",
+            "body": "Reports feature flag smart_retry stays off."}},
+        {"from": ["staging-pg-a", "staging-pg-b"], "into": {
+            "name": "staging-postgres", "type": "project_fact",
+            "description": "Staging runs PostgreSQL 16",
+            "body": "The staging database runs PostgreSQL 16."}},
+    ], "retire": []}  # fmt: skip
+    plan = consolidate_memories(store, FakeModel([folded]), whole=True)
+    names = {e.name for e in store.entries()}
+    assert {"auth-db", "billing-db", "search-db", "gateway-flag", "reports-flag"} <= names, (
+        plan.dropped
+    )
+    assert "db-migrations" not in names and "staging-postgres" in names
+    assert any("drops what the memories said (auth_users" in d for d in plan.dropped)
+    assert any("of different kinds (project_fact, user_preference)" in d for d in plan.dropped)
+    assert "smart_retry" not in store.get("reports-flag").body
+
+
+def test_an_automatic_run_never_retires_what_is_new_or_the_persons_own(
+    store: MemoryStore,
+) -> None:
+    """After a turn, nobody looking: a memory learned since the last run and one the person
+    typed are kept (said in the plan); an old learned one may go."""
+    store.write("old-note", type="project_fact", description="Old note", body="Old.",
+                source="extract")  # fmt: skip
+    store.write("typed", type="project_fact", description="Typed by the person", body="Mine.",
+                source="cli")  # fmt: skip
+    consolidate_memories(store, FakeModel([{"merge": [], "retire": []}]), whole=True)
+    store.write("just-learned", type="project_fact", description="New", body="New.",
+                source="extract")  # fmt: skip
+    retire = {"merge": [], "retire": [{"name": n, "reason": "stale"}
+                                      for n in ("old-note", "typed", "just-learned")]}  # fmt: skip
+    plan = consolidate_memories(store, FakeModel([retire]), whole=True, force=True,
+                                automatic=True)  # fmt: skip
+    names = {e.name for e in store.entries()}
+    assert "old-note" not in names and {"typed", "just-learned"} <= names
+    assert "retire typed: kept, the person stated it (cli)" in plan.dropped
+    assert "retire just-learned: kept, it was learned or edited since the last consolidation" in (
+        plan.dropped
+    )
+
+
+def test_an_automatic_run_with_a_local_model_proposes_instead_of_applying(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    """A model on this machine (an OpenAI-compatible endpoint on 127.0.0.1): the plan waits
+    in the review queue; nothing changes until a person approves."""
+    from memdir import review
+    from memdir.providers import make_model
+
+    root = tmp_path / ".memory"
+    cfg = Config(dir=root, provider="openai", base_url=llm_server.url + "/v1", api_key="k",
+                 embedder="none")  # fmt: skip
+    store = MemoryStore(root, cfg)
+    fill(store)
+    llm_server.queue(reply(json.dumps(MERGE)))
+    plan = consolidate_memories(store, make_model(cfg, memory=True), whole=True, force=True,
+                                automatic=True)  # fmt: skip
+    assert plan.proposal and plan.operation is None
+    assert {"pytest-a", "pytest-b", "old-deadline"} <= {e.name for e in store.entries()}
+    assert [p.source for p in review.proposals(store)] == ["consolidate"]

@@ -63,6 +63,7 @@ class Config:
     consolidate_max_retire_share: float = 0.3
     consolidate_batch: int = 60
     consolidate_max_calls: int = 4  # model calls per automatic run; the rest waits its turn
+    consolidate_auto: str = "auto"  # automatic runs: "apply", "propose" (review), "auto"
     allow: tuple[str, ...] = ()  # agent approvals: "bash:pytest*", "write:src/**"
     extract_style: str = "auto"  # "memories", "facts", or "auto" (facts for local endpoints)
     select_guard: str = "auto"  # "lexical", "none", or "auto" (lexical for local endpoints)
@@ -144,6 +145,7 @@ CHOICES = {
     "extract_style": ("auto", "memories", "facts"),
     "select_guard": ("auto", "lexical", "none"),
     "recall_select": ("model", "search"),
+    "consolidate_auto": ("auto", "apply", "propose"),
 }
 PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
 _FLAGS = {"database_url": "--db", "dir": "--dir"}
@@ -254,6 +256,7 @@ TIGHTEN: dict[str, str | tuple[Any, ...]] = {
     "recall_log": (True,),
     "select_guard": ("lexical",),
     "recall_select": ("search",),  # no model call: costs nothing
+    "consolidate_auto": ("propose",),
     "max_file_bytes": "lower",
     "consolidate_max_retire_share": "lower",
     "consolidate_max_calls": "lower",

@@ -19,13 +19,14 @@ from typing import Any
 
 from . import prompts
 from .entry import Entry
-from .errors import InvalidMemory, InvalidName, LLMError, PlanError
+from .errors import InvalidMemory, InvalidName, LLMError, MemdirError, PlanError
 from .history import Operation
 from .layout import CONSOLIDATE as STATE
 from .memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
 from .memory import now as memory_now
+from .mergecheck import merge_problem, retire_problem
 from .plan import Change, Put, Remove
-from .providers import ChatModel, complete_json
+from .providers import ChatModel, complete_json, runs_locally
 from .review import land
 from .safetext import for_body, for_prompt, one_line
 from .search import tokenize
@@ -53,6 +54,7 @@ class Consolidation:
     merges: list[Merge] = field(default_factory=list)
     retires: list[tuple[str, str]] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    last_op: str | None = None  # the newest logged operation when the run began
     operation: Operation | None = None
     proposal: str | None = None  # queued for a person (review = "ask")
     batches: int = 0  # model calls made (one per batch of related memories)
@@ -310,11 +312,17 @@ def _memory_from(raw: Any, store: MemoryStore) -> Memory:
     return store.check(Memory(name, type_, desc, body))
 
 
-def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str]) -> Consolidation:
-    """Turn a model answer into a plan that is safe to apply; drop (and note) what is not."""
+def validate_plan(
+    store: MemoryStore, answer: dict[str, Any], allowed: set[str], *, automatic: bool = False
+) -> Consolidation:
+    """Turn a model answer into a plan that is safe to apply; drop (and note) what is not:
+    every merge must keep its memories' specifics and a type they had (``mergecheck``); an
+    ``automatic`` run (after a turn, nobody looking) also never retires what was learned or
+    edited since the last run nor what the person stated themselves."""
     plan = Consolidation()
     entries = store.entries()
     pinned = {e.name for e in entries if e.pinned}
+    recent = _changed_since_last_run(store) if automatic else set()
     existing = {e.name for e in entries}
     used: set[str] = set()
     for raw in answer.get("merge", []):
@@ -340,6 +348,10 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str])
         if into.name in used:
             plan.dropped.append(f"merge into {into.name}: name used twice")
             continue
+        problem = _merge_problem(store, sources, into)
+        if problem is not None:
+            plan.dropped.append(f"merge of {', '.join(sources)} into {into.name}: {problem}")
+            continue
         used.update(sources)
         used.add(into.name)
         plan.merges.append(Merge(sources, into))
@@ -350,9 +362,52 @@ def validate_plan(store: MemoryStore, answer: dict[str, Any], allowed: set[str])
         if name not in allowed or name in pinned or name in used:
             plan.dropped.append(f"retire {safe_repr(name[:60])}: unknown, pinned or already merged")
             continue
+        kept = (
+            retire_problem(name in recent, _origin(store, name), name in pinned)
+            if automatic
+            else None
+        )
+        if kept is not None:
+            plan.dropped.append(f"retire {name}: kept, {kept}")
+            continue
         used.add(name)
         plan.retires.append((name, reason or "stale"))
     return plan
+
+
+def _proposes(cfg: Any, model: ChatModel) -> bool:
+    """Whether an automatic run keeps its plan for a person (``consolidate_auto``): "auto"
+    does with a model on this machine, usually small, which tidies badly more often than not."""
+    if cfg.consolidate_auto == "auto":
+        return runs_locally(model, cfg)
+    return bool(cfg.consolidate_auto == "propose")
+
+
+def _changed_since_last_run(store: MemoryStore) -> set[str]:
+    """The memories any logged operation wrote since the last run began (by the log, not
+    the clock: one second holds many writes)."""
+    mark = _state(store).get("since_op")
+    ops = store.log(limit=2000)
+    ids = [op.id for op in ops]
+    start = ids.index(mark) + 1 if isinstance(mark, str) and mark in ids else 0
+    if not isinstance(mark, str):  # no run yet: nothing is "since" one
+        return set()
+    return {ch["name"] for op in ops[start:] for ch in op.changes}
+
+
+def _merge_problem(store: MemoryStore, sources: list[str], into: Memory) -> str | None:
+    """memdir's own check of a merge (``mergecheck``): the sources as they are now."""
+    try:
+        return merge_problem([store.get(n) for n in sources], into)
+    except MemdirError as exc:
+        return f"a memory could not be read ({exc})"
+
+
+def _origin(store: MemoryStore, name: str) -> str:
+    try:
+        return store.origin(name).label
+    except MemdirError:
+        return "unknown"
 
 
 ProgressFn = Callable[[int, int, int], None]  # (batch done, batches, model calls so far)
@@ -367,6 +422,7 @@ def consolidate_memories(
     whole: bool = False,
     max_calls: int | None = None,
     progress: ProgressFn | None = None,
+    automatic: bool = False,
 ) -> Consolidation:
     """Ask the model how to tidy the store, validate the plan, and apply it as one transaction.
 
@@ -374,6 +430,9 @@ def consolidate_memories(
     left over) are looked at, each with its nearest neighbours, within ``max_calls`` model
     calls (``consolidate_max_calls``); seeds beyond the budget are kept for the next run.
     ``whole`` looks at every memory (``memdir consolidate --all``), without a call budget.
+    ``automatic``: a run nobody watches (after a turn): recent and person-stated memories
+    are not retired, and with a model on this machine the plan waits for review instead of
+    being applied.
     Raises PlanError (changing nothing) when the plan would retire more than the configured
     share of the store and ``force`` is not set; even with ``force`` a run retires at most
     ``MAX_RETIRE_PER_RUN`` memories.
@@ -387,6 +446,8 @@ def consolidate_memories(
     budget = None if whole else (max_calls if max_calls is not None else cfg.consolidate_max_calls)
     batches = _groups(entries, seeds, cfg.consolidate_batch)
     plan = Consolidation()
+    last = store.log(limit=1)
+    plan.last_op = last[-1].id if last else None  # what a later run counts as "since"
     left: list[str] = []
     for k, batch in enumerate(batches):
         if budget is not None and plan.batches >= budget:
@@ -411,7 +472,7 @@ def consolidate_memories(
         finally:
             if progress is not None:
                 progress(k + 1, len(batches), plan.batches)
-        part = validate_plan(store, answer, {e.name for e in batch})
+        part = validate_plan(store, answer, {e.name for e in batch}, automatic=automatic)
         plan.merges += part.merges
         plan.retires += part.retires
         plan.dropped += part.dropped
@@ -433,7 +494,7 @@ def consolidate_memories(
             keep = sorted(
                 {e.name for e in seeds} | set(left) | set(_state(store).get("pending", []))
             )
-            _update_state(store, since=started, pending=keep, turns=0)
+            _update_state(store, since=started, since_op=plan.last_op, pending=keep, turns=0)
         raise PlanError(
             f"the plan retires {len(plan.retires)} of {total} memories, more than the"
             f" {cfg.consolidate_max_retire_share:.0%} allowed — review it with --dry-run,"
@@ -442,20 +503,27 @@ def consolidate_memories(
     plan.started = started
     if dry_run:
         return plan
-    return apply_plan(store, plan)
+    return apply_plan(store, plan, ask=automatic and _proposes(cfg, model))
 
 
-def apply_plan(store: MemoryStore, plan: Consolidation) -> Consolidation:
+def apply_plan(store: MemoryStore, plan: Consolidation, *, ask: bool = False) -> Consolidation:
     """Apply a plan (one ``consolidate_memories(dry_run=True)`` made and a person approved)
-    as one transaction, and reset the trigger."""
+    as one transaction, and reset the trigger; ``ask``: keep it for a person instead."""
     if not plan.is_empty():
         landed = land(
             store,
             plan.changes,
             source="consolidate",
             summary=f"merged {len(plan.merges)} groups, retired {len(plan.retires)}",
+            ask=ask,
         )
         plan.operation, plan.proposal = landed.operation, landed.proposal
     # Even a run that changed nothing resets the trigger: something must change again first.
-    _update_state(store, since=plan.started or memory_now(), pending=plan.left, turns=0)
+    _update_state(
+        store,
+        since=plan.started or memory_now(),
+        since_op=plan.last_op,
+        pending=plan.left,
+        turns=0,
+    )
     return plan

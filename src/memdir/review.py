@@ -135,13 +135,15 @@ def land(
     source: str,
     summary: str = "",
     secrets: str = "redact",
+    ask: bool = False,
 ) -> Landed:
-    """Apply ``plan`` now, or queue it for a person when the store says ``review = "ask"``;
-    a change that reads as an instruction to the agent is queued whatever ``review`` says."""
+    """Apply ``plan`` now, or queue it for a person when the store says ``review = "ask"``
+    (or ``ask``: the caller's own reason); a change that reads as an instruction to the
+    agent is queued whatever ``review`` says."""
     if not plan:
         return Landed()
     why = {id(c): w for c in plan if (w := held_why(c)) is not None}
-    if store.config.review != "ask":
+    if store.config.review != "ask" and not ask:
         rest = [c for c in plan if id(c) not in why]
         op = store.apply(rest, source=source, summary=summary, secrets=secrets) if rest else None
         if not why:

@@ -208,7 +208,7 @@ def _extract_job(
         for scoped in (store, user):  # each scope on its own; never merged across them
             if scoped is not None and is_due(scoped):
                 try:
-                    plan = consolidate_memories(scoped, model)
+                    plan = consolidate_memories(scoped, model, automatic=True)
                 except PlanError as exc:  # the model wanted too much gone: nothing changed
                     notes.append(f"consolidation refused ({exc})")
                     continue

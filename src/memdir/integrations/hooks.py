@@ -508,7 +508,7 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
         embed_episodes(store)  # here, in the background, not in the next prompt's hook
         for scoped in (store, user):  # each scope on its own
             if scoped is not None and is_due(scoped):
-                plan = consolidate_memories(scoped, model)
+                plan = consolidate_memories(scoped, model, automatic=True)
                 record.setdefault("consolidated", []).append(
                     {
                         "store": str(scoped.root),
