@@ -14,90 +14,24 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import prompts
+from .consolidateplan import Consolidation, _answer, _schema, validate_plan
 from .entry import Entry
-from .errors import InvalidMemory, InvalidName, LLMError, MemdirError, PlanError
-from .history import Operation
+from .errors import LLMError, PlanError
 from .layout import CONSOLIDATE as STATE
-from .memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
 from .memory import now as memory_now
-from .mergecheck import merge_problem, retire_problem
-from .plan import Change, Put, Remove
 from .providers import ChatModel, complete_json, runs_locally
 from .review import land
-from .safetext import for_body, for_prompt, one_line
+from .safetext import for_body, for_prompt
 from .search import tokenize
-from .secrets import redact
 from .statefile import State, StateFile
 from .store import MemoryStore
 
 log = logging.getLogger("memdir.consolidate")
 MAX_RETIRE_PER_RUN = 200  # even with --force, one run retires at most this many
 BODY_CHARS = 1200  # per memory in the prompt
-
-
-@dataclass
-class Merge:
-    """Several memories become one."""
-
-    sources: list[str]
-    into: Memory
-
-
-@dataclass
-class Consolidation:
-    """A validated consolidation plan, what was dropped from the model's answer, and the result."""
-
-    merges: list[Merge] = field(default_factory=list)
-    retires: list[tuple[str, str]] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)
-    last_op: str | None = None  # the newest logged operation when the run began
-    operation: Operation | None = None
-    proposal: str | None = None  # queued for a person (review = "ask")
-    batches: int = 0  # model calls made (one per batch of related memories)
-    left: list[str] = field(default_factory=list)  # seeds beyond the call budget, for next time
-    started: str = ""  # when the run began: what changes after it counts for the next run
-    # digests of the memories as the model saw them: a file changed since is not overwritten
-    seen: dict[str, str | None] = field(default_factory=dict)
-
-    @property
-    def changes(self) -> list[Change]:
-        """The plan as store changes: merged memories first, then the removals."""
-        seen = self.seen
-        puts: list[Change] = [
-            Put(m.into, reason="merged from " + ", ".join(m.sources), expect=seen.get(m.into.name))
-            for m in self.merges
-        ]
-        removes: list[Change] = [
-            Remove(src, reason=f"merged into {m.into.name}", expect=seen.get(src))
-            for m in self.merges
-            for src in m.sources
-            if src != m.into.name
-        ]
-        removes += [
-            Remove(name, reason=f"retired: {why}", expect=seen.get(name))
-            for name, why in self.retires
-        ]
-        return puts + removes
-
-    def is_empty(self) -> bool:
-        """Whether the plan changes nothing."""
-        return not self.merges and not self.retires
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plan as JSON-able data."""
-        return {
-            "merge": [{"from": m.sources, "into": m.into.to_dict()} for m in self.merges],
-            "retire": [{"name": n, "reason": r} for n, r in self.retires],
-            "dropped": self.dropped,
-            "operation": self.operation.id if self.operation else None,
-        }
-
-
-# -- when ---------------------------------------------------------------------------------
 
 
 def _file(store: MemoryStore) -> StateFile:
@@ -248,133 +182,6 @@ def _prompt(store: MemoryStore, batch: list[Entry], seen: dict[str, str | None])
     )
 
 
-def _schema(types: tuple[str, ...]) -> dict[str, Any]:
-    """The consolidation reply's shape, for endpoints that enforce a JSON schema."""
-    memory = {
-        "type": "object",
-        "required": ["name", "type", "description", "body"],
-        "properties": {
-            "name": {"type": "string"},
-            "type": {"type": "string", "enum": list(types)},
-            "description": {"type": "string"},
-            "body": {"type": "string"},
-        },
-    }
-    return {
-        "type": "object",
-        "required": ["merge", "retire"],
-        "properties": {
-            "merge": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["from", "into"],
-                    "properties": {
-                        "from": {"type": "array", "items": {"type": "string"}},
-                        "into": memory,
-                    },
-                },
-            },
-            "retire": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["name", "reason"],
-                    "properties": {"name": {"type": "string"}, "reason": {"type": "string"}},
-                },
-            },
-        },
-    }
-
-
-def _answer(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict) or not ({"merge", "retire"} & value.keys()):
-        raise ValueError('expected {"merge": [...], "retire": [...]}')
-    for key in ("merge", "retire"):
-        if not isinstance(value.get(key, []), list):
-            raise ValueError(f'"{key}" must be a list')
-    return value
-
-
-def _memory_from(raw: Any, store: MemoryStore) -> Memory:
-    if not isinstance(raw, dict):
-        raise ValueError("'into' must be an object")
-    name = validate_name(str(raw.get("name", "")).strip())
-    if redact(name)[1]:
-        raise ValueError("the name holds what looks like a credential")
-    type_ = str(raw.get("type", "")).strip()
-    if type_ not in store.config.types:
-        raise ValueError(f"unknown type {type_!r:.40}")
-    desc = one_line(redact(str(raw.get("description", "")))[0])[:MAX_DESCRIPTION_CHARS]
-    body = redact(str(raw.get("body", "")).strip())[0]  # the plan shown never holds one
-    if not desc or not body:
-        raise ValueError("a merged memory needs a description and a body")
-    return store.check(Memory(name, type_, desc, body))
-
-
-def validate_plan(
-    store: MemoryStore, answer: dict[str, Any], allowed: set[str], *, automatic: bool = False
-) -> Consolidation:
-    """Turn a model answer into a plan that is safe to apply; drop (and note) what is not:
-    every merge must keep its memories' specifics and a type they had (``mergecheck``); an
-    ``automatic`` run (after a turn, nobody looking) also never retires what was learned or
-    edited since the last run nor what the person stated themselves."""
-    plan = Consolidation()
-    entries = store.entries()
-    pinned = {e.name for e in entries if e.pinned}
-    recent = _changed_since_last_run(store) if automatic else set()
-    existing = {e.name for e in entries}
-    used: set[str] = set()
-    for raw in answer.get("merge", []):
-        try:
-            sources = [validate_name(str(n)) for n in (raw.get("from") or [])]
-            into = _memory_from(raw.get("into"), store)
-        except (ValueError, InvalidName, InvalidMemory, AttributeError) as exc:
-            plan.dropped.append(f"merge {safe_repr(str(raw))[:80]}: {exc}")
-            continue
-        bad = [n for n in sources if n not in allowed or n in pinned or n in used]
-        sources = list(dict.fromkeys(n for n in sources if n not in bad))
-        if bad:
-            plan.dropped.append(
-                f"merge: ignored {', '.join(bad)} (unknown, pinned or already used)"
-            )
-        if not sources:
-            continue
-        if into.name in existing and into.name not in sources:
-            plan.dropped.append(
-                f"merge into {into.name}: would overwrite a memory it does not merge"
-            )
-            continue
-        if into.name in used:
-            plan.dropped.append(f"merge into {into.name}: name used twice")
-            continue
-        problem = _merge_problem(store, sources, into)
-        if problem is not None:
-            plan.dropped.append(f"merge of {', '.join(sources)} into {into.name}: {problem}")
-            continue
-        used.update(sources)
-        used.add(into.name)
-        plan.merges.append(Merge(sources, into))
-    for raw in answer.get("retire", []):
-        name = str(raw.get("name", "")) if isinstance(raw, dict) else str(raw)
-        reason = str(raw.get("reason", "")).strip() if isinstance(raw, dict) else ""
-        reason = one_line(redact(reason)[0])[:MAX_DESCRIPTION_CHARS]
-        if name not in allowed or name in pinned or name in used:
-            plan.dropped.append(f"retire {safe_repr(name[:60])}: unknown, pinned or already merged")
-            continue
-        kept = (
-            retire_problem(name in recent, _origin(store, name), name in pinned)
-            if automatic
-            else None
-        )
-        if kept is not None:
-            plan.dropped.append(f"retire {name}: kept, {kept}")
-            continue
-        used.add(name)
-        plan.retires.append((name, reason or "stale"))
-    return plan
-
-
 def _proposes(cfg: Any, model: ChatModel) -> bool:
     """Whether an automatic run keeps its plan for a person (``consolidate_auto``): "auto"
     does with a model on this machine, usually small, which tidies badly more often than not."""
@@ -393,21 +200,6 @@ def _changed_since_last_run(store: MemoryStore) -> set[str]:
     if not isinstance(mark, str):  # no run yet: nothing is "since" one
         return set()
     return {ch["name"] for op in ops[start:] for ch in op.changes}
-
-
-def _merge_problem(store: MemoryStore, sources: list[str], into: Memory) -> str | None:
-    """memdir's own check of a merge (``mergecheck``): the sources as they are now."""
-    try:
-        return merge_problem([store.get(n) for n in sources], into)
-    except MemdirError as exc:
-        return f"a memory could not be read ({exc})"
-
-
-def _origin(store: MemoryStore, name: str) -> str:
-    try:
-        return store.origin(name).label
-    except MemdirError:
-        return "unknown"
 
 
 ProgressFn = Callable[[int, int, int], None]  # (batch done, batches, model calls so far)
@@ -437,9 +229,35 @@ def consolidate_memories(
     share of the store and ``force`` is not set; even with ``force`` a run retires at most
     ``MAX_RETIRE_PER_RUN`` memories.
     """
+    if automatic:  # one automatic run per store at a time; another finds it at work
+        import filelock
+
+        lock = filelock.FileLock(str(store.internal / "consolidate.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return Consolidation(dropped=["another consolidation of this store is at work"])
+        try:
+            return _consolidate(store, model, force, dry_run, whole, max_calls, progress, True)
+        finally:
+            lock.release()
+    return _consolidate(store, model, force, dry_run, whole, max_calls, progress, False)
+
+
+def _consolidate(
+    store: MemoryStore,
+    model: ChatModel,
+    force: bool,
+    dry_run: bool,
+    whole: bool,
+    max_calls: int | None,
+    progress: ProgressFn | None,
+    automatic: bool,
+) -> Consolidation:
     cfg = store.config
     store.refresh()  # decide on the files as they are now, hand edits included
     started = memory_now()
+    recent = _changed_since_last_run(store) if automatic else None
     everything = store.entries()
     entries = [e for e in everything if not e.pinned]
     seeds = entries if whole else changed_since_last_run(store, everything)
@@ -472,7 +290,7 @@ def consolidate_memories(
         finally:
             if progress is not None:
                 progress(k + 1, len(batches), plan.batches)
-        part = validate_plan(store, answer, {e.name for e in batch}, automatic=automatic)
+        part = validate_plan(store, answer, {e.name for e in batch}, recent=recent)
         plan.merges += part.merges
         plan.retires += part.retires
         plan.dropped += part.dropped
