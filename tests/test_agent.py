@@ -573,3 +573,26 @@ def test_the_chat_banner_counts_every_store(llm_server: FakeLLMServer, tmp_path:
     r = run_memdir(["chat"], llm_server, tmp_path, input="/exit\n")
     assert r.returncode == 0, r.stderr
     assert "1 memory in your own store" in r.stdout + r.stderr
+
+
+def test_a_refused_call_asked_for_again_ends_the_turn_and_says_why(
+    llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """A model that asks again and again for a command the rules refuse: each refusal is
+    shown to the person, and the third ask ends the turn with one line saying why (it used to
+    loop silently until the step limit)."""
+    llm_server.handler = lambda req: (
+        reply('{"selected": []}')
+        if kind(req) == "select"
+        else reply('{"memories": []}')
+        if kind(req) == "extract"
+        else reply("", ("t1", "bash", {"command": "git add .github/workflows/ci.yml"}))
+    )
+    r = run_memdir(["run", "add the workflow"], llm_server, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("✗ refused: bash 'git add .github/workflows/ci.yml' needs") == 2
+    assert "(stopped: the model asked 3 times for bash git add .github/workflows/ci.yml" in (
+        r.stdout + r.stderr
+    )
+    agent_calls = [q for q in llm_server.requests if kind(q) == "agent"]
+    assert len(agent_calls) == 3

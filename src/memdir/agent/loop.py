@@ -307,6 +307,7 @@ def _converse(
     """Model and tools until the model stops calling tools (at most MAX_STEPS calls); every
     call carries the recalled memories, the stored history does not."""
     names = {t["name"] for t in tools.schemas}
+    refused: dict[str, int] = {}  # refused calls by their exact arguments
     for step in range(MAX_STEPS):
         held = _HeldText(on_text) if on_text is not None else None
         reply = model.complete(
@@ -336,8 +337,20 @@ def _converse(
         results: list[Block] = []
         for use in uses:
             turn.tool_calls += 1
-            emit("tool", f"{use['name']} {_short(use.get('input', {}))}")
+            call = f"{use['name']} {_short(use.get('input', {}))}"
+            emit("tool", call)
+            key = json.dumps([use["name"], use.get("input", {})], sort_keys=True, default=str)
+            if refused.get(key, 0) >= REPEATS:  # asked again what was refused: end the turn
+                turn.text = (
+                    f"(stopped: the model asked {REPEATS + 1} times for {call}, which was"
+                    " refused — say what you want done differently, or allow it)"
+                )
+                emit("refused", turn.text)
+                return
             result = tools.run(use["name"], use.get("input", {}))
+            if result.is_error and result.text.startswith("refused"):
+                refused[key] = refused.get(key, 0) + 1
+                emit("refused", result.text)  # said to the person, not only to the model
             if result.saved:
                 emit("memory", f"memory {result.saved}")
             results.append(
@@ -350,6 +363,9 @@ def _converse(
             )
         messages.append({"role": "user", "content": results})
     turn.text = f"(stopped after {MAX_STEPS} tool steps)"
+
+
+REPEATS = 2  # a refused call asked for again this many times ends the turn
 
 
 def _short(args: Any) -> str:

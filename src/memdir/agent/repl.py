@@ -88,7 +88,8 @@ class Session:
     def event(self, kind: str, text: str) -> None:
         """Show a one-line notice (memory recalled/saved/failed, tool used)."""
         self.events.append((kind, text))
-        mark = {"recalled": "◆", "memory": "◆", "memory_error": "!", "tool": "$"}.get(kind, "·")
+        marks = {"recalled": "◆", "memory": "◆", "memory_error": "!", "tool": "$", "refused": "✗"}
+        mark = marks.get(kind, "·")
         line = f"{mark} {text}"
         if self.at_prompt is not None:
             # A background notice while the user types: print it above the input line, then
