@@ -163,7 +163,10 @@ def test_ctrl_c_stops_a_turn_not_the_session(llm_server: FakeLLMServer, tmp_path
     arrived = threading.Event()
 
     def handler(req: dict[str, Any]) -> Scripted:
-        if kind(req) == "agent" and "slow" in json.dumps(req["body"]["messages"][-1]):
+        # the user's own words end the message (recalled turns, the slow one among them
+        # once it is kept, are woven in front of them)
+        said = json.dumps(req["body"]["messages"][-1]["content"])
+        if kind(req) == "agent" and said.rstrip('"]}').endswith("a slow question"):
             arrived.set()
             return Scripted(text="too late", delay=4)
         return reply("fast answer") if kind(req) == "agent" else reply('{"memories": []}')

@@ -298,3 +298,45 @@ def test_deleting_the_episodes_folder_takes_its_caches_along(store: MemoryStore)
     assert select(store, ask).episodes == []
     assert not (store.internal / "episodes.sqlite").exists()
     assert not (store.internal / "episodes-vectors.sqlite").exists()
+
+
+def test_a_turn_that_fails_or_is_interrupted_keeps_what_the_user_said(tmp_path: Path) -> None:
+    """The model times out, or the person presses Ctrl-C: the user's statement is still kept
+    as an episode (recalled next) and handed to extraction."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    learned: list[Any] = []
+
+    def extract(call: Any) -> object:
+        learned.append(call)
+        return {"memories": []}
+
+    worker = MemoryWorker(lambda kind, text: None, spool=store.internal / "pending")
+    failing = [{"role": "user", "content": "We moved staging to PostgreSQL 17 last night."}]
+    with pytest.raises(LLMError):
+        agent_loop(
+            failing,
+            store=store,
+            model=FakeModel([LLMError("the model timed out")]),
+            memory_model=FakeModel(default=extract),
+            tools=Tools(tmp_path, store),
+            worker=worker,
+        )
+
+    def interrupt(call: Any) -> object:
+        raise KeyboardInterrupt
+
+    stopped = [{"role": "user", "content": "Always answer me in British English."}]
+    turn = agent_loop(
+        stopped,
+        store=store,
+        model=FakeModel(default=interrupt),
+        memory_model=FakeModel(default=extract),
+        tools=Tools(tmp_path, store),
+        worker=worker,
+    )
+    assert turn.interrupted
+    assert worker.drain(10)
+    texts = [t.text for t in Episodes(store.internal, store.config).turns()]
+    assert any("PostgreSQL 17" in t for t in texts) and any("British English" in t for t in texts)
+    assert len(learned) == 2  # both handed to the memory model

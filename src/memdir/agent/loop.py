@@ -252,24 +252,39 @@ def agent_loop(
         del messages[start:]
         messages.append({"role": "assistant", "content": "(interrupted by the user)"})
         turn.interrupted = True
-        return turn
     except LLMError as exc:
         del messages[start:]
         messages.append({"role": "assistant", "content": f"(the model failed: {exc})"})
+        _learn(store, messages, worker, memory_model, scopes, emit)  # the user's words stay
         raise
-    if worker is not None and memory_model is not None:
-        snapshot = list(messages)
-        try:  # what was said is searchable now, even if extraction runs next session
-            keep_episodes(store, snapshot)
-        except (MemdirError, OSError) as exc:
-            emit("memory_error", f"could not keep the conversation: {exc}")
-        user = scopes.user_root() if scopes is not None else None
-        worker.submit(
-            "memory extraction",
-            _extract_job(store, snapshot, memory_model, user),
-            {"messages": snapshot},
-        )
+    _learn(store, messages, worker, memory_model, scopes, emit)
     return turn
+
+
+def _learn(
+    store: MemoryStore,
+    messages: list[Message],
+    worker: MemoryWorker | None,
+    memory_model: ChatModel | None,
+    scopes: Scopes | None,
+    emit: EventFn,
+) -> None:
+    """Keep the turn as an episode and hand its extraction to the worker, whatever became of
+    the turn: an interrupted or failed one still leaves what the user said to recall and to
+    learn from (the next session picks up the extraction if this one exits first)."""
+    if worker is None or memory_model is None:
+        return
+    snapshot = list(messages)
+    try:  # what was said is searchable now, even if extraction runs next session
+        keep_episodes(store, snapshot)
+    except (MemdirError, OSError) as exc:
+        emit("memory_error", f"could not keep the conversation: {exc}")
+    user = scopes.user_root() if scopes is not None else None
+    worker.submit(
+        "memory extraction",
+        _extract_job(store, snapshot, memory_model, user),
+        {"messages": snapshot},
+    )
 
 
 def _recall(
