@@ -349,3 +349,36 @@ def test_extract_cli_says_what_waits_for_review(
     assert "Waiting for your review: answer-in-chinese" in r.out and "Saved" not in r.out
     assert "Approve or reject with 'memdir review'" in r.out
     assert cli("list").out == "No memories.\n"
+
+
+def test_extraction_after_the_agents_own_save_updates_instead_of_a_twin(tmp_path: Path) -> None:
+    """The agent's save_memory kept a fact this turn; the extraction after the turn names the
+    same fact without having been shown it: it updates that memory, never adds a '-2' twin."""
+    from memdir.config import Config
+    from memdir.testing import FakeModel
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none", select_catalogue_max=1))
+    store.write("staging-pool", type="project_fact", description="Staging's pool was upgraded"
+                " in May: 40 connections", body="The staging pool was upgraded in May; it"
+                " allows 40 connections.")  # fmt: skip
+    store.write("staging-database-runs-postgres-16", type="project_fact",
+                description="Staging runs PostgreSQL 16", body="Staging runs PostgreSQL 16.",
+                source="agent")  # fmt: skip
+    talk = [
+        {
+            "role": "user",
+            "content": "Remember: staging's database was upgraded from 15 in"
+            " May, and the pool allows 40 connections.",
+        },
+        {"role": "assistant", "content": "Saved."},
+    ]
+    item = {"action": "create", "name": "staging-database-runs-postgres-16",
+            "type": "project_fact", "description": "Version of the database on staging",
+            "body": "Upgraded from 15 in May; the pool allows 40 connections."}  # fmt: skip
+    extract_memories(store, talk, FakeModel([{"memories": [item]}]))
+    names = {e.name for e in store.entries()}
+    assert "staging-database-runs-postgres-16-2" not in names
+    assert store.get("staging-database-runs-postgres-16").body == (
+        "Upgraded from 15 in May; the pool allows 40 connections."
+    )

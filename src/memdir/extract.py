@@ -256,6 +256,15 @@ def _ask(
     return items
 
 
+JUST_NOW = 3600  # seconds within which a learned memory of the same name is this conversation's
+
+
+def _ago(seconds: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds))
+
+
 @dataclass
 class _Planner:
     """Turns the model's items into Puts one by one, against the store and each other."""
@@ -288,6 +297,13 @@ class _Planner:
         twin = self.twins.get(skeleton(mem.name))
         if twin is not None and twin != mem.name:
             mem = mem.replace(name=twin)  # a look-alike of an existing name means that memory
+        if (
+            action == "create"
+            and mem.name in existing
+            and mem.name not in self.shown
+            and self._said_just_now(mem.name)
+        ):
+            action = "update"  # the agent's save_memory (or the last run) kept it this turn
         if mem.name in planned or (
             action == "create" and mem.name in existing and mem.name not in self.shown
         ):
@@ -312,6 +328,17 @@ class _Planner:
             self.result.dropped.append(f"{mem.name}: {exc}")
             return
         self._put(mem)
+
+    def _said_just_now(self, name: str) -> bool:
+        """Whether ``name`` was written from a conversation moments ago (the agent's own
+        save_memory in this turn, the hook's previous run): the same fact, one memory."""
+        try:
+            origin = self.store.origin(name)
+        except MemdirError:
+            return False
+        if origin.label not in ("agent", "learned") or not origin.at:
+            return False
+        return origin.at >= _ago(JUST_NOW)
 
     def _put(self, mem: Memory) -> None:
         if mem.name not in self.existing:
