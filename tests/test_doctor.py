@@ -97,3 +97,20 @@ def test_doctor_speaks_of_empty_files_misnamed_memories_and_the_user_store(
     elsewhere.mkdir()
     res = me("doctor", cwd=elsewhere)
     assert res.code == 0 and "checking your own store" in res.err and "1 memory" in res.out
+
+
+def test_undoing_an_adoption_puts_the_note_back_as_it_was(tmp_path: Path) -> None:
+    """doctor --fix makes a bare note a memory; undo returns the person's file byte for byte
+    (it used to delete it, the text only in history)."""
+    from memdir.undo import undo
+
+    store = MemoryStore(tmp_path / ".memory")
+    store.write("tabs", type="user_preference", description="Tabs", body="Tabs.")
+    note = "\ufeff# Deploy checklist\n\n- run the tests\n- tag the release\n\n"
+    (store.root / "deploy-checklist.md").write_bytes(note.encode("utf-8"))
+    report = diagnose(store, fix=True)
+    assert any("deploy-checklist.md: a note without frontmatter is now" in f for f in report.fixed)
+    assert "deploy-checklist" in {e.name for e in store.entries()}
+    undo(store)
+    assert (store.root / "deploy-checklist.md").read_bytes() == note.encode("utf-8")
+    assert "deploy-checklist" not in {e.name for e in MemoryStore(store.root).entries()}

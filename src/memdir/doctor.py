@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomic import TEMP_PREFIX
+from .atomic import TEMP_PREFIX, write_atomic
 from .errors import MemdirError
-from .layout import HISTORY, JOURNAL, SEARCH, VECTORS
+from .layout import ADOPTED, HISTORY, JOURNAL, SEARCH, VECTORS
 from .memory import Memory, safe_repr
 from .safetext import plural
 from .store import MemoryStore
@@ -118,7 +118,8 @@ def _damaged_caches(store: MemoryStore) -> list[tuple[str, str]]:
 def adopt(store: MemoryStore, fname: str) -> Memory:
     """Make a Markdown note dropped into the folder without frontmatter a memory, by the rule
     every bare note follows (``notes.from_text``): its file name is the name, its words give
-    the type, its first line the description; its text stays, as the body."""
+    the type, its first line the description; its text stays, as the body. The note's bytes
+    are kept (``.memdir/adopted/``): undoing the adoption puts the file back as it was."""
     from .index import read_file
     from .memory import validate_name
     from .notes import from_text
@@ -131,6 +132,9 @@ def adopt(store: MemoryStore, fname: str) -> Memory:
     if text.lstrip("\ufeff").startswith("---"):
         raise MemdirError(f"{fname} has frontmatter already — fix it by hand")
     mem = from_text(name, text, store.config.types)
+    kept = store.internal / ADOPTED
+    kept.mkdir(exist_ok=True)
+    write_atomic(kept / fname, read_file(store.root / fname, store.config.max_file_bytes))
     store.apply(
         [Put(mem, reason="a note without frontmatter, adopted", adopt=True)],
         source="doctor",

@@ -30,6 +30,7 @@ SYNC_LOCK = "sync.lock"  # held by the one sync of this store at work
 REVIEW = "review"  # review/<id>.json: learned changes waiting for a person (review = "ask")
 RECALL_LOG = "recall.jsonl"  # what was recalled for which prompt and why (recall.1.jsonl: older)
 HELD = "held.json"  # memories held back from recall until reviewed (arrivals, instructions)
+ADOPTED = "adopted"  # adopted/<file>: a bare note as it was before doctor made it a memory
 
 # Set in the environment of a host CLI that memdir starts as its memory model (``claude -p``,
 # ``codex exec``): memdir's own hooks in that nested session do nothing, so learning through

@@ -8,8 +8,10 @@ This module does NOT touch files except through ``store.apply``.
 
 from __future__ import annotations
 
+from .atomic import write_atomic
 from .errors import ConflictError, MemdirError
 from .history import Operation
+from .layout import ADOPTED
 from .memory import loads
 from .plan import Change, Put, Remove
 from .store import MemoryStore
@@ -49,7 +51,21 @@ def undo(store: MemoryStore, *, force: bool = False) -> tuple[Operation, Operati
     op = store.apply(plan, source="undo", summary=summary, secrets="allow", undoes=target.id)
     if op is None:  # already reverted by hand: record it, so the next undo goes further back
         op = store.record(summary, source="undo", undoes=target.id)
+    if target.source == "doctor":
+        _notes_back(store, target)
     return target, op
+
+
+def _notes_back(store: MemoryStore, target: Operation) -> None:
+    """Undoing doctor's adoption of a bare note: the note's own file again, byte for byte."""
+    kept = store.internal / ADOPTED
+    with store.locked():
+        for change in target.changes:
+            copy = kept / change["file"]
+            path = store.root / change["file"]
+            if change.get("before") is None and copy.is_file() and not path.exists():
+                write_atomic(path, copy.read_bytes())
+                copy.unlink()
 
 
 def _refuse_over_later_edits(store: MemoryStore, target: Operation, present: set[str]) -> None:
