@@ -114,3 +114,19 @@ def test_undoing_an_adoption_puts_the_note_back_as_it_was(tmp_path: Path) -> Non
     undo(store)
     assert (store.root / "deploy-checklist.md").read_bytes() == note.encode("utf-8")
     assert "deploy-checklist" not in {e.name for e in MemoryStore(store.root).entries()}
+
+
+def test_doctor_fix_quotes_a_colon_in_a_hand_written_value(tmp_path: Path) -> None:
+    """'description: Note: the port is 8080' is bad YAML (a mapping inside a value): doctor
+    names it, --fix quotes it so the memory is listed, and keeps the file as it was."""
+    store = MemoryStore(tmp_path / ".memory")
+    text = (
+        "---\nname: api-port\ntype: project_fact\ndescription: Note: the port is 8080\n---\n8080\n"
+    )
+    (store.root / "api-port.md").write_text(text)
+    report = diagnose(store)
+    assert any("holds ': ' unquoted" in w["reason"] for w in report.warnings)
+    diagnose(store, fix=True)
+    fresh = MemoryStore(store.root)
+    assert fresh.get("api-port").description == "Note: the port is 8080"
+    assert (store.internal / "adopted" / "api-port.md").read_text() == text

@@ -8,12 +8,15 @@ index and caches and removes stale temporary files. It does NOT modify or delete
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import memory as memfmt
 from .atomic import TEMP_PREFIX, write_atomic
 from .errors import MemdirError
 from .layout import ADOPTED, HISTORY, JOURNAL, SEARCH, VECTORS
@@ -143,6 +146,53 @@ def adopt(store: MemoryStore, fname: str) -> Memory:
     return store.get(name)
 
 
+_PLAIN_VALUE = re.compile(r"^(name|type|description):[ \t]+(?![\"'|>\[{])(.*: .*)$")
+
+
+def _quoted(text: str) -> str | None:
+    """``text`` with the one-line frontmatter values that hold ': ' quoted (a hand-written
+    ``description: Note: …``), if that makes it a valid memory; else None."""
+    if not text.startswith("---\n"):
+        return None
+    head, sep, rest = text[4:].partition("\n---")
+    if not sep:
+        return None
+    lines = [
+        _PLAIN_VALUE.sub(lambda m: f"{m.group(1)}: {json.dumps(m.group(2).rstrip())}", line)
+        for line in head.split("\n")
+    ]
+    fixed = "---\n" + "\n".join(lines) + sep + rest
+    if fixed == text:
+        return None
+    try:
+        memfmt.loads(fixed)
+    except MemdirError:
+        return None
+    return fixed
+
+
+def _quotable(store: MemoryStore, fname: str) -> bool:
+    try:
+        return _quoted((store.root / fname).read_text(encoding="utf-8")) is not None
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _quote(store: MemoryStore, fname: str) -> None:
+    """Quote the values YAML misread, keeping the file as it was in ``.memdir/adopted/``."""
+    with store.locked():
+        raw = (store.root / fname).read_bytes()
+        fixed = _quoted(raw.decode("utf-8"))
+        if fixed is None:
+            return
+        kept = store.internal / ADOPTED
+        kept.mkdir(exist_ok=True)
+        write_atomic(kept / fname, raw)
+        write_atomic(store.root / fname, fixed.encode("utf-8"))
+    store.record(f"doctor: quoted a value holding ': ' in {fname}", source="doctor")
+    store.refresh()
+
+
 def _empty(store: MemoryStore, fname: str) -> bool:
     """Whether a file holds nothing but white space (never a memory, never adopted)."""
     try:
@@ -242,7 +292,34 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
         report.warnings.append(
             {"file": ".", "reason": "the store is read-only: memdir reads it but cannot change it"}
         )
+    _file_problems(store, report, fix)
+    _sync_health(store, report, fix)
+    _held(store, report)
+    report.warnings += _misnamed(store)
+    report.memories = len(store.entries())
+    return report
+
+
+def _file_problems(store: MemoryStore, report: Report, fix: bool) -> None:
+    """Each file that is not a usable memory: repaired where doctor can (a bare note adopted,
+    a misread colon quoted), else said with its fix."""
     for p in store.problems():
+        if p.reason.startswith("bad YAML in frontmatter") and _quotable(store, p.file):
+            if fix:
+                _quote(store, p.file)
+                report.fixed.append(
+                    f"{p.file}: quoted a value holding ': ' (YAML read it as a mapping); the"
+                    f" file as it was is in .memdir/{ADOPTED}/"
+                )
+            else:
+                report.warnings.append(
+                    {
+                        "file": safe_repr(p.file)[1:-1],
+                        "reason": f"{p.reason} — a value holds ': ' unquoted; 'memdir doctor"
+                        " --fix' quotes it",
+                    }
+                )
+            continue
         if p.reason.startswith("no YAML frontmatter") and _empty(store, p.file):
             report.warnings.append(
                 {"file": safe_repr(p.file)[1:-1], "reason": "an empty file — delete it"}
@@ -271,11 +348,6 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
             continue
         target = report.errors if p.severity == "error" else report.warnings
         target.append({"file": safe_repr(p.file)[1:-1], "reason": p.reason})
-    _sync_health(store, report, fix)
-    _held(store, report)
-    report.warnings += _misnamed(store)
-    report.memories = len(store.entries())
-    return report
 
 
 def _held(store: MemoryStore, report: Report) -> None:
