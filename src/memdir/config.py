@@ -69,6 +69,8 @@ class Config:
     select_guard: str = "auto"  # "lexical", "none", or "auto" (lexical for local endpoints)
     recall_select: str = "model"  # who picks the memories recall adds: "model" or "search"
     hook_budget: float = 2.0  # seconds the prompt hook gives the memory model before search
+    hook_model_wait: float = 0.5  # of that budget, the share the model may take once search
+    # has answered: a slow model never costs the whole budget
     embed_budget: float = 3.0  # seconds a command's search embeds new memories; then background
     embedder: str = "auto"  # "auto" (MiniLM if memdir[embed] is installed), minilm, e5, http, none
     embed_model: str | None = None  # the endpoint's model ("http"), or an ONNX file ("minilm")
@@ -271,6 +273,7 @@ TIGHTEN: dict[str, str | tuple[Any, ...]] = {
     "timeout": "lower",
     "max_retries": "lower",
     "hook_budget": "lower",
+    "hook_model_wait": "lower",
     "embed_budget": "lower",
     "episodes_keep_days": "lower",
     "episodes_max_bytes": "lower",

@@ -398,7 +398,13 @@ def _race(
         picker.start()
     finder.start()
     if picker is not None:
-        picker.join(max(0.0, budget - (time.monotonic() - started)))
+        # the model gets ``hook_model_wait`` of the budget (or until search answers, if that
+        # is later), never the whole of it: search's hits go in rather than a long wait
+        wait = min(budget, max(budget * config.hook_model_wait, 0.0))
+        picker.join(max(0.0, wait - (time.monotonic() - started)))
+        if not chosen and picker.is_alive():
+            finder.join(max(0.0, budget - (time.monotonic() - started)))
+            picker.join(0.0 if finder.is_alive() else 0.05)
     if chosen:
         return chosen[0]
     finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
