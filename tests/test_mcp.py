@@ -482,3 +482,30 @@ def test_results_are_plain_text_and_bad_input_follows_one_rule(tmp_path: Path) -
         assert gone.value.error.code == -32602  # the SDK's resource-not-found (SEP-2164)
 
     run(root, body)
+
+
+def test_what_a_host_writes_is_recalled_with_the_hosts_name(tmp_path: Path) -> None:
+    """Provenance through MCP: the client's own name from its initialize request is what the
+    log records, and recall shows it (from="mcp:claude-code")."""
+    from mcp.types import Implementation
+
+    root = tmp_path / ".memory"
+    MemoryStore(root).write("tabs", type="user_preference", description="Tabs", body="Tabs.")
+
+    async def body(client: Client) -> str:
+        out, err = await call(
+            client, "remember", name="deploy-days", type="project_fact",
+            description="Deploys happen on Fridays", body="We deploy on Fridays.",
+        )  # fmt: skip
+        assert not err, out
+        recalled, _ = await call(client, "recall", message="when do we deploy?")
+        return recalled
+
+    async def main() -> str:
+        info = Implementation(name="claude-code", version="2.1.197")
+        async with Client(stdio(root), read_timeout_seconds=30, client_info=info) as client:
+            return await body(client)
+
+    recalled = asyncio.run(main())
+    assert 'name="deploy-days"' in recalled and 'from="mcp:claude-code"' in recalled
+    assert MemoryStore(root).origin("deploy-days").label == "mcp:claude-code"

@@ -125,7 +125,11 @@ class _Server(MCPServer):
     error of one line saying what the tool takes (not the validator's text and URL), and a
     prompt called without its argument is invalid params (-32602)."""
 
+    memory: MemoryServer | None = None
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self.memory is not None:  # who writes: the host that connected (provenance)
+            self.memory.client = _client_name(context) or self.memory.client
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -158,6 +162,15 @@ class _Server(MCPServer):
         return await super().get_prompt(name, arguments, context)
 
 
+def _client_name(context: Any) -> str:
+    """The connected host's name from its initialize request ('claude-code', 'codex'…)."""
+    try:
+        params = context.request_context.session.client_params
+        return str(params.client_info.name) if params is not None else ""
+    except (AttributeError, ValueError):
+        return ""
+
+
 def _kind(spec: dict[str, Any]) -> str:
     """A parameter's type as a person says it (from its JSON schema)."""
     types = [t.get("type") for t in spec.get("anyOf", [spec]) if t.get("type") != "null"]
@@ -170,6 +183,7 @@ def build_server(config: Config) -> MCPServer:
     schema: hosts pass the text to the model as written, not as escaped JSON)."""
     mem = MemoryServer(config)
     server = _Server("memdir", version=_version(), instructions=INSTRUCTIONS)
+    server.memory = mem
     for tool in TOOLS:
         description = tool.description.format(types=", ".join(config.types))
         server.tool(

@@ -10,6 +10,7 @@ This module does NOT decide what to remember: the host's model does, through the
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -51,6 +52,13 @@ class MemoryServer:
         self._user: MemoryStore | None = None
         self._lock = threading.Lock()
         self._model: Any = None
+        self.client = ""  # the connected host's name (its initialize request's clientInfo)
+
+    @property
+    def source(self) -> str:
+        """What the log records a write of this server as: ``mcp:<client>`` (provenance)."""
+        name = re.sub(r"[^\w.-]+", "-", self.client.strip().lower())[:40].strip("-")
+        return f"mcp:{name}" if name else "mcp"
 
     def store(self, *, create: bool = False) -> MemoryStore:
         if self._store is None:
@@ -169,7 +177,7 @@ class MemoryServer:
             cfg = self.config
             sel = select(scopes, messages, self.model(), max_items=cfg.recall_max_items)
             block = render_block(scopes, sel.names, cfg.recall_token_budget, sel.episodes)
-            log_recall(scopes, sel, said, source="mcp")
+            log_recall(scopes, sel, said, source=self.source)
             if not block:
                 return "No saved memory applies to this message."
             return f"Recalled {', '.join(sel.names)} ({HOW[sel.path]}).\n\n{block}"
@@ -264,7 +272,7 @@ class MemoryServer:
             mem = Memory(chosen, kind, description, body)
             held = held_why(Put(mem))
             if store.config.review == "ask" or held is not None:
-                land(store, [Put(mem, reason="remembered through MCP")], source="mcp",
+                land(store, [Put(mem, reason="remembered through MCP")], source=self.source,
                      summary=f"remember {chosen}", secrets="refuse")  # fmt: skip
                 if held is not None:
                     return (
@@ -282,7 +290,7 @@ class MemoryServer:
                 type=kind,
                 description=description,
                 body=body,
-                source="mcp",
+                source=self.source,
                 reason="remembered through MCP",
             )
             if existed and saved.digest == before:
@@ -322,7 +330,7 @@ class MemoryServer:
                 put = Put(
                     changed, reason="edited through MCP", expect=current.digest, merge_extra=False
                 )
-                store.apply([put], source="mcp")
+                store.apply([put], source=self.source)
                 return f"Edited the {field} of {which}."
         raise ToolError(f"'old' does not occur in {which} — read it first and copy the exact text")
 
@@ -337,7 +345,7 @@ class MemoryServer:
 
         def run() -> str:
             store, real = self.target(which)
-            store.delete(real, reason=reason or "forgotten through MCP", source="mcp")
+            store.delete(real, reason=reason or "forgotten through MCP", source=self.source)
             return f"Forgot {which}; restore with name {which!r} brings it back."
 
         return self.call(run)
@@ -373,7 +381,7 @@ class MemoryServer:
 
         def run() -> str:
             store, real = self.target(which)
-            store.restore(real, version, source="mcp")
+            store.restore(real, version, source=self.source)
             return f"Restored {which}."
 
         return self.call(run)
