@@ -108,6 +108,7 @@ def test_a_person_sees_corrects_and_reviews_memories(server: tuple[str, Path]) -
             except Exception:
                 time.sleep(0.1)
         expect(page).to_have_url(re.compile(r"/memories$"))  # the token left the address bar
+        page.wait_for_load_state("load")  # the link's page moved on by itself: wait for it
         expect(page.get_by_role("link", name="tabs", exact=True)).to_be_visible()
         shot(page, "memories")
 
