@@ -1,0 +1,181 @@
+"""Where a host reads its hooks, and putting memdir's entries in and out of those settings
+files: Claude Code's ``.claude/settings(.local).json`` and Codex's ``hooks.json``, the user's
+or the project's. The person's own hooks and settings are kept as they are; a second install
+changes nothing; uninstall takes out exactly memdir's entries.
+This module does NOT run hooks (``hooks`` does).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_atomic
+from ..errors import MemdirError
+
+HOSTS = ("claude-code", "codex")
+MARKER = re.compile(r"(?:-m memdir|\bmemdir) hook (?:start|prompt|learn)\b")  # memdir's own entries
+
+
+Settings = dict[str, Any]  # a host's settings file: the host's own shape, kept as it is
+
+
+@dataclass(frozen=True)
+class Target:
+    """A host settings file memdir's hooks go into."""
+
+    host: str
+    path: Path
+    events: dict[str, str]  # event name -> memdir hook subcommand
+
+
+def target(host: str, *, user: bool, project: Path) -> Target:
+    """Where ``host`` reads hooks: the project's settings, or the user's."""
+    home = Path.home()
+    if host == "claude-code":  # a project's settings.json is shared: this machine's go local
+        path = (
+            home / ".claude" / "settings.json"
+            if user
+            else project / ".claude" / "settings.local.json"
+        )
+        events = {
+            "SessionStart": "start",
+            "UserPromptSubmit": "prompt",
+            "Stop": "learn",
+            "SessionEnd": "learn",
+            "PreCompact": "learn",
+        }
+    elif host == "codex":
+        path = (home if user else project) / ".codex" / "hooks.json"
+        events = {
+            "SessionStart": "start",
+            "UserPromptSubmit": "prompt",
+            "Stop": "learn",
+            "PreCompact": "learn",
+        }
+    else:
+        raise MemdirError(f"unknown host {host!r} — use one of {', '.join(HOSTS)}")
+    return Target(host, path, events)
+
+
+def _command(sub: str, host: str, *, shared: bool) -> str:
+    """The hook's command: ``memdir`` from the PATH in a file teammates share (their
+    memdir, wherever they installed it), else this installation's interpreter."""
+    if shared:
+        return f"memdir hook {sub} --host {host}"
+    return f"{shlex.quote(sys.executable)} -m memdir hook {sub} --host {host}"
+
+
+def _read_settings(path: Path) -> Settings:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise MemdirError(
+            f"{path} is not valid JSON ({exc}) — fix it first; memdir leaves it as it is"
+        ) from None
+    if not isinstance(data, dict):
+        raise MemdirError(f"{path} does not hold a JSON object — fix it first")
+    return data
+
+
+def _without_memdir(data: Settings) -> Settings:
+    """``data`` with memdir's hook entries taken out (and groups and events left empty)."""
+    out = dict(data)
+    hooks = out.get("hooks")
+    if not isinstance(hooks, dict):
+        return out
+    kept: Settings = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept[event] = groups
+            continue
+        new_groups = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                handlers = [
+                    h
+                    for h in group["hooks"]
+                    if not (isinstance(h, dict) and MARKER.search(str(h.get("command", ""))))
+                ]
+                if handlers:
+                    new_groups.append({**group, "hooks": handlers})
+            else:
+                new_groups.append(group)
+        if new_groups:
+            kept[event] = new_groups
+    if kept:
+        out["hooks"] = kept
+    else:
+        out.pop("hooks", None)
+    return out
+
+
+def install(host: str, *, user: bool, project: Path, timeout: int = 10) -> tuple[Path, str]:
+    """Add memdir's hooks to the host's settings (again: no change); the file and a diff."""
+    t = target(host, user=user, project=project)
+    before = _read_settings(t.path)
+    data = _without_memdir(before)
+    hooks = data.setdefault("hooks", {})
+    shared = not user and host == "codex"  # .codex/hooks.json is checked in with the project
+    for event, sub in t.events.items():
+        hooks.setdefault(event, []).append(
+            {
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": _command(sub, host, shared=shared),
+                        "timeout": timeout,
+                    }
+                ]
+            }
+        )
+    return t.path, _save(t.path, before, data)
+
+
+def uninstall(host: str, *, user: bool, project: Path) -> tuple[Path, str]:
+    """Take exactly memdir's entries out of the host's settings; the file and a diff."""
+    t = target(host, user=user, project=project)
+    before = _read_settings(t.path)
+    if not before:
+        return t.path, ""
+    return t.path, _save(t.path, before, _without_memdir(before))
+
+
+def _save(path: Path, before: Settings, after: Settings) -> str:
+    old = json.dumps(before, indent=2, ensure_ascii=False) + "\n" if before else ""
+    new = json.dumps(after, indent=2, ensure_ascii=False) + "\n"
+    if old == new:
+        return ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, new.encode())
+    return "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path), str(path))
+    )
+
+
+def installed(project: Path) -> list[str]:
+    """Where memdir's hooks are installed (for ``memdir doctor``)."""
+    out = []
+    for host in HOSTS:
+        for user in (False, True):
+            t = target(host, user=user, project=project)
+            try:
+                text = t.path.read_text(encoding="utf-8")
+            except OSError:
+                continue
+            if MARKER.search(text):
+                out.append(f"{host} ({'user' if user else 'project'}: {t.path})")
+    return out
+
+
+# -- running ----------------------------------------------------------------------------------
