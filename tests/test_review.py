@@ -115,7 +115,8 @@ def test_mcp_remember_proposes_instead_of_saving(tmp_path: Path) -> None:
 
     run(root, body)  # type: ignore[arg-type]
     store = MemoryStore(root)
-    assert "db" not in store and queue.proposals(store)[0].source == "mcp"
+    # the source names the host: the SDK's own client calls itself "mcp"
+    assert "db" not in store and queue.proposals(store)[0].source == "mcp:mcp"
 
 
 def test_review_command(cli: CliFn, tmp_path: Path) -> None:
