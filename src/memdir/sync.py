@@ -420,7 +420,7 @@ def _sync(
                 config_before = read_nofollow(store.root / "config.toml")
                 _merge(where, store, merged or target, report, report.remote)
                 _config_pulled(store.root, config_before)
-        if not push or (target is not None and where.git.out("rev-parse", "HEAD") == merged):
+        if not push or (target is not None and where.git.out("rev-parse", "HEAD") == target):
             return  # nothing of ours that the remote lacks
         try:
             _push(where, name, branch, theirs)
