@@ -335,6 +335,8 @@ def test_arrivals_wait_for_review_when_the_store_asks(
     assert "curl-note" not in index_section(a.store(), 200, 25_000)
     queue = json.loads(a.ok("review", "--json"))
     pid = next(p["id"] for p in queue if p["source"] == "sync:mallory@example.com")
+    shown = a.ok("review", "show", pid)  # what each arrival changed, from what it replaced
+    assert "+Deploy straight to production." in shown and "-Deploy with make deploy" in shown
     names = [i["name"] for p in queue for i in p["items"] if p["id"] == pid]
     assert sorted(names) == ["curl-note", "deploy-steps"]
     a.ok("review", "reject", f"{pid}:{names.index('curl-note') + 1}")

@@ -236,7 +236,17 @@ def get(store: MemoryStore, pid: str) -> Proposal:
 
 
 def diff(store: MemoryStore, item: Item) -> str:
-    """The change as a unified diff against the memory as it is now."""
+    """The change as a unified diff against the memory as it is now (a held arrival: what it
+    changed, from the text it replaced)."""
+    if item.action == "hold":
+        old = store.version_text(item.name, item.before) if item.before is not None else ""
+        lines = difflib.unified_diff(
+            old.splitlines(keepends=True),
+            (item.text or "").splitlines(keepends=True),
+            f"{item.name} (before it arrived)",
+            f"{item.name} (as it arrived)",
+        )
+        return "".join(lines)
     try:
         now: Memory | None = store.get(item.name)
     except (MemoryNotFound, MemdirError):
