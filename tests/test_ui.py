@@ -260,18 +260,24 @@ def test_review_approves_edits_and_rejects_item_by_item(
     page = client.get("/review").text
     assert "extracted pytest, deploy" in page and "+pytest -q" in page
     assert 'id="waiting">3<' in page
+    # a proposed memory that does not exist yet is not a link to nowhere; its name can change
+    assert 'href="/memory/project/pytest"' not in page and "pytest</span> <small>(new)" in page
+    assert 'href="/memory/project/api-port"' in page  # the removal names one that exists
+    assert 'name="name" value="pytest"' in page
     csrf = {"csrf": access.csrf}
     r = client.post(
         f"/review/project/{pid}/approve",
         data={
             **csrf,
             "item": "0",
+            "name": "run-tests-with-pytest",
             "description": "Tests run with pytest -q",
             "body": "pytest -q -x",
         },
     )
     assert "Approved 1 change" in r.text
-    assert project.get("pytest").body == "pytest -q -x"
+    assert project.get("run-tests-with-pytest").body == "pytest -q -x"
+    assert "pytest" not in project
     assert (
         client.post(f"/review/project/{pid}/reject", data={**csrf, "item": "1"}).status_code == 200
     )

@@ -261,11 +261,15 @@ class UI:
                 for p in queue.proposals(store)
             ]
             mode = {scope: store.config.review for scope, store in self._writable()}
+            existing = {
+                scope: {e.name for e in store.entries()} for scope, store in self._writable()
+            }
         return self.page(
             request,
             "review.html",
             proposals=waiting,
             mode=mode,
+            existing=existing,  # a proposal's name links to a memory only when there is one
             done=request.query_params.get("done", ""),
         )
 
@@ -289,6 +293,7 @@ class UI:
                     item = proposal.items[index]
                     if verb == "approve" and item.memory is not None and "description" in form:
                         edited = item.memory.replace(
+                            name=(form.get("name") or item.memory.name).strip(),
                             description=form["description"],
                             body=form.get("body", "").replace("\r\n", "\n"),
                         )
