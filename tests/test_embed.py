@@ -672,3 +672,37 @@ def test_the_background_embedder_stops_when_its_store_is_deleted(tmp_path: Path)
     emb = Deleting()
     _embed_quietly(MemoryStore(root, embedder=emb), nice=False)
     assert 0 < len(emb.memories) <= 16  # one small chunk, then it noticed
+
+
+def test_the_library_never_embeds_past_its_budget_nor_what_the_indexer_is_doing(
+    tmp_path: Path,
+) -> None:
+    """MemoryStore(path).search on a store nobody embedded answers within embed_budget (the
+    rest by BM25, later searches carry on), and while the background indexer holds the
+    store's lock a search embeds only its question."""
+    import time as clock
+
+    import filelock
+
+    class Slow(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> Any:
+            clock.sleep(0.01 * len(texts))
+            return super().embed(texts)
+
+    root = tmp_path / ".memory"
+    with MemoryStore(root, Config(dir=root, embedder="none")) as plain:
+        for i in range(200):
+            plain.write(f"fact-{i}", type="project_fact", description=f"Fact {i}", body=str(i))
+        plain.write("staging-db", type="project_fact", description="Staging runs PostgreSQL",
+                    body="PostgreSQL 17 on staging.")  # fmt: skip
+    emb = Slow()
+    store = MemoryStore(root, Config(dir=root, embed_budget=0.2), embedder=emb)
+    assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
+    first = len(emb.memories)
+    assert 0 < first < 201 and store.embedding_backlog  # the rest waits: nothing blocks
+    lock = filelock.FileLock(str(root / ".memdir" / "embedding.lock"), timeout=0)
+    with lock:  # a background 'memdir index' at work
+        assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
+        assert len(emb.memories) == first
+    store.search("postgresql staging", 1)
+    assert len(emb.memories) > first  # on its own again, it carries on

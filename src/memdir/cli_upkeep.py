@@ -63,7 +63,7 @@ def _embed_quietly(store: MemoryStore, *, nice: bool = True) -> None:
     embedded is kept if it is stopped)."""
     import filelock
 
-    from .layout import INTERNAL
+    from .layout import EMBEDDING_LOCK, INTERNAL
 
     if nice:
         os.nice(10)
@@ -74,7 +74,7 @@ def _embed_quietly(store: MemoryStore, *, nice: bool = True) -> None:
             raise _Gone
 
     try:
-        with filelock.FileLock(str(root / INTERNAL / "embedding.lock"), timeout=0):
+        with filelock.FileLock(str(root / INTERNAL / EMBEDDING_LOCK), timeout=0):
             store.embed_all(still_there)
     except (filelock.Timeout, _Gone, FileNotFoundError):
         return  # another one is at work, or the store went away

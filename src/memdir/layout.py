@@ -15,6 +15,7 @@ META = "meta.json"  # the metadata cache snapshot (meta.log beside it)
 INDEX_STATE = "index.json"  # what MEMORY.md was last rendered from, after a repair
 SEARCH = "search.sqlite"  # the full-text index
 VECTORS = "vectors.sqlite"  # embedding vectors, by content hash (memdir[embed])
+EMBEDDING_LOCK = "embedding.lock"  # held by the background embedder (memdir index --background)
 EMBED_DOWN = "embed_down.json"  # an embedder that just failed, and until when to leave it be
 USAGE = "usage.jsonl"  # model calls
 ENDPOINTS = "endpoints.json"  # what an endpoint was found not to support

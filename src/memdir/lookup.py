@@ -28,7 +28,7 @@ from .cachedb import damaged
 from .config import Config
 from .entry import Entry, Hit
 from .errors import InvalidMemory, MemdirError
-from .layout import EMBED_DOWN, SEARCH, VECTORS
+from .layout import EMBED_DOWN, EMBEDDING_LOCK, SEARCH, VECTORS
 from .memory import Memory
 
 if TYPE_CHECKING:
@@ -63,7 +63,9 @@ class Lookup:
         self.dense_error: str | None = None  # why ranking is BM25 alone this time
         self._pending: set[str] | None = None  # files the vectors must look at; None: all
         self._embedder_made = embedder is not None  # else made from the config when needed
-        self.embed_budget: float | None = None  # seconds a sync may spend embedding; None: all
+        # seconds a search may spend embedding memories (the rest rank by BM25 until a later
+        # one, or the background indexer, embeds them); None: all of them now (memdir index)
+        self.embed_budget: float | None = config.embed_budget
         self.progress: Callable[[int, int], None] | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
         self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
@@ -202,9 +204,12 @@ class Lookup:
                 for f, m in self._read(stale)
             ]
 
+        budget = self.embed_budget
+        if budget is not None and budget > 0 and self._indexer_at_work():
+            budget = 0.0  # it embeds this backlog: a search embeds only its question
         try:
             left = self.vectors.sync(
-                current, load, only=files, budget=self.embed_budget, progress=self.progress
+                current, load, only=files, budget=budget, progress=self.progress
             )
         except MemdirError as exc:
             self.failed(exc)
@@ -214,6 +219,21 @@ class Lookup:
         self.backlog = left
         # what is left (a budget ran out) is looked at again by the next sync
         self._pending = set() if not left else set(current)
+
+    def _indexer_at_work(self) -> bool:
+        """Whether a background ``memdir index`` holds this store's embedding lock now."""
+        path = self._path(EMBEDDING_LOCK)
+        if not isinstance(path, Path) or not path.exists():
+            return False
+        import filelock
+
+        lock = filelock.FileLock(str(path), timeout=0)
+        try:
+            lock.acquire()
+        except (filelock.Timeout, OSError):
+            return True
+        lock.release()
+        return False
 
     def failed(self, exc: MemdirError) -> None:
         """The embedder failed: BM25 alone until ``RETRY_AFTER`` seconds have passed, in this
