@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("memdir")
 
 
+LIBRARY_EMBED_BUDGET = 0.5  # seconds a library search embeds (commands set embed_budget)
+
+
 class Lookup:
     """The search index and vectors of one store's folder."""
 
@@ -65,7 +68,7 @@ class Lookup:
         self._embedder_made = embedder is not None  # else made from the config when needed
         # seconds a search may spend embedding memories (the rest rank by BM25 until a later
         # one, or the background indexer, embeds them); None: all of them now (memdir index)
-        self.embed_budget: float | None = config.embed_budget
+        self.embed_budget: float | None = min(config.embed_budget, LIBRARY_EMBED_BUDGET)
         self.progress: Callable[[int, int], None] | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
         self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
@@ -362,6 +365,15 @@ def _rank_many(
             lookup.last_bm25_only = False
         names = {lk.embedder.name for lk in lookups if lk.embedder is not None}
         dense = dense and len(names) == 1 and all(lk.dense_ready(query) for lk in lookups)
+        # a store mostly not embedded yet ranks by BM25 alone: fusing would favour the few
+        # memories that have a vector over the many that do not
+        if dense and any(lk.backlog * 10 > len(lk.catalog.entries) for lk in lookups):
+            dense = False
+            for lookup in lookups:
+                lookup.dense_error = (
+                    f"{lookup.backlog} memories are not embedded yet (the background indexer"
+                    " embeds them): BM25 alone until then"
+                )
         pool = max(k, 100) if dense else k
         bm25: list[tuple[tuple[int, str], float]] = []
         if len(searches) == 1:  # its own statistics are the whole corpus's
