@@ -59,43 +59,92 @@ def label_of(source: str, by: str | None = None) -> str:
     return label + (" (approved)" if approved else "")
 
 
+CHUNK = 64 * 1024  # bytes of the log read at a time, from the end backwards
+
+
 class Ledger:
-    """The last logged change of each memory, read from the log once and then only what was
-    appended since (the log is append-only)."""
+    """The last logged change of the memories asked about: the log read backwards from its
+    end only as far as the names asked for need (a recent change is found at once; a memory
+    the log never wrote costs one pass), then only what is appended since (the log is
+    append-only). A prompt's recall does not pay for the store's whole history."""
 
     def __init__(self, log_path: Path) -> None:
         self.path = log_path
-        self._seen = 0  # bytes of the log read
         self._inode: int | None = None
-        self._last: dict[str, tuple[str | None, Origin]] = {}
+        self._end = 0  # the log is read forward up to here (whole lines)
+        self._start: int | None = None  # and backwards down to here (None: not begun)
+        self._last: dict[str, tuple[str | None, Origin]] = {}  # the newest change seen
 
     def origin(self, name: str, digest: str | None) -> Origin:
         """The origin of ``name`` whose text on disk has ``digest``."""
         self._catch_up()
+        while name not in self._last and self._start:
+            self._back()
         got = self._last.get(name)
         if got is None or digest is None or got[0] != digest:
             return Origin(HAND)
         return got[1]
 
     def _catch_up(self) -> None:
+        """Take in what was appended since the last look (newer: it wins)."""
         try:
             st = os.stat(self.path)
         except OSError:
             return
-        if st.st_ino != self._inode or st.st_size < self._seen:  # replaced: read it all
-            self._seen, self._inode, self._last = 0, st.st_ino, {}
-        if st.st_size == self._seen:
+        if st.st_ino != self._inode or st.st_size < self._end:  # replaced: start again
+            self._inode, self._start, self._last = st.st_ino, None, {}
+        if self._start is None:  # begin at the end of the last whole line, going back
+            self._end = self._start = self._whole(st.st_size)
             return
+        if st.st_size > self._end:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._end)
+                data = fh.read(st.st_size - self._end)
+            data = data[: data.rfind(b"\n") + 1]  # a torn last line waits for the rest
+            self._end += len(data)
+            for line in data.splitlines():
+                self._take(line, newest=True)
+
+    def _whole(self, size: int) -> int:
+        """Where the last whole line of a log of ``size`` bytes ends."""
         with open(self.path, "rb") as fh:
-            fh.seek(self._seen)
-            data = fh.read(st.st_size - self._seen)
-        end = data.rfind(b"\n") + 1  # a torn last line waits for the rest
-        self._seen += end
-        for line in data[:end].splitlines():
-            try:
-                op = json.loads(line)
-                for ch in op.get("changes", ()):
-                    origin = Origin(label_of(op["source"], ch.get("by")), op.get("time"), op["id"])
+            at = size
+            while at > 0:
+                lo = max(0, at - CHUNK)
+                fh.seek(lo)
+                cut = fh.read(at - lo).rfind(b"\n")
+                if cut >= 0:
+                    return lo + cut + 1
+                at = lo
+        return 0
+
+    def _back(self) -> None:
+        """Read one more chunk of whole lines before ``_start`` (older: the newer stand)."""
+        assert self._start is not None
+        size = CHUNK
+        with open(self.path, "rb") as fh:
+            while True:
+                lo = max(0, self._start - size)
+                fh.seek(lo)
+                data = fh.read(self._start - lo)
+                if lo == 0:
+                    break
+                cut = data.find(b"\n")  # the first line may begin before ``lo``
+                if cut >= 0:
+                    lo, data = lo + cut + 1, data[cut + 1 :]
+                    break
+                size *= 2  # one line longer than the chunk
+        for line in reversed(data.splitlines()):
+            self._take(line, newest=False)
+        self._start = lo
+
+    def _take(self, line: bytes, *, newest: bool) -> None:
+        try:
+            op = json.loads(line)
+            changes = op.get("changes", ())
+            for ch in changes if newest else reversed(changes):
+                origin = Origin(label_of(op["source"], ch.get("by")), op.get("time"), op["id"])
+                if newest or ch["name"] not in self._last:
                     self._last[ch["name"]] = (ch.get("digest"), origin)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
