@@ -310,8 +310,6 @@ def _project_settings(
     except OSError as exc:
         raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions") from None
     values = parse_toml(raw, path)
-    if TrustList(home).trusts(path, hashlib.sha256(raw).hexdigest()):
-        return values, []
     kept: dict[str, Any] = {}
     ignored: list[str] = []
     for key, value in values.items():
@@ -325,6 +323,9 @@ def _project_settings(
             kept[key] = value
         else:
             ignored.append(key)
+    # the trust list is read only when the file asks for more than an untrusted one may
+    if ignored and TrustList(home).trusts(path, hashlib.sha256(raw).hexdigest()):
+        return values, []
     return kept, ignored
 
 
