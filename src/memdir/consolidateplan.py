@@ -14,6 +14,7 @@ from .history import Operation
 from .memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
 from .mergecheck import merge_problem, retire_problem
 from .plan import Change, Put, Remove
+from .recall import origin_label
 from .safetext import one_line
 from .secrets import redact
 from .store import MemoryStore
@@ -199,7 +200,7 @@ def validate_plan(
             plan.dropped.append(f"retire {safe_repr(name[:60])}: unknown, pinned or already merged")
             continue
         kept = (
-            retire_problem(name in recent, _origin(store, name), name in pinned)
+            retire_problem(name in recent, origin_label(store, name), name in pinned)
             if recent is not None
             else None
         )
@@ -217,10 +218,3 @@ def _merge_problem(store: MemoryStore, sources: list[str], into: Memory) -> str 
         return merge_problem([store.get(n) for n in sources], into)
     except MemdirError as exc:
         return f"a memory could not be read ({exc})"
-
-
-def _origin(store: MemoryStore, name: str) -> str:
-    try:
-        return store.origin(name).label
-    except MemdirError:
-        return "unknown"

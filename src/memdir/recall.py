@@ -435,7 +435,7 @@ def origin_label(store: Reader, name: str) -> str:
     """Where a recalled memory came from (``provenance``), for the model to weigh."""
     try:
         return store.origin(name).label
-    except (InvalidMemory, LookupError, OSError):
+    except (MemdirError, LookupError, OSError):
         return "unknown"
 
 
