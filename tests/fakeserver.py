@@ -58,6 +58,8 @@ class FakeLLMServer:
         self.handler: Handler | None = None
         self.embed_text: Callable[[str], list[float]] | None = None
         self.requests: list[dict[str, Any]] = []
+        self.gets: dict[str, Any] = {}  # GET path -> the JSON it answers (e.g. llama.cpp's /props)
+        self.got: list[str] = []  # the GET paths asked for, in order
         self.lock = threading.Lock()
         server = self
 
@@ -66,6 +68,15 @@ class FakeLLMServer:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                with server.lock:
+                    server.got.append(self.path)
+                    found = server.gets.get(self.path)
+                if found is None:
+                    server._send(self, 404, b'{"error": "not found"}', "application/json", {})
+                else:
+                    server._send(self, 200, json.dumps(found).encode(), "application/json", {})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))

@@ -200,6 +200,39 @@ def test_ctrl_c_stops_a_turn_not_the_session(llm_server: FakeLLMServer, tmp_path
     assert "(interrupted)" in out and "fast answer" in out and "too late" not in out
 
 
+def test_a_message_longer_than_the_models_context_is_refused_before_it_is_sent(
+    llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """A local server says its context (llama.cpp's /props): a paste that cannot fit is refused
+    at once in one line, nothing is sent for it, and the chat goes on with the next message."""
+    llm_server.gets["/props"] = {"default_generation_settings": {"n_ctx": 8192}}
+    llm_server.handler = lambda req: (
+        reply("short answer") if kind(req) == "agent" else reply('{"memories": []}')
+    )
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "local",
+        "OPENAI_BASE_URL": llm_server.url + "/v1",
+        "MEMDIR_PROVIDER": "openai",
+        "MEMDIR_MODEL": "qwen2.5-coder-1.5b",
+        "MEMDIR_MAX_RETRIES": "0",
+    }
+    env.pop("MEMDIR_DIR", None)
+    paste = "log line with some words in it\n" * 2000  # ~60 KB: ~15,000 tokens
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "chat"],
+        input=json.dumps(paste)[1:-1] + "\nwhat is 2+2?\n/exit\n",
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    refused = [line for line in r.stderr.splitlines() if "not sent" in line]
+    assert len(refused) == 1 and "8,192" in refused[0], r.stderr
+    sent = [json.dumps(q["body"]) for q in llm_server.requests]
+    assert not any("log line" in body for body in sent)  # the paste reached no model call
+    assert any("2+2" in body for body in sent)
+    assert "short answer" in r.stdout and "/props" in llm_server.got
+
+
 def test_chat_slash_commands(llm_server: FakeLLMServer, tmp_path: Path) -> None:
     """/remember, /memory, /recall and /forget work in a chat session."""
     llm_server.handler = lambda req: (

@@ -33,6 +33,21 @@ def test_precedence(tmp_path: Path) -> None:
     assert load_config(environ={"MEMDIR_DIR": str(store)}).model == "from-toml"
 
 
+def test_a_dir_flag_beats_a_database_in_the_environment(tmp_path: Path) -> None:
+    """``--dir`` is a flag and flags win: with ``MEMDIR_DATABASE_URL`` set, ``--dir F`` keeps
+    the memories in the folder F; ``--db`` with it, or the environment alone, is the database."""
+    env = {"MEMDIR_DATABASE_URL": "postgresql://u@127.0.0.1/db"}
+    folder = tmp_path / "notes"
+    assert load_config({"dir": str(folder)}, environ=env).database_url is None
+    assert load_config({"dir": str(folder)}, environ=env).dir == folder
+    both = load_config({"dir": str(folder), "database_url": "postgresql://v@h/x"}, environ=env)
+    assert both.database_url == "postgresql://v@h/x"
+    assert (
+        load_config(environ={**env, "MEMDIR_DIR": str(folder)}).database_url
+        == env["MEMDIR_DATABASE_URL"]
+    )
+
+
 def test_defaults_per_provider() -> None:
     """Sensible default models; the memory model follows an explicitly chosen main model."""
     assert Config(provider="anthropic").chat_model.startswith("claude-")

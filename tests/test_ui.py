@@ -305,6 +305,18 @@ def test_activity_and_recall_log(ui: tuple[TestClient, Access], project: MemoryS
     assert "api-port" in page and "3.21" in page and "x7Kq9" not in page
     page = client.get("/activity").text
     assert "recalled api-port" in page and "create" in page and "<polyline" in page
+    record(
+        project.internal,
+        source="hook:claude-code",
+        question="what did we say about the port?",
+        path="search",
+        memories=[
+            {"name": "api-port", "scope": "project", "score": 1.0},
+            {"name": "s1#4", "scope": "episode", "score": 0.5},
+        ],
+    )
+    page = client.get("/activity").text  # an episode is a turn of a conversation, not a memory
+    assert "recalled api-port and 1 earlier conversation turn" in page and "s1#4" not in page
 
 
 def test_the_browser_is_opened_without_the_token_on_its_command_line(tmp_path: Path) -> None:

@@ -48,10 +48,15 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             f"created: {day}\nupdated: {day}\n---\nx\n"
         )
     usage = UsageLog(store.internal / "usage.jsonl")
-    for purpose, tokens in (("select", 900), ("extract", 2400), ("consolidate", 5200)):
+    for purpose, tokens in (
+        ("select", 900),
+        ("extract", 2400),
+        ("consolidate", 5200),
+        ("extract:hook:claude-code", 912_345),  # a long purpose, the most tokens: the widest words
+    ):
         usage.record(
             purpose=purpose, provider="openai", model="qwen2.5-coder-1.5b",
-            input_tokens=tokens, output_tokens=tokens // 8, latency_ms=1800,
+            input_tokens=tokens, output_tokens=tokens // 8, latency_ms=1800, ok=tokens < 10**5,
         )  # fmt: skip
     (store.root / "config.toml").write_text('review = "ask"\n')
     queue.land(
@@ -153,6 +158,24 @@ def test_a_person_sees_corrects_and_reviews_memories(server: tuple[str, Path]) -
         shot(page, "recalls")
         page.get_by_role("link", name="Activity").click()
         expect(page.locator("polyline").first).to_be_attached()
+        bars = page.locator('svg[aria-label="model tokens by purpose"]')
+        expect(bars.locator("text").first).to_have_text("extract:hook:claude-code")
+        outside = bars.evaluate(
+            """svg => { const box = svg.viewBox.baseVal;
+                return [...svg.querySelectorAll('text, rect')].filter(t => {
+                    const b = t.getBBox();
+                    return b.x < box.x || b.x + b.width > box.x + box.width;
+                }).map(t => t.textContent || 'a bar'); }"""
+        )
+        assert outside == []  # no purpose and no bar's words cut off at the picture's edge
+        labels = bars.locator("text")
+        first_label, first_bar = (
+            labels.nth(0).bounding_box(),
+            bars.locator("rect").first.bounding_box(),
+        )
+        assert (
+            first_label and first_bar and first_label["x"] + first_label["width"] < first_bar["x"]
+        )
         shot(page, "activity")
 
         page.set_viewport_size({"width": 420, "height": 800})  # a narrow window

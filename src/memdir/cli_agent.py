@@ -58,7 +58,13 @@ def new_session(
     from .scopes import user_store_dir
 
     syncrepo.kick_all([store.root, user_store_dir(c.config)], c.config, pull=True)
-    return Session(store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(), **kwargs)
+    from .providers.window import context_window
+
+    session = Session(
+        store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(), **kwargs
+    )
+    session.window = context_window(c.config, model.model)
+    return session
 
 
 @click.command("chat")

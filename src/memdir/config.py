@@ -53,6 +53,7 @@ class Config:
     max_file_bytes: int = 256 * 1024
     recall_max_items: int = 5
     recall_token_budget: int = 2000
+    context_tokens: int = 0  # the chat model's context window; 0: asked of its server, or known
     standing_token_budget: int = 1200  # what a host gets at session start (standing memories)
     recall_history_chars: int = 4000
     select_catalogue_max: int = 200
@@ -128,6 +129,7 @@ _ENV = {
     "MEMDIR_BASE_URL": "base_url",
     "MEMDIR_CONSOLIDATE_THRESHOLD": "consolidate_threshold",
     "MEMDIR_RECALL_TOKEN_BUDGET": "recall_token_budget",
+    "MEMDIR_CONTEXT_TOKENS": "context_tokens",
     "MEMDIR_EMBEDDER": "embedder",
     "MEMDIR_USER_DIR": "user_dir",
     "MEMDIR_EMBED_MODEL": "embed_model",
@@ -267,6 +269,7 @@ TIGHTEN: dict[str, str | tuple[Any, ...]] = {
     "consolidate_cooldown": "higher",
     "recall_max_items": "lower",
     "recall_token_budget": "lower",
+    "context_tokens": "lower",  # a smaller window refuses sooner: never sends more
     "standing_token_budget": "lower",
     "recall_history_chars": "lower",
     "select_catalogue_max": "lower",
@@ -365,6 +368,8 @@ def load_config(
         if env.get(var) and key != "dir":
             values[key] = _coerce(key, env[var], var)
             from_project.discard(key)
+    if "dir" in overrides and "database_url" not in overrides:
+        values.pop("database_url", None)  # ``--dir`` names a folder: its files are the store
     for key, value in overrides.items():
         if key != "dir":
             values[key] = _coerce(key, value, _FLAGS.get(key, "--" + key.replace("_", "-")))

@@ -30,7 +30,15 @@ from ..errors import LLMError, MemdirError, PlanError
 from ..extract import extract_memories, keep_episodes
 from ..layout import PENDING
 from ..providers import Block, ChatModel, Message, Reply, TextCallback, ToolInput
-from ..recall import build_system, log_recall, render_block, search_query, select, weave
+from ..recall import (
+    build_system,
+    estimate_tokens,
+    log_recall,
+    render_block,
+    search_query,
+    select,
+    weave,
+)
 from ..safetext import one_line
 from ..scopes import Scopes, open_user_store
 from ..secrets import redact_tree
@@ -51,6 +59,7 @@ Use the tools to inspect and change the project: bash (runs in the project folde
 write_file, edit_file. Keep answers short; show what you did. When the user asks you to
 remember something, call save_memory."""
 MAX_STEPS = 40
+REPLY_TOKENS = 4096  # what each of the agent's model calls may answer
 
 EventFn = Callable[[str, str], None]  # (kind, one-line text)
 
@@ -235,16 +244,20 @@ def agent_loop(
     on_event: EventFn | None = None,
     base_system: str | None = None,
     scopes: Scopes | None = None,
+    window: int | None = None,
 ) -> Turn:
     """Run one user turn; ``messages`` ends with the user's message and gets the replies.
     With ``scopes``, recall reads every scope and extraction writes what is about the person
-    to the user's store."""
+    to the user's store. With ``window`` (the model's context, in tokens), a turn that cannot
+    fit is refused before anything is sent: TooLong, the message taken off ``messages``."""
     emit = on_event or (lambda kind, text: None)
     turn = Turn()
     start = len(messages)
     reader: MemoryStore | Scopes = scopes if scopes is not None else store
     _recall(turn, reader, messages, memory_model, emit)
     system = build_system((base_system or BASE_SYSTEM).format(root=tools.root), reader)
+    if window:
+        _fits(messages, turn.block, system, tools, window)
     try:
         _converse(turn, messages, system, model, tools, on_text, emit)
     except KeyboardInterrupt:
@@ -259,6 +272,26 @@ def agent_loop(
         raise
     _learn(store, messages, worker, memory_model, scopes, emit)
     return turn
+
+
+class TooLong(MemdirError):
+    """A message the model's context cannot hold: refused before it is sent."""
+
+
+def _fits(messages: list[Message], block: str, system: str, tools: Tools, window: int) -> None:
+    """Raise TooLong (taking the last message off) when the request would not fit in ``window``
+    tokens with room for the reply; the estimate errs on the side of sending."""
+    sent = json.dumps(weave(messages, block), ensure_ascii=False) + system
+    need = estimate_tokens(sent + json.dumps(tools.schemas)) + REPLY_TOKENS
+    if need <= window:
+        return
+    last = messages.pop()
+    mine = estimate_tokens(json.dumps(last.get("content", ""), ensure_ascii=False))
+    raise TooLong(
+        f"not sent: this turn needs about {need:,} tokens (your message about {mine:,}) and the"
+        f" model takes {window:,} — shorten it, or save it to a file and ask the agent to read"
+        " the part you need (/clear starts a new conversation)"
+    )
 
 
 def _learn(
@@ -331,7 +364,7 @@ def _converse(
             tools=tools.schemas,
             purpose="agent",
             on_text=held,
-            max_tokens=4096,
+            max_tokens=REPLY_TOKENS,
         )
         turn.replies.append(reply)
         content = reply.content or [{"type": "text", "text": "(no reply)"}]

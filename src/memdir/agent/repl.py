@@ -73,6 +73,7 @@ class Session:
         self.last: Turn | None = None
         self.events: list[tuple[str, str]] = []
         self.at_prompt: str | None = None  # the prompt shown while waiting for input, if any
+        self.window: int | None = None  # the model's context in tokens, when known
         self.worker = MemoryWorker(self.event, store.internal / PENDING)
         self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if memory_model is not None and not store.read_only:
@@ -126,6 +127,7 @@ class Session:
                 on_text=on_text,
                 on_event=self.event,
                 scopes=self.scopes,
+                window=self.window,
             )
         finally:
             if spinner is not None:

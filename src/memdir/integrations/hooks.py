@@ -306,9 +306,18 @@ def learn(event: HookEvent, *, host: str | None) -> Path | None:
     spool.mkdir(exist_ok=True)
     job = spool / f"{time.time_ns()}-{os.getpid()}.json"
     write_atomic(job, json.dumps({"event": event, "host": host}).encode(), mode=0o600)
-    start_memdir(
-        ["--dir", str(config.dir), "hook", "learn", "--worker", str(job)], cwd=config.dir.parent
-    )
+    if config.database_url:  # ``--dir`` would mean files: the same database store, by environment
+        where = {
+            "MEMDIR_DIR": str(config.dir.absolute()),
+            "MEMDIR_DATABASE_URL": config.database_url,
+            "MEMDIR_STORE": config.store,
+        }
+        start_memdir(["hook", "learn", "--worker", str(job)], cwd=config.dir.parent, env=where)
+    else:
+        start_memdir(
+            ["--dir", str(config.dir), "hook", "learn", "--worker", str(job)],
+            cwd=config.dir.parent,
+        )
     return job
 
 

@@ -316,10 +316,7 @@ class UI:
                     changes = [(c["action"], c["name"]) for c in op.changes]
                     events.append(Event(op.time, scope, op.source, op.summary, changes, "change"))
                 for e in recall_entries(store.internal, 100):
-                    names = ", ".join(m["name"] for m in e["memories"]) or "nothing"
-                    events.append(
-                        Event(e["time"], scope, e["source"], f"recalled {names}", [], "recall")
-                    )
+                    events.append(Event(e["time"], scope, e["source"], _recalled(e), [], "recall"))
                 usage += UsageLog(store.internal / "usage.jsonl").totals()
             entries = [e for _, e, _ in self.scopes.located()]
         events.sort(key=lambda e: e.time, reverse=True)
@@ -340,6 +337,17 @@ class UI:
             ]
         rows.sort(key=lambda e: e["time"], reverse=True)
         return self.page(request, "recalls.html", rows=rows[:300], how=HOW)
+
+
+def _recalled(entry: RecallEntry) -> str:
+    """A recall as one timeline line: the memories by name, the episodes it added counted
+    (an episode is a turn of a conversation, not a memory)."""
+    names = [m["name"] for m in entry["memories"] if m.get("scope") != "episode"]
+    said = len(entry["memories"]) - len(names)
+    parts = [", ".join(names)] if names else []
+    if said:
+        parts.append(f"{said} earlier conversation turn{'s' if said != 1 else ''}")
+    return "recalled " + (" and ".join(parts) or "nothing")
 
 
 def _valid(name: str) -> bool:

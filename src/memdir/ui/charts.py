@@ -5,7 +5,7 @@ This module does NOT read stores.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -38,7 +38,7 @@ class Growth:
     top: int
 
 
-@dataclass(frozen=True)
+@dataclass
 class Bar:
     """One purpose's model usage."""
 
@@ -48,6 +48,32 @@ class Bar:
     tokens: int
     width: float
     seconds: float
+
+    @property
+    def note(self) -> str:
+        """The words after the bar."""
+        failed = f", {self.failures} failed" if self.failures else ""
+        return f"{self.calls} calls, {self.tokens} tokens{failed}"
+
+
+@dataclass
+class Usage:
+    """The usage chart: its bars and a layout in which no label is cut off (the purposes'
+    column as wide as the longest, each bar's words inside the picture)."""
+
+    bars: list[Bar]
+    left: float  # where the bars start
+    width: float  # of the whole picture
+
+    def __len__(self) -> int:
+        return len(self.bars)
+
+    def __iter__(self) -> Iterator[Bar]:
+        return iter(self.bars)
+
+
+CHAR = 7.2  # the width of one character of the charts' 12px text, generously
+USAGE_WIDTH = 640.0
 
 
 def _day(text: str | None) -> date | None:
@@ -82,8 +108,9 @@ def growth_chart(entries: Iterable[Entry], today: date | None = None) -> Growth:
     return Growth(WIDTH, HEIGHT, series, first.isoformat(), end.isoformat(), top)
 
 
-def usage_chart(totals: Iterable[UsageTotals]) -> list[Bar]:
-    """One bar per purpose: calls, tokens in and out, failures; widths relative to the most."""
+def usage_chart(totals: Iterable[UsageTotals]) -> Usage:
+    """One bar per purpose: calls, tokens in and out, failures; widths relative to the most,
+    laid out so the longest purpose and every bar's words fit."""
     merged: dict[str, UsageTotals] = {}
     for t in totals:
         m = merged.setdefault(t.purpose, UsageTotals(t.purpose))
@@ -94,14 +121,20 @@ def usage_chart(totals: Iterable[UsageTotals]) -> list[Bar]:
         m.latency_ms += t.latency_ms
     rows = sorted(merged.values(), key=lambda t: -(t.input_tokens + t.output_tokens))
     most = max((t.input_tokens + t.output_tokens for t in rows), default=0) or 1
-    return [
+    bars = [
         Bar(
             t.purpose,
             t.calls,
             t.failures,
             t.input_tokens + t.output_tokens,
-            round(400 * (t.input_tokens + t.output_tokens) / most, 1),
+            0.0,
             round(t.latency_ms / 1000, 1),
         )
         for t in rows
     ]
+    left = round(max((len(b.purpose) for b in bars), default=0) * CHAR + 12, 1)
+    words = max((len(b.note) for b in bars), default=0) * CHAR + 8
+    room = max(USAGE_WIDTH - left - words, 120.0)  # a narrow picture grows rather than clip
+    for b in bars:
+        b.width = round(room * b.tokens / most, 1)
+    return Usage(bars, left, round(left + room + words, 1))
