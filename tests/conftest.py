@@ -56,14 +56,16 @@ def trust(config_file: Path) -> None:
 
 def child_env() -> dict[str, str]:
     """The environment for a memdir child process: no memdir settings, provider keys or
-    endpoints, but this test's own user store."""
+    endpoints, but this test's own user store; hooks without the resident process."""
     import os
 
-    return {
+    env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_")) or k == "MEMDIR_USER_DIR"
     }
+    env["MEMDIR_RESIDENT"] = "off"  # each hook in its own process; test_resident turns it on
+    return env
 
 
 @pytest.fixture

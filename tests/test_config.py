@@ -33,19 +33,17 @@ def test_precedence(tmp_path: Path) -> None:
     assert load_config(environ={"MEMDIR_DIR": str(store)}).model == "from-toml"
 
 
-def test_a_dir_flag_beats_a_database_in_the_environment(tmp_path: Path) -> None:
-    """``--dir`` is a flag and flags win: with ``MEMDIR_DATABASE_URL`` set, ``--dir F`` keeps
-    the memories in the folder F; ``--db`` with it, or the environment alone, is the database."""
+def test_with_a_database_dir_names_the_state_folder_and_an_empty_db_means_files(
+    tmp_path: Path,
+) -> None:
+    """With ``MEMDIR_DATABASE_URL`` set, ``--dir F`` is this host's folder for that store (its
+    config.toml and local state), the memories stay in the database; ``--db ''`` keeps them in
+    files for one command."""
     env = {"MEMDIR_DATABASE_URL": "postgresql://u@127.0.0.1/db"}
     folder = tmp_path / "notes"
-    assert load_config({"dir": str(folder)}, environ=env).database_url is None
-    assert load_config({"dir": str(folder)}, environ=env).dir == folder
-    both = load_config({"dir": str(folder), "database_url": "postgresql://v@h/x"}, environ=env)
-    assert both.database_url == "postgresql://v@h/x"
-    assert (
-        load_config(environ={**env, "MEMDIR_DIR": str(folder)}).database_url
-        == env["MEMDIR_DATABASE_URL"]
-    )
+    with_dir = load_config({"dir": str(folder)}, environ=env)
+    assert with_dir.database_url == env["MEMDIR_DATABASE_URL"] and with_dir.dir == folder
+    assert load_config({"dir": str(folder), "database_url": ""}, environ=env).database_url is None
 
 
 def test_defaults_per_provider() -> None:

@@ -1,49 +1,91 @@
-"""memdir: long-term memory for LLM agents, kept as a folder of Markdown files."""
+"""memdir: long-term memory for LLM agents, kept as a folder of Markdown files.
 
-from importlib.metadata import PackageNotFoundError, version
+Every name below is imported when first asked for, so that a command which needs little (the
+hosts' hook client, ``memdir --version``) does not pay for the store it does not open.
+"""
+
 from typing import TYPE_CHECKING
 
-from .backend import open_store
-from .config import Config, load_config
-from .entry import Entry, Hit
-from .errors import (
-    ConfigError,
-    ConflictError,
-    InvalidMemory,
-    InvalidName,
-    LLMError,
-    LLMUnavailable,
-    MemdirError,
-    MemoryNotFound,
-    PlanError,
-    ReadOnlyStore,
-    ReplyFormatError,
-    SecretFound,
-    StoreLocked,
-    StoreNotFound,
-)
-from .memory import Memory
-from .plan import Put, Remove
-from .scopes import Scopes
-from .store import MemoryStore
-
 if TYPE_CHECKING:
+    from .backend import open_store
+    from .config import Config, load_config
+    from .entry import Entry, Hit
+    from .errors import (
+        ConfigError,
+        ConflictError,
+        InvalidMemory,
+        InvalidName,
+        LLMError,
+        LLMUnavailable,
+        MemdirError,
+        MemoryNotFound,
+        PlanError,
+        ReadOnlyStore,
+        ReplyFormatError,
+        SecretFound,
+        StoreLocked,
+        StoreNotFound,
+    )
+    from .memory import Memory
     from .pgstore import PgStore
+    from .plan import Put, Remove
+    from .scopes import Scopes
+    from .store import MemoryStore
+
+_WHERE = {
+    "open_store": "backend",
+    "Config": "config",
+    "load_config": "config",
+    "Entry": "entry",
+    "Hit": "entry",
+    "Memory": "memory",
+    "PgStore": "pgstore",
+    "Put": "plan",
+    "Remove": "plan",
+    "Scopes": "scopes",
+    "MemoryStore": "store",
+    **{
+        name: "errors"
+        for name in (
+            "ConfigError",
+            "ConflictError",
+            "InvalidMemory",
+            "InvalidName",
+            "LLMError",
+            "LLMUnavailable",
+            "MemdirError",
+            "MemoryNotFound",
+            "PlanError",
+            "ReadOnlyStore",
+            "ReplyFormatError",
+            "SecretFound",
+            "StoreLocked",
+            "StoreNotFound",
+        )
+    },
+}
 
 
 def __getattr__(name: str) -> object:
-    """``PgStore`` is imported when first asked for (only database users need it)."""
-    if name == "PgStore":
-        from .pgstore import PgStore
+    """The public names, each imported from its module when first asked for."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
 
-        return PgStore
-    raise AttributeError(f"module 'memdir' has no attribute {name!r}")
+        try:
+            found = version("memdir")
+        except PackageNotFoundError:  # a source tree that was not installed
+            found = "0"
+        globals()["__version__"] = found
+        return found
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'memdir' has no attribute {name!r}")
+    import importlib
 
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
 
-try:
-    __version__ = version("memdir")
-except PackageNotFoundError:  # a source tree that was not installed
-    __version__ = "0"
 
 __all__ = [
     "Config",

@@ -1,5 +1,6 @@
-"""``python -m memdir`` runs the command line."""
+"""``python -m memdir`` runs the command line (a host's hook through the resident memdir
+when one answers)."""
 
-from .cli import main
+from .launch import main
 
 main()

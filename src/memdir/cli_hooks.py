@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .cli_context import Ctx, F, pass_ctx
-from .layout import INTERNAL, NESTED_ENV
+from .layout import NESTED_ENV
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
@@ -36,31 +36,17 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
     from .integrations import hooks
 
     host = host if host in HOST_CHOICE.choices else None  # never exit 2: that blocks the prompt
-    event = None
     try:
         if job is not None:
             hooks.learn_worker(job, c.config)
             return
-        event = hooks.read_event(sys.stdin.read())
-        if kind in ("prompt", "start"):
-            out = (hooks.prompt if kind == "prompt" else hooks.start)(event, host=host)
-            if out:
-                click.echo(out)
-        else:
-            hooks.learn(event, host=host)
+        out, err = hooks.run(kind, host, sys.stdin.read())
+        if out:
+            click.echo(out)
+        if err:
+            click.echo(err, err=True)
     except Exception as exc:  # a hook must never break its host: report and go on
-        line = f"memdir hook {kind}: {exc}".splitlines()[0]
-        click.echo(line, err=True)
-        if event is not None:
-            try:
-                store_dir = hooks._config_for(event).dir
-                if (store_dir / INTERNAL).is_dir():
-                    hooks.log_line(
-                        store_dir,
-                        {"hook": kind, "host": host, "status": "error", "error": str(exc)},
-                    )
-            except Exception:  # the log is best effort
-                pass
+        click.echo(f"memdir hook {kind}: {exc}".splitlines()[0], err=True)
     finally:
         if kind in ("prompt", "start") and job is None:
             _leave()  # a search or model call still at work must not keep the host waiting

@@ -368,8 +368,6 @@ def load_config(
         if env.get(var) and key != "dir":
             values[key] = _coerce(key, env[var], var)
             from_project.discard(key)
-    if "dir" in overrides and "database_url" not in overrides:
-        values.pop("database_url", None)  # ``--dir`` names a folder: its files are the store
     for key, value in overrides.items():
         if key != "dir":
             values[key] = _coerce(key, value, _FLAGS.get(key, "--" + key.replace("_", "-")))

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 
-def start_memdir(
-    args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
-) -> None:
-    """Start ``python -m memdir ARGS`` detached, with ``env`` added to this process's
-    environment; OSError when it cannot be started."""
-    import os
-
+def start_memdir(args: Sequence[str], *, cwd: Path | None = None) -> None:
+    """Start ``python -m memdir ARGS`` detached; OSError when it cannot be started."""
     subprocess.Popen(
         [sys.executable, "-m", "memdir", *args],
         start_new_session=True,
@@ -27,5 +22,4 @@ def start_memdir(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd=None if cwd is None else str(cwd),
-        env=None if env is None else {**os.environ, **env},
     )

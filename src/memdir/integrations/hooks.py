@@ -19,8 +19,9 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from .. import syncrepo
 from ..atomic import append_nofollow, write_atomic
@@ -89,6 +90,42 @@ def read_event(raw: str) -> HookEvent:
     return out
 
 
+def run(
+    kind: str,
+    host: str | None,
+    raw: str,
+    *,
+    cwd: str | None = None,
+    stores: StoreSource | None = None,
+) -> tuple[str, str]:
+    """One hook call (``start``, ``prompt`` or ``learn``) on the event text ``raw``: what goes
+    to stdout and to stderr. Never raises: a failure is one line on stderr and in the hook
+    log. ``cwd``: the hook's folder, for an event that names none."""
+    event = None
+    try:
+        event = read_event(raw)
+        if cwd is not None and "cwd" not in event:
+            event["cwd"] = cwd
+        if kind in ("prompt", "start"):
+            call = prompt if kind == "prompt" else start
+            return call(event, host=host, stores=stores), ""
+        learn(event, host=host)
+        return "", ""
+    except Exception as exc:  # a hook must never break its host: report and go on
+        line = f"memdir hook {kind}: {exc}".splitlines()[0]
+        if event is not None:
+            try:
+                store_dir = _config_for(event).dir
+                if (store_dir / INTERNAL).is_dir():
+                    log_line(
+                        store_dir,
+                        {"hook": kind, "host": host, "status": "error", "error": str(exc)},
+                    )
+            except Exception:  # the log is best effort
+                pass
+        return "", line
+
+
 def _config_for(event: HookEvent) -> Config:
     """The configuration of the store for the event's working folder."""
     cwd = event.get("cwd")
@@ -148,7 +185,13 @@ def _conversation(event: HookEvent, said: str) -> list[Message]:
     return messages
 
 
-def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -> str:
+def prompt(
+    event: HookEvent,
+    *,
+    host: str | None,
+    budget: float | None = None,
+    stores: StoreSource | None = None,
+) -> str:
     """The hook's stdout for a UserPromptSubmit event ('' when nothing applies). The memory
     model gets ``budget`` seconds, its SDK's import included; search runs meanwhile and is
     used when the model is late or absent. Past ``budget + SEARCH_GRACE`` nothing is
@@ -162,21 +205,30 @@ def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -
     config = _config_for(event)  # the project the event is in: its settings, its budget
     if budget is None:
         budget = config.hook_budget
+    stores = stores or FRESH
     syncrepo.kick_all([config.dir, user_store_dir(config)], config, pull=True)
-    store = _reader(config, budget)
-    messages = _conversation(event, said)
-    selection = _race(config, store, messages, budget, started)
-    from ..standing import given
+    lease = stores.take(config, budget, "search")
+    try:
+        store = lease.scopes
+        messages = _conversation(event, said)
+        selection = _race(config, stores, lease, messages, budget, started)
+        from ..standing import given
 
-    standing = given(store, event.get("session_id"))  # what the session has from its start
-    names = [n for n in selection.names if n not in standing]
-    block = render_block(store, names, config.recall_token_budget, selection.episodes)
-    log_recall(
-        store, selection, said, source=f"hook:{host or 'unknown'}", session=event.get("session_id")
-    )
-    for _, opened in store.stores():
-        if opened.embedding_backlog and not opened.read_only:
-            embed_in_background(opened.root)  # the rest, at low priority, not in this hook
+        standing = given(store, event.get("session_id"))  # what the session has from its start
+        names = [n for n in selection.names if n not in standing]
+        block = render_block(store, names, config.recall_token_budget, selection.episodes)
+        log_recall(
+            store,
+            selection,
+            said,
+            source=f"hook:{host or 'unknown'}",
+            session=event.get("session_id"),
+        )
+        for _, opened in store.stores():
+            if opened.embedding_backlog and not opened.read_only:
+                embed_in_background(opened.root)  # the rest, at low priority, not in this hook
+    finally:
+        lease.release()
     if not block:
         return ""
     return json.dumps(
@@ -185,7 +237,7 @@ def prompt(event: HookEvent, *, host: str | None, budget: float | None = None) -
     )
 
 
-def start(event: HookEvent, *, host: str | None) -> str:
+def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = None) -> str:
     """The hook's stdout for a SessionStart event (startup, resume, clear, compact): the
     standing memories and the memory index, as context the host adds to the session; ''
     when there is no store."""
@@ -193,14 +245,18 @@ def start(event: HookEvent, *, host: str | None) -> str:
 
     config = _config_for(event)
     try:
-        store = _reader(config, 0.0)
+        lease = (stores or FRESH).take(config, 0.0, "search")
     except StoreNotFound:
         return ""
-    given = standing(
-        store, config.standing_token_budget, config.index_max_lines, config.index_max_bytes
-    )
-    session = event.get("session_id")
-    remember_session(store, session if isinstance(session, str) else "", given.names)
+    try:
+        store = lease.scopes
+        given = standing(
+            store, config.standing_token_budget, config.index_max_lines, config.index_max_bytes
+        )
+        session = event.get("session_id")
+        remember_session(store, session if isinstance(session, str) else "", given.names)
+    finally:
+        lease.release()
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": given.text}},
         ensure_ascii=False,
@@ -208,11 +264,16 @@ def start(event: HookEvent, *, host: str | None) -> str:
 
 
 def _race(
-    config: Config, store: Scopes, messages: list[Message], budget: float, started: float
+    config: Config,
+    stores: StoreSource,
+    lease: Lease,
+    messages: list[Message],
+    budget: float,
+    started: float,
 ) -> Any:
     """The memory model's selection if it answers within ``budget`` seconds of ``started``,
-    else search's (run meanwhile), saying the model was late; HookError when even search
-    takes past ``budget + SEARCH_GRACE``."""
+    else search's (run meanwhile, in ``lease``'s stores), saying the model was late;
+    HookError when even search takes past ``budget + SEARCH_GRACE``."""
     from ..recall import select
 
     chosen: list[Any] = []
@@ -222,18 +283,25 @@ def _race(
     def choose() -> None:  # a host CLI is too slow here: only a configured model
         model = _memory_model(config, None)
         if model is not None:
-            chosen.append(
-                select(_reader(config, budget), messages, model, max_items=config.recall_max_items)
-            )
+            own = stores.take(config, budget, "model")  # its own: search runs meanwhile
+            try:
+                chosen.append(
+                    select(own.scopes, messages, model, max_items=config.recall_max_items)
+                )
+            finally:
+                own.release()
 
     def search() -> None:
         try:
-            searched.append(select(store, messages, None, max_items=config.recall_max_items))
+            searched.append(select(lease.scopes, messages, None, max_items=config.recall_max_items))
         except Exception as exc:  # said in the main thread, as every hook failure is
             failed.append(exc)
+        finally:
+            lease.release()  # the search may outlive the hook's answer: its share ends here
 
     picker = threading.Thread(target=choose, daemon=True) if budget > 0 else None
     finder = threading.Thread(target=search, daemon=True)
+    lease.share()
     if picker is not None:
         picker.start()
     finder.start()
@@ -261,15 +329,57 @@ def _race(
     )
 
 
-def _reader(config: Config, budget: float) -> Scopes:
+class Lease:
+    """Stores a hook uses, shared by the threads of one hook call; handed back to where they
+    came from when the last sharer is done (a search may outlive the answer)."""
+
+    def __init__(self, scopes: Scopes, done: Callable[[Scopes], None] | None = None) -> None:
+        self.scopes = scopes
+        self._done = done
+        self._users = 1
+        self._lock = threading.Lock()
+
+    def share(self) -> None:
+        with self._lock:
+            self._users += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            last = self._users == 0
+        if last and self._done is not None:
+            self._done(self.scopes)
+
+
+class StoreSource(Protocol):
+    """Where a hook's stores come from: opened for the call (a hook's own process), or kept
+    open between calls (the resident process)."""
+
+    def take(self, config: Config, budget: float, role: str) -> Lease:
+        """Stores for ``config`` (StoreNotFound when it has none), used by one ``role``
+        (``search`` or ``model``) of one call until the lease is released."""
+        ...
+
+
+class _Fresh:
+    """Each call's stores opened for it, and dropped with it."""
+
+    def take(self, config: Config, budget: float, role: str) -> Lease:
+        return Lease(_reader(config, budget))
+
+
+FRESH: StoreSource = _Fresh()
+
+
+def _reader(config: Config, budget: float, *, watch: bool = False) -> Scopes:
     """The project's, the user's and shared stores. A prompt embeds its question only: the
     memories without a vector yet rank by BM25 and are embedded in the background (the
     learn worker, ``memdir index --background``), never on the person's time."""
     try:
-        project: MemoryStore | None = open_store(config, create=False, watch=False)
+        project: MemoryStore | None = open_store(config, create=False, watch=watch)
     except StoreNotFound:
         project = None
-    scopes = Scopes(config, project=project, watch=False)
+    scopes = Scopes(config, project=project, watch=watch)
     if not scopes.stores():
         raise StoreNotFound(f"no memory store at {config.dir} — run 'memdir init' there")
     for _, store in scopes.stores():
@@ -306,18 +416,9 @@ def learn(event: HookEvent, *, host: str | None) -> Path | None:
     spool.mkdir(exist_ok=True)
     job = spool / f"{time.time_ns()}-{os.getpid()}.json"
     write_atomic(job, json.dumps({"event": event, "host": host}).encode(), mode=0o600)
-    if config.database_url:  # ``--dir`` would mean files: the same database store, by environment
-        where = {
-            "MEMDIR_DIR": str(config.dir.absolute()),
-            "MEMDIR_DATABASE_URL": config.database_url,
-            "MEMDIR_STORE": config.store,
-        }
-        start_memdir(["hook", "learn", "--worker", str(job)], cwd=config.dir.parent, env=where)
-    else:
-        start_memdir(
-            ["--dir", str(config.dir), "hook", "learn", "--worker", str(job)],
-            cwd=config.dir.parent,
-        )
+    start_memdir(
+        ["--dir", str(config.dir), "hook", "learn", "--worker", str(job)], cwd=config.dir.parent
+    )
     return job
 
 

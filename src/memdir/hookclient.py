@@ -1,0 +1,169 @@
+"""The hosts' hooks as a thin client of the resident memdir: read the event, hand it to the
+resident process over its socket, print the answer. It imports nothing of memdir's store, so a
+prompt costs the interpreter's start and one round trip.
+
+Where the resident is: one socket per user and environment (the settings, keys and endpoints
+a hook sees decide what it does), in a folder only the user can enter —
+``$XDG_RUNTIME_DIR/memdir`` or ``/tmp/memdir-<uid>``; a folder or socket that is not the
+user's own, or open to others, is never used. When no resident answers (none yet, a stale
+socket, a crash mid-request) the hook runs in this process as before and starts a resident
+for next time; ``MEMDIR_RESIDENT=off`` keeps every hook in its own process.
+This module does NOT know what hooks do (``integrations.hooks``) or how the resident serves
+(``integrations.resident``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+import struct
+import sys
+from pathlib import Path
+
+from .layout import NESTED_ENV
+
+RESIDENT_ENV = "MEMDIR_RESIDENT"  # "off": no resident process
+KINDS = ("start", "prompt", "learn")
+CONNECT_TIMEOUT = 0.5
+ANSWER_TIMEOUT = 12.0  # past the resident's own limit (hook_budget + its grace): give up
+MAX_MESSAGE = 64 << 20
+# What a hook's behaviour depends on, besides the files it reads: one resident per value.
+_PREFIXES = ("MEMDIR_", "ANTHROPIC_", "OPENAI_", "XDG_")
+_NAMES = ("HOME", "PATH", "USER")
+
+
+def environment_key(environ: dict[str, str] | os._Environ[str]) -> str:
+    """A digest of the environment a hook's answer depends on."""
+    seen = sorted(
+        (k, v)
+        for k, v in environ.items()
+        if (k.startswith(_PREFIXES) or k in _NAMES) and k != RESIDENT_ENV + "_IDLE"
+    )
+    return hashlib.sha256(json.dumps(seen).encode()).hexdigest()[:16]
+
+
+def folder() -> Path:
+    """Where this user's resident sockets are (not checked: see ``private``)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime):
+        return Path(runtime) / "memdir"
+    return Path("/tmp") / f"memdir-{os.getuid()}"
+
+
+def private(path: Path, *, kind: int) -> bool:
+    """Whether ``path`` is this user's own, of ``kind`` (S_IFDIR, S_IFSOCK), not a link, and
+    open to nobody else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        stat.S_IFMT(st.st_mode) == kind
+        and st.st_uid == os.getuid()
+        and not st.st_mode & (stat.S_IRWXG | stat.S_IRWXO)
+    )
+
+
+def socket_path(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    return folder() / f"resident-{environment_key(os.environ if environ is None else environ)}.sock"
+
+
+def send(conn: socket.socket, payload: bytes) -> None:
+    conn.sendall(struct.pack(">I", len(payload)) + payload)
+
+
+def receive(conn: socket.socket) -> bytes:
+    """One framed message; ConnectionError when the other side went before it was whole."""
+    head = _exactly(conn, 4)
+    (size,) = struct.unpack(">I", head)
+    if size > MAX_MESSAGE:
+        raise ConnectionError("message too large")
+    return _exactly(conn, size)
+
+
+def _exactly(conn: socket.socket, size: int) -> bytes:
+    parts, got = [], 0
+    while got < size:
+        chunk = conn.recv(min(size - got, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the other side closed the connection")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def ask(kind: str, host: str | None, raw: str) -> tuple[str, str] | None:
+    """The resident's answer (stdout, stderr) to one hook call; None when no resident of this
+    user's could answer it (the caller runs the hook itself)."""
+    where = socket_path()
+    if not private(where.parent, kind=stat.S_IFDIR) or not private(where, kind=stat.S_IFSOCK):
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(CONNECT_TIMEOUT)
+        conn.connect(str(where))
+        conn.settimeout(ANSWER_TIMEOUT)
+        request = {"kind": kind, "host": host, "event": raw, "cwd": os.getcwd()}
+        send(conn, json.dumps(request).encode())
+        answer = json.loads(receive(conn))
+        return str(answer.get("out", "")), str(answer.get("err", ""))
+    except TimeoutError:
+        return "", f"memdir hook {kind}: the resident memdir did not answer in time; skipped"
+    except (OSError, ValueError, ConnectionError):
+        return None  # gone, stale or crashed mid-request: this process does it
+    finally:
+        conn.close()
+
+
+def start_resident() -> None:
+    """Start this user's resident for this environment, detached (it exits at once when one
+    is already running)."""
+    import subprocess
+
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "memdir.integrations.resident"],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+        )
+    except OSError:
+        pass
+
+
+def hook(argv: list[str]) -> bool:
+    """Run ``memdir hook KIND [--host H]`` through the resident; False when ``argv`` is not
+    that, or the resident is off or absent (the command line runs it, and a resident is
+    started for the next call)."""
+    if len(argv) < 2 or argv[0] != "hook" or argv[1] not in KINDS:
+        return False
+    rest = argv[2:]
+    host = None
+    if rest[:1] == ["--host"] and len(rest) == 2:
+        host = rest[1] if rest[1] in ("claude-code", "codex") else None
+    elif rest:
+        return False  # anything else (--worker, --help): the command line's own
+    if os.environ.get(NESTED_ENV):
+        return True  # a session memdir started as its memory model: no hook runs
+    if os.environ.get(RESIDENT_ENV, "").lower() in ("off", "0", "no", "false"):
+        return False
+    raw = sys.stdin.read()
+    answer = ask(argv[1], host, raw)
+    if answer is None:
+        start_resident()
+        import io
+
+        sys.stdin = io.StringIO(raw)  # the command line reads the event once more
+        return False
+    out, err = answer
+    if out:
+        sys.stdout.write(out + "\n")
+    if err:
+        sys.stderr.write(err + "\n")
+    sys.stdout.flush()
+    return True

@@ -1,0 +1,233 @@
+"""The resident memdir: one background process per user (and environment) that answers the
+hosts' hooks with its stores, indexes, embedder and model client kept warm.
+
+Started detached by the first hook that finds none (``python -m memdir.integrations.resident``),
+at a lower priority; one per socket (a lock decides), exits after ``MEMDIR_RESIDENT_IDLE``
+seconds (600) without a call, when its socket is taken away, or on SIGTERM. It listens on a
+Unix socket in a folder only the user can enter (mode 0700, the socket 0600) and answers only
+callers of the same user (the peer's credentials, SO_PEERCRED). Every call runs the same
+code as a hook's own process: the configuration is read again for each call (an edited
+config.toml or trust list counts at once); stores stay open between calls, each with its file
+watcher, so a memory edited by hand is seen; a store whose configuration or presence changed
+is opened anew.
+This module does NOT decide what a hook answers (``hooks``) or how a hook reaches it
+(``hookclient``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import threading
+import time
+from pathlib import Path
+
+from ..config import Config
+from ..hookclient import RESIDENT_ENV, folder, private, receive, send, socket_path
+from ..scopes import Scopes, user_store_dir
+from . import hooks
+
+IDLE = 600.0  # seconds without a call before the resident leaves
+KEEP = 600.0  # seconds an unused store stays open
+NICE = 5  # below the user's own work, not so far that a busy machine starves a prompt
+
+
+def _idle() -> float:
+    try:
+        return max(0.1, float(os.environ.get(RESIDENT_ENV + "_IDLE", IDLE)))
+    except ValueError:
+        return IDLE
+
+
+class Pool:
+    """Stores kept open between calls: by store folder, role and the configuration they were
+    opened with. A lease is taken by one call at a time; a changed configuration, or a store
+    folder that appeared or went, opens anew."""
+
+    def __init__(self, keep: float = KEEP) -> None:
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._idle: dict[tuple[object, ...], list[tuple[Config, Scopes, float]]] = {}
+
+    @staticmethod
+    def _key(config: Config, role: str) -> tuple[object, ...]:
+        user = user_store_dir(config)
+        return (
+            str(config.dir.absolute()),
+            role,
+            config.dir.is_dir(),
+            None if user is None else user.is_dir(),
+        )
+
+    def take(self, config: Config, budget: float, role: str) -> hooks.Lease:
+        key = self._key(config, role)
+        stale: list[Scopes] = []
+        found: Scopes | None = None
+        with self._lock:
+            kept = self._idle.get(key, [])
+            for i, (cfg, _s, _) in enumerate(kept):
+                if cfg == config:
+                    found = kept.pop(i)[1]
+                    break
+            stale += self._expire()
+        for scopes in stale:
+            _close(scopes)
+        if found is None:
+            found = hooks._reader(config, budget, watch=True)
+        return hooks.Lease(found, done=lambda s: self._back(key, config, s))
+
+    def _back(self, key: tuple[object, ...], config: Config, scopes: Scopes) -> None:
+        with self._lock:
+            kept = self._idle.setdefault(key, [])
+            old = [s for c, s, _ in kept if c != config]
+            kept[:] = [(c, s, t) for c, s, t in kept if c == config][:3]
+            kept.append((config, scopes, time.monotonic()))
+        for s in old:
+            _close(s)
+
+    def _expire(self) -> list[Scopes]:
+        """Take out what was not used for ``keep`` seconds (called with the lock held)."""
+        now, gone = time.monotonic(), []
+        for key, kept in list(self._idle.items()):
+            gone += [s for _, s, t in kept if now - t > self.keep]
+            kept[:] = [(c, s, t) for c, s, t in kept if now - t <= self.keep]
+            if not kept:
+                del self._idle[key]
+        return gone
+
+    def close(self) -> None:
+        with self._lock:
+            every = [s for kept in self._idle.values() for _, s, _ in kept]
+            self._idle.clear()
+        for s in every:
+            _close(s)
+
+
+def _close(scopes: Scopes) -> None:
+    with contextlib.suppress(Exception):
+        scopes.close()
+
+
+def peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of a Unix socket."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+class Resident:
+    """The listening socket, the calls in progress and the stores they share."""
+
+    def __init__(self, path: Path, *, idle: float, uid: int | None = None) -> None:
+        self.path = path
+        self.idle = idle
+        self.uid = os.getuid() if uid is None else uid
+        self.pool = Pool()
+        self.busy = 0
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.inode = 0  # the socket's, once listening: only that one is removed on exit
+
+    def serve(self, listener: socket.socket) -> None:
+        inode = self.inode = os.stat(self.path).st_ino
+        listener.settimeout(0.5)
+        while not self.stopping.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                with self.lock:
+                    quiet = self.busy == 0 and time.monotonic() - self.last > self.idle
+                if quiet or not _same(self.path, inode):
+                    break  # idle, or the socket is gone or another's now
+                continue
+            except OSError:
+                break
+            with self.lock:
+                self.busy += 1
+                self.last = time.monotonic()
+            threading.Thread(target=self._call, args=(conn,), daemon=True).start()
+
+    def _call(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                if peer_uid(conn) != self.uid:
+                    return  # another user: not a word
+                conn.settimeout(30)
+                request = json.loads(receive(conn))
+                kind, host = str(request["kind"]), request.get("host")
+                if kind not in ("start", "prompt", "learn"):
+                    raise ValueError(f"unknown hook {kind!r}")
+                cwd = request.get("cwd")
+                out, err = hooks.run(
+                    kind,
+                    host if isinstance(host, str) else None,
+                    str(request["event"]),
+                    cwd=cwd if isinstance(cwd, str) else None,
+                    stores=self.pool,
+                )
+                send(conn, json.dumps({"out": out, "err": err}, ensure_ascii=False).encode())
+        except Exception:  # a bad call ends its connection: the client runs the hook itself
+            pass
+        finally:
+            with self.lock:
+                self.busy -= 1
+                self.last = time.monotonic()
+
+
+def _same(path: Path, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
+
+
+def main() -> None:
+    """Run this user's resident for this environment until it is idle; exit at once when one
+    already runs or the folder is not the user's own."""
+    where = socket_path()
+    home = folder()
+    try:
+        home.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return
+    if not private(home, kind=stat.S_IFDIR):
+        return  # someone else's folder, or open to others: never listen there
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
+    fd = os.open(where.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return  # another resident has this socket
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for people and doctor
+    with contextlib.suppress(FileNotFoundError):
+        where.unlink()  # a stale socket: its resident is gone (it held the lock)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(str(where))
+    finally:
+        os.umask(old)
+    listener.listen(32)
+    resident = Resident(where, idle=_idle())
+    signal.signal(signal.SIGTERM, lambda *_: resident.stopping.set())
+    try:
+        resident.serve(listener)
+    finally:
+        listener.close()
+        if _same(where, resident.inode):
+            with contextlib.suppress(OSError):
+                where.unlink()
+        resident.pool.close()
+
+
+if __name__ == "__main__":
+    main()

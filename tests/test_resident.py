@@ -1,0 +1,302 @@
+"""The resident memdir: the hosts' hooks answered by a warm per-user process, and every way
+it can be absent, stale, killed or someone else's without a hook failing its host."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memdir import MemoryStore
+
+from conftest import child_env
+from fakeserver import FakeLLMServer, Scripted
+
+pytestmark = pytest.mark.slow  # real processes, started and killed
+
+ASK = (
+    "import json, sys; from memdir.hookclient import ask;"
+    " a = ask(sys.argv[1], 'claude-code', sys.stdin.read());"
+    " print(json.dumps(a))"
+)
+
+
+def _until(check: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+class Host:
+    """A project with memories and the environment a host gives its hooks."""
+
+    def __init__(self, tmp_path: Path, **extra: str) -> None:
+        self.project = tmp_path / "app"
+        (self.project / ".git").mkdir(parents=True)
+        self.store = MemoryStore(self.project / ".memory")
+        self.store.write(
+            "api-port", type="project_fact", description="The API listens on port 8080",
+            body="The API server listens on port 8080.",
+        )  # fmt: skip
+        run = tmp_path / "run"
+        run.mkdir(mode=0o700)
+        self.folder = run / "memdir"
+        self.env = {
+            **child_env(),
+            "HOME": str(tmp_path / "home"),
+            "MEMDIR_USER_DIR": "none",
+            "MEMDIR_EMBEDDER": "none",
+            "XDG_RUNTIME_DIR": str(run),
+            "MEMDIR_RESIDENT": "on",
+            "MEMDIR_RESIDENT_IDLE": "60",
+            **extra,
+        }
+
+    def event(self, prompt: str) -> str:
+        return json.dumps(
+            {"prompt": prompt, "cwd": str(self.project), "hook_event_name": "UserPromptSubmit",
+             "session_id": "s1"}
+        )  # fmt: skip
+
+    def hook(self, prompt: str, kind: str = "prompt") -> subprocess.CompletedProcess[str]:
+        """``memdir hook KIND`` as the host runs it."""
+        return subprocess.run(
+            [sys.executable, "-m", "memdir", "hook", kind, "--host", "claude-code"],
+            input=self.event(prompt), capture_output=True, text=True, env=self.env,
+            cwd=self.project, timeout=60,
+        )  # fmt: skip
+
+    def ask(self, prompt: str, kind: str = "prompt") -> list[str] | None:
+        """The resident's own answer (None: no resident of this user's answered)."""
+        r = subprocess.run(
+            [sys.executable, "-c", ASK, kind], input=self.event(prompt), capture_output=True,
+            text=True, env=self.env, cwd=self.project, timeout=60, check=True,
+        )  # fmt: skip
+        answer: list[str] | None = json.loads(r.stdout)
+        return answer
+
+    def sockets(self) -> list[Path]:
+        return sorted(self.folder.glob("*.sock")) if self.folder.is_dir() else []
+
+    def pid(self) -> int | None:
+        for lock in self.folder.glob("*.lock"):
+            text = lock.read_text().strip()
+            if text and _alive(int(text)):
+                return int(text)
+        return None
+
+    def running(self) -> int:
+        """Wait for the resident a hook started; its pid."""
+        _until(lambda: self.sockets() and self.pid(), "the resident listening")
+        pid = self.pid()
+        assert pid is not None
+        return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (our own child that exited) is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[Host]:
+    h = Host(tmp_path)
+    yield h
+    pid = h.pid() if h.folder.is_dir() else None
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_the_first_hook_starts_the_resident_and_the_next_ones_are_answered_by_it(
+    host: Host,
+) -> None:
+    """The first prompt is answered in its own process and leaves a resident behind; later
+    prompts get the same block from the resident; an owner-only socket in an owner-only
+    folder."""
+    first = host.hook("which port does the API use?")
+    assert first.returncode == 0 and "api-port" in first.stdout, first.stderr
+    host.running()
+    (sock,) = host.sockets()
+    assert (sock.stat().st_mode & 0o777) == 0o600 and (host.folder.stat().st_mode & 0o777) == 0o700
+    answer = host.ask("which port does the API use?")
+    assert answer is not None and "api-port" in answer[0] and answer[1] == ""
+    assert json.loads(answer[0]) == json.loads(first.stdout)  # the same block either way
+    again = host.hook("which port does the API use?")
+    assert again.returncode == 0 and json.loads(again.stdout) == json.loads(first.stdout)
+
+
+def test_a_hand_edit_and_a_config_edit_count_while_it_runs(host: Host) -> None:
+    """Stores stay open in the resident, yet a memory written by hand is recalled at the next
+    prompt and an edited config.toml counts at once."""
+    host.hook("which port?")
+    host.running()
+    assert host.ask("which port does the API use?") is not None
+    (host.store.root / "deploy-day.md").write_text(
+        "---\nname: deploy-day\ntype: project_fact\ndescription: Deploys happen on"
+        " Thursdays\n---\nWe deploy the API on Thursdays only.\n"
+    )
+    answer = host.ask("which day do we deploy the API?")
+    assert answer is not None and "deploy-day" in answer[0]
+    (host.store.root / "config.toml").write_text("recall_max_items = 1\n")
+    answer = host.ask("which day do we deploy the API and on which port?")
+    assert answer is not None
+    block = json.loads(answer[0])["hookSpecificOutput"]["additionalContext"]
+    assert block.count("<memory ") == 1
+
+
+def test_it_leaves_when_idle_and_a_stale_socket_is_replaced(tmp_path: Path) -> None:
+    """Idle past MEMDIR_RESIDENT_IDLE, the resident exits and removes its socket; one killed
+    outright leaves a stale socket, which the next hook survives (answered in its own process)
+    and the next resident replaces."""
+    host = Host(tmp_path, MEMDIR_RESIDENT_IDLE="1")
+    host.hook("which port?")
+    pid = host.running()
+    _until(lambda: not _alive(pid) and not host.sockets(), "the idle resident leaving")
+    host.env["MEMDIR_RESIDENT_IDLE"] = "60"  # (another environment: another socket)
+    host.hook("which port?")
+    pid = host.running()
+    os.kill(pid, signal.SIGKILL)
+    _until(lambda: not _alive(pid), "the resident killed")
+    assert len(host.sockets()) == 1  # stale: left by the killed resident
+    assert host.ask("which port?") is None  # nobody listens on it
+    r = host.hook("which port does the API use?")
+    assert r.returncode == 0 and "api-port" in r.stdout and r.stderr == ""
+    _until(lambda: host.pid() not in (None, pid), "a new resident")
+    answer = host.ask("which port does the API use?")
+    assert answer is not None and "api-port" in answer[0]
+    os.kill(host.running(), signal.SIGKILL)
+
+
+def test_a_resident_killed_mid_request_costs_the_hook_nothing(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    """The resident dies while it waits on the memory model: the hook notices the dropped
+    connection and answers in its own process (search's hits), exit 0."""
+    arrived = threading.Event()
+
+    def slow(req: dict[str, object]) -> Scripted:
+        arrived.set()
+        return Scripted(text='{"selected": []}', delay=8)
+
+    llm_server.handler = slow
+    host = Host(
+        tmp_path,
+        ANTHROPIC_API_KEY="k",
+        ANTHROPIC_BASE_URL=llm_server.url,
+        MEMDIR_MAX_RETRIES="0",
+    )
+    (host.store.root / "config.toml").write_text("hook_budget = 4.0\nhook_model_wait = 1.0\n")
+    from conftest import trust
+
+    trust(host.store.root / "config.toml")
+    host.hook("which port?")
+    pid = host.running()
+    arrived.clear()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memdir", "hook", "prompt", "--host", "claude-code"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=host.env, cwd=host.project,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write(host.event("which port does the API use?"))
+    proc.stdin.close()
+    assert arrived.wait(30)  # the resident is asking the model
+    os.kill(pid, signal.SIGKILL)
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert proc.wait(timeout=60) == 0 and "api-port" in out, err
+
+
+def test_a_folder_or_socket_that_is_not_the_users_own_is_never_used(host: Host) -> None:
+    """A socket folder open to others is neither listened in nor connected to; a caller of
+    another user gets no answer from the resident."""
+    host.folder.mkdir(mode=0o755)
+    host.folder.chmod(0o755)
+    r = host.hook("which port does the API use?")
+    assert r.returncode == 0 and "api-port" in r.stdout  # answered in its own process
+    time.sleep(1.0)  # (a resident would have started by now: none may)
+    assert host.sockets() == [] and host.ask("which port?") is None
+    host.folder.chmod(0o700)
+
+    from memdir.integrations.resident import Resident
+
+    sock_path = host.folder / "other.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock_path))
+    listener.listen(1)
+    other = Resident(sock_path, idle=60, uid=os.getuid() + 1)  # as if it were someone else's
+    threading.Thread(target=other.serve, args=(listener,), daemon=True).start()
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(10)
+    client.connect(str(sock_path))
+    from memdir.hookclient import receive, send
+
+    send(client, json.dumps({"kind": "prompt", "event": host.event("x")}).encode())
+    with pytest.raises(ConnectionError):
+        receive(client)  # closed without a word
+    other.stopping.set()
+
+
+def test_resident_off_keeps_every_hook_in_its_own_process(host: Host) -> None:
+    """MEMDIR_RESIDENT=off: the hook answers as before and no resident is started."""
+    host.env["MEMDIR_RESIDENT"] = "off"
+    r = host.hook("which port does the API use?")
+    assert r.returncode == 0 and "api-port" in r.stdout
+    time.sleep(1.0)
+    assert host.sockets() == []
+
+
+def test_learning_goes_through_the_resident(host: Host, tmp_path: Path) -> None:
+    """A Stop event handed to the resident is spooled and learned from, as in a hook's own
+    process (the host's CLI as the memory model)."""
+    from test_hooks import DATA, PNPM, fake_host
+
+    bindir = tmp_path / "bin"
+    fake_host(bindir, "claude", PNPM)
+    host.env["PATH"] = f"{bindir}{os.pathsep}{os.environ['PATH']}"
+    host.hook("which port?")
+    host.running()
+    stop = json.dumps(
+        {"session_id": "s1", "transcript_path": str(DATA / "claude_session.jsonl"),
+         "cwd": str(host.project), "hook_event_name": "Stop", "stop_hook_active": False}
+    )  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", ASK, "learn"], input=stop, capture_output=True, text=True,
+        env=host.env, cwd=host.project, timeout=60, check=True,
+    )  # fmt: skip
+    assert json.loads(r.stdout) == ["", ""]  # the resident took it
+    _until(lambda: "use-pnpm" in MemoryStore(host.store.root), "the memory learned", 120)
+    assert [op for op in host.store.log() if op.changes][-1].source == "extract:hook:claude-code"
+
+
+def test_a_bad_event_gets_its_one_line_from_the_resident(host: Host) -> None:
+    """An event that is not JSON, sent to the running resident, is answered with the hook's
+    one-line error (nothing on stdout), and the resident goes on answering."""
+    host.hook("which port?")
+    host.running()
+    r = subprocess.run(
+        [sys.executable, "-c", ASK, "prompt"], input="not json", capture_output=True,
+        text=True, env=host.env, cwd=host.project, timeout=60, check=True,
+    )  # fmt: skip
+    out, err = json.loads(r.stdout)
+    assert out == "" and err.startswith("memdir hook prompt: the hook input is not JSON")
+    answer = host.ask("which port does the API use?")
+    assert answer is not None and "api-port" in answer[0]
