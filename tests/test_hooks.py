@@ -233,6 +233,25 @@ def test_learn_hook_extracts_in_the_background_with_the_host_cli(
     assert f"last learn hook: {last['time']} ({host}) ok" in r.stdout
 
 
+def test_doctor_says_what_the_last_learn_saved_and_consolidated(tmp_path: Path) -> None:
+    """The learn hook's line in doctor names what it saved and what consolidation did, and
+    where each merge's and retirement's reason is."""
+    project = tmp_path / "app"
+    store = MemoryStore(project / ".memory")
+    record = {
+        "time": "2026-12-02T10:00:00Z", "hook": "learn", "host": "claude-code", "status": "ok",
+        "saved": ["use-pnpm"],
+        "consolidated": [{"store": str(store.root), "merged": 2, "retired": 1}],
+    }  # fmt: skip
+    (store.internal / "hooks.jsonl").write_text(json.dumps(record) + "\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "memdir", "doctor"], cwd=project, env=_env(tmp_path),
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert "saved use-pnpm; consolidated .memory: 2 merged, 1 retired" in r.stdout, r.stdout
+    assert "memdir log" in r.stdout
+
+
 def test_learn_failure_is_logged_not_raised(tmp_path: Path) -> None:
     """No model at all: the worker logs the failure; doctor shows it."""
     project = tmp_path / "app"

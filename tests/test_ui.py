@@ -317,6 +317,9 @@ def test_activity_and_recall_log(ui: tuple[TestClient, Access], project: MemoryS
     )
     page = client.get("/activity").text  # an episode is a turn of a conversation, not a memory
     assert "recalled api-port and 1 earlier conversation turn" in page and "s1#4" not in page
+    project.apply([Remove("tabs", reason="stale: the team moved to spaces")], source="consolidate")
+    page = client.get("/activity").text  # a retirement says why where the person looks
+    assert "stale: the team moved to spaces" in page
 
 
 def test_the_browser_is_opened_without_the_token_on_its_command_line(tmp_path: Path) -> None:

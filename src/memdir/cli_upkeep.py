@@ -140,6 +140,16 @@ def _hook_report(store: MemoryStore, report: Any) -> None:
         how = (
             "ok" if last.get("status") == "ok" else f"failed: {last.get('error', 'unknown error')}"
         )
+        saved = [str(n) for n in last.get("saved") or []]
+        if saved:
+            how += f"; saved {', '.join(saved[:5])}" + (" …" if len(saved) > 5 else "")
+        for run in last.get("consolidated") or []:
+            merged, retired = run.get("merged", 0), run.get("retired", 0)
+            how += (
+                f"; consolidated {Path(str(run.get('store', ''))).name or 'a store'}:"
+                f" {merged} merged, {retired} retired"
+                + (" (each with its reason in 'memdir log')" if merged or retired else "")
+            )
         report.notes.append(f"last learn hook: {last.get('time')} ({last.get('host')}) {how}")
         if last.get("status") != "ok":
             report.warnings.append(

@@ -49,7 +49,7 @@ class Event:
     scope: str
     source: str
     summary: str
-    changes: list[tuple[str, str]]
+    changes: list[tuple[str, str, str]]  # action, name, why (a merge's or retirement's reason)
     kind: str  # "change" or "recall"
 
 
@@ -313,7 +313,7 @@ class UI:
             usage = []
             for scope, store in self._writable():
                 for op in store.log(limit=300):
-                    changes = [(c["action"], c["name"]) for c in op.changes]
+                    changes = [(c["action"], c["name"], c.get("reason") or "") for c in op.changes]
                     events.append(Event(op.time, scope, op.source, op.summary, changes, "change"))
                 for e in recall_entries(store.internal, 100):
                     events.append(Event(e["time"], scope, e["source"], _recalled(e), [], "recall"))
