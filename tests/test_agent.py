@@ -308,6 +308,39 @@ def test_bash_timeout_and_output_cap(tmp_path: Path) -> None:
     assert "characters cut" in big.text and len(big.text) < 21_000
 
 
+def test_save_memory_refuses_a_recalled_description_over_an_unrelated_body(
+    tmp_path: Path,
+) -> None:
+    """A model copies a recalled memory's description onto a new fact: the save is refused
+    with a line the model can act on, the recalled memory keeps its text, nothing is added;
+    the same pair in an extraction reply is dropped with its reason."""
+    store = MemoryStore(tmp_path / ".memory")
+    store.write(
+        "prefer-pytest", type="user_preference", description="Always use pytest, never unittest",
+        body="The user runs every test with pytest; never unittest.",
+    )  # fmt: skip
+    before = store.get("prefer-pytest").digest
+    tools = Tools(tmp_path, store)
+    mixed = {
+        "name": "indentation", "type": "user_preference",
+        "description": "Always use pytest, never unittest",
+        "body": "Indent Python files with 4 spaces.",
+    }  # fmt: skip
+    r = tools.run("save_memory", mixed)
+    assert r.is_error and "prefer-pytest" in r.text and "description of its own" in r.text
+    assert store.get("prefer-pytest").digest == before and "indentation" not in store
+    ok = tools.run("save_memory", {**mixed, "description": "Indent Python with 4 spaces"})
+    assert not ok.is_error and "indentation" in store
+    from memdir.extract import extract_memories
+    from memdir.testing import FakeModel
+
+    reply = {"memories": [{**mixed, "name": "tabs-or-spaces", "action": "create"}]}
+    said = [{"role": "user", "content": "Indent Python files with 4 spaces, please."}]
+    result = extract_memories(store, said, FakeModel([json.dumps(reply)]))
+    assert "tabs-or-spaces" not in store and store.get("prefer-pytest").digest == before
+    assert any("prefer-pytest" in d for d in result.dropped)
+
+
 def test_save_memory_tool_validates_and_redacts(tmp_path: Path) -> None:
     """save_memory applies the store's rules: bad names refused, secrets redacted."""
     store = MemoryStore(tmp_path / ".memory")

@@ -98,18 +98,20 @@ def test_update_on_contradiction_keeps_history(
 def test_create_colliding_or_duplicating_becomes_update(
     store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
 ) -> None:
-    """Same name, or a near-identical description under another name, updates in place."""
+    """Same name, or a near-identical description under another name, updates in place (with a
+    body about the same thing: a recalled description over an unrelated body is refused, see
+    test_agent)."""
     store.write(
         "user-language-preference",
         type="user_preference",
         description="用户偏好用中文交流和回复",
         body="old",
     )
-    dup = {**ZH, "name": "chinese-replies", "body": "新的内容"}
+    dup = {**ZH, "name": "chinese-replies", "body": "用户希望用中文回复，术语可保留英文"}
     llm_server.queue(reply(answer(dup)))
     extract_memories(store, TALK, server_model)
     assert [e.name for e in store.entries()] == ["user-language-preference"]
-    assert store.get("user-language-preference").body == "新的内容"
+    assert store.get("user-language-preference").body == "用户希望用中文回复，术语可保留英文"
 
 
 def test_hallucinated_update_and_bad_items(

@@ -25,7 +25,15 @@ from .layout import CURSORS, EPISODE_CURSORS
 from .memory import Memory, skeleton
 from .notes import sounds_like_preference
 from .plan import Put
-from .proposal import MAX_ITEMS, coerce, duplicate_of, in_users_language, kind_of, short_name
+from .proposal import (
+    MAX_ITEMS,
+    borrowed_description,
+    coerce,
+    duplicate_of,
+    in_users_language,
+    kind_of,
+    short_name,
+)
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .recall import catalogue_for, message_text
 from .review import land
@@ -292,6 +300,10 @@ class _Planner:
             self.result.dropped.append(f"{mem.name}: the assistant said it; the user did not")
             return
         mem = in_users_language(mem, self.said)
+        borrowed = borrowed_description(store, mem)
+        if borrowed is not None:
+            self.result.dropped.append(f"{mem.name}: {borrowed}")
+            return
         if action == "update" and mem.name not in self.shown:
             action = "create"  # the model named a memory it was not shown: never overwrite
         twin = self.twins.get(skeleton(mem.name))

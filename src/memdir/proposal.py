@@ -67,6 +67,28 @@ def duplicate_of(store: MemoryStore, item: Memory) -> str | None:
     return None
 
 
+def borrowed_description(store: MemoryStore, item: Memory) -> str | None:
+    """Why ``item`` pairs another memory's description with a body about something else (a
+    model copies a recalled memory's line, then writes a new fact under it), or None. Saved,
+    it would update that memory with the unrelated text, or describe the new fact wrongly in
+    every catalogue."""
+    mine = set(tokenize(item.description))
+    body = set(tokenize(item.body))
+    if not mine or not body:
+        return None
+    for entry in (h.entry for h in store.search(item.description, 3, dense=False)):
+        theirs = set(tokenize(entry.description))
+        if entry.name == item.name or len(mine & theirs) / len(mine | theirs) < 0.8:
+            continue
+        about = theirs | set(tokenize(store.get(entry.name).body))
+        if len(body & about) / len(body) < 0.25 and len(body & mine) / len(body) < 0.25:
+            return (
+                f"the description is memory {entry.name}'s ({entry.description!r:.80}) but the"
+                " body is about something else — give this body a one-line description of its own"
+            )
+    return None
+
+
 MAX_ITEMS = 20  # items taken from one reply; a flood of items is a broken or hostile reply
 _PLACEHOLDERS = {
     "",

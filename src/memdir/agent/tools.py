@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import InvalidName, MemdirError
 from ..memory import validate_name
 from ..plan import Put
-from ..proposal import coerce, duplicate_of, kind_of
+from ..proposal import borrowed_description, coerce, duplicate_of, kind_of
 from ..providers import ToolInput, ToolSpec
 from ..review import held_why, land
 from ..scopes import USER, Scopes
@@ -305,6 +305,9 @@ class Tools:
         if isinstance(coerced, str):
             return ToolResult(f"not saved: {coerced}", is_error=True)
         proposed = coerced[1]
+        borrowed = borrowed_description(store, proposed)
+        if borrowed is not None:
+            return ToolResult(f"not saved: {borrowed}", is_error=True)
         if proposed.name not in store:  # a restatement or a correction updates its memory
             same = duplicate_of(store, proposed)
             if same is not None and not store.get(same).pinned:
