@@ -639,6 +639,62 @@ def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_backgro
     assert r.returncode == 0 and "601 embedded for search by meaning" in r.stdout
 
 
+def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Path) -> None:
+    """``MemoryStore.search`` from Python on a store mostly not embedded: it answers within
+    its budget (BM25 for the rest) and a background indexer embeds the rest, so the searches
+    after it embed only their question; an injected embedder starts nothing."""
+    import sqlite3
+    import time
+
+    from memdir.memory import Memory
+    from memdir.plan import Put
+
+    root = tmp_path / ".memory"
+    MemoryStore(root, Config(dir=root, embedder="none")).apply(
+        [
+            Put(Memory(f"note-{i}", "project_fact", f"Note {i} on topic {i % 37}", "Details."))
+            for i in range(600)
+        ]
+    )
+    (root / "config.toml").write_text("embed_budget = 0.1\n")
+
+    def embedded() -> int:
+        db = sqlite3.connect(str(root / ".memdir" / "vectors.sqlite"))
+        try:
+            return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        except sqlite3.Error:
+            return 0
+        finally:
+            db.close()
+
+    store = MemoryStore(root)
+    hits = store.search("topic 5", k=3)
+    assert hits and all(h.name.startswith("note-") for h in hits)
+    assert store.embedding_backlog > 0  # the budget ran out: the rest by BM25 for now
+    deadline = time.monotonic() + 240
+    while embedded() < 600 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert embedded() == 600  # nobody but the background indexer embedded them
+    assert store.search("topic 5", k=3) and store.embedding_backlog == 0
+
+    other = tmp_path / "other" / ".memory"
+    MemoryStore(other, Config(dir=other, embedder="none")).apply(
+        [Put(Memory(f"n-{i}", "project_fact", f"Note {i}", "x")) for i in range(300)]
+    )
+    (other / "config.toml").write_text("embed_budget = 0.1\n")
+
+    class Slow(CountingEmbedder):
+        def embed(self, texts: Sequence[str]) -> Any:
+            time.sleep(0.05)  # slower than the budget: a backlog is left
+            return super().embed(texts)
+
+    injected = MemoryStore(other, embedder=Slow())
+    injected.search("note 5")
+    assert injected.embedding_backlog > 0
+    time.sleep(2)
+    assert not (other / ".memdir" / "embedding.lock").exists()  # no indexer was started
+
+
 def test_loaded_gives_only_an_embedder_this_process_made() -> None:
     """``loaded`` never makes a model: None until ``from_config`` made it, then that one."""
     from memdir.config import Config

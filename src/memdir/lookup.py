@@ -40,6 +40,7 @@ log = logging.getLogger("memdir")
 
 
 LIBRARY_EMBED_BUDGET = 0.5  # seconds a library search embeds (commands set embed_budget)
+HANDED_FOR = 60.0  # seconds after handing a backlog over during which searches leave it be
 
 
 class Lookup:
@@ -70,6 +71,11 @@ class Lookup:
         # one, or the background indexer, embeds them); None: all of them now (memdir index)
         self.embed_budget: float | None = min(config.embed_budget, LIBRARY_EMBED_BUDGET)
         self.progress: Callable[[int, int], None] | None = None
+        # a library search hands a backlog its budget cannot finish to a background indexer
+        # (``memdir index --background``) and embeds only its question from then on; the
+        # commands and hooks, which pace embedding themselves, turn this off
+        self.hand_over = embedder is None and not in_memory
+        self._handed_at: float | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
         self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
         self.repaired = False  # a damaged cache was rebuilt
@@ -208,7 +214,7 @@ class Lookup:
             ]
 
         budget = self.embed_budget
-        if budget is not None and budget > 0 and self._indexer_at_work():
+        if budget is not None and budget > 0 and (self._handed() or self._indexer_at_work()):
             budget = 0.0  # it embeds this backlog: a search embeds only its question
         try:
             left = self.vectors.sync(
@@ -222,6 +228,14 @@ class Lookup:
         self.backlog = left
         # what is left (a budget ran out) is looked at again by the next sync
         self._pending = set() if not left else set(current)
+        if left and self.hand_over and budget and not self._handed():
+            if embed_in_background(self.root):
+                self._handed_at = time.monotonic()
+
+    def _handed(self) -> bool:
+        """Whether this search handed its backlog to a background indexer a moment ago (it
+        may not hold the embedding lock yet)."""
+        return self._handed_at is not None and time.monotonic() - self._handed_at < HANDED_FOR
 
     def _indexer_at_work(self) -> bool:
         """Whether a background ``memdir index`` holds this store's embedding lock now."""
@@ -457,7 +471,7 @@ def embed_in_background(root: Path) -> bool:
     from .spawn import start_memdir
 
     try:
-        start_memdir(["--dir", str(root), "index", "--background"])
+        start_memdir(["--dir", str(root.absolute()), "index", "--background"])
     except OSError:
         return False
     return True

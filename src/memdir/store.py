@@ -116,6 +116,8 @@ class MemoryStore:
             in_memory=self.read_only and cache_dir is None,
             embedder=embedder,
         )
+        if self.read_only:
+            self._lookup.hand_over = False  # another's store: nothing started on its behalf
         self._tx = Transaction(
             self.root, self.internal, self.config, self._history, self._folder, self._lookup
         )
@@ -242,8 +244,10 @@ class MemoryStore:
     ) -> None:
         """How searches embed memories that have no vector yet: ``progress(done, total)`` is
         called after each batch; with ``budget``, a search embeds for at most that many
-        seconds and ranks the rest by BM25 until a later search embeds them."""
+        seconds and ranks the rest by BM25 until a later search (or a background indexer the
+        caller starts) embeds them."""
         self._lookup.progress, self._lookup.embed_budget = progress, budget
+        self._lookup.hand_over = False  # the caller paces embedding: it starts no indexer
 
     def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Bring the search index and the vectors up to date now (``memdir index``), however

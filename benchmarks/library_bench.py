@@ -1,0 +1,75 @@
+"""The first searches of a library user (`MemoryStore(path).search` from Python) over a store of
+hand-written memories that has never been embedded, with `memdir[embed]` installed.
+
+memdir: the first search embeds for at most its budget (0.5 s), ranks the rest by BM25, and
+hands the backlog to a background indexer; the searches after it embed only their question.
+Baseline, same run, same files: each search embeds for its budget itself (what a library
+search did before the hand-over). Medians of the searches that follow the first.
+
+    python benchmarks/library_bench.py [--memories 10000] [--searches 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from store_bench import make_store  # noqa: E402
+
+QUERIES = ["database index query flag", "on-call alert policy", "release branch feature",
+           "deploy the service", "tests and migrations"]  # fmt: skip
+
+
+def run(root: Path, searches: int, hand_over: bool) -> tuple[float, float, list[float]]:
+    from memdir import MemoryStore
+
+    began = time.monotonic()
+    store = MemoryStore(root)
+    opened = time.monotonic() - began
+    if not hand_over:
+        store._lookup.hand_over = False  # the baseline: every search embeds for its budget
+    began = time.monotonic()
+    store.search(QUERIES[0], k=5)
+    first = time.monotonic() - began
+    after = []
+    for i in range(searches):
+        began = time.monotonic()
+        store.search(QUERIES[(i + 1) % len(QUERIES)], k=5)
+        after.append(time.monotonic() - began)
+    store.close()
+    return opened, first, after
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memories", type=int, default=10000)
+    ap.add_argument("--searches", type=int, default=10)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp())
+    source = work / "source"
+    make_store(source, args.memories)
+    print(f"{args.memories:,} hand-written memories, never embedded; {args.searches} searches")
+    print("| | open | first search | searches after it (median / max) |")
+    print("|---|---:|---:|---:|")
+    for label, hand_over in (("baseline: each search embeds its budget", False),
+                             ("memdir: the backlog handed to the background", True)):  # fmt: skip
+        root = work / label.split(":")[0]
+        shutil.copytree(source, root)
+        opened, first, after = run(root, args.searches, hand_over)
+        subprocess.run(["pkill", "-f", f"{root} index --background"], check=False)
+        print(
+            f"| {label} | {opened:.2f} s | {first:.2f} s |"
+            f" {statistics.median(after) * 1000:.0f} ms / {max(after) * 1000:.0f} ms |"
+        )
+
+
+if __name__ == "__main__":
+    main()
