@@ -398,6 +398,111 @@ def scope_routing(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
     )
 
 
+SERVICES = {"auth": 59, "billing": 79, "search": 12, "reports": 33, "gateway": 41, "ledger": 8}
+
+
+def consolidate_keeps_specifics(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """Distinct per-service facts that look alike are never folded into one generalisation:
+    every schema name survives consolidation."""
+    for svc, n in SERVICES.items():
+        store.write(
+            f"{svc}-db-{n}", type="project_fact",
+            description=f"The {svc} service's database uses schema {svc}_{n}",
+            body=f"Migrations for {svc} live in services/{svc}/migrations (schema {svc}_{n}).",
+        )  # fmt: skip
+    consolidate_memories(store, model)
+    text = everything(store)
+    lost = [f"{svc}_{n}" for svc, n in SERVICES.items() if f"{svc}_{n}" not in text]
+    types = {m.type for m in store.list()}
+    return Outcome(
+        not lost and types == {"project_fact"},
+        f"{len(store.list())} memories left; schemas lost: {lost}; types: {sorted(types)}",
+    )
+
+
+def consolidate_keeps_subjects(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """A gateway flag is not merged into the reports flag (the issue's 'Reports feature flag
+    smart_retry…' with a changed type)."""
+    store.write(
+        "gateway-flag", type="project_fact",
+        description="Gateway feature flag smart_retry is on in staging",
+        body="The API gateway enables smart_retry in staging only.",
+    )  # fmt: skip
+    store.write(
+        "reports-flag", type="project_fact",
+        description="Reports feature flag weekly_digest is off",
+        body="The reports service keeps weekly_digest off until Q3.",
+    )  # fmt: skip
+    consolidate_memories(store, model)
+    mems = store.list()
+    gateway = any("gateway" in m.description.lower() and "smart_retry" in m.body for m in mems)
+    reports = any("reports" in m.description.lower() and "weekly_digest" in m.body for m in mems)
+    types = {m.type for m in mems}
+    return Outcome(
+        gateway and reports and types == {"project_fact"},
+        f"{[(m.name, m.type, m.description[:50]) for m in mems]}",
+    )
+
+
+def automatic_keeps_the_new(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """What this run just learned is never retired by the automatic consolidation after it."""
+    store.write(
+        "billing-call-channel", type="project_fact",
+        description="The billing team takes calls in #billing-alerts",
+        body="Billing's incident calls happen in the #billing-alerts channel.",
+    )  # fmt: skip
+    extract_memories(
+        store,
+        talk("FYI the billing team moved their incident calls to #billing-oncall.", "Noted."),
+        model,
+    )
+    consolidate_memories(store, model, automatic=True)
+    text = everything(store)
+    return Outcome("billing-oncall" in text, f"after the automatic run: {text[:160]!r}")
+
+
+def one_save_per_fact(store: MemoryStore, model: Counting, agent: Counting) -> Outcome:
+    """The agent's own save and the extraction after its turn keep one memory of the fact."""
+    messages: list[Any] = [
+        {"role": "user", "content": "Remember this: the staging database runs Postgres 16."}
+    ]
+    agent_loop(
+        messages, store=store, model=agent, memory_model=model,
+        tools=Tools(store.root.parent, store),
+    )  # fmt: skip
+    extract_memories(store, messages, model)  # what the loop's worker does after the turn
+    about = [m for m in store.list() if "16" in m.description + m.body]
+    return Outcome(len(about) == 1, f"{[(m.name, m.description[:50]) for m in about]}")
+
+
+def british_english(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """A standing language preference stated in passing is learned."""
+    extract_memories(
+        store,
+        talk("Always answer me in British English, please.", "Certainly, I shall."),
+        model,
+    )
+    text = everything(store).lower()
+    return Outcome("british" in text, f"saved: {text[:100]!r}")
+
+
+def description_fits_body(store: MemoryStore, model: Counting, _: Counting) -> Outcome:
+    """A saved memory's description says what its body says (not another file's line)."""
+    store.write(
+        "ci-workflow-file", type="reference",
+        description="The main workflow file is .github/workflows/ci.yml",
+        body="CI is defined in .github/workflows/ci.yml.",
+    )  # fmt: skip
+    extract_memories(
+        store,
+        talk("We switched CI from Buildkite to GitHub Actions last week.", "Good to know."),
+        model,
+    )
+    switched = [m for m in store.list() if "buildkite" in (m.description + m.body).lower()]
+    fits = [m for m in switched if re.search(r"github actions|buildkite", m.description, re.I)]
+    return Outcome(bool(fits), f"{[(m.name, m.description[:60], m.body[:40]) for m in switched]}")
+
+
 SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "explicit remember": explicit,
     "implicit preference (correction)": correction,
@@ -415,16 +520,29 @@ SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "the catalogue's format is not echoed": catalogue_echo,
     "the agent's tool names by subject": agent_tool_naming,
 }
-# beyond the fifteen the suite is scored on: run with --only scope
+# beyond the fifteen the suite is scored on: run with --only NAME (or --learning for the set
+# the safe-learning work is measured by)
 EXTRA: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "scope routing (user vs project)": scope_routing,
 }
+LEARNING: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
+    "consolidation keeps every specific": consolidate_keeps_specifics,
+    "consolidation keeps subjects and types": consolidate_keeps_subjects,
+    "the automatic run keeps what was just learned": automatic_keeps_the_new,
+    "one save per fact (agent and extraction)": one_save_per_fact,
+    "British English is learned": british_english,
+    "a description fits its body": description_fits_body,
+}
+EXTRA.update(LEARNING)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", help="Run only scenarios whose name contains these.")
+    ap.add_argument("--learning", action="store_true", help="Run the safe-learning scenarios.")
     args = ap.parse_args()
+    if args.learning:
+        args.only = list(LEARNING)
     config = load_config()
     memory_model = make_model(config, memory=True)
     agent_model = make_model(config)

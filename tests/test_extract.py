@@ -384,3 +384,32 @@ def test_extraction_after_the_agents_own_save_updates_instead_of_a_twin(tmp_path
     assert store.get("staging-database-runs-postgres-16").body == (
         "Upgraded from 15 in May; the pool allows 40 connections."
     )
+
+
+def test_extraction_under_another_name_updates_what_the_agent_saved_this_turn(
+    tmp_path: Path,
+) -> None:
+    """What the local model did: the agent saved 'postgres-16' ("Postgres 16"), then the
+    extraction after the turn named the same fact 'staging-database-runs-postgres-16': one
+    memory, updated with the fuller text; an unrelated new fact is still created."""
+    from memdir.config import Config
+    from memdir.testing import FakeModel
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    store.write("postgres-16", type="project_fact", description="Postgres 16",
+                body="Postgres 16", source="agent")  # fmt: skip
+    talk = [{"role": "user", "content": "Remember this: the staging database runs Postgres 16."
+             " Also, deploys go out from the release branch."}]  # fmt: skip
+    items = [
+        {"action": "create", "name": "staging-database-runs-postgres-16", "type": "project_fact",
+         "description": "The staging database runs Postgres 16",
+         "body": "The staging database runs Postgres 16."},
+        {"action": "create", "name": "deploys-from-release-branch", "type": "project_fact",
+         "description": "Deploys go out from the release branch",
+         "body": "Deploys go out from the release branch."},
+    ]  # fmt: skip
+    extract_memories(store, talk, FakeModel([{"memories": items}]))
+    names = {e.name for e in store.entries()}
+    assert names == {"postgres-16", "deploys-from-release-branch"}
+    assert store.get("postgres-16").description == "The staging database runs Postgres 16"

@@ -285,6 +285,7 @@ class _Planner:
     talk: str = ""  # the whole new talk (assistant's claims are dropped); "": not checked
     planned: dict[str, Put] = field(default_factory=dict)
     twins: dict[str, str] = field(default_factory=dict)  # look-alike key -> listed name
+    agent_names: list[str] | None = None  # what the agent's save_memory wrote just now
 
     def __post_init__(self) -> None:
         self.twins = {skeleton(name): name for name in sorted(self.existing)}
@@ -322,6 +323,10 @@ class _Planner:
             # two items with one name, or a name the model did not know was taken: keep both
             mem = mem.replace(name=short_name(mem.description, existing | planned.keys()))
         if action == "create" and mem.name not in existing:
+            same = self._agent_saved(mem)
+            if same is not None:  # the agent's save this turn: one memory of the fact
+                mem, action = mem.replace(name=same), "update"
+        if action == "create" and mem.name not in existing:
             dup = duplicate_of(store, mem)
             if dup is not None and dup in planned:
                 self.result.dropped.append(f"{mem.name}: repeats {dup}")
@@ -351,6 +356,29 @@ class _Planner:
         if origin.label not in ("agent", "learned") or not origin.at:
             return False
         return origin.at >= _ago(JUST_NOW)
+
+    def _agent_saved(self, mem: Memory) -> str | None:
+        """A memory the agent's save_memory wrote moments ago of the same type whose words are
+        mostly in ``mem``: the same fact, said shorter ('postgres-16' then 'staging database
+        runs Postgres 16')."""
+        if self.agent_names is None:
+            cutoff = _ago(JUST_NOW)
+            self.agent_names = [
+                c["name"]
+                for op in self.store.log(limit=20)
+                if op.source == "agent" and op.time >= cutoff
+                for c in op.changes
+                if c.get("action") != "remove"
+            ]
+        words = set(tokenize(f"{mem.description} {mem.body}"))
+        for name in self.agent_names:
+            if name in self.planned or name not in self.existing:
+                continue
+            saved = self.store.get(name)
+            theirs = set(tokenize(f"{saved.description} {saved.body}"))
+            if saved.type == mem.type and theirs and len(theirs & words) / len(theirs) >= 0.6:
+                return name
+        return None
 
     def _put(self, mem: Memory) -> None:
         if mem.name not in self.existing:
