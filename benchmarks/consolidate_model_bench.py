@@ -129,6 +129,12 @@ def main() -> None:
           f" {len(raw_lost)} | {sum(1 for _ in raw_retires(model.answers))} |")  # fmt: skip
     print(f"| memdir's plan (checked) | {len(plan.merges)} | {kept_dupes} | {len(kept_lost)} |"
           f" {len(plan.retires)} |")  # fmt: skip
+    print("\nwhat memdir's plan does:")
+    for merge in plan.merges:
+        print(f"- merge {', '.join(merge.sources)} into {merge.into.name}:"
+              f" {merge.into.description[:80]!r}")  # fmt: skip
+    for name, why in plan.retires:
+        print(f"- retire {name}: {why[:100]}")
     print(f"\nrefused merges ({len(refused)}):")
     for line in refused[:12]:
         print(f"- {line[:160]}")
