@@ -228,9 +228,14 @@ class Lookup:
         self.backlog = left
         # what is left (a budget ran out) is looked at again by the next sync
         self._pending = set() if not left else set(current)
-        if left and self.hand_over and budget and not self._handed():
-            if embed_in_background(self.root):
-                self._handed_at = time.monotonic()
+        if (
+            left
+            and self.hand_over
+            and budget
+            and not self._handed()
+            and embed_in_background(self.root)
+        ):
+            self._handed_at = time.monotonic()
 
     def _handed(self) -> bool:
         """Whether this search handed its backlog to a background indexer a moment ago (it

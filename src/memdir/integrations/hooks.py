@@ -19,9 +19,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, TypedDict
 
 from .. import syncrepo
 from ..atomic import append_nofollow, write_atomic
@@ -41,6 +40,7 @@ from .hostsettings import HOSTS as HOSTS
 from .hostsettings import install as install
 from .hostsettings import installed as installed
 from .hostsettings import uninstall as uninstall
+from .lease import Lease, StoreSource
 from .transcripts import read_session
 
 
@@ -327,38 +327,6 @@ def _race(
         f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
         " run 'memdir index' (and 'memdir doctor') in this project"
     )
-
-
-class Lease:
-    """Stores a hook uses, shared by the threads of one hook call; handed back to where they
-    came from when the last sharer is done (a search may outlive the answer)."""
-
-    def __init__(self, scopes: Scopes, done: Callable[[Scopes], None] | None = None) -> None:
-        self.scopes = scopes
-        self._done = done
-        self._users = 1
-        self._lock = threading.Lock()
-
-    def share(self) -> None:
-        with self._lock:
-            self._users += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._users -= 1
-            last = self._users == 0
-        if last and self._done is not None:
-            self._done(self.scopes)
-
-
-class StoreSource(Protocol):
-    """Where a hook's stores come from: opened for the call (a hook's own process), or kept
-    open between calls (the resident process)."""
-
-    def take(self, config: Config, budget: float, role: str) -> Lease:
-        """Stores for ``config`` (StoreNotFound when it has none), used by one ``role``
-        (``search`` or ``model``) of one call until the lease is released."""
-        ...
 
 
 class _Fresh:

@@ -32,6 +32,7 @@ from ..config import Config
 from ..hookclient import RESIDENT_ENV, folder, private, receive, send, socket_path
 from ..scopes import Scopes, user_store_dir
 from . import hooks
+from .lease import Lease
 
 IDLE = 600.0  # seconds without a call before the resident leaves
 KEEP = 600.0  # seconds an unused store stays open
@@ -65,7 +66,7 @@ class Pool:
             None if user is None else user.is_dir(),
         )
 
-    def take(self, config: Config, budget: float, role: str) -> hooks.Lease:
+    def take(self, config: Config, budget: float, role: str) -> Lease:
         key = self._key(config, role)
         stale: list[Scopes] = []
         found: Scopes | None = None
@@ -80,7 +81,7 @@ class Pool:
             _close(scopes)
         if found is None:
             found = hooks._reader(config, budget, watch=True)
-        return hooks.Lease(found, done=lambda s: self._back(key, config, s))
+        return Lease(found, done=lambda s: self._back(key, config, s))
 
     def _back(self, key: tuple[object, ...], config: Config, scopes: Scopes) -> None:
         with self._lock:
