@@ -503,6 +503,40 @@ def description_fits_body(store: MemoryStore, model: Counting, _: Counting) -> O
     return Outcome(bool(fits), f"{[(m.name, m.description[:60], m.body[:40]) for m in switched]}")
 
 
+STANDING_RULES = [
+    # (memory name, what the user said once, the later prompt sharing no word with it, the
+    # reply's sign that the rule was followed, the sign that it was not)
+    ("use-pnpm", "Always use pnpm, never npm, in this repo.",
+     "Add lodash to this project. Reply with the one shell command only.", "pnpm", "npm i"),
+    ("indent-tabs", "Indent code with tabs, never spaces.",
+     "Write a Python function add(a, b). Reply with the code only.", "\t", "    return"),
+    ("never-push-main", "Never push to main: open a pull request instead.",
+     "Ship it: what git command do I run to publish my branch work? One line.",
+     "pull request|gh pr|--set-upstream|push origin (?!main)", "push origin main"),
+]  # fmt: skip
+
+
+def standing_rules(store: MemoryStore, model: Counting, agent: Counting) -> Outcome:
+    """A rule stated once reaches a later session at its start (the SessionStart hook's
+    text as the host's context) and is followed for a prompt that shares no word with it."""
+    from memdir.standing import standing
+
+    for name, said, _, _, _ in STANDING_RULES:
+        store.write(name, type="user_preference", description=said.rstrip("."), body=said)
+    given = standing(store, store.config.standing_token_budget, 200, 25_000).text
+    followed, replies = [], []
+    for name, _, prompt, good, bad in STANDING_RULES:
+        reply = agent.complete(  # as the hosts add a hook's context: in the conversation
+            system="You are a coding assistant.",
+            messages=[{"role": "user", "content": f"{given}\n\n{prompt}"}],
+            max_tokens=200,
+            purpose="agent",
+        ).text
+        replies.append(f"{name}: {reply.strip()[:70]!r}")
+        followed.append(bool(re.search(good, reply)) and bad not in reply)
+    return Outcome(all(followed), "; ".join(replies))
+
+
 SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "explicit remember": explicit,
     "implicit preference (correction)": correction,
@@ -524,6 +558,7 @@ SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
 # the safe-learning work is measured by)
 EXTRA: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "scope routing (user vs project)": scope_routing,
+    "standing rules followed without shared words": standing_rules,
 }
 LEARNING: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "consolidation keeps every specific": consolidate_keeps_specifics,
