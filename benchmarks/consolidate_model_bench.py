@@ -76,15 +76,16 @@ def build(store: MemoryStore) -> None:
         store.write(b, type="user_preference", description=db, body=db + ".")
 
 
-def raw_merges(answers: list[str]) -> list[dict[str, Any]]:
+def answers(texts: list[str]) -> list[dict[str, Any]]:
+    """The JSON object of each raw model answer that has one."""
     out = []
-    for text in answers:
+    for text in texts:
         try:
-            start = text.index("{")
-            data = json.loads(text[start : text.rindex("}") + 1])
+            data = json.loads(text[text.index("{") : text.rindex("}") + 1])
         except ValueError:
             continue
-        out += [m for m in data.get("merge", []) if isinstance(m, dict)]
+        if isinstance(data, dict):
+            out.append(data)
     return out
 
 
@@ -101,7 +102,8 @@ def main() -> None:
 
     raw_lost: list[str] = []
     raw_dupes = 0
-    proposed = raw_merges(model.answers)
+    parsed = answers(model.answers)
+    proposed = [m for a in parsed for m in a.get("merge", []) if isinstance(m, dict)]
     pairs = {frozenset((a, b)) for a, _, b, _ in DUPLICATES}
     for merge in proposed:
         sources = [before[n] for n in merge.get("from") or [] if n in before]
@@ -126,7 +128,7 @@ def main() -> None:
     print("| | merges | duplicate pairs merged | specifics lost | retirements |")
     print("|---|---:|---:|---:|---:|")
     print(f"| the model's plan as it came (baseline) | {len(proposed)} | {raw_dupes} |"
-          f" {len(raw_lost)} | {sum(1 for _ in raw_retires(model.answers))} |")  # fmt: skip
+          f" {len(raw_lost)} | {sum(len(a.get('retire', [])) for a in parsed)} |")  # fmt: skip
     print(f"| memdir's plan (checked) | {len(plan.merges)} | {kept_dupes} | {len(kept_lost)} |"
           f" {len(plan.retires)} |")  # fmt: skip
     print("\nwhat memdir's plan does:")
@@ -140,17 +142,6 @@ def main() -> None:
         print(f"- {line[:160]}")
     if raw_lost:
         print(f"\nwhat the raw plan would have lost (first 12): {sorted(set(raw_lost))[:12]}")
-
-
-def raw_retires(answers: list[str]) -> list[Any]:
-    out: list[Any] = []
-    for text in answers:
-        try:
-            data = json.loads(text[text.index("{") : text.rindex("}") + 1])
-        except ValueError:
-            continue
-        out += list(data.get("retire", []))
-    return out
 
 
 if __name__ == "__main__":

@@ -575,6 +575,17 @@ def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
 
 
 @pytest.mark.slow
+def _embedded(root: Path) -> int:
+    """How many memories of the store at ``root`` have a vector (0 before the cache exists)."""
+    db = sqlite3.connect(str(root / ".memdir" / "vectors.sqlite"))
+    try:
+        return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+    finally:
+        db.close()
+
+
 def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_background(
     tmp_path: Path,
 ) -> None:
@@ -616,22 +627,13 @@ def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_backgro
             timeout=300,
         )
 
-    def embedded() -> int:
-        db = sqlite3.connect(str(root / ".memdir" / "vectors.sqlite"))
-        try:
-            return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
-        except sqlite3.Error:
-            return 0
-        finally:
-            db.close()
-
     r = memdir("search", "topic 5")
     assert r.returncode == 0 and "note-" in r.stdout
     assert "memories are being embedded in the background" in r.stderr
     deadline = time.monotonic() + 240
-    while embedded() < 600 and time.monotonic() < deadline:
+    while _embedded(root) < 600 and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert embedded() == 600
+    assert _embedded(root) == 600
     r = memdir("search", "topic 5")
     assert "background" not in r.stderr
     store.write("note-new", type="project_fact", description="A new note", body="new")
@@ -643,7 +645,6 @@ def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Pa
     """``MemoryStore.search`` from Python on a store mostly not embedded: it answers within
     its budget (BM25 for the rest) and a background indexer embeds the rest, so the searches
     after it embed only their question; an injected embedder starts nothing."""
-    import sqlite3
     import time
 
     from memdir.memory import Memory
@@ -658,24 +659,15 @@ def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Pa
     )
     (root / "config.toml").write_text("embed_budget = 0.1\n")
 
-    def embedded() -> int:
-        db = sqlite3.connect(str(root / ".memdir" / "vectors.sqlite"))
-        try:
-            return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
-        except sqlite3.Error:
-            return 0
-        finally:
-            db.close()
-
     store = MemoryStore(root)
     hits = store.search("topic 5", k=3)
     assert hits and all(h.name.startswith("note-") for h in hits)
     first = store.embedding_backlog
     assert first > 0  # the budget ran out: the rest by BM25 for now
     deadline = time.monotonic() + 240
-    while embedded() < 600 and time.monotonic() < deadline:
+    while _embedded(root) < 600 and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert embedded() == 600  # nobody but the background indexer embedded them
+    assert _embedded(root) == 600  # nobody but the background indexer embedded them
     # (files written in the last moments have no trusted identity yet: a few may still count)
     assert store.search("topic 5", k=3) and store.embedding_backlog < first
 
