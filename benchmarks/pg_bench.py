@@ -37,8 +37,8 @@ from memdir import MemoryStore
 from memdir.config import Config
 from memdir.memory import Memory
 from memdir.pglocal import LocalPostgres
-from memdir.pgstore import PgStore
 from memdir.plan import Put
+from memdir.store.pg import PgStore
 
 sys.path.insert(0, str(Path(__file__).parent))
 from recall_bench import timed_queries, write_files, zipf_text, zipf_vocab
@@ -117,7 +117,7 @@ WRITER = textwrap.dedent(
     kind, where, tag, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     mode = sys.argv[7]
     if kind == "db":
-        from memdir.pgstore import PgStore
+        from memdir.store.pg import PgStore
         url, name = where.split("#")
         store = PgStore(Config(database_url=url, store=name, embedder="none"), create=False,
                         root=Path(sys.argv[5]))

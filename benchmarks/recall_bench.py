@@ -159,7 +159,7 @@ def store_ranker(kind: str, backend: str = "files") -> Ranker:
         root = Path(tempfile.mkdtemp()) / ".memory"
         store: MemoryStore
         if backend == "postgres":
-            from memdir.pgstore import PgStore
+            from memdir.store.pg import PgStore
 
             config = Config(database_url=POSTGRES[0], store=root.parent.name, embedder=kind)
             store = PgStore(config, root=root)

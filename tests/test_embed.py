@@ -320,8 +320,8 @@ def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
     bow_server(llm_server)
     store.search("PostgreSQL", 2)  # within the retry delay: not asked again, no wait
     assert len(llm_server.requests) == asked and "BM25 alone" in store.ranking_note()
-    store._searcher().RETRY_AFTER = 0.0
-    store._searcher()._retry_at = 0.0  # the delay has passed: the next search embeds
+    store.ranker().RETRY_AFTER = 0.0
+    store.ranker()._retry_at = 0.0  # the delay has passed: the next search embeds
     assert store.search("staging environment", 1)[0].cosine is not None
     assert "hybrid" in store.ranking_note()
 
@@ -385,7 +385,7 @@ def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Pa
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
     assert store.search(PARAPHRASES[0][3], 1)[0].memory.name == "staging-database"
-    embedder = store._searcher().embedder
+    embedder = store.ranker().embedder
     assert isinstance(embedder, MiniLM)
 
     def child(queue: Any) -> None:
@@ -437,7 +437,7 @@ def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Conf
     for unrelated in ("favourite pizza topping", "banana bread recipe", "tell me a joke"):
         assert store.search(unrelated, 5) == [], unrelated
     # questions and memories are embedded differently (e5's query: and passage: prefixes)
-    embedder = store._searcher().embedder
+    embedder = store.ranker().embedder
     assert embedder is not None and embedder.multilingual
     # the environment as it was: nothing left for the commands the agent runs
     assert {k: os.environ.get(k) for k in omp} == omp

@@ -30,8 +30,8 @@ from memdir.errors import (
     SecretFound,
     StoreNotFound,
 )
-from memdir.pgstore import PgStore
 from memdir.plan import Put, Remove
+from memdir.store.pg import PgStore
 from memdir.transfer import export, import_store
 from memdir.undo import undo
 
@@ -145,7 +145,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from memdir.config import Config
     from memdir.errors import ConflictError
-    from memdir.pgstore import PgStore
+    from memdir.store.pg import PgStore
     from memdir.plan import Put
     config = Config(database_url=os.environ["URL"], store=os.environ["STORE"], embedder="none")
     store = PgStore(config, root=Path(os.environ["STATE"]))
@@ -190,7 +190,7 @@ KILLED = textwrap.dedent(
     from pathlib import Path
     from memdir import memory as memfmt
     from memdir.config import Config
-    from memdir.pgstore import PgStore
+    from memdir.store.pg import PgStore
     from memdir.plan import Put, Remove
     config = Config(database_url=os.environ["URL"], store=os.environ["STORE"], embedder="none")
     store = PgStore(config, root=Path(os.environ["STATE"]))
@@ -579,7 +579,7 @@ def test_a_database_url_is_shown_without_its_password_and_never_raises(
     url: str, shown_as: str
 ) -> None:
     """A password holding '#', '/', '?' or '@' is never read as the URL's structure."""
-    from memdir.pgschema import shown
+    from memdir.store.pgschema import shown
 
     assert shown(url) == shown_as
 
@@ -590,7 +590,7 @@ def test_a_lost_connection_is_one_line_and_the_next_call_reconnects(
     """A server restart or an admin killing the session: the store's next call after a while
     reconnects by itself; a call that meets the broken connection gets one line, never the
     driver's exception, and the one after it works. A NUL is refused before the database."""
-    from memdir.pgschema import connect
+    from memdir.store.pgschema import connect
 
     pg.write("tabs", type="user_preference", description="Tabs", body="Tabs.")
 

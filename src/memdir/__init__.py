@@ -27,10 +27,10 @@ if TYPE_CHECKING:
         StoreNotFound,
     )
     from .memory import Memory
-    from .pgstore import PgStore
     from .plan import Put, Remove
     from .scopes import Scopes
-    from .store import MemoryStore
+    from .store import MemoryStore, Store
+    from .store.pg import PgStore
 
 _WHERE = {
     "open_store": "backend",
@@ -39,11 +39,12 @@ _WHERE = {
     "Entry": "entry",
     "Hit": "entry",
     "Memory": "memory",
-    "PgStore": "pgstore",
+    "PgStore": "store.pg",
     "Put": "plan",
     "Remove": "plan",
     "Scopes": "scopes",
     "MemoryStore": "store",
+    "Store": "store",
     **{
         name: "errors"
         for name in (
@@ -109,6 +110,7 @@ __all__ = [
     "ReplyFormatError",
     "Scopes",
     "SecretFound",
+    "Store",
     "StoreLocked",
     "StoreNotFound",
     "__version__",

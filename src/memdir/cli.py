@@ -110,8 +110,9 @@ def init(c: Ctx, with_git: bool) -> None:
     click.echo(f"{verb} in {where} ({plural(len(store), 'memory', 'memories')}).")
     if with_git:
         from . import syncrepo
+        from .store import as_folder
 
-        for line in syncrepo.init(store, None):
+        for line in syncrepo.init(as_folder(store), None):
             click.echo(line[0].upper() + line[1:] + ".")
 
 
@@ -166,9 +167,8 @@ def add(
         click.echo(f"Unchanged {mem.name}: it already says exactly this.")
         return
     where = "" if scope == PROJECT else f" in the {scope} store"
-    path = mem.path if scope == PROJECT else store.root / f"{mem.name}.md"
-    if store.backend == "postgres":  # no file
-        path = store.location
+    place = store.place_of(mem.name)
+    path = mem.path if scope == PROJECT and isinstance(place, Path) else place
     click.echo(f"{'Updated' if existed else 'Saved'} {mem.name}{where} ({path}).")
 
 

@@ -20,7 +20,7 @@ from .errors import MemdirError, MemoryNotFound, StoreNotFound
 from .layout import USAGE
 from .lookup import embed_in_background
 from .scopes import PROJECT, USER, Scope, Scopes
-from .store import MemoryStore
+from .store import Store
 
 if TYPE_CHECKING:
     from .providers import ChatModel
@@ -34,11 +34,11 @@ class Ctx:
     def __init__(self, overrides: dict[str, Any]) -> None:
         self.overrides = overrides
         self._config: Config | None = None
-        self._store: MemoryStore | None = None
+        self._store: Store | None = None
         self._scopes: Scopes | None = None
         self.also: tuple[str, ...] = tuple(overrides.pop("also", None) or ())
         self.create_store = False  # commands that write set this: they may create the store
-        self._paced: list[MemoryStore] = []
+        self._paced: list[Store] = []
 
     @property
     def config(self) -> Config:
@@ -50,7 +50,7 @@ class Ctx:
         return self._config
 
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> Store:
         """The store (found as git finds .git); read commands on a missing one fail."""
         if self._store is None:
             progress = _Progress() if sys.stderr.isatty() else None
@@ -65,7 +65,7 @@ class Ctx:
             self._scopes = None  # any opened before the project store existed
         return self._store
 
-    def _pace(self, store: MemoryStore) -> None:
+    def _pace(self, store: Store) -> None:
         """A command's search embeds new memories for a few seconds at most; the rest are
         embedded by a background process when the command ends."""
         if store in self._paced:
@@ -123,7 +123,7 @@ class Ctx:
 
     def pick(
         self, spec: str, scope: str | None = None, *, write: bool = False
-    ) -> tuple[MemoryStore, str, str]:
+    ) -> tuple[Store, str, str]:
         """The store, real name and scope of the memory ``spec`` (``NAME`` or ``user:NAME``):
         the named or given scope, else the first scope holding it (project first), else the
         project's. ``write``: the scope must be writable."""
@@ -151,12 +151,12 @@ class Ctx:
             raise StoreNotFound(f"no {found.name} store yet at {found.root}")
         return found.store, spec, found.name
 
-    def user_store_for_learning(self) -> MemoryStore | None:
+    def user_store_for_learning(self) -> Store | None:
         """The user's store that extraction writes the person's memories to (None: none)."""
         scopes = self.scopes(require=False)
         return scopes.writable(USER) if scopes.user_root() is not None else None
 
-    def store_or_none(self) -> MemoryStore | None:
+    def store_or_none(self) -> Store | None:
         """The store if there is one (for commands that only log to it)."""
         try:
             return self.store
@@ -241,7 +241,7 @@ def name_and_version(spec: str) -> tuple[str, int | None]:
     return name, int(ver.lstrip("v"))
 
 
-def existing_store(c: Ctx, scope: str) -> MemoryStore:
+def existing_store(c: Ctx, scope: str) -> Store:
     """The project's or the user's store, which must exist already (never created here)."""
     if scope == PROJECT:
         return c.store

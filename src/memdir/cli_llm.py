@@ -21,7 +21,7 @@ from .usage import UsageLog
 
 if TYPE_CHECKING:
     from .providers import ChatModel, Message
-    from .store import MemoryStore
+    from .store import Store
 
 
 def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[Message]:
@@ -109,7 +109,7 @@ def read_session_file(path: Path) -> list[Message]:
     return read_transcript(path)
 
 
-def plan_lines(store: MemoryStore, plan: Any) -> list[str]:
+def plan_lines(store: Store, plan: Any) -> list[str]:
     """A consolidation plan as a readable diff."""
     lines = []
     for m in plan.merges:

@@ -12,14 +12,14 @@ from . import review as queue
 from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
 from .errors import MemoryNotFound
 from .safetext import for_terminal
-from .store import MemoryStore
+from .store import Store
 
 
-def _stores(c: Ctx) -> list[tuple[str, MemoryStore]]:
+def _stores(c: Ctx) -> list[tuple[str, Store]]:
     return [(sc.name, st) for sc, st in c.scopes(require=False).stores() if not st.read_only]
 
 
-def _find(c: Ctx, spec: str) -> tuple[str, MemoryStore, queue.Proposal, int | None]:
+def _find(c: Ctx, spec: str) -> tuple[str, Store, queue.Proposal, int | None]:
     """The store, proposal and change index (None: all) that ``ID`` or ``ID:N`` names."""
     pid, _, number = spec.partition(":")
     for scope, store in _stores(c):
@@ -80,7 +80,7 @@ def show(c: Ctx, spec: str, as_json: bool) -> None:
 
 
 def _decide(c: Ctx, specs: tuple[str, ...], every: bool, approve: bool) -> None:
-    chosen: list[tuple[MemoryStore, queue.Proposal, int]] = []
+    chosen: list[tuple[Store, queue.Proposal, int]] = []
     if every:
         chosen = [
             (st, p, i.index) for _, st in _stores(c) for p in queue.proposals(st) for i in p.pending

@@ -14,10 +14,10 @@ import click
 from .cli_context import Ctx, emit_json, existing_store, fail, json_option, pass_ctx
 from .errors import MemdirError
 from .scopes import PROJECT, USER
-from .store import MemoryStore
+from .store import Store
 
 
-def _store(c: Ctx, scope: str | None, *, create: bool = False) -> tuple[MemoryStore, str]:
+def _store(c: Ctx, scope: str | None, *, create: bool = False) -> tuple[Store, str]:
     """The store to sync: the scope asked for, else the project's if there is one, else the
     user's."""
     if scope is None:
@@ -78,13 +78,15 @@ def sync_command(
     anything under .memdir, files that are not memories, oversized files and a mass
     retirement are refused, nothing merged."""
     from . import sync, syncrepo
+    from .store import as_folder
 
     if background:
-        sync.background(c.store, c.config)
+        sync.background(as_folder(c.store), c.config)
         return
     if init_url is not None and scope != USER:
         c.create_store = True  # the user's store is created alone: never a .memory here
-    store, scope = _store(c, scope, create=init_url is not None)
+    store_, scope = _store(c, scope, create=init_url is not None)
+    store = as_folder(store_)
     if init_url is not None:
         for line in syncrepo.init(store, init_url, remote=remote or "origin"):
             if not as_json:
@@ -117,9 +119,10 @@ def sync_command(
 def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
     """Clear the conflict mark of NAME, keeping one version (the other stays in history)."""
     from . import syncrepo
+    from .store import as_folder
 
     store, real, _ = c.pick(name, scope, write=True)
-    what = syncrepo.resolve(store, real, keep)
+    what = syncrepo.resolve(as_folder(store), real, keep)
     click.echo(f"Resolved {real}: kept {what}.")
 
 

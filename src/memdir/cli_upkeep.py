@@ -16,7 +16,7 @@ from .cli_context import Ctx, emit_json, existing_store, json_option, pass_ctx, 
 from .errors import MemdirError
 from .safetext import pad, plural
 from .scopes import PROJECT, USER
-from .store import MemoryStore
+from .store import Store
 
 
 @click.command(short_help="Rebuild MEMORY.md and the search index, and embed every memory.")
@@ -58,7 +58,7 @@ def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> No
         )
 
 
-def _embed_quietly(store: MemoryStore, *, nice: bool = True) -> None:
+def _embed_quietly(store: Store, *, nice: bool = True) -> None:
     """The background embedder: low priority, one at a time per store, resumable (what it
     embedded is kept if it is stopped)."""
     import filelock
@@ -127,7 +127,7 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
         sys.exit(1)
 
 
-def _hook_report(store: MemoryStore, report: Any) -> None:
+def _hook_report(store: Store, report: Any) -> None:
     """Which host hooks are installed, and how the last learn ended."""
     from .integrations.hooks import installed, last_learn
 
@@ -167,7 +167,7 @@ def scopes(c: Ctx, as_json: bool) -> None:
     """The stores this folder sees: the project's, the user's own, and the shared read-only
     ones (read_only in config.toml, --also)."""
     try:
-        project: MemoryStore | None = c.store
+        project: Store | None = c.store
     except MemdirError:
         project = None
     from .scopes import Scopes

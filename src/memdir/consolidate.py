@@ -27,22 +27,22 @@ from .review import land
 from .safetext import for_body, for_prompt
 from .search import tokenize
 from .statefile import State, StateFile
-from .store import MemoryStore
+from .store import Store
 
 log = logging.getLogger("memdir.consolidate")
 MAX_RETIRE_PER_RUN = 200  # even with --force, one run retires at most this many
 BODY_CHARS = 1200  # per memory in the prompt
 
 
-def _file(store: MemoryStore) -> StateFile:
+def _file(store: Store) -> StateFile:
     return StateFile(store.internal / STATE, lock=store.locked)
 
 
-def _state(store: MemoryStore) -> State:
+def _state(store: Store) -> State:
     return _file(store).read()
 
 
-def _update_state(store: MemoryStore, *, turn: bool = False, **changes: Any) -> None:
+def _update_state(store: Store, *, turn: bool = False, **changes: Any) -> None:
     """Change some keys of the state (``turn``: count one more turn), reading and writing
     under the store lock, so that two agents lose no update."""
     if store.read_only:
@@ -53,12 +53,12 @@ def _update_state(store: MemoryStore, *, turn: bool = False, **changes: Any) -> 
             state["turns"] = int(state.get("turns", 0)) + 1
 
 
-def note_turn(store: MemoryStore) -> None:
+def note_turn(store: Store) -> None:
     """Count one agent turn towards the cooldown."""
     _update_state(store, turn=True)
 
 
-def changed_since_last_run(store: MemoryStore, entries: list[Entry] | None = None) -> list[Entry]:
+def changed_since_last_run(store: Store, entries: list[Entry] | None = None) -> list[Entry]:
     """Memories created or updated since the last consolidation began, and those a previous
     run left for later (its budget ran out)."""
     state = _state(store)
@@ -74,7 +74,7 @@ def changed_since_last_run(store: MemoryStore, entries: list[Entry] | None = Non
     ]
 
 
-def is_due(store: MemoryStore) -> bool:
+def is_due(store: Store) -> bool:
     """Whether an automatic run is due: past the threshold, something changed since the last
     run (a store that cannot shrink does not trigger every turn), and at least the cooldown
     number of turns after the last run."""
@@ -161,7 +161,7 @@ def _groups(entries: list[Entry], seeds: list[Entry], size: int) -> list[list[En
     return [g for g in merged if len(g) > 1]
 
 
-def _prompt(store: MemoryStore, batch: list[Entry], seen: dict[str, str | None]) -> str:
+def _prompt(store: Store, batch: list[Entry], seen: dict[str, str | None]) -> str:
     parts = []
     for e in batch:
         try:
@@ -190,7 +190,7 @@ def _proposes(cfg: Any, model: ChatModel) -> bool:
     return bool(cfg.consolidate_auto == "propose")
 
 
-def _changed_since_last_run(store: MemoryStore) -> set[str]:
+def _changed_since_last_run(store: Store) -> set[str]:
     """The memories any logged operation wrote since the last run began (by the log, not
     the clock: one second holds many writes)."""
     mark = _state(store).get("since_op")
@@ -206,7 +206,7 @@ ProgressFn = Callable[[int, int, int], None]  # (batch done, batches, model call
 
 
 def consolidate_memories(
-    store: MemoryStore,
+    store: Store,
     model: ChatModel,
     *,
     force: bool = False,
@@ -245,7 +245,7 @@ def consolidate_memories(
 
 
 def _consolidate(
-    store: MemoryStore,
+    store: Store,
     model: ChatModel,
     force: bool,
     dry_run: bool,
@@ -324,7 +324,7 @@ def _consolidate(
     return apply_plan(store, plan, ask=automatic and _proposes(cfg, model))
 
 
-def apply_plan(store: MemoryStore, plan: Consolidation, *, ask: bool = False) -> Consolidation:
+def apply_plan(store: Store, plan: Consolidation, *, ask: bool = False) -> Consolidation:
     """Apply a plan (one ``consolidate_memories(dry_run=True)`` made and a person approved)
     as one transaction, and reset the trigger; ``ask``: keep it for a person instead."""
     if not plan.is_empty():

@@ -17,7 +17,7 @@ from .plan import Change, Put, Remove
 from .recall import origin_label
 from .safetext import one_line
 from .secrets import redact
-from .store import MemoryStore
+from .store import Store
 
 
 @dataclass
@@ -129,7 +129,7 @@ def _answer(value: Any) -> dict[str, Any]:
     return value
 
 
-def _memory_from(raw: Any, store: MemoryStore) -> Memory:
+def _memory_from(raw: Any, store: Store) -> Memory:
     if not isinstance(raw, dict):
         raise ValueError("'into' must be an object")
     name = validate_name(str(raw.get("name", "")).strip())
@@ -146,7 +146,7 @@ def _memory_from(raw: Any, store: MemoryStore) -> Memory:
 
 
 def validate_plan(
-    store: MemoryStore,
+    store: Store,
     answer: dict[str, Any],
     allowed: set[str],
     *,
@@ -212,7 +212,7 @@ def validate_plan(
     return plan
 
 
-def _merge_problem(store: MemoryStore, sources: list[str], into: Memory) -> str | None:
+def _merge_problem(store: Store, sources: list[str], into: Memory) -> str | None:
     """memdir's own check of a merge (``mergecheck``): the sources as they are now."""
     try:
         return merge_problem([store.get(n) for n in sources], into)

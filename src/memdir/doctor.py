@@ -22,7 +22,7 @@ from .errors import MemdirError
 from .layout import ADOPTED, HISTORY, JOURNAL, SEARCH, VECTORS
 from .memory import Memory, safe_repr
 from .safetext import plural
-from .store import MemoryStore
+from .store import Store
 
 STALE_TEMP_SECONDS = 3600
 
@@ -56,7 +56,7 @@ class Report:
         return out
 
 
-def _internal_links(store: MemoryStore) -> list[str]:
+def _internal_links(store: Store) -> list[str]:
     """Symbolic links inside ``.memdir`` (two levels: its files and history/<name>)."""
     found = []
     for folder in (store.internal, store.internal / HISTORY):
@@ -76,7 +76,7 @@ def _internal_links(store: MemoryStore) -> list[str]:
     return found
 
 
-def _temp_files(store: MemoryStore) -> list[str]:
+def _temp_files(store: Store) -> list[str]:
     """Leftovers of killed writers: in the store, in .memdir and in every history folder."""
     folders = [store.root, store.internal]
     with contextlib.suppress(OSError):
@@ -96,7 +96,7 @@ def _temp_files(store: MemoryStore) -> list[str]:
     return out
 
 
-def _damaged_caches(store: MemoryStore) -> list[tuple[str, str]]:
+def _damaged_caches(store: Store) -> list[tuple[str, str]]:
     """The SQLite caches whose pages SQLite finds damaged, with what it said."""
     import sqlite3
 
@@ -118,7 +118,7 @@ def _damaged_caches(store: MemoryStore) -> list[tuple[str, str]]:
     return found
 
 
-def adopt(store: MemoryStore, fname: str) -> Memory:
+def adopt(store: Store, fname: str) -> Memory:
     """Make a Markdown note dropped into the folder without frontmatter a memory, by the rule
     every bare note follows (``notes.from_text``): its file name is the name, its words give
     the type, its first line the description; its text stays, as the body. The note's bytes
@@ -171,14 +171,14 @@ def _quoted(text: str) -> str | None:
     return fixed
 
 
-def _quotable(store: MemoryStore, fname: str) -> bool:
+def _quotable(store: Store, fname: str) -> bool:
     try:
         return _quoted((store.root / fname).read_text(encoding="utf-8")) is not None
     except (OSError, UnicodeDecodeError):
         return False
 
 
-def _quote(store: MemoryStore, fname: str) -> None:
+def _quote(store: Store, fname: str) -> None:
     """Quote the values YAML misread, keeping the file as it was in ``.memdir/adopted/``."""
     with store.locked():
         raw = (store.root / fname).read_bytes()
@@ -193,7 +193,7 @@ def _quote(store: MemoryStore, fname: str) -> None:
     store.refresh()
 
 
-def _empty(store: MemoryStore, fname: str) -> bool:
+def _empty(store: Store, fname: str) -> bool:
     """Whether a file holds nothing but white space (never a memory, never adopted)."""
     try:
         return not (store.root / fname).read_bytes().strip()
@@ -201,7 +201,7 @@ def _empty(store: MemoryStore, fname: str) -> bool:
         return False
 
 
-def _misnamed(store: MemoryStore) -> list[dict[str, str]]:
+def _misnamed(store: Store) -> list[dict[str, str]]:
     """Memories whose ``name:`` is not their file's name (renamed by hand on one side)."""
     out = []
     for entry in store.entries():
@@ -216,7 +216,7 @@ def _misnamed(store: MemoryStore) -> list[dict[str, str]]:
     return out
 
 
-def _adoptable(store: MemoryStore, fname: str) -> bool:
+def _adoptable(store: Store, fname: str) -> bool:
     """Whether a file without frontmatter can become a memory as it is: its name is one."""
     from .errors import InvalidName
     from .memory import validate_name
@@ -228,7 +228,7 @@ def _adoptable(store: MemoryStore, fname: str) -> bool:
     return fname.endswith(".md") and not store.read_only
 
 
-def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
+def diagnose(store: Store, *, fix: bool = False) -> Report:
     """Check ``store``; with ``fix`` also repair the index, caches and temporary files."""
     report = Report()
     links = _internal_links(store)
@@ -300,7 +300,7 @@ def diagnose(store: MemoryStore, *, fix: bool = False) -> Report:
     return report
 
 
-def _file_problems(store: MemoryStore, report: Report, fix: bool) -> None:
+def _file_problems(store: Store, report: Report, fix: bool) -> None:
     """Each file that is not a usable memory: repaired where doctor can (a bare note adopted,
     a misread colon quoted), else said with its fix."""
     for p in store.problems():
@@ -350,7 +350,7 @@ def _file_problems(store: MemoryStore, report: Report, fix: bool) -> None:
         target.append({"file": safe_repr(p.file)[1:-1], "reason": p.reason})
 
 
-def _held(store: MemoryStore, report: Report) -> None:
+def _held(store: Store, report: Report) -> None:
     """What waits for the person before any model sees it: held memories, a config.toml a
     sync brought."""
     from .held import active, holds
@@ -378,7 +378,7 @@ def _held(store: MemoryStore, report: Report) -> None:
         )
 
 
-def _sync_health(store: MemoryStore, report: Report, fix: bool) -> None:
+def _sync_health(store: Store, report: Report, fix: bool) -> None:
     """For a store kept in git: memdir's merge drivers registered, the last sync's failure."""
     from . import syncrepo
 

@@ -41,7 +41,7 @@ from .safetext import for_body, for_prompt, one_line, speaker_turn
 from .scopes import USER_TYPES
 from .search import tokenize
 from .statefile import StateFile
-from .store import MemoryStore
+from .store import Store
 
 log = logging.getLogger("memdir.extract")
 
@@ -73,7 +73,7 @@ def _prefix_digest(messages: list[Message]) -> str:
 class Cursors:
     """How many messages of each conversation were already extracted (``.memdir/cursors.json``)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.file = StateFile(store.internal / CURSORS, lock=store.locked)
         self.data = self.file.read()
@@ -220,7 +220,7 @@ SCOPE_RULE = (
 
 
 def _ask(
-    store: MemoryStore,
+    store: Store,
     model: ChatModel,
     talk: str,
     catalogue: str,
@@ -277,7 +277,7 @@ def _ago(seconds: float) -> str:
 class _Planner:
     """Turns the model's items into Puts one by one, against the store and each other."""
 
-    store: MemoryStore
+    store: Store
     shown: set[str]
     said: str
     result: Extraction
@@ -428,12 +428,12 @@ def _is_users(raw: Any) -> bool:
 
 
 def plan_extraction(
-    store: MemoryStore,
+    store: Store,
     messages: list[Message],
     model: ChatModel,
     start: int = 0,
     *,
-    user_store: MemoryStore | None = None,
+    user_store: Store | None = None,
 ) -> Extraction:
     """Ask the model about ``messages[start:]`` and turn its answer into a safe plan. With
     ``user_store``, items about the person (the model's ``scope``, else their kind) are planned
@@ -499,7 +499,7 @@ def _spoken(message: Message) -> str:
 
 
 def keep_episodes(
-    store: MemoryStore, messages: list[Message], said_at: str | None = None
+    store: Store, messages: list[Message], said_at: str | None = None
 ) -> tuple[int, list[str]]:
     """Keep the messages of the conversation not kept yet as dated turns (``episodes``): at
     once, whatever the memory model does later, so what was said is searchable even when
@@ -545,7 +545,7 @@ def _kept(rec: Any, messages: list[Message]) -> tuple[int, list[str]] | None:
     return int(rec.get("from", len(messages))), [str(r) for r in rec.get("refs", [])]
 
 
-def embed_episodes(store: MemoryStore, *, load: bool = True) -> None:
+def embed_episodes(store: Store, *, load: bool = True) -> None:
     """Embed the kept turns that have no vector yet, with the configured embedder (none:
     nothing to do), so that recall finds them by meaning without embedding them itself. With
     ``load=False`` only if this process has the embedder already (no model is loaded for it:
@@ -568,12 +568,12 @@ def embed_episodes(store: MemoryStore, *, load: bool = True) -> None:
 
 
 def extract_memories(
-    store: MemoryStore,
+    store: Store,
     messages: list[Message],
     model: ChatModel,
     *,
     apply: bool = True,
-    user_store: MemoryStore | None = None,
+    user_store: Store | None = None,
     said_at: str | None = None,
     source: str = "extract",
 ) -> Extraction:

@@ -19,9 +19,9 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING
 
 from . import index as idx
 from .cachedb import damaged
@@ -34,7 +34,7 @@ from .memory import Memory
 if TYPE_CHECKING:
     from .embed import Embedder, Vectors
     from .search import SearchIndex
-    from .vectors import Ranked, VectorIndex
+    from .vectors import Dense, Ranked, VectorIndex
 
 log = logging.getLogger("memdir")
 
@@ -327,18 +327,6 @@ class Lookup:
             f" {ALPHA:.1f} × (BM25 / best BM25)²"
         )
 
-    def rank(
-        self, query: str, k: int, *, explain: bool = False, dense: bool = True
-    ) -> list[Ranked]:
-        """The ``k`` best files for ``query``: hybrid when vectors are available (and
-        ``dense``), else BM25."""
-        import dataclasses
-
-        return [
-            dataclasses.replace(r, key=r.key[1])
-            for r in rank_many([self], query, k, explain=explain, dense=dense)
-        ]
-
     def dense_ready(self, query: str) -> bool:
         """Whether this query can be ranked with vectors here (else BM25 alone)."""
         if self.vectors is None or self.dense_error is not None or self.embedder is None:
@@ -348,126 +336,26 @@ class Lookup:
         self.last_bm25_only = not reads(self.embedder, query)
         return not self.last_bm25_only
 
+    # -- taking part in a ranking (``ranking.Ranker``) --------------------------------------
 
-def rank_many(
-    lookups: list[Lookup], query: str, k: int, *, explain: bool = False, dense: bool = True
-) -> list[Ranked]:
-    """The ``k`` best memories of one or more stores (keys ``(store index, file)``): BM25 with
-    the statistics of all of them together, so that scores compare, fused with cosines when
-    ``dense`` and every store has vectors from one embedder."""
+    def held(self) -> threading.RLock:
+        return self._mutex
 
-    if not lookups:
-        return []
-    try:
-        return _rank_many(lookups, query, k, explain=explain, dense=dense)
-    except sqlite3.DatabaseError as exc:
-        if not damaged(exc):
-            raise
-        for lookup in lookups:
-            lookup.discard(exc)
-        return _rank_many(lookups, query, k, explain=explain, dense=dense)
+    def prepare(self, dense: bool) -> SearchIndex:
+        return self._sync(dense)
 
+    def size(self) -> int:
+        return len(self.catalog.entries)
 
-def _rank_many(
-    lookups: list[Lookup], query: str, k: int, *, explain: bool, dense: bool
-) -> list[Ranked]:
-    from contextlib import ExitStack
+    def dense(self, qvec: Vectors, names: list[str]) -> Dense[str]:
+        assert self.vectors is not None
+        return self.vectors.cosines(qvec)
 
-    from .search import tokenize
-    from .vectors import Dense, Ranked, hybrid
-
-    with ExitStack() as held:
-        for lookup in lookups:  # always in the same order: no two searches deadlock
-            held.enter_context(lookup._mutex)
-        searches = [lookup._sync(dense) for lookup in lookups]
-        for lookup in lookups:
-            lookup.last_bm25_only = False
-        names = {lk.embedder.name for lk in lookups if lk.embedder is not None}
-        dense = dense and len(names) == 1 and all(lk.dense_ready(query) for lk in lookups)
-        # a store mostly not embedded yet ranks by BM25 alone: fusing would favour the few
-        # memories that have a vector over the many that do not
-        if dense and any(lk.backlog * 10 > len(lk.catalog.entries) for lk in lookups):
-            dense = False
-            for lookup in lookups:
-                lookup.dense_error = (
-                    f"{lookup.backlog} memories are not embedded yet (the background indexer"
-                    " embeds them): BM25 alone until then"
-                )
-        pool = max(k, 100) if dense else k
-        bm25: list[tuple[tuple[int, str], float]] = []
-        if len(searches) == 1:  # its own statistics are the whole corpus's
-            bm25 = [((0, key), s) for key, s in searches[0].search(query, pool)]
-        else:
-            terms = list(dict.fromkeys(tokenize(query)))
-            df: dict[str, int] = {}
-            sizes = []
-            tokens = 0
-            for search in searches:
-                part, n_docs, n_tokens = search.stats(terms)
-                for t, n in part.items():
-                    df[t] = df.get(t, 0) + n
-                sizes.append(n_docs)
-                tokens += n_tokens
-            docs = sum(sizes)
-            for i, search in enumerate(searches):
-                # each store scores its share of the candidates one store would score
-                share = max(pool, search.candidates * max(1, sizes[i]) // max(1, docs))
-                bm25 += [
-                    ((i, key), s)
-                    for key, s in search.search(
-                        query, pool, stats=(df, docs, tokens), candidates=share
-                    )
-                ]
-        bm25.sort(key=lambda h: (-h[1], h[0]))
-        if dense:
-            embedder = lookups[0].embedder
-            assert embedder is not None
-
-            def sides(qvec: Vectors) -> list[Dense[tuple[int, str]]]:
-                out = []
-                for i, lookup in enumerate(lookups):
-                    assert lookup.vectors is not None
-                    d = lookup.vectors.cosines(qvec)
-                    out.append(Dense(_Tagged(i, d.keys), d.cos, _row_in(i, d.row)))
-                return out
-
-            try:
-                return hybrid(embedder, query, bm25, sides, k, explain=explain)
-            except MemdirError as exc:  # the embedder failed: BM25 alone, and say why
-                for lookup in lookups:
-                    lookup.failed(exc)
-        return [Ranked(key, s, n + 1, s) for n, (key, s) in enumerate(bm25[:k])]
-
-
-class _Tagged(Sequence[tuple[int, str]]):
-    """Store ``index``'s keys as ``(index, key)``, made only for the few looked at (a query
-    must not build a tuple for each of 100,000 memories)."""
-
-    def __init__(self, index: int, keys: Sequence[str]) -> None:
-        self.store_index, self.keys = index, keys
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    @overload
-    def __getitem__(self, i: int) -> tuple[int, str]: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[tuple[int, str]]: ...
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return [(self.store_index, k) for k in self.keys[i]]
-        return (self.store_index, self.keys[i])
-
-
-def _row_in(
-    index: int, row: Callable[[str], int | None]
-) -> Callable[[tuple[int, str]], int | None]:
-    """A key's row in store ``index``'s matrix (None for other stores' keys)."""
-
-    def lookup(key: tuple[int, str]) -> int | None:
-        return row(key[1]) if key[0] == index else None
-
-    return lookup
+    def repair(self, exc: Exception) -> bool:
+        if not isinstance(exc, sqlite3.DatabaseError) or not damaged(exc):
+            return False
+        self.discard(exc)
+        return True
 
 
 def embed_in_background(root: Path) -> bool:

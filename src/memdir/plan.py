@@ -1,6 +1,6 @@
 """Plans: the changes extraction, consolidation and people ask of a store, as plain values.
 
-A plan is a list of ``Put`` and ``Remove``; ``MemoryStore.apply`` carries it out as one
+A plan is a list of ``Put`` and ``Remove``; ``Store.apply`` carries it out as one
 transaction. ``screen`` refuses or redacts credentials in what a plan would write.
 This module does NOT touch files.
 """

@@ -18,7 +18,7 @@ from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
 from .safetext import CJK_CHAR, one_line
 from .search import STOP_WORDS, tokenize
 from .secrets import redact
-from .store import MemoryStore
+from .store import Store
 
 TYPE_ALIASES = {
     "preference": "user_preference",
@@ -44,7 +44,7 @@ def _words(text: str) -> set[str]:
     return {t for t in tokenize(text) if not any(ch.isdigit() for ch in t)}
 
 
-def duplicate_of(store: MemoryStore, item: Memory) -> str | None:
+def duplicate_of(store: Store, item: Memory) -> str | None:
     """An existing memory of the same type this new one clearly duplicates (near-identical
     description), or corrects: it says it replaces something ("now", "not", "no longer"…)
     and is about the same subject (most of its words, numbers aside, are that memory's). The
@@ -67,7 +67,7 @@ def duplicate_of(store: MemoryStore, item: Memory) -> str | None:
     return None
 
 
-def borrowed_description(store: MemoryStore, item: Memory) -> str | None:
+def borrowed_description(store: Store, item: Memory) -> str | None:
     """Why ``item`` pairs another memory's description with a body about something else (a
     model copies a recalled memory's line, then writes a new fact under it), or None. Saved,
     it would update that memory with the unrelated text, or describe the new fact wrongly in
@@ -172,7 +172,7 @@ _GENERIC_WORDS = {
 }
 
 
-def coerce(raw: Any, store: MemoryStore, taken: set[str]) -> tuple[str, Memory] | str:
+def coerce(raw: Any, store: Store, taken: set[str]) -> tuple[str, Memory] | str:
     """(action, memory) from one item of the model's answer, or the reason it was dropped.
     Text is redacted here, so the plan shown to a person never holds a credential."""
     if not isinstance(raw, dict):

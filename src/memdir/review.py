@@ -4,7 +4,7 @@ Extraction, consolidation, the MCP ``remember`` tool and the agent's ``save_memo
 plans to ``land``: applied at once by default (``review = "auto"``), or kept as a proposal in
 ``.memdir/review/<id>.json`` (secrets already redacted) until a person approves, edits or
 rejects each change (``memdir review``, ``memdir ui``). An approved change is applied through
-``MemoryStore.apply`` like any other write (history, log, MEMORY.md, undo); a rejection is
+``Store.apply`` like any other write (history, log, MEMORY.md, undo); a rejection is
 logged. This module does NOT decide what to learn.
 """
 
@@ -27,7 +27,7 @@ from .instructions import screen as screen_instructions
 from .layout import INTERNAL, REVIEW
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
-from .store import MemoryStore
+from .store import Store
 from .transaction import new_op_id
 
 MODES = ("auto", "ask")
@@ -124,12 +124,12 @@ def held_why(change: Change) -> str | None:
     return None if why is None else f"held: {why}"
 
 
-def _folder(store: MemoryStore) -> Path:
+def _folder(store: Store) -> Path:
     return store.root / INTERNAL / REVIEW
 
 
 def land(
-    store: MemoryStore,
+    store: Store,
     plan: list[Change],
     *,
     source: str,
@@ -156,9 +156,7 @@ def land(
     return dataclasses.replace(queued, held=tuple(why.values()))
 
 
-def _queue(
-    store: MemoryStore, plan: list[Change], *, source: str, summary: str, secrets: str
-) -> Landed:
+def _queue(store: Store, plan: list[Change], *, source: str, summary: str, secrets: str) -> Landed:
     """Keep ``plan`` as a proposal for a person (one already waiting is not added twice)."""
     plan = screen(plan, secrets)  # nothing unredacted waits on disk
     items: list[ItemData] = []
@@ -195,7 +193,7 @@ def _queue(
     return Landed(proposal=propose(store, fresh, source=source, summary=summary))
 
 
-def propose(store: MemoryStore, items: list[ItemData], *, source: str, summary: str) -> str:
+def propose(store: Store, items: list[ItemData], *, source: str, summary: str) -> str:
     """Queue ``items`` (already screened) as one proposal for a person; its id."""
     pid = new_op_id()
     data: ProposalData = {
@@ -216,7 +214,7 @@ def _read(path: Path) -> Proposal | None:
         return None
 
 
-def proposals(store: MemoryStore) -> list[Proposal]:
+def proposals(store: Store) -> list[Proposal]:
     """Proposals with changes still waiting, oldest first."""
     folder = _folder(store)
     if not folder.is_dir():
@@ -225,7 +223,7 @@ def proposals(store: MemoryStore) -> list[Proposal]:
     return [p for p in out if p is not None and p.pending]
 
 
-def get(store: MemoryStore, pid: str) -> Proposal:
+def get(store: Store, pid: str) -> Proposal:
     """One proposal; MemoryNotFound naming the fix."""
     if not pid or "/" in pid or pid.startswith("."):
         raise MemoryNotFound(f"no proposal {pid!r} — 'memdir review' lists them")
@@ -235,7 +233,7 @@ def get(store: MemoryStore, pid: str) -> Proposal:
     return found
 
 
-def diff(store: MemoryStore, item: Item) -> str:
+def diff(store: Store, item: Item) -> str:
     """The change as a unified diff against the memory as it is now (a held arrival: what it
     changed, from the text it replaced)."""
     if item.action == "hold":
@@ -268,7 +266,7 @@ def diff(store: MemoryStore, item: Item) -> str:
 
 
 def decide(
-    store: MemoryStore,
+    store: Store,
     pid: str,
     index: int,
     *,
@@ -310,7 +308,7 @@ def decide(
 
 
 def _decide_hold(
-    store: MemoryStore, proposal: Proposal, item: Item, approve: bool, source: str
+    store: Store, proposal: Proposal, item: Item, approve: bool, source: str
 ) -> Operation | None:
     """A held arrival: approved, it is recalled from now on; rejected, the text it replaced
     comes back (a new memory is retired), as this machine's own change."""
@@ -327,7 +325,7 @@ def _decide_hold(
     return store.log(limit=1)[-1]
 
 
-def _mark(store: MemoryStore, proposal: Proposal, index: int, state: str) -> None:
+def _mark(store: Store, proposal: Proposal, index: int, state: str) -> None:
     proposal.items[index].state = state
     path = _folder(store) / f"{proposal.id}.json"
     if not proposal.pending:
@@ -337,6 +335,6 @@ def _mark(store: MemoryStore, proposal: Proposal, index: int, state: str) -> Non
     write_atomic(path, json.dumps(data, ensure_ascii=False).encode())
 
 
-def waiting(store: MemoryStore) -> int:
+def waiting(store: Store) -> int:
     """How many changes wait for a person."""
     return sum(len(p.pending) for p in proposals(store))

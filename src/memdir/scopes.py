@@ -8,7 +8,7 @@
   from, never written, never consolidated (a team's checked-in conventions). Not even caches
   are written there: they live in the user's cache folder (``~/.cache/memdir/shared``).
 
-Each is an ordinary ``MemoryStore`` with its own MEMORY.md and caches. ``Scopes`` reads them as
+Each is an ordinary ``Store`` with its own MEMORY.md and caches. ``Scopes`` reads them as
 one: a catalogue where each entry is tagged with its scope, and one search whose BM25 scores
 share one corpus's statistics (and whose cosines come from one embedder: ``embed.from_config``
 shares one per model in a process), so scores compare
@@ -43,7 +43,7 @@ from .errors import (
 from .memory import Memory
 from .plan import Put
 from .provenance import Origin
-from .store import MemoryStore
+from .store import MemoryStore, Store
 
 if TYPE_CHECKING:
     from .embed import Embedder
@@ -97,7 +97,7 @@ def route(config: Config, type: str, scope: str | None = None) -> str:
 
 def open_user_store(
     root: Path, config: Config, *, watch: bool | None = False, embedder: Embedder | None = None
-) -> MemoryStore:
+) -> Store:
     """The user's store at ``root``, created owner-only (0700) if it does not exist."""
     if not root.is_dir():
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -123,7 +123,7 @@ class Scope:
     name: str  # "project", "user", or "shared:<folder>"
     root: Path
     writable: bool
-    store: MemoryStore | None  # None: not created yet (the user store before its first write)
+    store: Store | None  # None: not created yet (the user store before its first write)
 
 
 def _shared_label(path: Path, taken: set[str]) -> str:
@@ -141,7 +141,7 @@ class Scopes:
         self,
         config: Config,
         *,
-        project: MemoryStore | None = None,
+        project: Store | None = None,
         also: Sequence[str | os.PathLike[str]] = (),
         create: bool = False,
         watch: bool | None = None,
@@ -196,15 +196,22 @@ class Scopes:
                 seen.add(path.absolute())
                 self.scopes.append(Scope(label, path, False, self._open_shared(path)))
 
+    @classmethod
+    def of(cls, reader: Reader) -> Scopes:
+        """``reader`` read as scopes: itself, or one store as a scope of one (the project's)."""
+        if isinstance(reader, Scopes):
+            return reader
+        return cls(reader.config, project=reader, scopes=(PROJECT,))
+
     # -- the stores ---------------------------------------------------------------------------
 
-    def _open(self, root: Path, *, create: bool) -> MemoryStore:
+    def _open(self, root: Path, *, create: bool) -> Store:
         """The user's own store: opened with the user's own settings, never a project's."""
         return MemoryStore(
             root, dataclasses.replace(self.config.own, dir=root), create=create, watch=self.watch
         )
 
-    def _open_shared(self, root: Path) -> MemoryStore:
+    def _open_shared(self, root: Path) -> Store:
         """A shared store, read-only: its caches live in the user's cache folder, so nothing
         is ever written into it."""
         import hashlib
@@ -221,7 +228,7 @@ class Scopes:
             cache_dir=caches,
         )
 
-    def stores(self) -> list[tuple[Scope, MemoryStore]]:
+    def stores(self) -> list[tuple[Scope, Store]]:
         """The scopes that have a store, project first."""
         return [(s, s.store) for s in self.scopes if s.store is not None]
 
@@ -233,7 +240,7 @@ class Scopes:
         known = ", ".join(s.name for s in self.scopes) or "none"
         raise StoreNotFound(f"no {name} store here (scopes: {known}) — see 'memdir scopes'")
 
-    def writable(self, name: str) -> MemoryStore:
+    def writable(self, name: str) -> Store:
         """The store of a writable scope, created (owner-only for the user's) if need be."""
         s = self.scope(name)
         if not s.writable:
@@ -277,7 +284,7 @@ class Scopes:
         return next((s.root for s in self.scopes if s.name == USER), None)
 
     @property
-    def project(self) -> MemoryStore | None:
+    def project(self) -> Store | None:
         return next((s.store for s in self.scopes if s.name == PROJECT), None)
 
     @property
@@ -369,31 +376,23 @@ class Scopes:
         """The ``k`` best memories over every scope, with comparable scores, each with its
         scope and catalogue entry (named as the catalogue shows it; a same-content copy
         hidden by the project's is left out)."""
-        from .lookup import rank_many, to_hit
+        from .lookup import to_hit
+        from .ranking import rank_many
 
-        every = self.stores()
-        pairs = [(sc, st) for sc, st in every if not st.ranks_alone]
-        ranked = rank_many([store._searcher() for _, store in pairs], query, k, explain=explain)
+        pairs = self.stores()
+        ranked = rank_many([store.ranker() for _, store in pairs], query, k, explain=explain)
         by_file = self._view().by_file
         out = []
         for r in ranked:
             i, key = r.key
-            found = by_file.get((pairs[i][0].name, key))
+            scope, store = pairs[i]
+            entry = store.entry_at(key)
+            found = None if entry is None else by_file.get((scope.name, entry.file))
             if found is not None:
                 e, name = found
                 shown = e if name == e.name else dataclasses.replace(e, name=name)
-                out.append(to_hit(shown, r, lambda e: self.get(e.name), pairs[i][0].name))
-        for scope, store in every:
-            if not store.ranks_alone:
-                continue
-            for hit in store.search(query, k, explain=explain):  # a database ranks its own
-                found = by_file.get((scope.name, hit.entry.file))
-                if found is not None:
-                    e, name = found
-                    shown = e if name == e.name else dataclasses.replace(e, name=name)
-                    out.append(dataclasses.replace(hit, entry=shown, scope=scope.name))
-        out.sort(key=lambda h: -h.score)
-        return out[:k]
+                out.append(to_hit(shown, r, lambda e: self.get(e.name), scope.name))
+        return out
 
     def ranking_note(self) -> str:
         pairs = self.stores()
@@ -413,3 +412,6 @@ class _View:
         self.entries = [
             e if shown == e.name else dataclasses.replace(e, name=shown) for _, e, shown in located
         ]
+
+
+Reader = Store | Scopes  # one store, or several read as one (``Scopes.of``)

@@ -19,9 +19,9 @@ from .atomic import write_atomic
 from .errors import InvalidMemory
 from .layout import INTERNAL
 from .memory import CONFLICT_KEY
-from .recall import Reader, estimate_tokens, held_names, index_section, origin_label
+from .recall import estimate_tokens, held_names, index_section, origin_label
 from .safetext import one_line
-from .scopes import Scopes
+from .scopes import Reader, Scopes
 
 STANDING_TYPES = ("user_preference", "feedback")  # about the person and how to work
 SESSIONS = "standing.json"  # .memdir: which memories each recent session was given
@@ -43,12 +43,10 @@ class Standing:
 def standing(store: Reader, budget_tokens: int, index_lines: int, index_bytes: int) -> Standing:
     """The standing memories (pinned first, then the newest), within ``budget_tokens``, and
     the memory index after them."""
+    store = Scopes.of(store)
     held = held_names(store)
-    located = (
-        [(sc.name, e, shown) for sc, e, shown in store.located()]
-        if isinstance(store, Scopes)
-        else [("", e, e.name) for e in store.entries()]
-    )
+    several = len(store.scopes) > 1
+    located = [(sc.name if several else "", e, shown) for sc, e, shown in store.located()]
     chosen = [
         (scope, e, shown)
         for scope, e, shown in located
@@ -116,8 +114,7 @@ def given(store: Reader, session: str | None) -> set[str]:
 
 
 def _home(store: Reader) -> Path | None:
-    stores = [st for _, st in store.stores()] if isinstance(store, Scopes) else [store]
-    for st in stores:
+    for _, st in Scopes.of(store).stores():
         if not st.read_only:
             return st.root / INTERNAL
     return None

@@ -1,7 +1,7 @@
 """Applying a plan to a store's folder as one transaction: the journal, the files, history,
 the log, MEMORY.md and the caches, safe to finish after a crash at any point.
 
-``MemoryStore.apply`` holds the lock and calls ``prepare``, ``preflight`` and ``execute``;
+``Store.apply`` holds the lock and calls ``prepare``, ``preflight`` and ``execute``;
 ``recover`` finishes what a crashed writer left in the journal. This module does NOT lock (the
 store does) and does NOT screen secrets (``plan.screen`` does, before).
 """
@@ -280,7 +280,7 @@ class Transaction:
         authors: Mapping[str, str] | None = None,
     ) -> Operation | None:
         """Record what something other than memdir (a git merge) did to the folder (see
-        ``MemoryStore.adopt``); called holding the lock."""
+        ``Store.adopt``); called holding the lock."""
         op_id = new_op_id()
         changes: _list[ChangeRecord] = []
         kept_as_other: set[str] = set()  # conflicts whose other side is the text kept here

@@ -13,10 +13,10 @@ from pathlib import Path
 from .errors import ConflictError, StoreNotFound
 from .history import Operation
 from .layout import INTERNAL
-from .store import MemoryStore, Taken
+from .store import MemoryStore, Store, Taken
 
 
-def items_of(store: MemoryStore) -> list[Taken]:
+def items_of(store: Store) -> list[Taken]:
     """Every memory of ``store`` and every retired one, with its history, as ``take`` wants."""
     out: list[Taken] = []
     for name in [e.name for e in store.entries()] + store.retired():
@@ -26,7 +26,7 @@ def items_of(store: MemoryStore) -> list[Taken]:
     return out
 
 
-def export(store: MemoryStore, dest: Path, *, source: str = "export") -> Operation | None:
+def export(store: Store, dest: Path, *, source: str = "export") -> Operation | None:
     """Write ``store`` as a files store at ``dest`` (new, or a store without memories)."""
     if dest.exists() and not dest.is_dir():
         raise ConflictError(f"{dest} is a file — give a folder to export into")
@@ -37,7 +37,7 @@ def export(store: MemoryStore, dest: Path, *, source: str = "export") -> Operati
         return target.take(items_of(store), source=source)
 
 
-def import_store(src: Path, store: MemoryStore, *, source: str = "import") -> Operation | None:
+def import_store(src: Path, store: Store, *, source: str = "import") -> Operation | None:
     """Load the files store at ``src`` (memories and history) into ``store``."""
     if not (src / INTERNAL).is_dir() and not any(src.glob("*.md")):
         raise StoreNotFound(f"no memory store at {src} — give the folder that holds the .md files")

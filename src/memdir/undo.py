@@ -14,10 +14,10 @@ from .history import Operation
 from .layout import ADOPTED
 from .memory import loads
 from .plan import Change, Put, Remove
-from .store import MemoryStore
+from .store import Store
 
 
-def last_undoable(store: MemoryStore) -> Operation | None:
+def last_undoable(store: Store) -> Operation | None:
     """The newest operation that is not an undo and was not undone yet."""
     ops = store.log()
     undone = {op.undoes for op in ops if op.undoes}
@@ -27,7 +27,7 @@ def last_undoable(store: MemoryStore) -> Operation | None:
     return None
 
 
-def undo(store: MemoryStore, *, force: bool = False) -> tuple[Operation, Operation | None]:
+def undo(store: Store, *, force: bool = False) -> tuple[Operation, Operation | None]:
     """Revert the last undoable operation; returns it and the undo operation. A memory
     changed since (by hand, or by a tool that left no log line) is not reverted over that
     change unless ``force``: ConflictError names it (the change would still be kept in
@@ -56,7 +56,7 @@ def undo(store: MemoryStore, *, force: bool = False) -> tuple[Operation, Operati
     return target, op
 
 
-def _notes_back(store: MemoryStore, target: Operation) -> None:
+def _notes_back(store: Store, target: Operation) -> None:
     """Undoing doctor's adoption of a bare note: the note's own file again, byte for byte."""
     kept = store.internal / ADOPTED
     with store.locked():
@@ -68,7 +68,7 @@ def _notes_back(store: MemoryStore, target: Operation) -> None:
                 copy.unlink()
 
 
-def _refuse_over_later_edits(store: MemoryStore, target: Operation, present: set[str]) -> None:
+def _refuse_over_later_edits(store: Store, target: Operation, present: set[str]) -> None:
     """ConflictError if a memory the target touched was changed since memdir last wrote it
     (by hand, or by a tool that left no log line): its file is not what the latest logged
     operation on it wrote."""

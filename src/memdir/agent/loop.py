@@ -42,7 +42,7 @@ from ..recall import (
 from ..safetext import one_line
 from ..scopes import Scopes, open_user_store
 from ..secrets import redact_tree
-from ..store import MemoryStore
+from ..store import Store
 from .tools import Tools
 
 log = logging.getLogger("memdir.agent")
@@ -172,7 +172,7 @@ class MemoryWorker:
 
 
 def resume_handed_over(
-    store: MemoryStore, worker: MemoryWorker, model: ChatModel, user_root: Path | None = None
+    store: Store, worker: MemoryWorker, model: ChatModel, user_root: Path | None = None
 ) -> int:
     """Queue the extractions an earlier agent handed over; returns how many."""
     spool = store.internal / PENDING
@@ -199,7 +199,7 @@ def resume_handed_over(
 
 
 def _extract_job(
-    shared: MemoryStore, snapshot: list[Message], model: ChatModel, user_root: Path | None = None
+    shared: Store, snapshot: list[Message], model: ChatModel, user_root: Path | None = None
 ) -> Callable[[], str | None]:
     def job() -> str | None:
         # A store object of its own: caches and the search connection are not shared with the
@@ -235,7 +235,7 @@ def _extract_job(
 def agent_loop(
     messages: list[Message],
     *,
-    store: MemoryStore,
+    store: Store,
     model: ChatModel,
     memory_model: ChatModel | None = None,
     tools: Tools,
@@ -253,7 +253,7 @@ def agent_loop(
     emit = on_event or (lambda kind, text: None)
     turn = Turn()
     start = len(messages)
-    reader: MemoryStore | Scopes = scopes if scopes is not None else store
+    reader: Store | Scopes = scopes if scopes is not None else store
     _recall(turn, reader, messages, memory_model, emit)
     system = build_system((base_system or BASE_SYSTEM).format(root=tools.root), reader)
     if window:
@@ -295,7 +295,7 @@ def _fits(messages: list[Message], block: str, system: str, tools: Tools, window
 
 
 def _learn(
-    store: MemoryStore,
+    store: Store,
     messages: list[Message],
     worker: MemoryWorker | None,
     memory_model: ChatModel | None,
@@ -322,7 +322,7 @@ def _learn(
 
 def _recall(
     turn: Turn,
-    store: MemoryStore | Scopes,
+    store: Store | Scopes,
     messages: list[Message],
     memory_model: ChatModel | None,
     emit: EventFn,

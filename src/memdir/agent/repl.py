@@ -21,7 +21,7 @@ from ..memory import slugify
 from ..providers import ChatModel, Message
 from ..safetext import plural
 from ..scopes import Scopes
-from ..store import MemoryStore
+from ..store import Store
 from .loop import EXIT_WAIT, MemoryWorker, Turn, agent_loop, resume_handed_over
 from .permissions import Gate
 from .terminal import (
@@ -52,7 +52,7 @@ class Session:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: Store,
         model: ChatModel,
         memory_model: ChatModel | None,
         root: Path,

@@ -28,7 +28,7 @@ from ..proposal import borrowed_description, coerce, duplicate_of, kind_of
 from ..providers import ToolInput, ToolSpec
 from ..review import held_why, land
 from ..scopes import USER, Scopes
-from ..store import MemoryStore
+from ..store import Store
 from .permissions import Gate
 
 OUTPUT_CAP = 20_000
@@ -126,7 +126,7 @@ class Tools:
     def __init__(
         self,
         root: Path,
-        store: MemoryStore,
+        store: Store,
         *,
         bash_timeout: float = BASH_TIMEOUT,
         gate: Gate | None = None,

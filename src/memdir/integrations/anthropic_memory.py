@@ -41,7 +41,7 @@ from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_nam
 from ..notes import first_line, from_text, guess_type
 from ..plan import Put, Remove
 from ..safetext import lines_of
-from ..store import MemoryStore
+from ..store import Store
 
 ROOT = "/memories"
 USER = ROOT + "/user"
@@ -68,9 +68,9 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: Store,
         *,
-        user_store: MemoryStore | None = None,
+        user_store: Store | None = None,
         default_type: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -81,7 +81,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
 
     @classmethod
     def with_user_store(
-        cls, store: MemoryStore, config: Config | None = None, **kwargs: Any
+        cls, store: Store, config: Config | None = None, **kwargs: Any
     ) -> MemdirMemoryTool:
         """The tool over ``store`` and the user's own store where ``config`` places it
         (default: the store's; ``memdir.load_config()`` reads ``MEMDIR_USER_DIR`` too), created
@@ -112,7 +112,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
 
     # -- paths ------------------------------------------------------------------------------
 
-    def _locate(self, path: str, *, allow_dir: bool = False) -> tuple[MemoryStore, str | None]:
+    def _locate(self, path: str, *, allow_dir: bool = False) -> tuple[Store, str | None]:
         """The store and memory a path names (memory None: that store's folder itself)."""
         raw = unquote(unquote(path or "")).replace("\\", "/")
         if raw.split("/")[0] == ROOT[1:]:  # "memories/…": only the leading slash left out
@@ -157,13 +157,13 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             store = self.user_store  # a preference the tool kept in the user's store
         return store, name
 
-    def _file(self, path: str) -> tuple[MemoryStore, str]:
+    def _file(self, path: str) -> tuple[Store, str]:
         """The store and memory of a path that must name a file."""
         store, name = self._locate(path)
         assert name is not None
         return store, name
 
-    def _memory(self, store: MemoryStore, name: str, path: str) -> Memory:
+    def _memory(self, store: Store, name: str, path: str) -> Memory:
         """The memory, read through the same no-follow handle the store checks with."""
         try:
             mem = store.get(name)
@@ -178,7 +178,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         except (MemdirError, UnicodeDecodeError) as exc:
             raise ToolError(f"{path} cannot be read ({exc}) — see 'memdir doctor'") from None
 
-    def _write(self, store: MemoryStore, changes: list[Any], summary: str) -> None:
+    def _write(self, store: Store, changes: list[Any], summary: str) -> None:
         limit = store.config.max_file_bytes
         for change in changes:
             if isinstance(change, Put) and len(change.memory.body.encode()) > limit:
@@ -195,7 +195,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         except MemdirError as exc:
             raise ToolError(str(exc)) from None
 
-    def _new(self, store: MemoryStore, name: str, text: str, path: str) -> Memory:
+    def _new(self, store: Store, name: str, text: str, path: str) -> Memory:
         """The memory a created file's text describes: its own frontmatter, or the type its
         words suggest and its first line as the description."""
         if len(text.encode()) > store.config.max_file_bytes:
@@ -227,7 +227,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
 
     # -- commands -----------------------------------------------------------------------------
 
-    def _listing(self, store: MemoryStore, folder: str) -> list[str]:
+    def _listing(self, store: Store, folder: str) -> list[str]:
         lines = [f"{_size(4096)}\t{folder}"]
         for e in store.entries():
             try:

@@ -35,7 +35,7 @@ from ..providers import Message
 from ..recall import message_text
 from ..scopes import Scopes, open_user_store, user_store_dir
 from ..spawn import start_memdir
-from ..store import MemoryStore
+from ..store import Store
 from .hostsettings import HOSTS as HOSTS
 from .hostsettings import install as install
 from .hostsettings import installed as installed
@@ -344,7 +344,7 @@ def _reader(config: Config, budget: float, *, watch: bool = False) -> Scopes:
     memories without a vector yet rank by BM25 and are embedded in the background (the
     learn worker, ``memdir index --background``), never on the person's time."""
     try:
-        project: MemoryStore | None = open_store(config, create=False, watch=watch)
+        project: Store | None = open_store(config, create=False, watch=watch)
     except StoreNotFound:
         project = None
     scopes = Scopes(config, project=project, watch=watch)

@@ -28,7 +28,7 @@ from ..recall import estimate_tokens, log_recall, render_block, select
 from ..review import held_why, land
 from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
-from ..store import MemoryStore
+from ..store import Store
 
 log = logging.getLogger("memdir.mcp")
 PAGE_TOKENS = 2000  # a page of `list` never costs the host more than this
@@ -47,9 +47,9 @@ class MemoryServer:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self._store: MemoryStore | None = None
+        self._store: Store | None = None
         self._scopes: Scopes | None = None
-        self._user: MemoryStore | None = None
+        self._user: Store | None = None
         self._lock = threading.Lock()
         self._model: Any = None
         self.client = ""  # the connected host's name (its initialize request's clientInfo)
@@ -60,7 +60,7 @@ class MemoryServer:
         name = re.sub(r"[^\w.-]+", "-", self.client.strip().lower())[:40].strip("-")
         return f"mcp:{name}" if name else "mcp"
 
-    def store(self, *, create: bool = False) -> MemoryStore:
+    def store(self, *, create: bool = False) -> Store:
         if self._store is None:
             try:
                 self._store = open_store(self.config, create=create, watch=True)
@@ -75,7 +75,7 @@ class MemoryServer:
         """The project's, the user's and the shared stores, read as one."""
         if self._scopes is None or (self._scopes.project is None and self._store is not None):
             try:
-                project: MemoryStore | None = self.store()
+                project: Store | None = self.store()
             except ToolError:
                 project = None
             self._scopes = Scopes(self.config, project=project, watch=True)
@@ -83,7 +83,7 @@ class MemoryServer:
             self.store()  # the usual "no memory store" error
         return self._scopes
 
-    def writable(self, where: str) -> MemoryStore:
+    def writable(self, where: str) -> Store:
         """The project's store (created if need be) or the user's (created owner-only)."""
         if where == PROJECT:
             if (
@@ -101,11 +101,11 @@ class MemoryServer:
             self._scopes = None  # read the stores again, the new one included
         return self._user
 
-    def user_or_none(self) -> MemoryStore | None:
+    def user_or_none(self) -> Store | None:
         """The user's store if this server has opened it."""
         return self._user
 
-    def target(self, shown: str, *, write: bool = True) -> tuple[MemoryStore, str]:
+    def target(self, shown: str, *, write: bool = True) -> tuple[Store, str]:
         """The store and real name of the memory ``shown`` (``user:NAME`` for the user's
         copy of a name the project also has; a forgotten memory's store is the one whose
         history holds it); the project's when no scope holds it."""

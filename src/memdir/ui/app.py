@@ -1,5 +1,5 @@
 """The routes of ``memdir ui``: every page reads the stores in scope, every form changes them
-through ``MemoryStore`` (history kept, secrets screened, MEMORY.md current, undo works).
+through ``Store`` (history kept, secrets screened, MEMORY.md current, undo works).
 
 This module does NOT check who is asking (``access`` does) or start the server (``cli_ui``).
 """
@@ -31,7 +31,7 @@ from ..errors import MemdirError
 from ..recalllog import RecallEntry
 from ..recalllog import entries as recall_entries
 from ..scopes import Scopes
-from ..store import MemoryStore
+from ..store import Store
 from ..usage import UsageLog
 from .access import Access
 from .charts import growth_chart, usage_chart
@@ -91,10 +91,10 @@ class UI:
         )
         return self.templates.TemplateResponse(request, template, data, status_code=status)
 
-    def _writable(self) -> list[tuple[str, MemoryStore]]:
+    def _writable(self) -> list[tuple[str, Store]]:
         return [(sc.name, st) for sc, st in self.scopes.stores() if not st.read_only]
 
-    def _store(self, scope: str) -> MemoryStore:
+    def _store(self, scope: str) -> Store:
         found = self.scopes.scope(scope).store
         if found is None:
             raise MemdirError(f"no {scope} store here")
@@ -375,14 +375,14 @@ def _frontmatter(mem: memfmt.Memory | None) -> str:
     return head
 
 
-def _text_of(store: MemoryStore, name: str, mem: memfmt.Memory | None, which: str) -> str:
+def _text_of(store: Store, name: str, mem: memfmt.Memory | None, which: str) -> str:
     if which == "now":
         return memfmt.dumps(mem) if mem is not None else ""
     return store.version_text(name, int(which.lstrip("v")))
 
 
 def _diff(
-    store: MemoryStore, name: str, mem: memfmt.Memory | None, a: str, b: str
+    store: Store, name: str, mem: memfmt.Memory | None, a: str, b: str
 ) -> list[tuple[str, str]] | str:
     """The lines of a diff between two versions ("now" or a number), each with its kind."""
     try:

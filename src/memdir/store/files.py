@@ -16,51 +16,33 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from . import index as idx
-from . import memory as memfmt
-from .atomic import write_atomic
-from .config import Config, store_config
-from .entry import Entry, Hit
-from .errors import ConflictError, InvalidMemory, MemoryNotFound
-from .folder import Folder
-from .history import History, Journal, Operation, Version
-from .layout import HISTORY, INTERNAL, JOURNAL, LOG
-from .lock import WritersLock, open_folder
-from .lookup import Lookup, to_hit
-from .memory import Memory
-from .plan import Change, Put, Remove, screen
-from .provenance import Ledger, Origin
-from .transaction import Transaction, check_memory, new_op_id, not_a_link
+from .. import index as idx
+from .. import memory as memfmt
+from ..atomic import write_atomic
+from ..config import Config, store_config
+from ..entry import Entry
+from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
+from ..folder import Folder
+from ..history import History, Journal, Operation, Version
+from ..layout import HISTORY, INTERNAL, JOURNAL, LOG
+from ..lock import WritersLock, open_folder
+from ..lookup import Lookup
+from ..memory import Memory
+from ..plan import Change, Put, Remove, screen
+from ..provenance import Ledger, Origin
+from ..transaction import Transaction, new_op_id, not_a_link
+from .base import Store, StoreBase, Taken, checked_items
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
-    from .embed import Embedder
+    from ..embed import Embedder
 
 
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
-# A memory as ``take`` brings it in: its name, its file text (None: only history), its history.
-Taken = tuple[str, str | None, Sequence[tuple[Version, str]]]
 
 
-def checked_items(
-    items: Sequence[Taken], config: Config
-) -> _list[tuple[str, Memory | None, str | None, Sequence[tuple[Version, str]]]]:
-    """``take``'s items parsed and checked as a write would check them (every backend): the
-    name, the memory its text holds (None: only history), the text, the history."""
-    out = []
-    for name, text, versions in items:
-        norm = memfmt.validate_name(name)
-        mem = None if text is None else memfmt.loads(text)
-        if mem is not None:
-            if mem.name != norm:
-                raise InvalidMemory(f"the text given for {norm!r} names {mem.name!r}")
-            check_memory(mem, config)
-        out.append((norm, mem, text, versions))
-    return out
-
-
-class MemoryStore:
+class MemoryStore(StoreBase):
     """The memories in one folder.
 
     ``config``: as given (``config.load_config`` resolves it as the ``memdir`` command does,
@@ -136,6 +118,9 @@ class MemoryStore:
         with self._writers.held():
             yield
 
+    def _read_entry(self, entry: Entry) -> Memory:
+        return self._tx.current(entry)
+
     def _try_locked(self, fn: Callable[[], None]) -> bool:
         """Run ``fn`` holding the lock if it is free right now; never wait (readers use this
         to finish a crashed writer's journal or repair MEMORY.md)."""
@@ -169,12 +154,6 @@ class MemoryStore:
         self._tracker.close()
         self._lookup.close()
 
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @property
     def index_path(self) -> Path:
         """The path of MEMORY.md."""
@@ -184,6 +163,14 @@ class MemoryStore:
     def location(self) -> str:
         """Where the memories are, as a person reads it (the folder)."""
         return str(self.root.absolute())
+
+    def where_kept(self) -> str:
+        """Where the memories are, as the system prompt says it."""
+        return f"Markdown files in `{self.root}`"
+
+    def place_of(self, name: str) -> Path | str:
+        """Where the memory called ``name`` is kept: its file."""
+        return self.root / memfmt.filename_for(memfmt.validate_name(name))
 
     @property
     def watching(self) -> bool:
@@ -273,40 +260,22 @@ class MemoryStore:
         ranked by BM25 alone until embedded."""
         return self._lookup.backlog
 
-    backend = "files"  # where the memories are kept: "files", or "postgres" (``PgStore``)
-    ranks_alone = False  # a database store ranks in the database, not through ``_searcher``
-
-    def _searcher(self) -> Lookup:
-        """The search index and vectors, caught up (``Scopes`` ranks several stores as one)."""
-        self._folder.catch_up()
-        return self._lookup
-
     def ranking_note(self) -> str:
         """How searches rank right now: BM25 alone (and why) or hybrid with which model."""
         return self._lookup.describe()
 
-    def _entry_of(self, fname: str) -> Entry | None:
-        """The current memory in file ``fname`` (as rankings name them), if any."""
-        rec = self._catalog.state.get(fname)
+    def ranker(self) -> Lookup:
+        """The search index and vectors, caught up (``ranking.rank_many`` ranks with them)."""
+        self._folder.catch_up()
+        return self._lookup
+
+    def entry_at(self, key: str) -> Entry | None:
+        """The current memory in file ``key`` (as rankings name them), if any."""
+        rec = self._catalog.state.get(key)
         entry = rec[1] if rec else None
         return (
             entry if entry is not None and self._catalog.entries.get(entry.name) is entry else None
         )
-
-    def search(
-        self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
-    ) -> _list[Hit]:
-        """The ``k`` memories that best match ``query``, best first (``hit.memory`` reads the
-        body): BM25 fused with embedding similarity when an embedder is configured
-        (``memdir[embed]``) and ``dense``, else BM25. ``explain`` fills in each method's rank
-        and score, ranking the dense side over every memory (slower)."""
-        self._folder.catch_up()
-        out = []
-        for r in self._lookup.rank(query, k, explain=explain, dense=dense):
-            entry = self._entry_of(r.key)
-            if entry is not None:
-                out.append(to_hit(entry, r, self._tx.current))
-        return out
 
     def __len__(self) -> int:
         self._folder.catch_up()
@@ -320,28 +289,6 @@ class MemoryStore:
         return self._catalog.version
 
     # -- writing ----------------------------------------------------------------------------
-
-    def write(
-        self,
-        name: str,
-        *,
-        type: str,
-        description: str,
-        body: str = "",
-        extra: dict[str, Any] | None = None,
-        expect: str | None = None,
-        reason: str = "",
-        source: str = "api",
-        secrets: str = "refuse",
-    ) -> Memory:
-        """Create or overwrite one memory; the previous version goes to history."""
-        mem = Memory(name=name, type=type, description=description, body=body, extra=extra or {})
-        self.apply([Put(mem, reason=reason, expect=expect)], source=source, secrets=secrets)
-        return self.get(mem.name)
-
-    def delete(self, name: str, *, reason: str = "", source: str = "api") -> None:
-        """Delete one memory; its last version stays in history."""
-        self.apply([Remove(name, reason=reason)], source=source)
 
     def purge(self, name: str, version: int | None = None, *, source: str = "api") -> int:
         """Remove ``name`` for good: the memory and every kept version (or only ``version``),
@@ -524,44 +471,12 @@ class MemoryStore:
             )
         return self.get(new)
 
-    def set_pinned(self, name: str, pinned: bool, *, source: str = "api") -> bool:
-        """Pin (never consolidated or changed automatically) or unpin a memory; False when it
-        already was."""
-        current = self.get(name)
-        if current.pinned == pinned:
-            return False
-        extra = {k: v for k, v in current.extra.items() if k != "pinned"}
-        if pinned:
-            extra["pinned"] = True
-        self.apply(
-            [
-                Put(
-                    current.replace(extra=extra),
-                    expect=current.digest,
-                    merge_extra=False,
-                    reason="pinned" if pinned else "unpinned",
-                )
-            ],
-            source=source,
-            summary=f"{'pin' if pinned else 'unpin'} {current.name}",
-            secrets="allow",
-        )
-        return True
 
-    def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory:
-        """Bring back a history version (the latest by default); the current one is kept too."""
-        versions = self.history(name)
-        if not versions:
-            raise MemoryNotFound(f"memory {name!r} has no history — nothing to restore")
-        number = versions[-1].version if version is None else version
-        mem = memfmt.loads(self.version_text(name, number))
-        if mem.name != memfmt.validate_name(name):
-            mem = mem.replace(name=memfmt.validate_name(name))
-        # The user's own earlier text: restored as it was, even if it held a credential.
-        self.apply(
-            [Put(mem, reason=f"restore version {number}", merge_extra=False)],
-            source=source,
-            summary=f"restore {name} to version {number}",
-            secrets="allow",
-        )
-        return self.get(name)
+def as_folder(store: Store) -> MemoryStore:
+    """``store`` as the folder it is, for what only a folder does (git sync, adopting a
+    merge); MemdirError for a database store."""
+    if isinstance(store, MemoryStore):
+        return store
+    raise MemdirError(
+        "a database store is not synced through git — 'memdir export DIR' writes a copy as files"
+    )

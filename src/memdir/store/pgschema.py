@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import ConfigError, MemdirError
+from ..errors import ConfigError, MemdirError
 
 if TYPE_CHECKING:
     import psycopg

@@ -13,18 +13,20 @@ This module does NOT write memories.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import MemdirError
+from ..errors import MemdirError
+from ..ranking import Stats
+from ..search import CANDIDATE_SHARE, CANDIDATES, MIN_POSTINGS, bm25, idf_of, tokenize
+from ..vectors import BATCH, DENSE_CANDIDATES, Dense, memory_text
 from .pgschema import lock_key
-from .search import CANDIDATE_SHARE, CANDIDATES, MIN_POSTINGS, bm25, idf_of, tokenize
-from .vectors import BATCH, DENSE_CANDIDATES, Dense, Ranked, hybrid, memory_text
 
 if TYPE_CHECKING:
-    from .embed import Embedder, Vectors
-    from .pgstore import PgStore
+    from ..embed import Embedder, Vectors
+    from .pg import PgStore
 
 log = logging.getLogger("memdir")
 ANALYZE_AFTER = 1000  # vectors written by one sync after which the table's statistics are renewed
@@ -44,6 +46,7 @@ class PgSearch:
         self.last_bm25_only = False
         self._indexed: set[int] = set()
         self._synced = -1  # the store's version when every memory last had its vector
+        self._mutex = threading.RLock()
 
     def close(self) -> None:
         pass
@@ -51,7 +54,7 @@ class PgSearch:
     def _make_embedder(self) -> Embedder | None:
         if not self._made:
             self._made = True
-            from .embed import EmbedError, from_config
+            from ..embed import EmbedError, from_config
 
             try:
                 self.embedder = from_config(self.store.config)
@@ -61,39 +64,59 @@ class PgSearch:
 
     # -- BM25 ------------------------------------------------------------------------------------
 
-    def bm25(self, query: str, k: int) -> list[tuple[str, float]]:
+    candidates = CANDIDATES
+
+    def stats(self, terms: list[str]) -> Stats:
+        """Document frequencies of ``terms`` (those present), documents, tokens."""
+        with self.store._read() as conn:
+            return self._stats(conn, terms)
+
+    def _stats(self, conn: Any, terms: list[str]) -> Stats:
+        sid = self.store.sid
+        df = dict(
+            conn.execute(
+                "SELECT term, df FROM memdir_terms WHERE store = %s AND term = ANY(%s) AND df > 0",
+                (sid, terms),
+            ).fetchall()
+        )
+        n_docs, n_tokens = conn.execute(
+            "SELECT docs, tokens FROM memdir_stores WHERE id = %s", (sid,)
+        ).fetchone() or (0, 0)
+        return df, int(n_docs), int(n_tokens)
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        stats: Stats | None = None,
+        candidates: int | None = None,
+    ) -> list[tuple[str, float]]:
         """The best ``k`` names for ``query`` with their BM25 scores, as ``SearchIndex.search``
-        ranks a folder's memories."""
+        ranks a folder's memories (``stats`` and ``candidates`` as there)."""
         terms = list(dict.fromkeys(tokenize(query)))
         if not terms or k <= 0:
             return []
         sid = self.store.sid
         with self.store._read() as conn:
-            df = dict(
-                conn.execute(
-                    "SELECT term, df FROM memdir_terms WHERE store = %s AND term = ANY(%s)"
-                    " AND df > 0",
-                    (sid, terms),
-                ).fetchall()
-            )
+            df, n_docs, n_tokens = self._stats(conn, terms)
             terms = [t for t in terms if t in df]
             if not terms:
                 return []
-            n_docs, n_tokens = conn.execute(
-                "SELECT docs, tokens FROM memdir_stores WHERE id = %s", (sid,)
-            ).fetchone() or (0, 0)
-            idf = idf_of(terms, df, int(n_docs))
-            cap = max(MIN_POSTINGS, CANDIDATE_SHARE * int(n_docs))
+            g_df, g_docs, g_tokens = stats or (df, n_docs, n_tokens)
+            idf = idf_of(terms, {t: g_df.get(t, df[t]) for t in terms}, g_docs)
+            cap = max(MIN_POSTINGS, CANDIDATE_SHARE * n_docs)
             gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
             rest = sorted((t for t in terms if t not in gather), key=lambda t: df[t])
             while sum(df[t] for t in gather) < k and rest:  # too few: widen with the next rarest
                 gather.append(rest.pop(0))
+            limit = max(candidates or self.candidates, k)
             if len(gather) == 1:  # one term: every candidate weighs the same, take them in order
                 rows = conn.execute(
                     "SELECT m.name, m.length, m.tok_name, m.tok_description, m.tok_body"
                     " FROM memdir_memories m WHERE m.store = %s AND m.name IN (SELECT name"
                     " FROM memdir_postings WHERE store = %s AND term = %s ORDER BY name LIMIT %s)",
-                    (sid, sid, gather[0], max(CANDIDATES, k)),
+                    (sid, sid, gather[0], limit),
                 ).fetchall()
             else:
                 rows = conn.execute(
@@ -103,9 +126,9 @@ class PgSearch:
                     " ORDER BY w DESC, p.name LIMIT %s)"
                     " SELECT m.name, m.length, m.tok_name, m.tok_description, m.tok_body"
                     " FROM c JOIN memdir_memories m ON m.store = %s AND m.name = c.name",
-                    (gather, [idf[t] for t in gather], sid, max(CANDIDATES, k), sid),
+                    (gather, [idf[t] for t in gather], sid, limit, sid),
                 ).fetchall()
-        avgdl = int(n_tokens) / max(1, int(n_docs))
+        avgdl = g_tokens / max(1, g_docs)
         scored = sorted(
             ((-bm25(cols, length, idf, avgdl), name) for name, length, *cols in rows),
         )
@@ -151,7 +174,7 @@ class PgSearch:
             if not rows:
                 break
             texts = []
-            from .memory import loads
+            from ..memory import loads
 
             for _, text, _ in rows:
                 mem = loads(text)
@@ -191,7 +214,7 @@ class PgSearch:
             )
         self._indexed.add(dim)
 
-    def _dense(self, qvec: Vectors, names: list[str], embedder: Embedder) -> list[Dense[str]]:
+    def _dense(self, qvec: Vectors, names: list[str], embedder: Embedder) -> Dense[str]:
         """The nearest vectors to the query and the cosines of ``names`` (BM25's hits)."""
         import numpy as np
 
@@ -216,41 +239,42 @@ class PgSearch:
         cos.update(more)
         keys = list(cos)
         row = {k: i for i, k in enumerate(keys)}
-        return [Dense(keys, np.array([cos[k] for k in keys], dtype=np.float32), row.get)]
+        return Dense(keys, np.array([cos[k] for k in keys], dtype=np.float32), row.get)
 
-    def rank(
-        self, query: str, k: int, *, explain: bool = False, dense: bool = True
-    ) -> list[Ranked]:
-        """The ``k`` best names: hybrid when an embedder is configured (and ``dense``), else
-        BM25."""
-        depth = max(k, 100) if dense else k  # as deep as a folder's search fuses
-        hits = self.bm25(query, depth)
-        embedder = self._make_embedder() if dense else None
-        from .embed import reads
+    # -- taking part in a ranking (``ranking.Ranker``) ----------------------------------------
 
-        if embedder is not None and not reads(embedder, query):
-            self.last_bm25_only, embedder = True, None
-        else:
-            self.last_bm25_only = False
-        if embedder is not None and self.dense_error is None:
+    def held(self) -> threading.RLock:
+        return self._mutex
+
+    def prepare(self, dense: bool) -> PgSearch:
+        if dense and self._make_embedder() is not None and self.dense_error is None:
             try:
                 self.sync(self.budget)
-                names = [n for n, _ in hits]
-                return hybrid(
-                    embedder,
-                    query,
-                    hits,
-                    lambda q: self._dense(q, names, embedder),
-                    k,
-                    explain=explain,
-                )
             except MemdirError as exc:
-                self.dense_error = str(exc)
-                log.warning("memdir: search by meaning failed, BM25 alone: %s", exc)
-        return [
-            Ranked(name, score, i + 1, score, None, None)
-            for i, (name, score) in enumerate(hits[:k])
-        ]
+                self.failed(exc)
+        return self
+
+    def size(self) -> int:
+        return len(self.store)
+
+    def dense_ready(self, query: str) -> bool:
+        if self.embedder is None or self.dense_error is not None:
+            return False
+        from ..embed import reads
+
+        self.last_bm25_only = not reads(self.embedder, query)
+        return not self.last_bm25_only
+
+    def dense(self, qvec: Vectors, names: list[str]) -> Dense[str]:
+        assert self.embedder is not None
+        return self._dense(qvec, names, self.embedder)
+
+    def failed(self, exc: MemdirError) -> None:
+        self.dense_error = str(exc)
+        log.warning("memdir: search by meaning failed, BM25 alone: %s", exc)
+
+    def repair(self, exc: Exception) -> bool:
+        return False  # the database keeps no cache of its own to throw away
 
     def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
         saved, self.progress = self.progress, progress
@@ -273,7 +297,7 @@ class PgSearch:
             return f"ranking: BM25 alone ({self.dense_error or 'no embedder configured'})"
         if self.dense_error:
             return f"ranking: BM25 alone ({embedder.name} failed: {self.dense_error})"
-        from .vectors import ALPHA
+        from ..vectors import ALPHA
 
         return (
             f"ranking: hybrid in PostgreSQL, {1 - ALPHA:.1f} × cosine ({embedder.name},"

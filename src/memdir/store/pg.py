@@ -1,4 +1,4 @@
-"""``PgStore``: a ``MemoryStore`` whose memories live in PostgreSQL, for many agents on many
+"""``PgStore``: a store (``base.Store``) whose memories live in PostgreSQL, for many agents on many
 hosts sharing one memory.
 
 Same contract as the folder: every change goes through ``apply(plan)``, one database
@@ -21,38 +21,38 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import index as idx
-from . import memory as memfmt
-from . import pgschema
-from .config import Config
-from .entry import Entry, Hit
-from .errors import (
+from .. import index as idx
+from .. import memory as memfmt
+from ..config import Config
+from ..entry import Entry
+from ..errors import (
     ConflictError,
     MemdirError,
     MemoryNotFound,
     PlanError,
     StoreNotFound,
 )
-from .history import ChangeRecord, Operation, Version
-from .layout import INTERNAL
-from .memory import Memory
-from .plan import Change, Put, Remove, screen
-from .provenance import HAND, Origin, label_of
-from .search import columns_of
-from .store import MemoryStore, Taken, checked_items
-from .transaction import check_memory, new_op_id, settle_put
-from .vectors import memory_text
-from .watch import WATCH_AFTER
+from ..history import ChangeRecord, Operation, Version
+from ..layout import INTERNAL
+from ..memory import Memory
+from ..plan import Change, Put, Remove, screen
+from ..provenance import HAND, Origin, label_of
+from ..search import columns_of
+from ..transaction import check_memory, new_op_id, settle_put
+from ..vectors import memory_text
+from ..watch import WATCH_AFTER
+from . import pgschema
+from .base import Store, StoreBase, Taken, checked_items
 
 if TYPE_CHECKING:
     import psycopg
 
-    from .embed import Embedder
+    from ..embed import Embedder
     from .pgsearch import PgSearch
 
 _list = list
@@ -77,7 +77,7 @@ def state_dir(config: Config) -> Path:
 IDLE_CHECK = 30.0  # seconds unused after which a connection is looked at before it is used
 
 
-class PgStore(MemoryStore):
+class PgStore(StoreBase):
     """The memories of one named store in a PostgreSQL database.
 
     ``config.database_url`` and ``config.store`` say which; ``create``: make the store if the
@@ -241,7 +241,7 @@ class PgStore(MemoryStore):
         self._listener = threading.Thread(target=run, name="memdir-listen", daemon=True)
         self._listener.start()
 
-    # -- the MemoryStore surface --------------------------------------------------------------
+    # -- the Store surface --------------------------------------------------------------------
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -266,7 +266,7 @@ class PgStore(MemoryStore):
         self._reload()
         return dict(self._entries)
 
-    def reopen(self) -> MemoryStore:
+    def reopen(self) -> Store:
         return PgStore(self.config, create=False, root=self.root, embedder=self._embedder)
 
     def close(self) -> None:
@@ -282,7 +282,7 @@ class PgStore(MemoryStore):
     def index_path(self) -> Path:
         """MEMORY.md as rendered now, in the local state folder."""
         path = self.root / idx.INDEX_FILE
-        from .atomic import write_atomic
+        from ..atomic import write_atomic
 
         write_atomic(path, self.render_index().encode())
         return path
@@ -293,6 +293,12 @@ class PgStore(MemoryStore):
     @property
     def location(self) -> str:
         return f"{pgschema.shown(self.url)} (store {self.store_name!r})"
+
+    def where_kept(self) -> str:
+        return f"in PostgreSQL, {self.location}"
+
+    def place_of(self, name: str) -> Path | str:
+        return self.location  # no file: the store it is in
 
     @property
     def watching(self) -> bool:
@@ -350,12 +356,6 @@ class PgStore(MemoryStore):
 
     # -- search --------------------------------------------------------------------------------
 
-    backend = "postgres"
-    ranks_alone = True
-
-    def _searcher(self) -> Any:
-        raise TypeError("a database store ranks on its own: call search()")
-
     def _ranker(self) -> PgSearch:
         if self._search is None:
             from .pgsearch import PgSearch
@@ -384,18 +384,14 @@ class PgStore(MemoryStore):
     def ranking_note(self) -> str:
         return self._ranker().describe()
 
-    def search(
-        self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
-    ) -> _list[Hit]:
-        from .lookup import to_hit
-
+    def ranker(self) -> PgSearch:
+        """BM25 over the postings and the vectors, the catalogue caught up."""
         self._catch_up()
-        out = []
-        for r in self._ranker().rank(query, k, explain=explain, dense=dense):
-            entry = self._entries.get(r.key)
-            if entry is not None:
-                out.append(to_hit(entry, r, lambda e: self.get(e.name)))
-        return out
+        return self._ranker()
+
+    def entry_at(self, key: str) -> Entry | None:
+        """The current memory called ``key`` (a database ranks names), if any."""
+        return self._entries.get(key)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -660,21 +656,6 @@ class PgStore(MemoryStore):
         with self._txn() as conn:
             self._log(conn, op, self._next_seq(conn))
         return op
-
-    def adopt(
-        self,
-        before: Mapping[str, bytes | None],
-        *,
-        source: str,
-        summary: str,
-        reason: str = "",
-        others: Mapping[str, bytes] | None = None,
-        authors: Mapping[str, str] | None = None,
-    ) -> Operation | None:
-        raise MemdirError(
-            "a database store is not synced through git — 'memdir export DIR' writes a copy"
-            " as files"
-        )
 
     def check(self, memory: Memory) -> Memory:
         return check_memory(memory, self.config)

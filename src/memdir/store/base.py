@@ -1,0 +1,268 @@
+"""The store contract: ``Store``, what recall, scopes, the hosts, the UI and the CLI call on a
+store, and ``StoreBase``, the operations every backend does alike on top of its own few.
+
+A backend (``files.MemoryStore``, ``pg.PgStore``) implements the primitives — reading the
+catalogue and a memory, ``apply`` (one crash-safe transaction), history, the log and its
+``ranker`` — and inherits the rest from ``StoreBase``: writing, deleting, pinning, restoring
+and searching are the same rules on every backend. What only one backend can do (a folder's
+``adopt`` of a git merge) is not part of the contract; callers that need it take that backend.
+``tests/test_store_contract.py`` runs one set of tests against every backend.
+This module does NOT keep memories anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+
+from .. import index as idx
+from .. import memory as memfmt
+from ..config import Config
+from ..entry import Entry, Hit
+from ..errors import InvalidMemory, MemoryNotFound
+from ..history import Operation, Version
+from ..memory import Memory
+from ..plan import Change, Put, Remove
+from ..provenance import Origin
+from ..transaction import check_memory
+
+if TYPE_CHECKING:
+    from ..ranking import Ranker
+
+_list = list  # ``Store.list`` shadows the builtin inside the class bodies
+# A memory as ``take`` brings it in: its name, its file text (None: only history), its history.
+Taken = tuple[str, str | None, Sequence[tuple[Version, str]]]
+
+
+def checked_items(
+    items: Sequence[Taken], config: Config
+) -> _list[tuple[str, Memory | None, str | None, Sequence[tuple[Version, str]]]]:
+    """``take``'s items parsed and checked as a write would check them (every backend): the
+    name, the memory its text holds (None: only history), the text, the history."""
+    out = []
+    for name, text, versions in items:
+        norm = memfmt.validate_name(name)
+        mem = None if text is None else memfmt.loads(text)
+        if mem is not None:
+            if mem.name != norm:
+                raise InvalidMemory(f"the text given for {norm!r} names {mem.name!r}")
+            check_memory(mem, config)
+        out.append((norm, mem, text, versions))
+    return out
+
+
+@runtime_checkable
+class Store(Protocol):
+    """One store of memories, wherever it keeps them.
+
+    Errors are the same from every backend: MemoryNotFound (with a did-you-mean), InvalidName,
+    InvalidMemory, SecretFound, ConflictError (a stale ``expect``, a taken name), PlanError,
+    StoreNotFound, ReadOnlyStore, StoreLocked."""
+
+    root: Path  # this host's folder for the store (the memories' own, or a state folder)
+    internal: Path  # memdir's own files under ``root`` (review queue, recall log, cursors)
+    config: Config
+    read_only: bool
+
+    # -- reading
+    def entries(self, type: str | None = None) -> _list[Entry]: ...
+    def get(self, name: str) -> Memory: ...
+    def list(self, type: str | None = None) -> _list[Memory]: ...
+    def text(self, name: str) -> str: ...
+    def __contains__(self, name: object) -> bool: ...
+    def __len__(self) -> int: ...
+    @property
+    def version(self) -> int: ...
+    def problems(self) -> _list[idx.Problem]: ...
+    def retired(self) -> _list[str]: ...
+    def origin(self, name: str) -> Origin: ...
+    @property
+    def location(self) -> str: ...
+    def where_kept(self) -> str: ...
+    def place_of(self, name: str) -> Path | str:
+        """Where the memory ``name`` is kept: its file (a Path), or where the store is."""
+        ...
+
+    @property
+    def index_path(self) -> Path: ...
+    @property
+    def watching(self) -> bool: ...
+
+    # -- ranking
+    def ranker(self) -> Ranker: ...
+    def entry_at(self, key: str) -> Entry | None: ...
+    def search(
+        self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
+    ) -> _list[Hit]: ...
+    def ranking_note(self) -> str: ...
+    def pace_embedding(
+        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
+    ) -> None: ...
+    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int: ...
+    def discard_caches(self) -> None: ...
+    @property
+    def embedding_backlog(self) -> int: ...
+
+    # -- changing
+    def locked(self) -> AbstractContextManager[None]: ...
+    def apply(
+        self,
+        plan: Sequence[Change],
+        *,
+        source: str = "api",
+        summary: str = "",
+        secrets: str = "refuse",
+        undoes: str | None = None,
+    ) -> Operation | None: ...
+    def write(
+        self,
+        name: str,
+        *,
+        type: str,
+        description: str,
+        body: str = "",
+        extra: dict[str, Any] | None = None,
+        expect: str | None = None,
+        reason: str = "",
+        source: str = "api",
+        secrets: str = "refuse",
+    ) -> Memory: ...
+    def delete(self, name: str, *, reason: str = "", source: str = "api") -> None: ...
+    def purge(self, name: str, version: int | None = None, *, source: str = "api") -> int: ...
+    def rename(self, old: str, new: str, *, source: str = "api") -> Memory: ...
+    def set_pinned(self, name: str, pinned: bool, *, source: str = "api") -> bool: ...
+    def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory: ...
+    def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation: ...
+    def take(self, items: Sequence[Taken], *, source: str) -> Operation | None: ...
+    def check(self, memory: Memory) -> Memory: ...
+
+    # -- history and log
+    def history(self, name: str) -> _list[Version]: ...
+    def version_text(self, name: str, version: int) -> str: ...
+    def log(self, limit: int | None = None) -> _list[Operation]: ...
+
+    # -- the object itself
+    def refresh(self) -> None: ...
+    def rebuild(self) -> dict[str, Entry]: ...
+    def reopen(self) -> Store: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Store: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class StoreBase:
+    """The operations every backend does alike, written once over the ``Store`` primitives
+    (``get``, ``apply``, ``history``, ``version_text``, ``ranker``, ``entry_at``)."""
+
+    config: Config
+
+    # the primitives each backend provides (``Store``); declared here for the type checker
+    if TYPE_CHECKING:
+
+        def get(self, name: str) -> Memory: ...
+        def apply(
+            self,
+            plan: Sequence[Change],
+            *,
+            source: str = "api",
+            summary: str = "",
+            secrets: str = "refuse",
+            undoes: str | None = None,
+        ) -> Operation | None: ...
+        def history(self, name: str) -> _list[Version]: ...
+        def version_text(self, name: str, version: int) -> str: ...
+        def ranker(self) -> Ranker: ...
+        def entry_at(self, key: str) -> Entry | None: ...
+        def close(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def write(
+        self,
+        name: str,
+        *,
+        type: str,
+        description: str,
+        body: str = "",
+        extra: dict[str, Any] | None = None,
+        expect: str | None = None,
+        reason: str = "",
+        source: str = "api",
+        secrets: str = "refuse",
+    ) -> Memory:
+        """Create or overwrite one memory; the previous version goes to history."""
+        mem = Memory(name=name, type=type, description=description, body=body, extra=extra or {})
+        self.apply([Put(mem, reason=reason, expect=expect)], source=source, secrets=secrets)
+        return self.get(mem.name)
+
+    def delete(self, name: str, *, reason: str = "", source: str = "api") -> None:
+        """Delete one memory; its last version stays in history."""
+        self.apply([Remove(name, reason=reason)], source=source)
+
+    def set_pinned(self, name: str, pinned: bool, *, source: str = "api") -> bool:
+        """Pin (never consolidated or changed automatically) or unpin a memory; False when it
+        already was."""
+        current = self.get(name)
+        if current.pinned == pinned:
+            return False
+        extra = {k: v for k, v in current.extra.items() if k != "pinned"}
+        if pinned:
+            extra["pinned"] = True
+        self.apply(
+            [
+                Put(
+                    current.replace(extra=extra),
+                    expect=current.digest,
+                    merge_extra=False,
+                    reason="pinned" if pinned else "unpinned",
+                )
+            ],
+            source=source,
+            summary=f"{'pin' if pinned else 'unpin'} {current.name}",
+            secrets="allow",
+        )
+        return True
+
+    def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory:
+        """Bring back a history version (the latest by default); the current one is kept too."""
+        versions = self.history(name)
+        if not versions:
+            raise MemoryNotFound(f"memory {name!r} has no history — nothing to restore")
+        number = versions[-1].version if version is None else version
+        mem = memfmt.loads(self.version_text(name, number))
+        if mem.name != memfmt.validate_name(name):
+            mem = mem.replace(name=memfmt.validate_name(name))
+        # The user's own earlier text: restored as it was, even if it held a credential.
+        self.apply(
+            [Put(mem, reason=f"restore version {number}", merge_extra=False)],
+            source=source,
+            summary=f"restore {name} to version {number}",
+            secrets="allow",
+        )
+        return self.get(name)
+
+    def search(
+        self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
+    ) -> _list[Hit]:
+        """The ``k`` memories that best match ``query``, best first (``hit.memory`` reads the
+        body): BM25 fused with embedding similarity when an embedder is configured
+        (``memdir[embed]``) and ``dense``, else BM25. ``explain`` fills in each method's rank
+        and score, ranking the dense side over every memory (slower)."""
+        from ..lookup import to_hit
+        from ..ranking import rank_many
+
+        out = []
+        for r in rank_many([self.ranker()], query, k, explain=explain, dense=dense):
+            entry = self.entry_at(r.key[1])
+            if entry is not None:
+                out.append(to_hit(entry, r, self._read_entry))
+        return out
+
+    def _read_entry(self, entry: Entry) -> Memory:
+        return self.get(entry.name)

