@@ -191,16 +191,17 @@ KILLED = textwrap.dedent(
     from memdir import memory as memfmt
     from memdir.config import Config
     from memdir.store.pg import PgStore
+    from memdir.store.pgwrite import Writer
     from memdir.plan import Put, Remove
     config = Config(database_url=os.environ["URL"], store=os.environ["STORE"], embedder="none")
     store = PgStore(config, root=Path(os.environ["STATE"]))
-    real = PgStore._index
+    real = Writer.index
     def slow(self, *args, **kw):
         out = real(self, *args, **kw)
         Path(os.environ["MARK"]).write_text("inside")
         time.sleep(60)
         return out
-    PgStore._index = slow
+    Writer.index = slow
     store.apply([
         Put(memfmt.Memory(name="half-a", type="project_fact", description="a")),
         Put(memfmt.Memory(name="half-b", type="project_fact", description="b")),

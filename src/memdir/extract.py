@@ -12,16 +12,14 @@ This module does NOT decide when to run (the agent loop and the CLI do).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import prompts
+from .conversation import Cursors, embed_episodes, keep_episodes, render_new
 from .errors import InvalidMemory, InvalidName, MemdirError
 from .history import Operation
-from .layout import CURSORS, EPISODE_CURSORS
 from .memory import Memory, skeleton
 from .notes import sounds_like_preference
 from .plan import Put
@@ -37,10 +35,9 @@ from .proposal import (
 from .providers import ChatModel, Message, complete_json, runs_locally
 from .recall import catalogue_for, message_text
 from .review import land
-from .safetext import for_body, for_prompt, one_line, speaker_turn
+from .safetext import for_body, for_prompt, one_line
 from .scopes import USER_TYPES
 from .search import tokenize
-from .statefile import StateFile
 from .store import Store
 
 log = logging.getLogger("memdir.extract")
@@ -57,63 +54,6 @@ class Extraction:
     proposals: list[str] = field(default_factory=list)  # queued for a person (review = "ask")
     dropped: list[str] = field(default_factory=list)
     new_messages: int = 0
-
-
-def conversation_key(messages: list[Message]) -> str:
-    """Identity of a conversation: a hash of its first message."""
-    first = json.dumps(messages[0] if messages else {}, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(first.encode()).hexdigest()[:16]
-
-
-def _prefix_digest(messages: list[Message]) -> str:
-    data = json.dumps(messages, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(data.encode()).hexdigest()
-
-
-class Cursors:
-    """How many messages of each conversation were already extracted (``.memdir/cursors.json``)."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.file = StateFile(store.internal / CURSORS, lock=store.locked)
-        self.data = self.file.read()
-
-    def start(self, messages: list[Message]) -> int:
-        """Index of the first message not yet processed (0 if the history was rewritten)."""
-        return _start(self.data.get(conversation_key(messages)), messages)
-
-    def advance(self, messages: list[Message]) -> None:
-        """Mark every message as processed; under the store lock, so that two agents
-        extracting from different conversations at once do not lose each other's cursor."""
-        with self.file.changing() as data:
-            data[conversation_key(messages)] = {
-                "count": len(messages),
-                "digest": _prefix_digest(messages),
-            }
-        self.data = data
-
-
-def _start(rec: Any, messages: list[Message]) -> int:
-    if not isinstance(rec, dict) or rec.get("count", 0) > len(messages):
-        return 0
-    if _prefix_digest(messages[: rec["count"]]) != rec.get("digest"):
-        return 0  # the conversation was edited or compacted: read it all again
-    return int(rec["count"])
-
-
-def _render(messages: list[Message], start: int, max_chars: int) -> str:
-    lines = []
-    if start:
-        lines.append("(earlier messages were already processed; the last one, for context:)")
-        last = messages[start - 1]
-        lines.append(speaker_turn(last["role"], message_text(last)[:500]))
-        lines.append("(new messages:)")
-    for msg in messages[start:]:
-        text = message_text(msg).strip()
-        if text:
-            lines.append(speaker_turn(msg["role"], text))
-    out = "\n".join(lines)
-    return out if len(out) <= max_chars else "…" + out[-max_chars:]
 
 
 def extract_schema(types: tuple[str, ...], scoped: bool = False) -> dict[str, Any]:
@@ -442,7 +382,7 @@ def plan_extraction(
     if start >= len(messages):
         return result
     store.refresh()
-    talk = _render(messages, start, 4 * 6000)
+    talk = render_new(messages, start, 4 * 6000)
     # Large stores: show the memories the new talk is most likely to touch (pinned included).
     entries = catalogue_for(store, talk, store.config.select_catalogue_max)
     lines = [f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}" for e in entries]
@@ -487,84 +427,6 @@ def plan_extraction(
     for note in result.dropped:
         log.info("extract: dropped %s", note)
     return result
-
-
-def _spoken(message: Message) -> str:
-    """What a person said or read in a message: its text, without tool calls and results
-    (a turn of tool work is not part of the conversation to remember)."""
-    content = message.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
-
-
-def keep_episodes(
-    store: Store, messages: list[Message], said_at: str | None = None
-) -> tuple[int, list[str]]:
-    """Keep the messages of the conversation not kept yet as dated turns (``episodes``): at
-    once, whatever the memory model does later, so what was said is searchable even when
-    extraction fails or runs in the next session, and is never kept twice. Its own cursor
-    (``episode-cursors.json``). Returns where the turns kept last begin in ``messages`` and
-    their refs (refs from an earlier call when nothing was new; none when off)."""
-    from .episodes import Episodes
-
-    if not store.config.episodes or store.read_only or not messages:
-        return len(messages), []
-    key = conversation_key(messages)
-    cursors = StateFile(store.internal / EPISODE_CURSORS, lock=store.locked)
-    kept = _kept(cursors.read().get(key), messages)
-    if kept is not None:  # nothing new: no lock taken, nothing written
-        return kept
-    episodes = Episodes(store.internal, store.config)
-    try:
-        with cursors.changing() as data:  # one process keeps each turn, once
-            kept = _kept(data.get(key), messages)
-            if kept is not None:  # another process kept them meanwhile
-                return kept
-            start = _start(data.get(key), messages)
-            said = [(str(m.get("role")), _spoken(m)) for m in messages[start:]]
-            refs = episodes.record(said, conversation=key, said_at=said_at)
-            data[key] = {
-                "count": len(messages),
-                "digest": _prefix_digest(messages),
-                "from": start,
-                "refs": refs[:1] + refs[-1:] if len(refs) > 1 else refs,
-            }
-            return start, refs
-    except OSError as exc:  # never lose the memories over the episodes
-        log.warning("memdir: could not keep the conversation as episodes: %s", exc)
-        return len(messages), []
-    finally:
-        episodes.close()
-
-
-def _kept(rec: Any, messages: list[Message]) -> tuple[int, list[str]] | None:
-    """Where the turns kept last begin and their refs, when every message is kept already."""
-    if not isinstance(rec, dict) or _start(rec, messages) != len(messages):
-        return None
-    return int(rec.get("from", len(messages))), [str(r) for r in rec.get("refs", [])]
-
-
-def embed_episodes(store: Store, *, load: bool = True) -> None:
-    """Embed the kept turns that have no vector yet, with the configured embedder (none:
-    nothing to do), so that recall finds them by meaning without embedding them itself. With
-    ``load=False`` only if this process has the embedder already (no model is loaded for it:
-    an agent's turn ends at once). A failing embedder is logged: recall then embeds them, or
-    ranks them by their words."""
-    from .embed import from_config, loaded
-    from .episodes import Episodes
-
-    if not store.config.episodes or store.read_only:
-        return
-    episodes = Episodes(store.internal, store.config)
-    try:
-        embedder = from_config(store.config) if load else loaded(store.config)
-        if embedder is not None:
-            episodes.embed(embedder)
-    except (MemdirError, OSError) as exc:
-        log.warning("memdir: the kept turns were not embedded: %s", exc)
-    finally:
-        episodes.close()
 
 
 def extract_memories(

@@ -26,8 +26,9 @@ from typing import Any, TypedDict
 from .. import syncrepo
 from ..atomic import write_atomic
 from ..consolidate import consolidate_memories, is_due, note_turn
+from ..conversation import keep_episodes
 from ..errors import LLMError, MemdirError, PlanError
-from ..extract import extract_memories, keep_episodes
+from ..extract import extract_memories
 from ..layout import PENDING
 from ..providers import Block, ChatModel, Message, Reply, TextCallback, ToolInput
 from ..recall import (

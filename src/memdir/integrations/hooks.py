@@ -394,7 +394,8 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
     """Extract from the session a spooled event names, then consolidate when due; the record
     written to the hook log."""
     from ..consolidate import consolidate_memories, is_due
-    from ..extract import embed_episodes, extract_memories
+    from ..conversation import embed_episodes
+    from ..extract import extract_memories
 
     data = json.loads(job.read_text(encoding="utf-8"))
     event, host = data["event"], data.get("host")

@@ -21,7 +21,7 @@ from .. import index as idx
 from .. import memory as memfmt
 from ..config import Config
 from ..entry import Entry, Hit
-from ..errors import InvalidMemory, MemoryNotFound
+from ..errors import ConflictError, InvalidMemory, MemoryNotFound
 from ..history import Operation, Version
 from ..memory import Memory
 from ..plan import Change, Put, Remove
@@ -176,6 +176,60 @@ class StoreBase:
         def ranker(self) -> Ranker: ...
         def entry_at(self, key: str) -> Entry | None: ...
         def close(self) -> None: ...
+        def locked(self) -> AbstractContextManager[None]: ...
+        def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation: ...
+        def __contains__(self, name: object) -> bool: ...
+
+    def _drop_versions(self, name: str, version: int | None) -> int:
+        """Remove the kept versions of ``name`` (or only ``version``); how many went."""
+        raise NotImplementedError
+
+    def _carry_history(self, old: str, new: str) -> None:
+        """Before a rename: check ``new`` is free to create, and move the history of ``old``
+        to ``new`` (unless ``new`` has history of its own)."""
+        raise NotImplementedError
+
+    def check(self, memory: Memory) -> Memory:
+        """Validate a memory as a write would (name, type, description, size) without
+        writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
+        return check_memory(memory, self.config)
+
+    def purge(self, name: str, version: int | None = None, *, source: str = "api") -> int:
+        """Remove ``name`` for good: the memory and every kept version (or only ``version``),
+        so that a secret that reached it is gone. How many versions went; MemoryNotFound
+        when there was nothing to purge."""
+        memfmt.validate_name(name)
+        if version is None and name in self:
+            self.delete(name, reason="purged", source=source)
+        with self.locked():
+            gone = self._drop_versions(name, version)
+            if not gone:
+                what = f"version {version} of {name!r}" if version else f"{name!r}"
+                raise MemoryNotFound(f"no {what} to purge — see 'memdir history {name}'")
+            self.record(f"purged {name}" + (f"@v{version}" if version else ""), source=source)
+        return gone
+
+    def rename(self, old: str, new: str, *, source: str = "api") -> Memory:
+        """Give a memory a new name; its history moves with it (``history(new)`` lists the
+        versions it had under the old name too)."""
+        old, new = memfmt.validate_name(old), memfmt.validate_name(new)
+        with self.locked():
+            current = self.get(old)
+            if new in self:
+                raise ConflictError(
+                    f"a memory named {new!r} exists — choose another name or remove it first"
+                )
+            self._carry_history(old, new)
+            self.apply(
+                [
+                    Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
+                    Remove(old, reason=f"renamed to {new}", expect=current.digest),
+                ],
+                source=source,
+                summary=f"rename {old} to {new}",
+                secrets="allow",
+            )
+        return self.get(new)
 
     def __enter__(self) -> Self:
         return self

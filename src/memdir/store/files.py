@@ -30,7 +30,7 @@ from ..layout import HISTORY, INTERNAL, JOURNAL, LOG
 from ..lock import WritersLock, open_folder
 from ..lookup import Lookup
 from ..memory import Memory
-from ..plan import Change, Put, Remove, screen
+from ..plan import Change, Put, screen
 from ..provenance import Ledger, Origin
 from ..transaction import Transaction, new_op_id, not_a_link
 from .base import Store, StoreBase, Taken, checked_items
@@ -290,21 +290,6 @@ class MemoryStore(StoreBase):
 
     # -- writing ----------------------------------------------------------------------------
 
-    def purge(self, name: str, version: int | None = None, *, source: str = "api") -> int:
-        """Remove ``name`` for good: the memory and every kept version (or only ``version``),
-        so that a secret that reached it is gone. How many versions went; MemoryNotFound
-        when there was nothing to purge."""
-        memfmt.validate_name(name)
-        if version is None and name in self:
-            self.delete(name, reason="purged", source=source)
-        with self.locked():
-            gone = self._history.purge(name, version)
-            if not gone:
-                what = f"version {version} of {name!r}" if version else f"{name!r}"
-                raise MemoryNotFound(f"no {what} to purge — see 'memdir history {name}'")
-            self.record(f"purged {name}" + (f"@v{version}" if version else ""), source=source)
-        return gone
-
     def apply(
         self,
         plan: Sequence[Change],
@@ -418,11 +403,6 @@ class MemoryStore(StoreBase):
         self._folder.catch_up()
         return [n for n in names if n not in self._catalog.entries]
 
-    def check(self, memory: Memory) -> Memory:
-        """Validate a memory as a write would (name, type, description, size) without
-        writing; returns it normalised. Planners use this to drop one bad item, not a plan."""
-        return self._tx.check(memory)
-
     # -- history and log --------------------------------------------------------------------
 
     def history(self, name: str) -> _list[Version]:
@@ -445,31 +425,15 @@ class MemoryStore(StoreBase):
             self._ledger = Ledger(self.internal / LOG)
         return self._ledger.origin(mem.name, mem.digest)
 
-    def rename(self, old: str, new: str, *, source: str = "api") -> Memory:
-        """Give a memory a new name; its history moves with it (``history(new)`` lists the
-        versions it had under the old name too)."""
-        old, new = memfmt.validate_name(old), memfmt.validate_name(new)
-        with self.locked():
-            current = self.get(old)
-            if new in self:
-                raise ConflictError(
-                    f"a memory named {new!r} exists — choose another name or remove it first"
-                )
-            self._tx.check_new_name(new, memfmt.filename_for(new), {old})
-            before, after = self._history.versions_dir(old), self._history.versions_dir(new)
-            not_a_link(before, "folder")
-            if before.is_dir() and not os.path.lexists(after):
-                os.rename(before, after)  # the past follows the name (same folder: atomic)
-            self.apply(
-                [
-                    Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
-                    Remove(old, reason=f"renamed to {new}", expect=current.digest),
-                ],
-                source=source,
-                summary=f"rename {old} to {new}",
-                secrets="allow",
-            )
-        return self.get(new)
+    def _drop_versions(self, name: str, version: int | None) -> int:
+        return self._history.purge(name, version)
+
+    def _carry_history(self, old: str, new: str) -> None:
+        self._tx.check_new_name(new, memfmt.filename_for(new), {old})
+        before, after = self._history.versions_dir(old), self._history.versions_dir(new)
+        not_a_link(before, "folder")
+        if before.is_dir() and not os.path.lexists(after):
+            os.rename(before, after)  # the past follows the name (same folder: atomic)
 
 
 def as_folder(store: Store) -> MemoryStore:

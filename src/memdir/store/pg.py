@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
 import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,23 +29,20 @@ from .. import memory as memfmt
 from ..config import Config
 from ..entry import Entry
 from ..errors import (
-    ConflictError,
     MemdirError,
     MemoryNotFound,
-    PlanError,
     StoreNotFound,
 )
-from ..history import ChangeRecord, Operation, Version
+from ..history import Operation, Version
 from ..layout import INTERNAL
 from ..memory import Memory
-from ..plan import Change, Put, Remove, screen
+from ..plan import Change, Put, screen
 from ..provenance import HAND, Origin, label_of
-from ..search import columns_of
-from ..transaction import check_memory, new_op_id, settle_put
-from ..vectors import memory_text
+from ..transaction import check_memory, new_op_id
 from ..watch import WATCH_AFTER
 from . import pgschema
 from .base import Store, StoreBase, Taken, checked_items
+from .pgwrite import Writer, entry_of, memory_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -63,17 +58,6 @@ class _Unchanged(Exception):
     """Raised inside a transaction to roll it back: the plan changed nothing."""
 
 
-def state_dir(config: Config) -> Path:
-    """This host's folder for a database store's local state (cursors, review, recall log)."""
-    import platformdirs
-
-    assert config.database_url is not None
-    key = hashlib.sha256(f"{pgschema.shown(config.database_url)}\0{config.store}".encode())
-    return (
-        Path(platformdirs.user_state_dir("memdir", appauthor=False)) / "db" / key.hexdigest()[:16]
-    )
-
-
 IDLE_CHECK = 30.0  # seconds unused after which a connection is looked at before it is used
 
 
@@ -83,7 +67,7 @@ class PgStore(StoreBase):
     ``config.database_url`` and ``config.store`` say which; ``create``: make the store if the
     database has none of that name (else StoreNotFound); ``watch``: listen for other hosts'
     changes (True) instead of asking the change counter at each read. ``root``: the local state
-    folder (default: ``state_dir``)."""
+    folder (default: ``pgschema.state_dir``)."""
 
     def __init__(
         self,
@@ -100,7 +84,7 @@ class PgStore(StoreBase):
         self.url = config.database_url
         self.store_name = config.store
         self.read_only = False
-        self.root = root or state_dir(config)
+        self.root = root or pgschema.state_dir(config)
         self.internal = self.root / INTERNAL
         self._mu = threading.RLock()
         self._conn = pgschema.connect(self.url, autocommit=True)
@@ -115,6 +99,7 @@ class PgStore(StoreBase):
                 " 'memdir init' with the same --db and --store"
             )
         self.sid = sid
+        self._w = Writer(sid, self.store_name, config)
         self.internal.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._entries: dict[str, Entry] = {}
         self._names: list[str] | None = None
@@ -155,20 +140,10 @@ class PgStore(StoreBase):
             self._used = time.monotonic()
 
     def _alive(self) -> None:
-        """A connection that works: a new one for a closed or broken one, and one look at an
-        old one left unused a while (a server restarted meanwhile answers its first use with
-        a broken connection: a long-lived server reconnects instead of failing a call)."""
-        conn = self._conn
-        idle = time.monotonic() - self._used
-        if not conn.closed and not conn.broken and idle > self.idle_check:
-            try:
-                conn.execute("SELECT 1")
-            except pgschema.driver().Error:
-                pass  # conn.broken says so now
-        if conn.closed or conn.broken:
-            with contextlib.suppress(Exception):
-                conn.close()
-            self._conn = pgschema.connect(self.url, autocommit=True)
+        """A connection that works (``pgschema.working``)."""
+        self._conn = pgschema.working(
+            self._conn, self.url, time.monotonic() - self._used > self.idle_check
+        )
 
     def _reload(self) -> None:
         with self._read() as conn:
@@ -176,7 +151,7 @@ class PgStore(StoreBase):
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s", (self.sid,)
             ).fetchall()
-        self._entries = {r[0]: _entry(r) for r in rows}
+        self._entries = {r[0]: entry_of(r) for r in rows}
         self._names, self._seq = None, seq
 
     def _store_seq(self, conn: psycopg.Connection[Any]) -> int:
@@ -215,7 +190,7 @@ class PgStore(StoreBase):
         for name in changed:
             self._entries.pop(name, None)
         for r in rows:
-            self._entries[r[0]] = _entry(r)
+            self._entries[r[0]] = entry_of(r)
         self._names, self._seq = None, max(seq, self._seq)
 
     def _listen(self) -> None:
@@ -322,7 +297,7 @@ class PgStore(StoreBase):
                 (self.sid, norm),
             ).fetchone()
         if row is not None:
-            return _memory(norm, row[0], row[1])
+            return memory_of(norm, row[0], row[1])
         raise self._missing(norm)
 
     def _missing(self, name: str) -> MemoryNotFound:
@@ -343,7 +318,7 @@ class PgStore(StoreBase):
                 " AND (%s::text IS NULL OR type = %s) ORDER BY name",
                 (self.sid, type, type),
             ).fetchall()
-        return [_memory(n, t, d) for n, t, d in rows]
+        return [memory_of(n, t, d) for n, t, d in rows]
 
     def __len__(self) -> int:
         self._catch_up()
@@ -412,12 +387,12 @@ class PgStore(StoreBase):
         op_id, stamp = new_op_id(), memfmt.now()
         try:
             with self._txn() as conn, conn.pipeline():  # statements sent together
-                seq = self._next_seq(conn)
-                records = self._write(conn, plan, op_id, stamp, seq)
+                seq = self._w.next_seq(conn)
+                records = self._w.write(conn, plan, op_id, stamp, seq)
                 if not records:
                     raise _Unchanged
                 op = Operation(op_id, stamp, source, summary, tuple(records), undoes)
-                self._log(conn, op, seq)
+                self._w.log(conn, op, seq)
                 rows = conn.execute(
                     f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
                     (self.sid, [r["name"] for r in records]),
@@ -427,196 +402,6 @@ class PgStore(StoreBase):
         if self._seq == seq - 1:  # nobody else wrote in between: no need to ask
             self._note({r["name"] for r in records}, rows, seq)
         return op
-
-    def _next_seq(self, conn: psycopg.Connection[Any]) -> int:
-        """Take the store's writer lock and row for this transaction; the operation's number."""
-        row = conn.execute(
-            "WITH held AS (SELECT pg_advisory_xact_lock(%s)) UPDATE memdir_stores SET seq ="
-            " seq + 1 FROM held WHERE id = %s RETURNING seq",
-            (self._key, self.sid),
-        ).fetchone()
-        if row is None:
-            raise StoreNotFound(f"the store {self.store_name!r} was dropped from the database")
-        return int(row[0])
-
-    def _write(
-        self,
-        conn: psycopg.Connection[Any],
-        plan: Sequence[Change],
-        op_id: str,
-        stamp: str,
-        seq: int,
-    ) -> _list[ChangeRecord]:
-        """Carry out a plan inside the open transaction: a few statements whatever its size."""
-        names = [
-            memfmt.validate_name(c.memory.name if isinstance(c, Put) else c.name) for c in plan
-        ]
-        if len(set(names)) != len(names):
-            twice = next(n for n in names if names.count(n) > 1)
-            raise PlanError(f"the plan changes {twice!r} twice — combine those changes")
-        current = {
-            r[0]: r[1:]
-            for r in conn.execute(
-                "SELECT name, text, digest, terms, length FROM memdir_memories"
-                " WHERE store = %s AND name = ANY(%s) FOR UPDATE",
-                (self.sid, names),
-            ).fetchall()
-        }
-        changes: _list[tuple[str, Change, str | None]] = []  # name, change, new text
-        for name, change in zip(names, plan, strict=True):
-            have = current.get(name)
-            now = _memory(name, have[0], have[1]) if have else None
-            if change.expect is not None and (now is None or now.digest != change.expect):
-                raise ConflictError(
-                    f"memory {name!r} changed since it was read — reload it and retry"
-                )
-            if isinstance(change, Remove):
-                if have is None:
-                    raise MemoryNotFound(f"no memory named {name!r} — see 'memdir list'")
-                changes.append((name, change, None))
-                continue
-            new = settle_put(change, name, now, self.config, stamp)
-            if new is not None:
-                changes.append((name, change, memfmt.dumps(new)))
-        if not changes:
-            return []
-        created = [n for n, _, text in changes if n not in current]
-        self._check_new_names(conn, created, set(names))
-        replaced = [n for n, _, _ in changes if n in current]
-        old = [
-            (n, current[n][0], "delete" if t is None else "update", c.reason)
-            for n, c, t in changes
-            if n in current
-        ]
-        kept = self._keep(conn, old, op_id, stamp)
-        self._unindex(conn, [(n, current[n][2], current[n][3]) for n in replaced])
-        gone = [n for n, _, text in changes if text is None]
-        if gone:  # their vectors go too (an update's is replaced when next embedded)
-            conn.execute(
-                "DELETE FROM memdir_vectors WHERE store = %s AND name = ANY(%s)", (self.sid, gone)
-            )
-        rows = [_Row.of(n, t, seq, self.config.types) for n, _, t in changes if t is not None]
-        self._index(conn, rows)
-        digests = {r.name: r.digest for r in rows}
-        return [
-            ChangeRecord(
-                name=name,
-                file=memfmt.filename_for(name),
-                action="delete" if text is None else "update" if name in current else "create",
-                before=kept.get(name),
-                reason=change.reason,
-                digest=digests.get(name),
-            )
-            for name, change, text in changes
-        ]
-
-    def _check_new_names(
-        self, conn: psycopg.Connection[Any], names: _list[str], planned: set[str]
-    ) -> None:
-        """A new memory's name must not pass for an existing one's (case, look-alikes)."""
-        if not names:
-            return
-        wanted = {memfmt.skeleton(n): n for n in names}
-        for skel, twin in conn.execute(
-            "SELECT skeleton, name FROM memdir_memories WHERE store = %s AND skeleton = ANY(%s)",
-            (self.sid, list(wanted)),
-        ):
-            name = wanted[skel]
-            if twin != name and twin not in planned:
-                raise ConflictError(
-                    f"memory name {name!r} differs from the existing {twin!r} only in case or"
-                    f" look-alike characters — update {twin!r} or choose a distinct name"
-                )
-
-    def _keep(
-        self,
-        conn: psycopg.Connection[Any],
-        texts: _list[tuple[str, str, str, str]],
-        op_id: str,
-        stamp: str,
-    ) -> dict[str, int]:
-        """Keep each ``(name, text, action, reason)`` as the next history version of that
-        name; the version numbers."""
-        if not texts:
-            return {}
-        last = dict(
-            conn.execute(
-                "SELECT name, max(version) FROM memdir_history WHERE store = %s"
-                " AND name = ANY(%s) GROUP BY name",
-                (self.sid, [t[0] for t in texts]),
-            ).fetchall()
-        )
-        numbers = {name: int(last.get(name) or 0) + 1 for name, _, _, _ in texts}
-        conn.cursor().executemany(
-            "INSERT INTO memdir_history (store, name, version, time, action, reason, op, text)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (self.sid, name, numbers[name], stamp, action, reason, op_id, text)
-                for name, text, action, reason in texts
-            ],
-        )
-        return numbers
-
-    def _unindex(
-        self, conn: psycopg.Connection[Any], old: _list[tuple[str, _list[str], int]]
-    ) -> None:
-        """Remove memories ``(name, terms, length)`` with their postings and counts."""
-        if not old:
-            return
-        conn.execute(
-            "DELETE FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
-            (self.sid, [n for n, _, _ in old]),
-        )
-        pairs = [(t, n) for n, terms, _ in old for t in terms]
-        conn.execute(
-            "DELETE FROM memdir_postings p USING unnest(%s::text[], %s::text[]) AS u(t, n)"
-            " WHERE p.store = %s AND p.term = u.t AND p.name = u.n",
-            ([t for t, _ in pairs], [n for _, n in pairs], self.sid),
-        )
-        df: dict[str, int] = {}
-        for t, _ in pairs:
-            df[t] = df.get(t, 0) - 1
-        self._count(conn, df, -len(old), -sum(length for _, _, length in old))
-
-    def _index(self, conn: psycopg.Connection[Any], rows: _list[_Row]) -> None:
-        """Insert memories with their postings and counts."""
-        if not rows:
-            return
-        conn.cursor().executemany(
-            "INSERT INTO memdir_memories (store, name, skeleton, text, digest, type,"
-            " description, created, updated, pinned, warnings, seq, terms, tok_name,"
-            " tok_description, tok_body, length, embed_digest) VALUES"
-            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [(self.sid, *r.values) for r in rows],
-        )
-        pairs = [(t, r.name) for r in rows for t in r.terms]
-        conn.execute(
-            "INSERT INTO memdir_postings (store, term, name)"
-            " SELECT %s, t, n FROM unnest(%s::text[], %s::text[]) AS u(t, n)",
-            (self.sid, [t for t, _ in pairs], [n for _, n in pairs]),
-        )
-        df: dict[str, int] = {}
-        for t, _ in pairs:
-            df[t] = df.get(t, 0) + 1
-        self._count(conn, df, len(rows), sum(r.length for r in rows))
-
-    def _count(
-        self, conn: psycopg.Connection[Any], df: dict[str, int], docs: int, tokens: int
-    ) -> None:
-        """Apply changes to the document frequencies and the store's counts (terms in one
-        order: two writers never wait on each other's rows in a cycle)."""
-        moved = sorted((t, d) for t, d in df.items() if d)
-        if moved:
-            conn.execute(
-                "INSERT INTO memdir_terms (store, term, df) SELECT %s, t, d"
-                " FROM unnest(%s::text[], %s::bigint[]) AS u(t, d)"
-                " ON CONFLICT (store, term) DO UPDATE SET df = memdir_terms.df + EXCLUDED.df",
-                (self.sid, [t for t, _ in moved], [d for _, d in moved]),
-            )
-        conn.execute(
-            "UPDATE memdir_stores SET docs = docs + %s, tokens = tokens + %s WHERE id = %s",
-            (docs, tokens, self.sid),
-        )
 
     def origin(self, name: str) -> Origin:
         """Where the current text of ``name`` came from: the source of the last logged
@@ -634,152 +419,52 @@ class PgStore(StoreBase):
         by = next((c.get("by") for c in row[3] if c.get("name") == mem.name), None)
         return Origin(label_of(row[0], by), row[1], row[2])
 
-    def _log(self, conn: psycopg.Connection[Any], op: Operation, seq: int) -> None:
-        conn.execute(
-            "INSERT INTO memdir_log (store, seq, id, time, source, summary, changes, undoes)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                self.sid,
-                seq,
-                op.id,
-                op.time,
-                op.source,
-                op.summary,
-                json.dumps(list(op.changes), ensure_ascii=False),
-                op.undoes,
-            ),
-        )
-        conn.execute("SELECT pg_notify(%s, %s)", (pgschema.CHANNEL, f"{self.sid} {seq}"))
-
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
         op = Operation(new_op_id(), memfmt.now(), source, summary, (), undoes)
         with self._txn() as conn:
-            self._log(conn, op, self._next_seq(conn))
+            self._w.log(conn, op, self._w.next_seq(conn))
         return op
-
-    def check(self, memory: Memory) -> Memory:
-        return check_memory(memory, self.config)
-
-    def purge(self, name: str, version: int | None = None, *, source: str = "api") -> int:
-        memfmt.validate_name(name)
-        if version is None and name in self:
-            self.delete(name, reason="purged", source=source)
-        with self._txn() as conn:
-            gone = conn.execute(
-                "DELETE FROM memdir_history WHERE store = %s AND name = %s"
-                " AND (%s::int IS NULL OR version = %s)",
-                (self.sid, name, version, version),
-            ).rowcount
-        if not gone:
-            what = f"version {version} of {name!r}" if version else f"{name!r}"
-            raise MemoryNotFound(f"no {what} to purge — see 'memdir history {name}'")
-        self.record(f"purged {name}" + (f"@v{version}" if version else ""), source=source)
-        return int(gone)
 
     # -- history and log --------------------------------------------------------------------
 
     def history(self, name: str) -> _list[Version]:
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT name, version, time, action, reason, op FROM memdir_history"
-                " WHERE store = %s AND name = %s ORDER BY version",
-                (self.sid, memfmt.validate_name(name)),
-            ).fetchall()
-        return [Version(*r) for r in rows]
+            return self._w.versions(conn, memfmt.validate_name(name))
 
     def version_text(self, name: str, version: int) -> str:
         with self._read() as conn:
-            row = conn.execute(
-                "SELECT text FROM memdir_history WHERE store = %s AND name = %s AND version = %s",
-                (self.sid, memfmt.validate_name(name), version),
-            ).fetchone()
-        if row is None:
-            raise MemoryNotFound(
-                f"memory {name!r} has no version {version} — see 'memdir history {name}'"
-            )
-        return str(row[0])
+            return self._w.version_text(conn, memfmt.validate_name(name), version)
 
     def log(self, limit: int | None = None) -> _list[Operation]:
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT id, time, source, summary, changes, undoes FROM memdir_log"
-                " WHERE store = %s ORDER BY seq DESC LIMIT %s",
-                (self.sid, limit),
-            ).fetchall()
-        return [Operation(i, t, s, summ, tuple(ch), u) for i, t, s, summ, ch, u in reversed(rows)]
+            return self._w.operations(conn, limit)
 
-    def rename(self, old: str, new: str, *, source: str = "api") -> Memory:
-        old, new = memfmt.validate_name(old), memfmt.validate_name(new)
-        with self.locked():
-            current = self.get(old)
-            if new in self:
-                raise ConflictError(
-                    f"a memory named {new!r} exists — choose another name or remove it first"
-                )
-            with self._txn() as conn:
-                if not self.history(new):  # the past follows the name
-                    conn.execute(
-                        "UPDATE memdir_history SET name = %s WHERE store = %s AND name = %s",
-                        (new, self.sid, old),
-                    )
-            self.apply(
-                [
-                    Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
-                    Remove(old, reason=f"renamed to {new}", expect=current.digest),
-                ],
-                source=source,
-                summary=f"rename {old} to {new}",
-                secrets="allow",
+    def _drop_versions(self, name: str, version: int | None) -> int:
+        with self._txn() as conn:
+            return int(
+                conn.execute(
+                    "DELETE FROM memdir_history WHERE store = %s AND name = %s"
+                    " AND (%s::int IS NULL OR version = %s)",
+                    (self.sid, name, version, version),
+                ).rowcount
             )
-        return self.get(new)
+
+    def _carry_history(self, old: str, new: str) -> None:
+        with self._txn() as conn:
+            self._w.check_new_names(conn, [new], {old})
+            if not self.history(new):  # the past follows the name
+                conn.execute(
+                    "UPDATE memdir_history SET name = %s WHERE store = %s AND name = %s",
+                    (new, self.sid, old),
+                )
 
     # -- files in and out -------------------------------------------------------------------
 
     def take(self, items: Sequence[Taken], *, source: str) -> Operation | None:
         """As ``MemoryStore.take``, in one transaction."""
         loaded = checked_items(items, self.config)
-        planned = [name for name, _, _, _ in loaded]
         with self._txn() as conn:
-            seq = self._next_seq(conn)
-            taken = conn.execute(
-                "SELECT name FROM memdir_memories WHERE store = %s AND name = ANY(%s) UNION"
-                " SELECT name FROM memdir_history WHERE store = %s AND name = ANY(%s) LIMIT 1",
-                (self.sid, planned, self.sid, planned),
-            ).fetchone()
-            if taken:
-                raise ConflictError(
-                    f"the store already has a memory (or history) named {taken[0]!r} — import"
-                    " into an empty store"
-                )
-            self._check_new_names(conn, [n for n, m, _, _ in loaded if m is not None], set(planned))
-            conn.cursor().executemany(
-                "INSERT INTO memdir_history (store, name, version, time, action, reason,"
-                " op, text) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (self.sid, name, v.version, v.time, v.action, v.reason, v.op, t)
-                    for name, _, _, versions in loaded
-                    for v, t in versions
-                ],
-            )
-            rows = [
-                _Row.of(name, text, seq, self.config.types)
-                for name, _, text, _ in loaded
-                if text is not None
-            ]
-            self._index(conn, rows)
-            records = [
-                ChangeRecord(
-                    name=r.name,
-                    file=memfmt.filename_for(r.name),
-                    action="create",
-                    before=None,
-                    reason="imported",
-                    digest=r.digest,
-                )
-                for r in rows
-            ]
-            op = Operation(new_op_id(), memfmt.now(), source, "import", tuple(records), None)
-            self._log(conn, op, seq)
+            op = self._w.take(conn, loaded, source)
         if len(loaded) >= 1000:  # a bulk load: fresh statistics for the planner
             with self._read() as conn:
                 conn.execute("ANALYZE memdir_memories, memdir_postings, memdir_terms")
@@ -806,65 +491,3 @@ class PgStore(StoreBase):
                 (self.sid,),
             ).fetchall()
         return [r[0] for r in rows]
-
-
-@dataclass(frozen=True)
-class _Row:
-    """A memory as its row holds it: the values inserted, its terms and length."""
-
-    name: str
-    digest: str
-    terms: _list[str]
-    length: int
-    values: tuple[Any, ...]
-
-    @classmethod
-    def of(cls, name: str, text: str, seq: int, types: tuple[str, ...]) -> _Row:
-        mem = memfmt.loads(text)
-        digest = memfmt.digest_of(text.encode())
-        cols = columns_of(mem.name, mem.description, mem.body)
-        terms = sorted(set(cols[0]) | set(cols[1]) | set(cols[2]))
-        length = sum(map(len, cols))
-        entry = idx.entry_from(mem, memfmt.filename_for(name), types)
-        embed = hashlib.blake2b(
-            memory_text(mem.name, mem.description, mem.body).encode("utf-8", "surrogatepass"),
-            digest_size=16,
-        ).digest()
-        values = (
-            name,
-            memfmt.skeleton(name),
-            text,
-            digest,
-            entry.type,
-            entry.description,
-            entry.created,
-            entry.updated,
-            entry.pinned,
-            list(entry.warnings),
-            seq,
-            terms,
-            " ".join(cols[0]),
-            " ".join(cols[1]),
-            " ".join(cols[2]),
-            length,
-            embed,
-        )
-        return cls(name, digest, terms, length, values)
-
-
-def _entry(row: tuple[Any, ...]) -> Entry:
-    name, type_, description, created, updated, pinned, warnings, _ = row
-    return Entry(
-        name=name,
-        type=type_,
-        description=description,
-        created=created,
-        updated=updated,
-        pinned=pinned,
-        file=memfmt.filename_for(name),
-        warnings=tuple(warnings),
-    )
-
-
-def _memory(name: str, text: str, digest: str) -> Memory:
-    return memfmt.loads(text).replace(path=memfmt.filename_for(name), digest=digest)

@@ -16,10 +16,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import ConfigError, MemdirError
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 if TYPE_CHECKING:
     import psycopg
@@ -221,3 +225,30 @@ def store_id(conn: psycopg.Connection[Any], name: str, *, create: bool) -> int |
                 (name,),
             ).fetchone()
     return None if row is None else int(row[0])
+
+
+def state_dir(config: Config) -> Path:
+    """This host's folder for a database store's local state (cursors, review, recall log)."""
+    import platformdirs
+
+    assert config.database_url is not None
+    key = hashlib.sha256(f"{shown(config.database_url)}\0{config.store}".encode())
+    return (
+        Path(platformdirs.user_state_dir("memdir", appauthor=False)) / "db" / key.hexdigest()[:16]
+    )
+
+
+def working(conn: psycopg.Connection[Any], url: str, idle: bool) -> psycopg.Connection[Any]:
+    """``conn``, or a new connection when it is closed or broken; one left unused a while
+    (``idle``) is looked at first (a server restarted meanwhile answers its first use with a
+    broken connection: a long-lived server reconnects instead of failing a call)."""
+    if not conn.closed and not conn.broken and idle:
+        try:
+            conn.execute("SELECT 1")
+        except driver().Error:
+            pass  # conn.broken says so now
+    if conn.closed or conn.broken:
+        with contextlib.suppress(Exception):
+            conn.close()
+        conn = connect(url, autocommit=True)
+    return conn
