@@ -115,3 +115,64 @@ def test_a_store_opened_in_python_reads_its_config_file(
     (root / "config.toml").write_text("types = [")
     with pytest.raises(ConfigError, match="not valid TOML"):
         MemoryStore(root)
+
+
+def _sample(name: str) -> tuple[str, object]:
+    """A valid raw value for setting ``name`` and what it becomes in ``Config``."""
+    from memdir.config import _FIELDS, SETTINGS
+
+    meta, default = SETTINGS[name], _FIELDS[name].default
+    if meta.choices:
+        pick = next(c for c in meta.choices if c != default)
+        return pick, pick
+    if name in ("dir", "user_dir"):
+        return "/tmp/somewhere", Path("/tmp/somewhere")
+    if name == "database_url":
+        return "postgresql://h/db", "postgresql://h/db"
+    if name == "provider":  # checked against PROVIDERS once every source is read
+        return "openai", "openai"
+    if isinstance(default, bool):
+        return ("false", False) if default else ("true", True)
+    if isinstance(default, int):
+        return "7", 7
+    if isinstance(default, float):
+        return "7.5", 7.5
+    return "s1", "s1"
+
+
+def _env_settings() -> list[str]:
+    from memdir.config import SETTINGS
+
+    return [name for name, s in SETTINGS.items() if s.env]
+
+
+@pytest.mark.parametrize("name", _env_settings())
+def test_every_declared_environment_variable_sets_its_setting(name: str, tmp_path: Path) -> None:
+    """Each setting's environment variable, as the settings table declares it, sets that
+    setting (and no other list has to be kept by hand for it to work)."""
+    from memdir.config import SETTINGS
+
+    raw, want = _sample(name)
+    env = {"MEMDIR_CONFIG_DIR": str(tmp_path / "cfg"), str(SETTINGS[name].env): raw}
+    if name != "dir":
+        env["MEMDIR_DIR"] = str(tmp_path / "m")
+    assert getattr(load_config(environ=env), name) == want
+
+
+def test_the_trust_lists_come_from_the_settings_table(tmp_path: Path) -> None:
+    """What only the user may set, and what an untrusted project file may only tighten, are
+    read from the table: a sensitive setting in an untrusted project file is ignored, a
+    tightening one applies, a loosening one is ignored."""
+    from memdir.config import SENSITIVE, SETTINGS, TIGHTEN
+
+    assert {n for n, s in SETTINGS.items() if s.sensitive} == SENSITIVE
+    assert {"database_url", "embed_url", "allow", "sync"} <= SENSITIVE
+    assert TIGHTEN["recall_token_budget"] == "lower" and TIGHTEN["review"] == ("ask",)
+    store = tmp_path / "m"
+    store.mkdir()
+    (store / "config.toml").write_text(
+        'embed_url = "http://evil.example/v1"\nrecall_token_budget = 100\nmax_retries = 9\n'
+    )
+    cfg = load_config(environ={"MEMDIR_DIR": str(store), "MEMDIR_CONFIG_DIR": str(tmp_path)})
+    assert (cfg.embed_url, cfg.recall_token_budget, cfg.max_retries) == (None, 100, 2)
+    assert set(cfg.ignored) == {"embed_url", "max_retries"}

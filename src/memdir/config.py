@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .trust import SENSITIVE, USER_CONFIG, TrustList, config_home, digest, inside, settings_file
+from .trust import USER_CONFIG, TrustList, config_home, digest, inside, settings_file
 
 # what an untrusted notice says of a config.toml that a sync brought and nobody accepted yet
 PULLED_NOTE = "the settings a sync brought (the file's earlier settings apply)"
@@ -35,61 +35,114 @@ DEFAULT_MODELS = {
 
 
 @dataclass(frozen=True)
-class Config:
-    """Every setting memdir reads, with its default."""
+class Setting:
+    """What a setting is beside its type and default (declared with its ``Config`` field):
+    its environment variable, its choices, whether only the user may make it (``sensitive``:
+    a project's file counts only once trusted, a store's own file never), how an untrusted
+    project file may still move it (``tighten``: "lower", "higher" or the values allowed),
+    whether it is plainly the project's own business (``project``: any value), whether it
+    governs sync (a user store's own config.toml says it) and whether config.toml may hold
+    it at all (``toml``)."""
 
-    dir: Path = Path(".memory")
+    env: str | None = None
+    choices: tuple[str, ...] = ()
+    sensitive: bool = False
+    tighten: str | tuple[Any, ...] | None = None
+    project: bool = False
+    sync: bool = False
+    toml: bool = True
+
+
+def setting(default: Any, *, repr: bool = True, **meta: Any) -> Any:
+    """A ``Config`` field: its default, and what ``Setting`` says of it."""
+    return field(default=default, repr=repr, metadata={"memdir": Setting(**meta)})
+
+
+EMBEDDERS = ("auto", "none", "minilm", "e5", "http")
+SYNC_MODES = ("off", "auto")
+LOWER, HIGHER = "lower", "higher"  # an untrusted project file may only lower / raise it
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every setting memdir reads, with its default: the one table of settings. Each field
+    declares its type, default and ``Setting`` (environment variable, choices, trust, what
+    an untrusted project file may do); ``SETTINGS`` and the lists below are read from it."""
+
+    dir: Path = setting(Path(".memory"), env="MEMDIR_DIR", toml=False)
     dir_source: str = "default"  # how ``dir`` was found: flag, env, found (upward), git (the
     # top of the repository, no store yet) or default (the working folder, no store yet)
-    types: tuple[str, ...] = DEFAULT_TYPES
-    provider: str | None = None
-    model: str | None = None
-    memory_model: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    base_url: str | None = None
-    timeout: float = 60.0
-    max_retries: int = 2
-    lock_timeout: float = 30.0
-    max_file_bytes: int = 256 * 1024
-    recall_max_items: int = 5
-    recall_token_budget: int = 2000
-    context_tokens: int = 0  # the chat model's context window; 0: asked of its server, or known
-    standing_token_budget: int = 1200  # what a host gets at session start (standing memories)
-    recall_history_chars: int = 4000
-    select_catalogue_max: int = 200
-    index_max_lines: int = 200
-    index_max_bytes: int = 25_000
-    consolidate_threshold: int = 50
-    consolidate_cooldown: int = 10
-    consolidate_max_retire_share: float = 0.3
-    consolidate_batch: int = 60
-    consolidate_max_calls: int = 4  # model calls per automatic run; the rest waits its turn
-    consolidate_auto: str = "auto"  # automatic runs: "apply", "propose" (review), "auto"
-    allow: tuple[str, ...] = ()  # agent approvals: "bash:pytest*", "write:src/**"
-    extract_style: str = "auto"  # "memories", "facts", or "auto" (facts for local endpoints)
-    select_guard: str = "auto"  # "lexical", "none", or "auto" (lexical for local endpoints)
-    recall_select: str = "model"  # who picks the memories recall adds: "model" or "search"
-    hook_budget: float = 2.0  # seconds the prompt hook gives the memory model before search
-    hook_model_wait: float = 0.5  # of that budget, the share the model may take once search
-    # has answered: a slow model never costs the whole budget
-    embed_budget: float = 3.0  # seconds a command's search embeds new memories; then background
-    embedder: str = "auto"  # "auto" (MiniLM if memdir[embed] is installed), minilm, e5, http, none
-    embed_model: str | None = None  # the endpoint's model ("http"), or an ONNX file ("minilm")
-    embed_url: str | None = None  # an OpenAI-compatible base URL for "http" (default: base_url)
-    embed_api_key: str | None = field(default=None, repr=False)
-    user_dir: Path | None = None  # the user's own store ("none": no user scope); see scopes.py
-    read_only: tuple[str, ...] = ()  # shared stores recalled from, never written
-    review: str = "auto"  # "ask": learned changes wait for a person (memdir review, memdir ui)
-    recall_log: bool = True  # keep a bounded log of what was recalled for which prompt and why
-    episodes: bool = True  # keep what was said (dated turns) beside what was learned from it
-    episodes_keep_days: int = 90
-    episodes_max_bytes: int = 20 * 1024 * 1024
-    recall_episodes: int = 2  # turns recall may add beside the memories
-    sync: str = "off"  # "auto": pull when a session starts, commit and push after learning
-    sync_debounce: float = 10.0  # seconds an automatic sync waits for more changes
-    sync_interval: float = 300.0  # a session start pulls if the last sync is older than this
-    database_url: str | None = field(default=None, repr=False)  # PostgreSQL: memories there
-    store: str = "default"  # the store's namespace in that database
+    types: tuple[str, ...] = setting(DEFAULT_TYPES, project=True)
+    provider: str | None = setting(None, env="MEMDIR_PROVIDER", sensitive=True)
+    model: str | None = setting(None, env="MEMDIR_MODEL")
+    memory_model: str | None = setting(None, env="MEMDIR_MEMORY_MODEL")
+    api_key: str | None = setting(None, env="MEMDIR_API_KEY", toml=False, repr=False)
+    base_url: str | None = setting(None, env="MEMDIR_BASE_URL", sensitive=True)
+    timeout: float = setting(60.0, env="MEMDIR_TIMEOUT", tighten=LOWER)
+    max_retries: int = setting(2, env="MEMDIR_MAX_RETRIES", tighten=LOWER)
+    lock_timeout: float = setting(30.0, project=True)
+    max_file_bytes: int = setting(256 * 1024, tighten=LOWER)
+    recall_max_items: int = setting(5, tighten=LOWER)
+    recall_token_budget: int = setting(2000, env="MEMDIR_RECALL_TOKEN_BUDGET", tighten=LOWER)
+    # the chat model's context window; 0: asked of its server, or known (a smaller window
+    # refuses sooner: never sends more)
+    context_tokens: int = setting(0, env="MEMDIR_CONTEXT_TOKENS", tighten=LOWER)
+    standing_token_budget: int = setting(1200, tighten=LOWER)  # a host's session start
+    recall_history_chars: int = setting(4000, tighten=LOWER)
+    select_catalogue_max: int = setting(200, tighten=LOWER)
+    index_max_lines: int = setting(200, project=True)
+    index_max_bytes: int = setting(25_000, project=True)
+    consolidate_threshold: int = setting(50, env="MEMDIR_CONSOLIDATE_THRESHOLD", tighten=HIGHER)
+    consolidate_cooldown: int = setting(10, tighten=HIGHER)
+    consolidate_max_retire_share: float = setting(0.3, tighten=LOWER)
+    consolidate_batch: int = setting(60, tighten=LOWER)
+    consolidate_max_calls: int = setting(4, tighten=LOWER)  # per automatic run; the rest waits
+    # automatic runs: "apply", "propose" (review), "auto"
+    consolidate_auto: str = setting(
+        "auto", choices=("auto", "apply", "propose"), tighten=("propose",)
+    )
+    allow: tuple[str, ...] = setting((), sensitive=True)  # agent approvals: "bash:pytest*"
+    # "memories", "facts", or "auto" (facts for local endpoints)
+    extract_style: str = setting("auto", choices=("auto", "memories", "facts"), project=True)
+    # "lexical", "none", or "auto" (lexical for local endpoints)
+    select_guard: str = setting("auto", choices=("auto", "lexical", "none"), tighten=("lexical",))
+    # who picks the memories recall adds: "model" or "search" (no model call: costs nothing)
+    recall_select: str = setting("model", choices=("model", "search"), tighten=("search",))
+    hook_budget: float = setting(2.0, tighten=LOWER)  # seconds the prompt hook gives the model
+    # of that budget, the share the model may take once search has answered: a slow model
+    # never costs the whole budget
+    hook_model_wait: float = setting(0.5, tighten=LOWER)
+    # seconds a command's search embeds new memories; then background
+    embed_budget: float = setting(3.0, tighten=LOWER)
+    # "auto" (MiniLM if memdir[embed] is installed), minilm, e5, http, none
+    embedder: str = setting("auto", env="MEMDIR_EMBEDDER", choices=EMBEDDERS, sensitive=True)
+    # the endpoint's model ("http"), or an ONNX file ("minilm")
+    embed_model: str | None = setting(None, env="MEMDIR_EMBED_MODEL", sensitive=True)
+    # an OpenAI-compatible base URL for "http" (default: base_url)
+    embed_url: str | None = setting(None, env="MEMDIR_EMBED_URL", sensitive=True)
+    embed_api_key: str | None = setting(None, env="MEMDIR_EMBED_API_KEY", toml=False, repr=False)
+    # the user's own store ("none": no user scope); see scopes.py
+    user_dir: Path | None = setting(None, env="MEMDIR_USER_DIR", sensitive=True)
+    read_only: tuple[str, ...] = setting((), sensitive=True)  # shared stores recalled from
+    # "ask": learned changes wait for a person (memdir review, memdir ui)
+    review: str = setting("auto", choices=("auto", "ask"), tighten=("ask",))
+    # keep a bounded log of what was recalled for which prompt and why
+    recall_log: bool = setting(True, tighten=(True,))
+    # keep what was said (dated turns) beside what was learned from it
+    episodes: bool = setting(True, project=True)
+    episodes_keep_days: int = setting(90, tighten=LOWER)
+    episodes_max_bytes: int = setting(20 * 1024 * 1024, tighten=LOWER)
+    recall_episodes: int = setting(2, project=True)  # turns recall may add beside the memories
+    # "auto": pull when a session starts, commit and push after learning (pushes the store
+    # to a remote by itself: the user's to choose)
+    sync: str = setting("off", choices=SYNC_MODES, sensitive=True, sync=True)
+    # seconds an automatic sync waits for more changes
+    sync_debounce: float = setting(10.0, project=True, sync=True)
+    # a session start pulls if the last sync is older than this
+    sync_interval: float = setting(300.0, project=True, sync=True)
+    # PostgreSQL: where every memory is read from and written to
+    database_url: str | None = setting(None, env="MEMDIR_DATABASE_URL", sensitive=True, repr=False)
+    store: str = setting("default", env="MEMDIR_STORE", sensitive=True)  # its namespace there
     config_file: Path | None = None  # the project's config.toml, when there is one
     ignored: tuple[str, ...] = ()  # its settings not honoured: the file is not trusted
     # the same without the project's file: what the user's own store is opened with
@@ -118,39 +171,23 @@ class Config:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
-_ENV = {
-    "MEMDIR_DIR": "dir",
-    "MEMDIR_PROVIDER": "provider",
-    "MEMDIR_MODEL": "model",
-    "MEMDIR_MEMORY_MODEL": "memory_model",
-    "MEMDIR_TIMEOUT": "timeout",
-    "MEMDIR_MAX_RETRIES": "max_retries",
-    "MEMDIR_API_KEY": "api_key",
-    "MEMDIR_BASE_URL": "base_url",
-    "MEMDIR_CONSOLIDATE_THRESHOLD": "consolidate_threshold",
-    "MEMDIR_RECALL_TOKEN_BUDGET": "recall_token_budget",
-    "MEMDIR_CONTEXT_TOKENS": "context_tokens",
-    "MEMDIR_EMBEDDER": "embedder",
-    "MEMDIR_USER_DIR": "user_dir",
-    "MEMDIR_EMBED_MODEL": "embed_model",
-    "MEMDIR_EMBED_URL": "embed_url",
-    "MEMDIR_EMBED_API_KEY": "embed_api_key",
-    "MEMDIR_DATABASE_URL": "database_url",
-    "MEMDIR_STORE": "store",
+_INTERNAL = Setting(toml=False)  # a field that is not a setting (how the others were found)
+SETTINGS: dict[str, Setting] = {
+    f.name: f.metadata.get("memdir", _INTERNAL) for f in dataclasses.fields(Config)
 }
-_SECRET = {"dir", "dir_source", "api_key", "embed_api_key", "config_file", "ignored", "mine"}
-# (never from config.toml)
-EMBEDDERS = ("auto", "none", "minilm", "e5", "http")
-SYNC_MODES = ("off", "auto")
-CHOICES = {
-    "review": ("auto", "ask"),
-    "sync": SYNC_MODES,
-    "embedder": EMBEDDERS,
-    "extract_style": ("auto", "memories", "facts"),
-    "select_guard": ("auto", "lexical", "none"),
-    "recall_select": ("model", "search"),
-    "consolidate_auto": ("auto", "apply", "propose"),
-}
+_ENV = {s.env: name for name, s in SETTINGS.items() if s.env}
+_SECRET = {name for name, s in SETTINGS.items() if not s.toml}  # never from config.toml
+CHOICES = {name: s.choices for name, s in SETTINGS.items() if s.choices}
+# Settings that send data or keys somewhere, or grant the agent permissions: only the user
+# makes them (a project's file once trusted; a store's own config.toml never).
+SENSITIVE = frozenset(name for name, s in SETTINGS.items() if s.sensitive)
+# What an untrusted project file may still set, and in which direction: only to tighten a
+# guard or spend less ("lower": at most what is otherwise in force; "higher": at least;
+# a tuple: only these values). Any other setting that is not plainly about the project
+# (model names, timeouts, budgets, styles) counts only once the file is trusted.
+TIGHTEN = {name: s.tighten for name, s in SETTINGS.items() if s.tighten is not None}
+PROJECT_OWN = frozenset(name for name, s in SETTINGS.items() if s.project)  # any value
+SYNC_SETTINGS = tuple(name for name, s in SETTINGS.items() if s.sync)
 PROVIDERS = ("anthropic", "openai", "claude-code", "codex")
 _FLAGS = {"database_url": "--db", "dir": "--dir"}
 _STORE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -251,48 +288,11 @@ def parse_toml(raw: bytes, path: Path) -> dict[str, Any]:
     return values
 
 
-# What an untrusted project file may still set, and in which direction: only to tighten a
-# guard or spend less ("lower": at most what is otherwise in force; "higher": at least;
-# a tuple: only these values). Any other setting that is not plainly about the project
-# (model names, timeouts, budgets, styles) counts only once the file is trusted.
-TIGHTEN: dict[str, str | tuple[Any, ...]] = {
-    "review": ("ask",),
-    "recall_log": (True,),
-    "select_guard": ("lexical",),
-    "recall_select": ("search",),  # no model call: costs nothing
-    "consolidate_auto": ("propose",),
-    "max_file_bytes": "lower",
-    "consolidate_max_retire_share": "lower",
-    "consolidate_max_calls": "lower",
-    "consolidate_batch": "lower",
-    "consolidate_threshold": "higher",
-    "consolidate_cooldown": "higher",
-    "recall_max_items": "lower",
-    "recall_token_budget": "lower",
-    "context_tokens": "lower",  # a smaller window refuses sooner: never sends more
-    "standing_token_budget": "lower",
-    "recall_history_chars": "lower",
-    "select_catalogue_max": "lower",
-    "timeout": "lower",
-    "max_retries": "lower",
-    "hook_budget": "lower",
-    "hook_model_wait": "lower",
-    "embed_budget": "lower",
-    "episodes_keep_days": "lower",
-    "episodes_max_bytes": "lower",
-}
-# Plainly the project's own business: any value.
-PROJECT_OWN = frozenset(
-    {"types", "index_max_lines", "index_max_bytes", "recall_episodes", "episodes",
-     "sync_debounce", "sync_interval", "lock_timeout", "extract_style"}
-)  # fmt: skip
-
-
 def _tightens(key: str, value: Any, current: Any) -> bool:
     rule = TIGHTEN[key]
     if isinstance(rule, tuple):
         return value in rule or value == current
-    return bool(value <= current) if rule == "lower" else bool(value >= current)
+    return bool(value <= current) if rule == LOWER else bool(value >= current)
 
 
 def _project_settings(

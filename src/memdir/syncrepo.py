@@ -23,7 +23,7 @@ from pathlib import Path
 from . import memory as memfmt
 from . import syncguard as guard
 from .atomic import private
-from .config import Config, read_toml
+from .config import SYNC_SETTINGS, Config, read_toml
 from .errors import MemdirError, MemoryNotFound
 from .gitcmd import Git, SyncError
 from .index import INDEX_FILE
@@ -269,8 +269,7 @@ def settings(root: Path, config: Config) -> Config:
         own = read_toml(source) if source is not None and source.is_file() else {}
     except MemdirError:
         return config
-    keys = ("sync", "sync_debounce", "sync_interval")
-    return dataclasses.replace(config, **{k: v for k, v in own.items() if k in keys})
+    return dataclasses.replace(config, **{k: v for k, v in own.items() if k in SYNC_SETTINGS})
 
 
 def kick(root: Path, config: Config, *, pull: bool = False) -> bool:

@@ -27,22 +27,6 @@ from pathlib import Path
 from .layout import INTERNAL, SYNC_STATE
 from .statefile import StateFile
 
-# Settings that send data or keys somewhere, or grant the agent permissions.
-SENSITIVE = frozenset(
-    {
-        "provider",
-        "base_url",
-        "embedder",
-        "embed_url",
-        "embed_model",
-        "user_dir",
-        "read_only",
-        "allow",
-        "sync",  # pushes the store to a remote by itself
-        "database_url",  # where every memory is read from and written to
-        "store",
-    }
-)
 TRUST_FILE = "trusted.json"
 PULLED_CONFIG = "pulled_config"  # sync.json: the SHA-256 of a config.toml a sync brought
 USER_CONFIG = "config.toml"
