@@ -134,8 +134,7 @@ def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
 @click.argument("path", required=False)
 def merge_file(is_index: bool, base: Path, ours: Path, theirs: Path, path: str | None) -> None:
     """git's merge driver for memory files (%O %A %B %P): writes the merge into OURS."""
-    import subprocess
-
+    from .gitcmd import Git
     from .memmerge import merge
 
     if is_index:  # MEMORY.md: ours stands until sync renders it from the merged files
@@ -147,13 +146,10 @@ def merge_file(is_index: bool, base: Path, ours: Path, theirs: Path, path: str |
         except (OSError, UnicodeDecodeError) as exc:
             fail(f"cannot read {p} ({exc})")
 
+    git = Git(Path.cwd())  # git runs a merge driver in the top of the working tree
+
     def blob_id(text: str) -> str:
-        proc = subprocess.run(
-            ["git", "hash-object", "-w", "--stdin"], input=text.encode(), capture_output=True
-        )
-        if proc.returncode != 0:
-            fail(f"git hash-object failed: {proc.stderr.decode(errors='replace').strip()}")
-        return proc.stdout.decode().strip()
+        return git.run("hash-object", "-w", "--stdin", input=text.encode()).out.strip()
 
     base_text = read(base)
     merged = merge(base_text or None, read(ours), read(theirs), ref=blob_id)

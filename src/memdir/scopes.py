@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .backend import open_store
-from .config import Config
+from .config import Config, folder
 from .entry import Entry, Hit
 from .errors import (
     ConfigError,
@@ -62,9 +62,7 @@ def user_store_dir(config: Config) -> Path | None:
             return None
         root = config.user_dir
     else:
-        import platformdirs
-
-        root = Path(platformdirs.user_data_dir("memdir", appauthor=False))
+        root = folder(config, "data")
     return root.resolve() if root.is_symlink() else root
 
 
@@ -216,10 +214,8 @@ class Scopes:
         is ever written into it."""
         import hashlib
 
-        import platformdirs
-
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-        caches = Path(platformdirs.user_cache_dir("memdir", appauthor=False)) / "shared" / key
+        caches = folder(self.config, "cache") / "shared" / key
         return MemoryStore(
             root,
             dataclasses.replace(self.config, dir=root),

@@ -229,13 +229,11 @@ def store_id(conn: psycopg.Connection[Any], name: str, *, create: bool) -> int |
 
 def state_dir(config: Config) -> Path:
     """This host's folder for a database store's local state (cursors, review, recall log)."""
-    import platformdirs
+    from ..config import folder
 
     assert config.database_url is not None
     key = hashlib.sha256(f"{shown(config.database_url)}\0{config.store}".encode())
-    return (
-        Path(platformdirs.user_state_dir("memdir", appauthor=False)) / "db" / key.hexdigest()[:16]
-    )
+    return folder(config, "state") / "db" / key.hexdigest()[:16]
 
 
 def working(conn: psycopg.Connection[Any], url: str, idle: bool) -> psycopg.Connection[Any]:
