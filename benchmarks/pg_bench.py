@@ -195,6 +195,8 @@ def main() -> None:
         config = Config(database_url=pg.url, store="bench", embedder="none")
         db = PgStore(config, root=tmp / "state", watch=True)
         filled = fill_db(db, args.n, vocab, weights)
+        with db._read() as conn:  # what autovacuum does soon after a bulk load
+            conn.execute("ANALYZE")
         print(f"setup: {args.n:,} memories into PostgreSQL through apply() in {filled:.0f} s")
         root = tmp / "files" / ".memory"
         write_files(root, args.n, vocab, weights, random.Random(11))
@@ -216,6 +218,7 @@ def main() -> None:
             f"| top 5 = exact BM25's (every matching memory scored) | {d_ok} of {len(queries)}"
             f" | {f_ok} of {len(queries)} |"
         )
+        team_rows(pg.url, tmp, db, queries)
         dw, fw = write_one(db, args.repeat, "db"), write_one(files, args.repeat, "files")
         print(f"| write one memory into {args.n:,} (median) | {dw:.1f} ms | {fw:.1f} ms |")
         for mode, what in (("new", "new memories"), ("shared", "read-modify-writes of one")):
@@ -229,6 +232,61 @@ def main() -> None:
         if args.dense_n:
             dense(pg.url, tmp, args.dense_n, queries)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def team_rows(url: str, tmp: Path, db: PgStore, queries: list[str]) -> None:
+    """What a team server's permission checks add to a request: the same searches through an
+    identity's session (member role: row-level security on every statement) beside the
+    owner's, and telling a token's identity (the server's cache, and the database query
+    behind it every ``TTL`` seconds)."""
+    from memdir.integrations.team import Team
+    from memdir.store import pgschema, pgteam
+
+    conn = pgschema.connect(url, autocommit=True)
+    pgteam.ensure(conn)
+    identity, token = pgteam.add(conn, "bench-reader", [("bench", "read")])
+    session = pgteam.session_sql(conn, identity)
+    config = Config(database_url=url, store="bench", embedder="none")
+    member = PgStore(config, root=tmp / "member", session=session, read_only=True, create=False)
+    member.search("warm up", 5)
+    same = all(
+        [h.name for h in member.search(q, 5)] == [h.name for h in db.search(q, 5)]
+        for q in queries[:50]
+    )
+    own: list[float] = []
+    theirs: list[float] = []
+    for q in queries * 2:  # interleaved: both see the same machine at the same moment
+        for store, times in ((db, own), (member, theirs)):
+            t = time.perf_counter()
+            store.search(q, 5)
+            times.append((time.perf_counter() - t) * 1000)
+    own.sort()
+    theirs.sort()
+    om, mm = statistics.median(own), statistics.median(theirs)
+    o90, m90 = own[int(len(own) * 0.9)], theirs[int(len(theirs) * 0.9)]
+    print(
+        f"| warm `search` as an identity (row-level security) beside the owner (median / p90)"
+        f" | {mm:.2f} / {m90:.2f} ms vs {om:.2f} / {o90:.2f} ms: {mm - om:+.2f} ms"
+        f" (same hits: {same}) | — |"
+    )
+    team = Team(config, root=tmp / "team")
+    team.who(token)
+    t = time.perf_counter()
+    for _ in range(10_000):
+        team.who(token)
+    cached = (time.perf_counter() - t) / 10_000 * 1e6
+    times = []
+    for _ in range(200):
+        t = time.perf_counter()
+        pgteam.who(conn, token)
+        times.append((time.perf_counter() - t) * 1000)
+    print(
+        f"| whose token a request carries: cached / asked of the database (median)"
+        f" | {cached:.1f} µs / {statistics.median(times):.2f} ms | — |"
+    )
+    team.close()
+    member.close()
+    conn.close()
 
 
 def fleet(url: str, tmp: Path, servers: int, api: int, each: int) -> None:

@@ -310,6 +310,7 @@ def _register_optional() -> None:
         cli_read,
         cli_review,
         cli_sync,
+        cli_tokens,
         cli_trust,
         cli_ui,
         cli_upkeep,
@@ -327,6 +328,7 @@ def _register_optional() -> None:
         *cli_sync.COMMANDS,
         *cli_review.COMMANDS,
         *cli_ui.COMMANDS,
+        *cli_tokens.COMMANDS,
     ):
         cli.add_command(command)
 

@@ -73,13 +73,15 @@ def history(c: Ctx, name: str, scope: str, as_json: bool) -> None:
     store, name, _ = c.pick(name, scope)
     memfmt.validate_name(name)
     versions = store.history(name)
+    by = {op.id: op.source for op in store.log()} if versions else {}
     if as_json:
-        emit_json([v.to_dict() for v in versions])
+        emit_json([dict(v.to_dict(), by=by.get(v.op)) for v in versions])
         return
     if not versions:
         click.echo(f"No history for {name}.")
     for v in versions:
         why = f" — {for_terminal(v.reason)}" if v.reason else ""
+        why += f" (by {for_terminal(by[v.op])})" if by.get(v.op) else ""
         try:
             held = memfmt.loads(store.version_text(name, v.version)).description
         except MemdirError:

@@ -73,15 +73,28 @@ def allowed_hosts(host: str, port: int, extra: Iterable[str] = ()) -> set[str]:
     return {n.lower() for n in names} | {f"{n.lower()}:{port}" for n in names}
 
 
+IDENTITY = "memdir.identity"  # the request's ``scope["state"]`` key for who made it
+
+
 class Guard:
     """ASGI middleware: refuse a request without the token, from a foreign Host, or from a
-    browser page whose Origin was not listed."""
+    browser page whose Origin was not listed. With ``who`` (a team's server), the token is
+    each person's own: ``who(token)`` names its identity (None: refused), which the request
+    carries on (``scope["state"][IDENTITY]``)."""
 
-    def __init__(self, app: App, token: str, hosts: set[str], origins: Iterable[str]) -> None:
+    def __init__(
+        self,
+        app: App,
+        token: str,
+        hosts: set[str],
+        origins: Iterable[str],
+        who: Callable[[str], Any] | None = None,
+    ) -> None:
         self.app = app
         self.token = token.encode()
         self.hosts = hosts
         self.origins = {o.rstrip("/").lower() for o in origins}
+        self.who = who
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -91,6 +104,13 @@ class Guard:
             k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
         }
         refusal = self.check(headers)
+        if refusal is None and self.who is not None:
+            _, _, given = headers.get("authorization", "").partition(" ")
+            identity = self.who(given.strip())
+            if identity is None:
+                refusal = 401, "unknown or revoked token — ask for one: memdir tokens add NAME"
+            else:
+                scope.setdefault("state", {})[IDENTITY] = identity
         if refusal is not None:
             status, text = refusal
             extra = [(b"www-authenticate", b'Bearer realm="memdir"')] if status == 401 else []
@@ -113,6 +133,8 @@ class Guard:
         if origin is not None and origin.rstrip("/").lower() not in self.origins:
             return 403, "Origin not allowed — start the server with --allow-origin " + origin
         scheme, _, given = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and self.who is not None:
+            return None  # whose token it is: ``who`` says
         if scheme.lower() != "bearer" or not hmac.compare_digest(
             given.strip().encode(), self.token
         ):

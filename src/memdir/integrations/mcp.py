@@ -11,10 +11,13 @@ This module does NOT decide what to remember: the host's model does, through the
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -24,6 +27,12 @@ from pydantic import ValidationError
 
 from ..config import Config
 from .mcp_memory import MemoryServer
+
+if TYPE_CHECKING:
+    from .team import Team
+
+# the tools of the person a team server's request comes from (``Team.memory_for``)
+CURRENT: contextvars.ContextVar[MemoryServer] = contextvars.ContextVar("memdir_person")
 
 READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -126,9 +135,12 @@ class _Server(MCPServer):
     prompt called without its argument is invalid params (-32602)."""
 
     memory: MemoryServer | None = None
+    team: Team | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        if self.memory is not None:  # who writes: the host that connected (provenance)
+        if self.team is not None:  # a team's server: the person this request is
+            person = CURRENT.set(self._person(context))
+        elif self.memory is not None:  # who writes: the host that connected (provenance)
             self.memory.client = _client_name(context) or self.memory.client
         try:
             return await super().call_tool(name, arguments, context)
@@ -136,6 +148,31 @@ class _Server(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(self._invalid(name, exc.__cause__)) from None
             raise
+        finally:
+            if self.team is not None:
+                CURRENT.reset(person)
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        if self.team is None:
+            return await super().read_resource(uri, context)
+        person = CURRENT.set(self._person(context))
+        try:
+            return await super().read_resource(uri, context)
+        finally:
+            CURRENT.reset(person)
+
+    def _person(self, context: Any) -> MemoryServer:
+        """The tools of whoever sent this request (the guard named them from their token)."""
+        from .http_guard import IDENTITY
+
+        assert self.team is not None
+        try:
+            identity = context.request_context.request.scope.get("state", {}).get(IDENTITY)
+        except AttributeError:
+            identity = None
+        if identity is None:  # the guard refuses such a request: never reached over HTTP
+            raise ToolError("this request carries no identity — send your own token")
+        return self.team.memory_for(identity)
 
     def _invalid(self, name: str, err: ValidationError) -> str:
         what = "; ".join(
@@ -178,12 +215,28 @@ def _kind(spec: dict[str, Any]) -> str:
     return " or ".join(names.get(str(t), str(t)) for t in types) or "any"
 
 
-def build_server(config: Config) -> MCPServer:
-    """The MCP server for the store ``config`` names. Tools answer plain text (no output
-    schema: hosts pass the text to the model as written, not as escaped JSON)."""
+def _each_person(template: Callable[..., Any]) -> Callable[..., Any]:
+    """``template`` (a ``MemoryServer`` method, for its signature) run on the tools of the
+    request's person (``CURRENT``)."""
+
+    @functools.wraps(template)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(CURRENT.get(), template.__name__)(*args, **kwargs)
+
+    return call
+
+
+def build_server(config: Config, team: Team | None = None) -> MCPServer:
+    """The MCP server for the store ``config`` names, or with ``team`` for each person's own
+    stores. Tools answer plain text (no output schema: hosts pass the text to the model as
+    written, not as escaped JSON)."""
     mem = MemoryServer(config)
     server = _Server("memdir", version=_version(), instructions=INSTRUCTIONS)
-    server.memory = mem
+    server.memory, server.team = mem, team
+
+    def bound(method: str) -> Callable[..., Any]:
+        return getattr(mem, method) if team is None else _each_person(getattr(mem, method))
+
     for tool in TOOLS:
         description = tool.description.format(types=", ".join(config.types))
         server.tool(
@@ -191,26 +244,26 @@ def build_server(config: Config) -> MCPServer:
             annotations=tool.annotations,
             description=description,
             structured_output=False,
-        )(getattr(mem, tool.method))
+        )(bound(tool.method))
     server.resource(
         "memory://index",
         name="index",
         mime_type="text/markdown",
         description="MEMORY.md of every scope: one line per memory, by type.",
-    )(mem.index)
+    )(bound("index"))
     server.resource(
         "memory://standing",
         name="standing",
         mime_type="text/markdown",
         description="The user's standing preferences, rules and pinned memories (follow them"
         " in every session), then the memory index.",
-    )(mem.standing)
+    )(bound("standing"))
     server.resource(
         "memory://{name}",
         name="memory",
         mime_type="text/markdown",
         description="One memory file, frontmatter and body.",
-    )(mem.memory_file)
+    )(bound("memory_file"))
     server.prompt(name="remember", description="Save something to long-term memory.")(
         remember_prompt
     )
@@ -259,14 +312,18 @@ def serve(
 
     from .http_guard import Guard, allowed_hosts, resolve_token
 
-    secret, kept, made = resolve_token(token, host, home or Path.home())
+    team = _team(config, token)
+    if team is None:
+        secret, kept, made = resolve_token(token, host, home or Path.home())
+    else:
+        secret, kept, made = "", None, False
     names = allowed_hosts(host, port, hosts)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=sorted(names),
         allowed_origins=list(origins),
     )
-    app = build_server(config).streamable_http_app(transport_security=security, host=host)
+    app = build_server(config, team).streamable_http_app(transport_security=security, host=host)
     shown = f"[{host}]" if ":" in host else host
     print(f"memdir mcp: serving http://{shown}:{port}/mcp", file=sys.stderr)
     if made:
@@ -277,11 +334,40 @@ def serve(
         )
     elif kept is not None:
         print(f"memdir mcp: access token in {kept}", file=sys.stderr)
-    uvicorn.Server(
-        uvicorn.Config(
-            Guard(app, secret, names, origins), host=host, port=port, log_level="warning"
+    if team is not None:
+        print(
+            f"memdir mcp: {team.active()} identities; each client sends its own token"
+            " ('memdir tokens list')",
+            file=sys.stderr,
         )
-    ).run()
+    who = None if team is None else team.who
+    guarded = Guard(app, secret, names, origins, who=who)
+    uvicorn.Server(uvicorn.Config(guarded, host=host, port=port, log_level="warning")).run()
+
+
+def _team(config: Config, token: str | None) -> Team | None:
+    """The team whose identities this server serves: a database with identities (then a
+    shared ``--token`` is refused: each person sends their own), else None."""
+    if not config.database_url:
+        return None
+    from ..errors import ConfigError
+    from ..store import pgschema, pgteam
+    from .team import Team
+
+    conn = pgschema.connect(config.database_url, autocommit=True)
+    try:
+        exists = conn.execute("SELECT to_regclass('memdir_identities') IS NOT NULL").fetchone()
+        people = pgteam.active(conn) if exists and exists[0] else 0
+    finally:
+        conn.close()
+    if not people:
+        return None
+    if token:
+        raise ConfigError(
+            "this database has identities ('memdir tokens list'): each client sends its own"
+            " token — start the server without --token (and MEMDIR_MCP_TOKEN)"
+        )
+    return Team(config)
 
 
 __all__ = ["build_server", "serve"]

@@ -101,6 +101,10 @@ class MemoryServer:
             self._scopes = None  # read the stores again, the new one included
         return self._user
 
+    def scope_choices(self) -> tuple[str, ...]:
+        """The scopes ``remember`` may be told to write to."""
+        return (PROJECT, USER)
+
     def user_or_none(self) -> Store | None:
         """The user's store if this server has opened it."""
         return self._user
@@ -262,8 +266,8 @@ class MemoryServer:
         scope: str | None = None,
     ) -> str:
         def run() -> str:
-            if scope not in (None, "", PROJECT, USER):
-                raise ToolError(f"scope {scope!r} is not one of project, user")
+            if scope not in (None, "", *self.scope_choices()):
+                raise ToolError(f"scope {scope!r} is not one of {', '.join(self.scope_choices())}")
             kind = type or guess_type(f"{description}\n{body}", self.config.types)
             store = self.writable(route(self.config, kind, scope or None))
             chosen = (name or id or slugify(" ".join(description.split()[:6]))).strip()
@@ -362,9 +366,11 @@ class MemoryServer:
                 store.get(real)  # the same "no memory named …" error as read
             if not versions:
                 return f"No history for {which}."
+            by = {op.id: op.source for op in store.log()}
             return "\n".join(
                 f"v{v.version} {v.time} {v.action}"
                 + (f" — {one_line(v.reason)}" if v.reason else "")
+                + (f" (by {one_line(by[v.op])})" if by.get(v.op) else "")
                 for v in versions
             )
 

@@ -31,6 +31,7 @@ from ..entry import Entry
 from ..errors import (
     MemdirError,
     MemoryNotFound,
+    ReadOnlyStore,
     StoreNotFound,
 )
 from ..history import Operation, Version
@@ -42,7 +43,7 @@ from ..transaction import check_memory, new_op_id
 from ..watch import WATCH_AFTER
 from . import pgschema
 from .base import Store, StoreBase, Taken, checked_items
-from .pgwrite import Writer, entry_of, memory_of
+from .pgwrite import COLUMNS, Writer, entry_of, memory_of
 
 if TYPE_CHECKING:
     import psycopg
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
     from .pgsearch import PgSearch
 
 _list = list
-_COLUMNS = "name, type, description, created, updated, pinned, warnings, seq"
 
 
 class _Unchanged(Exception):
@@ -67,7 +67,10 @@ class PgStore(StoreBase):
     ``config.database_url`` and ``config.store`` say which; ``create``: make the store if the
     database has none of that name (else StoreNotFound); ``watch``: listen for other hosts'
     changes (True) instead of asking the change counter at each read. ``root``: the local state
-    folder (default: ``pgschema.state_dir``)."""
+    folder (default: ``pgschema.state_dir``). ``session``: statements run on each connection
+    before anything else (``pgteam.session_sql``: an identity's member role and stores, which
+    row-level security holds every statement to); ``read_only``: refuse every change
+    (ReadOnlyStore), as for an identity that may only read this store."""
 
     def __init__(
         self,
@@ -77,13 +80,17 @@ class PgStore(StoreBase):
         watch: bool | None = None,
         embedder: Embedder | None = None,
         root: Path | None = None,
+        session: Sequence[tuple[str, tuple[Any, ...]]] = (),
+        read_only: bool = False,
     ) -> None:
         if not config.database_url:
             raise MemdirError("no database_url is set — pass --db URL or set MEMDIR_DATABASE_URL")
         self.config = config
         self.url = config.database_url
         self.store_name = config.store
-        self.read_only = False
+        self.read_only = read_only
+        self.session = tuple(session)
+        self.member = bool(session)  # restricted by row-level security: owns nothing
         self.root = root or pgschema.state_dir(config)
         self.internal = self.root / INTERNAL
         self._mu = threading.RLock()
@@ -91,7 +98,8 @@ class PgStore(StoreBase):
         self._used = time.monotonic()
         self.idle_check = IDLE_CHECK  # seconds unused after which the connection is looked at
         pgschema.ensure_schema(self._conn)
-        sid = pgschema.store_id(self._conn, self.store_name, create=create)
+        self._enter_session(self._conn)
+        sid = pgschema.store_id(self._conn, self.store_name, create=create and not read_only)
         if sid is None:
             self._conn.close()
             raise StoreNotFound(
@@ -100,6 +108,7 @@ class PgStore(StoreBase):
             )
         self.sid = sid
         self._w = Writer(sid, self.store_name, config)
+        self._w.member = self.member
         self.internal.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._entries: dict[str, Entry] = {}
         self._names: list[str] | None = None
@@ -140,25 +149,28 @@ class PgStore(StoreBase):
             self._used = time.monotonic()
 
     def _alive(self) -> None:
-        """A connection that works (``pgschema.working``)."""
-        self._conn = pgschema.working(
-            self._conn, self.url, time.monotonic() - self._used > self.idle_check
-        )
+        """A connection that works (``pgschema.working``), in this store's session."""
+        idle = time.monotonic() - self._used > self.idle_check
+        conn = pgschema.working(self._conn, self.url, idle)
+        if conn is not self._conn:
+            self._enter_session(conn)
+            self._conn = conn
+
+    def _enter_session(self, conn: psycopg.Connection[Any]) -> None:
+        for sql, params in self.session:
+            conn.execute(sql, params)
+
+    def _writing(self) -> None:
+        if self.read_only:  # an identity that may only read this store
+            raise ReadOnlyStore(
+                f"the store {self.store_name!r} is read-only here — nothing changed"
+            )
 
     def _reload(self) -> None:
         with self._read() as conn:
-            seq = self._store_seq(conn)
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s", (self.sid,)
-            ).fetchall()
+            seq, rows = self._w.catalogue(conn)
         self._entries = {r[0]: entry_of(r) for r in rows}
         self._names, self._seq = None, seq
-
-    def _store_seq(self, conn: psycopg.Connection[Any]) -> int:
-        row = conn.execute("SELECT seq FROM memdir_stores WHERE id = %s", (self.sid,)).fetchone()
-        if row is None:
-            raise StoreNotFound(f"the store {self.store_name!r} was dropped from the database")
-        return int(row[0])
 
     def _catch_up(self) -> None:
         """Bring the catalogue up to date with every host's writes: nothing to do when the
@@ -171,20 +183,9 @@ class PgStore(StoreBase):
                 self._listen()  # still reading a while after opening: a long-running process
         self._dirty.clear()
         with self._read() as conn:
-            seq = self._store_seq(conn)
-            if seq == self._seq:
-                return
-            changed: set[str] = set()
-            for (changes,) in conn.execute(
-                "SELECT changes FROM memdir_log WHERE store = %s AND seq > %s",
-                (self.sid, self._seq),
-            ):
-                changed.update(c["name"] for c in changes)
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
-                (self.sid, list(changed)),
-            ).fetchall()
-        self._note(changed, rows, seq)
+            news = self._w.since(conn, self._seq)
+        if news is not None:
+            self._note(*news)
 
     def _note(self, changed: set[str], rows: list[tuple[Any, ...]], seq: int) -> None:
         for name in changed:
@@ -221,6 +222,7 @@ class PgStore(StoreBase):
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the store's writer lock (every host's writers wait; re-entrant)."""
+        self._writing()
         with self._mu:
             self._conn.execute("SELECT pg_advisory_lock(%s)", (self._key,))
             try:
@@ -380,6 +382,7 @@ class PgStore(StoreBase):
         undoes: str | None = None,
     ) -> Operation | None:
         """Apply a list of changes as one database transaction; None when nothing changed."""
+        self._writing()
         for change in plan:
             if isinstance(change, Put):
                 check_memory(change.memory, self.config)
@@ -394,7 +397,7 @@ class PgStore(StoreBase):
                 op = Operation(op_id, stamp, source, summary, tuple(records), undoes)
                 self._w.log(conn, op, seq)
                 rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
+                    f"SELECT {COLUMNS} FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
                     (self.sid, [r["name"] for r in records]),
                 ).fetchall()
         except _Unchanged:
@@ -420,6 +423,7 @@ class PgStore(StoreBase):
         return Origin(label_of(row[0], by), row[1], row[2])
 
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
+        self._writing()
         op = Operation(new_op_id(), memfmt.now(), source, summary, (), undoes)
         with self._txn() as conn:
             self._w.log(conn, op, self._w.next_seq(conn))
@@ -440,6 +444,7 @@ class PgStore(StoreBase):
             return self._w.operations(conn, limit)
 
     def _drop_versions(self, name: str, version: int | None) -> int:
+        self._writing()
         with self._txn() as conn:
             return int(
                 conn.execute(
@@ -450,6 +455,7 @@ class PgStore(StoreBase):
             )
 
     def _carry_history(self, old: str, new: str) -> None:
+        self._writing()
         with self._txn() as conn:
             self._w.check_new_names(conn, [new], {old})
             if not self.history(new):  # the past follows the name
@@ -462,10 +468,11 @@ class PgStore(StoreBase):
 
     def take(self, items: Sequence[Taken], *, source: str) -> Operation | None:
         """As ``MemoryStore.take``, in one transaction."""
+        self._writing()
         loaded = checked_items(items, self.config)
         with self._txn() as conn:
             op = self._w.take(conn, loaded, source)
-        if len(loaded) >= 1000:  # a bulk load: fresh statistics for the planner
+        if len(loaded) >= 1000 and not self.member:  # a bulk load: the planner's statistics
             with self._read() as conn:
                 conn.execute("ANALYZE memdir_memories, memdir_postings, memdir_terms")
         self._reload()

@@ -122,11 +122,12 @@ class PgSearch:
                 rows = conn.execute(
                     "WITH q(term, w) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
                     " c AS (SELECT p.name, sum(q.w) AS w FROM memdir_postings p"
-                    " JOIN q ON p.term = q.term WHERE p.store = %s GROUP BY p.name"
+                    " JOIN q ON p.term = q.term WHERE p.store = %s AND p.term = ANY(%s)"
+                    " GROUP BY p.name"
                     " ORDER BY w DESC, p.name LIMIT %s)"
                     " SELECT m.name, m.length, m.tok_name, m.tok_description, m.tok_body"
                     " FROM c JOIN memdir_memories m ON m.store = %s AND m.name = c.name",
-                    (gather, [idf[t] for t in gather], sid, limit, sid),
+                    (gather, [idf[t] for t in gather], sid, gather, limit, sid),
                 ).fetchall()
         avgdl = g_tokens / max(1, g_docs)
         scored = sorted(
@@ -143,7 +144,7 @@ class PgSearch:
         """Embed memories whose vector is missing or stale, for ``budget`` seconds at most
         (None: all); how many are left."""
         embedder = self._make_embedder()
-        if embedder is None:
+        if embedder is None or self.store.read_only:  # another's store: its writers embed
             return 0
         seen = self.store.version
         if seen == self._synced and not self.backlog:
@@ -193,7 +194,8 @@ class PgSearch:
             done += len(rows)
             if self.progress is not None:
                 self.progress(done, int(total))
-        if done >= ANALYZE_AFTER:  # many new vectors: let the planner know the HNSW index pays
+        # many new vectors: let the planner know the HNSW index pays (the tables' owner may)
+        if done >= ANALYZE_AFTER and not self.store.member:
             with self.store._read() as conn:
                 conn.execute("ANALYZE memdir_vectors")
         self.backlog = max(0, int(total) - done)
@@ -203,7 +205,7 @@ class PgSearch:
     def _index_for(self, dim: int) -> None:
         """An HNSW index over the vectors of this length (once per database and length):
         the nearest vectors are found without reading them all."""
-        if dim in self._indexed:
+        if dim in self._indexed or self.store.member:  # the tables' owner makes indexes
             return
         with self.store._txn() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("hnsw", dim),))

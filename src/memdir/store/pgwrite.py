@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import psycopg
 
 _list = list
+COLUMNS = "name, type, description, created, updated, pinned, warnings, seq"
 
 
 class Writer:
@@ -38,6 +39,17 @@ class Writer:
 
     def __init__(self, sid: int, store_name: str, config: Config) -> None:
         self.sid, self.store_name, self.config = sid, store_name, config
+
+    member = False  # an identity's session: row-level security hides what it may not use
+
+    def _gone(self) -> StoreNotFound:
+        """The store's row is not there: dropped, or not this identity's to use."""
+        if self.member:
+            return StoreNotFound(
+                f"the store {self.store_name!r} is not this identity's to change (it may only"
+                " read it, or it was dropped) — nothing was changed"
+            )
+        return StoreNotFound(f"the store {self.store_name!r} was dropped from the database")
 
     @property
     def _key(self) -> int:
@@ -51,7 +63,7 @@ class Writer:
             (self._key, self.sid),
         ).fetchone()
         if row is None:
-            raise StoreNotFound(f"the store {self.store_name!r} was dropped from the database")
+            raise self._gone()
         return int(row[0])
 
     def write(
@@ -300,6 +312,42 @@ class Writer:
         op = Operation(new_op_id(), memfmt.now(), source, "import", tuple(records), None)
         self.log(conn, op, seq)
         return op
+
+    # -- what the catalogue follows --------------------------------------------------------
+
+    def seq(self, conn: psycopg.Connection[Any]) -> int:
+        """The store's operation counter; StoreNotFound when the store was dropped."""
+        row = conn.execute("SELECT seq FROM memdir_stores WHERE id = %s", (self.sid,)).fetchone()
+        if row is None:
+            raise self._gone()
+        return int(row[0])
+
+    def catalogue(self, conn: psycopg.Connection[Any]) -> tuple[int, _list[tuple[Any, ...]]]:
+        """The counter and every memory's catalogue row (``entry_of``)."""
+        seq = self.seq(conn)
+        rows = conn.execute(
+            f"SELECT {COLUMNS} FROM memdir_memories WHERE store = %s", (self.sid,)
+        ).fetchall()
+        return seq, rows
+
+    def since(
+        self, conn: psycopg.Connection[Any], seen: int
+    ) -> tuple[set[str], _list[tuple[Any, ...]], int] | None:
+        """What changed after operation ``seen``: the names the log gives, their rows now,
+        the counter (None: nothing did)."""
+        seq = self.seq(conn)
+        if seq == seen:
+            return None
+        changed: set[str] = set()
+        for (changes,) in conn.execute(
+            "SELECT changes FROM memdir_log WHERE store = %s AND seq > %s", (self.sid, seen)
+        ):
+            changed.update(c["name"] for c in changes)
+        rows = conn.execute(
+            f"SELECT {COLUMNS} FROM memdir_memories WHERE store = %s AND name = ANY(%s)",
+            (self.sid, list(changed)),
+        ).fetchall()
+        return changed, rows, seq
 
     # -- what the writes kept ----------------------------------------------------------------
 
