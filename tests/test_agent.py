@@ -158,6 +158,7 @@ def test_failing_extraction_does_not_break_the_turn(
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_turn_not_the_session(llm_server: FakeLLMServer, tmp_path: Path) -> None:
     """SIGINT during a slow model call interrupts the turn; the chat goes on and exits cleanly."""
     arrived = threading.Event()
@@ -200,6 +201,7 @@ def test_ctrl_c_stops_a_turn_not_the_session(llm_server: FakeLLMServer, tmp_path
     assert "(interrupted)" in out and "fast answer" in out and "too late" not in out
 
 
+@pytest.mark.slow
 def test_a_message_longer_than_the_models_context_is_refused_before_it_is_sent(
     llm_server: FakeLLMServer, tmp_path: Path
 ) -> None:
@@ -258,6 +260,7 @@ def test_chat_slash_commands(llm_server: FakeLLMServer, tmp_path: Path) -> None:
     assert "(no memories)" in r.stdout and "unknown command /bogus" in r.stdout
 
 
+@pytest.mark.slow
 def test_no_llm_configured_is_one_line(tmp_path: Path) -> None:
     """Without a key or endpoint, chat and run exit 1 with one line naming what to set."""
     env = {
@@ -501,6 +504,7 @@ def test_save_memory_updates_the_memory_a_correction_corrects(tmp_path: Path) ->
     assert "8080" in store.get("api-port").description and store.history("api-port")
 
 
+@pytest.mark.slow
 def test_readme_console_session(tmp_path: Path) -> None:
     """The README's console session, command by command, against the runnable fake server:
     the same output (timestamps and scores aside)."""
@@ -543,6 +547,7 @@ def test_readme_console_session(tmp_path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_is_one_line_at_start(tmp_path: Path) -> None:
     """chat and run with an endpoint that accepts no connection fail at once, in one line."""
     import socket
@@ -604,6 +609,7 @@ def test_a_tool_call_written_as_text_is_run_not_printed(
 
 
 def test_text_tool_calls_are_told_from_answers() -> None:
+    """Tool calls a small model writes as text are told from answers."""
     from memdir.agent.loop import text_tool_calls
 
     names = {"bash", "write_file"}
@@ -616,6 +622,7 @@ def test_text_tool_calls_are_told_from_answers() -> None:
 
 
 def test_a_question_silences_the_spinner() -> None:
+    """A question silences the spinner."""
     import io
 
     from memdir.agent.terminal import Spinner
@@ -635,6 +642,7 @@ def test_a_question_silences_the_spinner() -> None:
 
 
 def test_the_chat_banner_counts_every_store(llm_server: FakeLLMServer, tmp_path: Path) -> None:
+    """The chat banner counts every store."""
     MemoryStore(tmp_path / "user-store").write(
         "tabs", type="user_preference", description="Tabs", body="tabs"
     )

@@ -193,6 +193,7 @@ def test_the_users_own_memories_are_a_folder(llm_server: FakeLLMServer, tmp_path
 def test_without_a_user_store_there_is_no_user_folder(
     llm_server: FakeLLMServer, tmp_path: Path
 ) -> None:
+    """Without a user store there is no user folder."""
     store = MemoryStore(tmp_path / ".memory")
     text, _failed = drive(
         llm_server,
@@ -210,6 +211,7 @@ def test_without_a_user_store_there_is_no_user_folder(
 def test_with_user_store_follows_the_configuration(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """With a user store, its /memories/user/ folder follows the configuration."""
     store = MemoryStore(tmp_path / ".memory")
     monkeypatch.setenv("MEMDIR_USER_DIR", str(tmp_path / "mine"))
     from memdir.config import load_config

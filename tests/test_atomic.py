@@ -11,6 +11,7 @@ from memdir.atomic import TEMP_PREFIX, append_nofollow, private, write_atomic
 
 
 def test_write_replaces_whole_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """Write replaces whole and leaves no temporary file."""
     path = tmp_path / "m.md"
     path.write_text("old")
     inode = path.stat().st_ino
@@ -20,6 +21,7 @@ def test_write_replaces_whole_and_leaves_no_temporary_file(tmp_path: Path) -> No
 
 
 def test_staged_write_puts_its_temporary_file_elsewhere(tmp_path: Path) -> None:
+    """Staged write puts its temporary file elsewhere."""
     stage = tmp_path / "stage"
     stage.mkdir()
     write_atomic(tmp_path / "m.md", b"x", stage=stage)
@@ -27,6 +29,7 @@ def test_staged_write_puts_its_temporary_file_elsewhere(tmp_path: Path) -> None:
 
 
 def test_files_in_an_owner_only_folder_are_owner_only(tmp_path: Path) -> None:
+    """Files written in an owner-only folder are owner-only."""
     mine = tmp_path / "mine"
     mine.mkdir(mode=0o700)
     assert private(mine) and not private(tmp_path / "missing")
@@ -37,6 +40,7 @@ def test_files_in_an_owner_only_folder_are_owner_only(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
+    """A failed write keeps the old file."""
     path = tmp_path / "m.md"
     path.write_text("old")
     with pytest.raises(FileNotFoundError):
@@ -45,6 +49,7 @@ def test_a_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
 
 
 def test_append_refuses_a_link(tmp_path: Path) -> None:
+    """Append refuses a link."""
     target = tmp_path / "elsewhere"
     target.write_text("")
     (tmp_path / "log").symlink_to(target)

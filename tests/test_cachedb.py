@@ -14,6 +14,7 @@ class Docs(CacheDB):
 
 
 def test_compare_says_what_to_read_again_and_what_to_drop(tmp_path: Path) -> None:
+    """Compare says what to read again and what to drop."""
     db = Docs(tmp_path / "c.sqlite")
     db.db.executemany(
         "INSERT INTO docs VALUES (?, ?)", [("a.md", "1"), ("b.md", "2"), ("gone.md", "3")]
@@ -25,6 +26,8 @@ def test_compare_says_what_to_read_again_and_what_to_drop(tmp_path: Path) -> Non
 
 
 def test_select_in_asks_in_chunks(tmp_path: Path) -> None:
+    """A lookup of more keys than SQLite takes in one statement is asked in chunks and returns every
+    row."""
     db = Docs(tmp_path / "c.sqlite")
     db.db.executemany("INSERT INTO docs VALUES (?, ?)", [(f"{i}.md", str(i)) for i in range(1200)])
     keys = [f"{i}.md" for i in range(0, 1200, 1)]
@@ -33,6 +36,7 @@ def test_select_in_asks_in_chunks(tmp_path: Path) -> None:
 
 
 def test_a_damaged_file_is_discarded_and_recreated(tmp_path: Path) -> None:
+    """A damaged file is discarded and recreated."""
     path = tmp_path / "c.sqlite"
     path.write_bytes(b"garbage, not SQLite" * 200)
     db = Docs(path)
@@ -42,6 +46,7 @@ def test_a_damaged_file_is_discarded_and_recreated(tmp_path: Path) -> None:
 
 
 def test_an_unwritable_place_keeps_the_cache_in_memory(tmp_path: Path) -> None:
+    """An unwritable place keeps the cache in memory."""
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)

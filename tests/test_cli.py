@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import CliFn, child_env
 
 # kept in the project's store (a user_preference would go to the user's own store)
@@ -116,6 +118,7 @@ def test_rm_history_restore(cli: CliFn) -> None:
     assert r.code == 1 and "has no version 9" in r.err
 
 
+@pytest.mark.slow
 def test_edit_validates_and_saves(cli: CliFn, tmp_path: Path) -> None:
     """edit opens $EDITOR, saves a valid change, and refuses an invalid one, keeping the file."""
     cli(*ADD)
@@ -166,6 +169,7 @@ def test_index_command(cli: CliFn, tmp_path: Path) -> None:
     assert "user-language-preference" in (tmp_path / ".memory" / "MEMORY.md").read_text()
 
 
+@pytest.mark.slow
 def test_memdir_dir_env_and_python_m(tmp_path: Path) -> None:
     """`python -m memdir` works like `memdir`, and MEMDIR_DIR picks the store."""
     env = {"MEMDIR_DIR": str(tmp_path / "elsewhere"), "PATH": "/usr/bin:/bin"}
@@ -184,6 +188,7 @@ def test_memdir_dir_env_and_python_m(tmp_path: Path) -> None:
     assert bare.returncode == 0 and bare.stdout.startswith("Usage: memdir")
 
 
+@pytest.mark.slow
 def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:
     """`memdir list` does not pay for the SDKs, the watcher or the chat's terminal library."""
     code = (
@@ -202,6 +207,7 @@ def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:
     assert "IMPORTED []" in r.stdout
 
 
+@pytest.mark.slow
 def test_store_path_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     """A --dir (or MEMDIR_DIR) that is a file is a one-line error, never a traceback."""
     (tmp_path / "notadir").write_text("x")
@@ -321,6 +327,7 @@ def test_a_json_list_written_one_message_a_line_is_read_whole(tmp_path: Path) ->
     assert len(read_session_file(lines)) == 4
 
 
+@pytest.mark.slow
 def test_extract_refuses_a_pipe_without_waiting_on_it(tmp_path: Path) -> None:
     """`memdir extract` on a named pipe is a one-line error at once (no writer ever comes):
     the check for a JSON list reads regular files only."""
@@ -339,6 +346,7 @@ def test_extract_refuses_a_pipe_without_waiting_on_it(tmp_path: Path) -> None:
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_global_options_after_the_command(tmp_path: Path) -> None:
     """`memdir init --dir X` and `memdir list --json --dir X` work like the option first."""
     from memdir.cli import hoist_global_options
@@ -380,6 +388,7 @@ def test_global_options_after_the_command(tmp_path: Path) -> None:
     assert r.returncode == 0 and json.loads(r.stdout) == []
 
 
+@pytest.mark.slow
 def test_help_lines_are_whole() -> None:
     """No command's one-line help is cut off in an 80-column terminal."""
     import os
@@ -397,6 +406,7 @@ def test_help_lines_are_whole() -> None:
         assert "..." not in commands, commands
 
 
+@pytest.mark.slow
 def test_list_and_show_do_not_load_an_embedder(tmp_path: Path) -> None:
     """Commands that do not search never load the embedding model (~300 MB, half a second),
     with a user store and a project store present."""

@@ -56,6 +56,7 @@ def fill(store: MemoryStore, extra: int = 7) -> None:
         store.write(f"fact-{i}", type="project_fact", description=f"fact number {i}", body="x")
 
 
+@pytest.mark.slow
 def test_merge_and_retire_through_the_server(
     store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
 ) -> None:

@@ -12,6 +12,7 @@ from machines import Machine
 from memdir import MemoryStore
 
 
+@pytest.mark.slow
 def test_a_store_above_the_repository_does_not_capture_its_facts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -32,6 +33,7 @@ def test_a_store_above_the_repository_does_not_capture_its_facts(
     assert "api-port" in cli("list", cwd=repo).out and "outer" not in cli("list", cwd=repo).out
 
 
+@pytest.mark.slow
 def test_user_scope_commands_create_no_project_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ from memdir.doctor import STALE_TEMP_SECONDS, diagnose
 
 
 def test_a_healthy_store_has_nothing_to_say(store: MemoryStore) -> None:
+    """A healthy store has nothing to say."""
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     report = diagnose(store)
     assert report.memories == 1 and not report.errors and not report.warnings
@@ -22,6 +23,7 @@ def test_a_healthy_store_has_nothing_to_say(store: MemoryStore) -> None:
 def test_rule_bending_memories_and_broken_files_are_reported_never_changed(
     store: MemoryStore,
 ) -> None:
+    """Memories that bend the rules and broken files are reported, never changed."""
     (store.root / "odd.md").write_text("---\nname: odd\ntype: mood\ndescription: ''\n---\nx\n")
     (store.root / "broken.md").write_text("---\nname: [\n---\n")
     before = {p.name: p.read_bytes() for p in store.root.glob("*.md")}
@@ -37,6 +39,7 @@ def test_rule_bending_memories_and_broken_files_are_reported_never_changed(
 def test_temporary_files_of_interrupted_writers_are_reported_and_removed_by_fix(
     store: MemoryStore,
 ) -> None:
+    """Temporary files of interrupted writers are reported and removed by fix."""
     stale = store.internal / ".tmp-stale.part"
     fresh = store.internal / ".tmp-fresh.part"
     for p in (stale, fresh):
@@ -52,6 +55,7 @@ def test_temporary_files_of_interrupted_writers_are_reported_and_removed_by_fix(
 
 
 def test_a_note_without_frontmatter_becomes_a_memory_with_fix(store: MemoryStore) -> None:
+    """A note without frontmatter becomes a memory with fix."""
     (store.root / "deploy-notes.md").write_text("Deploy with make deploy on Fridays never.\n")
     store.refresh()
     assert any("without frontmatter" in w["reason"] for w in diagnose(store).warnings)
@@ -61,6 +65,7 @@ def test_a_note_without_frontmatter_becomes_a_memory_with_fix(store: MemoryStore
 
 
 def test_a_damaged_cache_is_reported_and_rebuilt(store: MemoryStore) -> None:
+    """A damaged cache is reported and rebuilt."""
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     store.search("tabs")
     store.close()

@@ -91,6 +91,7 @@ def fill(store: MemoryStore, items: list[tuple[str, str, str, str]] = PARAPHRASE
 
 
 def test_minilm_vectors_are_unit_length_and_close_for_paraphrases(minilm: MiniLM) -> None:
+    """MiniLM vectors are unit length and close for paraphrases."""
     docs = minilm.embed([PARAPHRASES[0][2], "I like pizza with mushrooms."])
     query = minilm.embed([PARAPHRASES[0][3]])[0]
     assert docs.shape == (2, 384) and docs.dtype == np.float32
@@ -102,6 +103,7 @@ def test_minilm_vectors_are_unit_length_and_close_for_paraphrases(minilm: MiniLM
 
 
 def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Path) -> None:
+    """Hybrid finds memories that share no word with the question."""
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
     for name, _, _, question in PARAPHRASES[:3]:
@@ -114,6 +116,7 @@ def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Pa
 
 
 def test_exact_names_still_win_through_bm25(tmp_path: Path) -> None:
+    """Exact names still win through BM25."""
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
     store.write(
@@ -127,6 +130,7 @@ def test_exact_names_still_win_through_bm25(tmp_path: Path) -> None:
 
 
 def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> None:
+    """embedder = "none" ranks by BM25 alone and writes no vectors."""
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, embedder="none"))
     fill(store)
@@ -137,6 +141,7 @@ def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> No
 
 
 def test_without_the_extra_auto_means_bm25(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without memdir[embed], embedder = "auto" means BM25 alone."""
     import memdir.embed
 
     monkeypatch.setattr(memdir.embed, "installed", lambda: False)
@@ -150,6 +155,7 @@ def test_without_the_extra_auto_means_bm25(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_vectors_are_keyed_by_content_and_follow_every_change(tmp_path: Path) -> None:
+    """Vectors are keyed by content and follow every change."""
     emb = CountingEmbedder()
     root = tmp_path / ".memory"
     store = MemoryStore(root, embedder=emb)
@@ -183,6 +189,7 @@ def test_vectors_are_keyed_by_content_and_follow_every_change(tmp_path: Path) ->
 
 
 def test_vectors_from_another_model_are_rebuilt(tmp_path: Path) -> None:
+    """Vectors from another model are rebuilt."""
     root = tmp_path / ".memory"
     fill(MemoryStore(root, embedder=CountingEmbedder()))
     MemoryStore(root, embedder=CountingEmbedder()).search("x", 1)
@@ -197,6 +204,7 @@ def test_vectors_from_another_model_are_rebuilt(tmp_path: Path) -> None:
 
 
 def test_a_damaged_vectors_file_is_rebuilt(tmp_path: Path) -> None:
+    """A damaged vectors file is rebuilt."""
     root = tmp_path / ".memory"
     fill(MemoryStore(root, embedder=CountingEmbedder()))
     (root / ".memdir" / "vectors.sqlite").write_bytes(b"not a database" * 100)
@@ -238,6 +246,7 @@ def test_progress_is_reported_per_chunk(tmp_path: Path) -> None:
 
 
 def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Path) -> None:
+    """Chinese queries use BM25 when the embedder is English only."""
     store = MemoryStore(tmp_path / ".memory")
     store.write(
         "回答语言",
@@ -251,7 +260,9 @@ def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Pa
     assert "English-only" in store.ranking_note()
 
 
+@pytest.mark.slow
 def test_read_only_store_keeps_vectors_in_memory(tmp_path: Path) -> None:
+    """A read-only store keeps its vectors in memory."""
     import shutil
     import subprocess
 
@@ -284,9 +295,12 @@ def bow_server(llm_server: FakeLLMServer) -> CountingEmbedder:
     return bow
 
 
+@pytest.mark.slow
 def test_http_embedder_against_an_openai_compatible_endpoint(
     tmp_path: Path, llm_server: FakeLLMServer
 ) -> None:
+    """The http embedder embeds through an OpenAI-compatible endpoint and hybrid search uses its
+    vectors."""
     bow_server(llm_server)
     root = tmp_path / ".memory"
     config = Config(
@@ -306,9 +320,11 @@ def test_http_embedder_against_an_openai_compatible_endpoint(
     assert store._lookup.embedder is not None and store._lookup.embedder.dim == 64
 
 
+@pytest.mark.slow
 def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
     tmp_path: Path, llm_server: FakeLLMServer
 ) -> None:
+    """A failing endpoint falls back to BM25 and says why."""
     root = tmp_path / ".memory"
     config = Config(dir=root, embedder="http", embed_url=llm_server.url + "/v1", embed_model="m")
     store = MemoryStore(root, config)
@@ -327,6 +343,7 @@ def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
 
 
 def test_http_embedder_rejects_malformed_replies(llm_server: FakeLLMServer) -> None:
+    """HTTP embedder rejects malformed replies."""
     from memdir.embed import EmbedError
 
     emb = HttpEmbedder(llm_server.url + "/v1", "m")
@@ -342,6 +359,7 @@ def test_http_embedder_rejects_malformed_replies(llm_server: FakeLLMServer) -> N
 
 
 def test_config_names_the_embedder_and_rejects_bad_values(tmp_path: Path) -> None:
+    """Config names the embedder and rejects bad values."""
     root = tmp_path / ".memory"
     root.mkdir()
     (root / "config.toml").write_text('embedder = "bert"\n')
@@ -360,6 +378,7 @@ def test_config_names_the_embedder_and_rejects_bad_values(tmp_path: Path) -> Non
 
 
 def test_cli_search_explain_shows_both_ranks(cli: CliFn, tmp_path: Path) -> None:
+    """memdir search --explain shows each hit's BM25 and vector ranks."""
     fill(MemoryStore(tmp_path / ".memory"))
     r = cli("search", "--explain", *PARAPHRASES[0][3].split())
     assert r.code == 0, r.err
@@ -425,6 +444,7 @@ def e5_config(tmp_path_factory: pytest.TempPathFactory) -> Config:
 
 
 def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Config) -> None:
+    """e5 matches Chinese and English texts that share no word."""
     omp = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     store = MemoryStore(e5_config.dir, e5_config)
     fill(store, CHINESE + PARAPHRASES)
@@ -481,6 +501,7 @@ def test_e5_in_a_forked_child(e5_config: Config) -> None:
 def test_e5_without_its_extra_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """e5 without memdir[e5] installed is a clear error."""
     import memdir.embed
 
     monkeypatch.setattr(memdir.embed, "e5_installed", lambda: False)
@@ -524,6 +545,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def test_a_junk_model_file_is_one_warning_not_a_traceback(cli: CliFn, tmp_path: Path) -> None:
+    """A junk model file is one warning, not a traceback."""
     junk = tmp_path / "model.onnx"
     junk.write_bytes(os.urandom(4096))
     cli("add", "db", "--type", "project_fact", "-d", "Staging runs PostgreSQL", "--body", "pg")
@@ -537,6 +559,7 @@ def test_a_junk_model_file_is_one_warning_not_a_traceback(cli: CliFn, tmp_path: 
     assert "is not a usable ONNX model" in r.out + r.err
 
 
+@pytest.mark.slow
 def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
     tmp_path: Path, llm_server: FakeLLMServer
 ) -> None:
@@ -586,6 +609,7 @@ def _embedded(root: Path) -> int:
         db.close()
 
 
+@pytest.mark.slow
 def test_a_large_first_search_answers_at_once_and_embeds_the_rest_in_the_background(
     tmp_path: Path,
 ) -> None:

@@ -11,6 +11,7 @@ TYPES = ("user_preference", "project_fact")
 
 
 def test_index_line_links_the_file_and_renders_the_description_literally() -> None:
+    """Index line links the file and renders the description literally."""
     mem = Memory("build", "project_fact", "Run [make](http://x) <b>now</b>")
     e = entry_from(mem, "build.md", TYPES)
     assert e.index_line == r"- [build](build.md) — Run \[make\](http://x) \<b\>now\</b\>"
@@ -19,6 +20,7 @@ def test_index_line_links_the_file_and_renders_the_description_literally() -> No
 
 
 def test_warnings_and_the_conflict_mark_travel_with_the_entry() -> None:
+    """Warnings and the conflict mark travel with the entry."""
     mem = Memory("tabs", "odd_type", "Tabs", extra={"conflict": {"other": "abc"}})
     e = entry_from(mem, "tabs.md", TYPES)
     assert e.conflicted and any("unknown type" in w for w in e.warnings)
@@ -28,6 +30,7 @@ def test_warnings_and_the_conflict_mark_travel_with_the_entry() -> None:
 
 
 def test_a_cache_row_gives_the_same_entry() -> None:
+    """An entry read back from a metadata cache row equals the one parsed from the file."""
     e = entry_from(
         Memory("a", "project_fact", "A", created="t1", extra={"pinned": True}), "a.md", TYPES
     )
@@ -36,6 +39,7 @@ def test_a_cache_row_gives_the_same_entry() -> None:
 
 
 def test_a_hit_reads_its_memory_on_first_use_only(store: MemoryStore) -> None:
+    """A hit reads its memory on first use only."""
     store.write("tabs", type="user_preference", description="Tabs please", body="width 4")
     [hit] = store.search("tabs", 1, explain=True)
     assert isinstance(hit, Hit) and hit.name == "tabs" and hit.entry.file == "tabs.md"

@@ -52,6 +52,7 @@ LEARNED = {
 
 
 def test_what_was_said_is_kept_and_learned_memories_point_to_it(store: MemoryStore) -> None:
+    """What was said is kept and learned memories point to it."""
     extract_memories(store, TALK, FakeModel([LEARNED]), said_at="2026-11-24T10:00:00Z")
     folder = store.internal / "episodes"
     (path,) = folder.iterdir()
@@ -100,6 +101,7 @@ def test_recall_finds_the_decision_in_an_episode(
 
 
 def test_episodes_off_keeps_nothing(tmp_path: Path) -> None:
+    """With episodes off, nothing said is kept."""
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, episodes=False))
     extract_memories(store, TALK, FakeModel([LEARNED]))
@@ -108,6 +110,7 @@ def test_episodes_off_keeps_nothing(tmp_path: Path) -> None:
 
 
 def test_old_and_oversized_episodes_go_and_the_index_follows(tmp_path: Path) -> None:
+    """Old and oversized episodes go and the index follows."""
     internal = tmp_path / ".memdir"
     config = Config(episodes_keep_days=30, episodes_max_bytes=600)
     episodes = Episodes(internal, config)
@@ -133,6 +136,7 @@ def test_old_and_oversized_episodes_go_and_the_index_follows(tmp_path: Path) -> 
 
 
 def test_memdir_recall_shows_episodes(cli: CliFn, tmp_path: Path) -> None:
+    """memdir recall shows the episodes it found."""
     store = MemoryStore(tmp_path / ".memory")
     extract_memories(store, TALK, FakeModel([{"memories": []}]), said_at="2026-11-24")
     r = cli("recall", "--no-llm", "what did we decide about the database migration?")
@@ -274,6 +278,7 @@ def test_extraction_embeds_what_it_kept(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_damaged_episode_caches_are_rebuilt_from_the_files(store: MemoryStore) -> None:
+    """Damaged episode caches are rebuilt from the files."""
     extract_memories(store, TALK, FakeModel([{"memories": []}]))
     episodes = Episodes(store.internal, store.config)
     topics = CountingTopics()

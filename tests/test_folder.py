@@ -8,6 +8,7 @@ from memdir import MemoryStore
 
 
 def test_memory_md_edited_by_hand_is_rendered_again_on_open(store: MemoryStore) -> None:
+    """MEMORY.md edited by hand is rendered again on open."""
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     store.index_path.write_text("# my own notes\n")
     again = MemoryStore(store.root)
@@ -15,6 +16,7 @@ def test_memory_md_edited_by_hand_is_rendered_again_on_open(store: MemoryStore) 
 
 
 def test_a_file_dropped_in_by_hand_is_listed_and_indexed(store: MemoryStore) -> None:
+    """A file dropped in by hand is listed and indexed."""
     store.entries()
     (store.root / "deploy.md").write_text(
         "---\nname: deploy\ntype: project_fact\ndescription: How we deploy\n---\nmake deploy\n"
@@ -24,6 +26,7 @@ def test_a_file_dropped_in_by_hand_is_listed_and_indexed(store: MemoryStore) -> 
 
 
 def test_a_file_deleted_by_hand_leaves_the_index(store: MemoryStore) -> None:
+    """A file deleted by hand leaves the index."""
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     store.write("pytest", type="user_preference", description="Pytest", body="x")
     (store.root / "tabs.md").unlink()
@@ -32,6 +35,7 @@ def test_a_file_deleted_by_hand_leaves_the_index(store: MemoryStore) -> None:
 
 
 def test_temporary_files_of_a_crashed_writer_are_cleared_by_a_reader(tmp_path: Path) -> None:
+    """Temporary files of a crashed writer are cleared by a reader."""
     store = MemoryStore(tmp_path / ".memory")
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     (store.root / ".tmp-crashed.part").write_text("half")

@@ -219,6 +219,7 @@ def test_temp_files_in_history_are_reported_and_cleaned(store: MemoryStore, cli:
     assert not leftover.exists()
 
 
+@pytest.mark.slow
 def test_read_commands_never_create_a_store(tmp_path: Path) -> None:
     """A typo in --dir is an error, not a silent empty store; a subdirectory finds the store of
     its parent as git does; writes create the store where none is found."""
@@ -270,6 +271,7 @@ def _immutable(path: Path, on: bool) -> bool:
     return subprocess.run(["chattr", "-R", flag, str(path)], capture_output=True).returncode == 0
 
 
+@pytest.mark.slow
 def test_read_only_store_serves_reads(tmp_path: Path) -> None:
     """A store nothing can be written to (a read-only mount, a checked-in team store) still
     lists, shows, searches and recalls; a write says it is read-only."""

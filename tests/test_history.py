@@ -12,6 +12,7 @@ from memdir.history import History
 
 
 def test_versions_are_numbered_once_per_operation(tmp_path: Path) -> None:
+    """Versions are numbered once per operation."""
     h = History(tmp_path / "history", tmp_path / "log.jsonl")
     (tmp_path / "history").mkdir()
     assert h.keep("tabs", b"v1", "update", "edit", "op-1") == 1
@@ -27,6 +28,7 @@ def test_versions_are_numbered_once_per_operation(tmp_path: Path) -> None:
 
 
 def test_purge_removes_one_version_or_all(tmp_path: Path) -> None:
+    """Purge removes one version or all."""
     h = History(tmp_path / "history", tmp_path / "log.jsonl")
     (tmp_path / "history").mkdir()
     for i in range(3):
@@ -38,6 +40,7 @@ def test_purge_removes_one_version_or_all(tmp_path: Path) -> None:
 
 
 def test_a_planted_link_is_refused(tmp_path: Path) -> None:
+    """A planted link is refused."""
     (tmp_path / "history").mkdir()
     (tmp_path / "outside").mkdir()
     (tmp_path / "history" / "tabs").symlink_to(tmp_path / "outside")
@@ -48,6 +51,7 @@ def test_a_planted_link_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_log_survives_a_torn_line_and_reads_its_tail(store: MemoryStore) -> None:
+    """The log survives a torn line and reads its tail."""
     for i in range(5):
         store.write(f"m{i}", type="project_fact", description=f"fact {i}", body="x")
     with open(store.internal / "log.jsonl", "a") as fh:

@@ -185,6 +185,7 @@ def _wait_for(fn: Any, seconds: float = 30) -> Any:
     return fn()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "host, binary, session, answer, name",
     [
@@ -233,6 +234,7 @@ def test_learn_hook_extracts_in_the_background_with_the_host_cli(
     assert f"last learn hook: {last['time']} ({host}) ok" in r.stdout
 
 
+@pytest.mark.slow
 def test_doctor_says_what_the_last_learn_saved_and_consolidated(tmp_path: Path) -> None:
     """The learn hook's line in doctor names what it saved and what consolidation did, and
     where each merge's and retirement's reason is."""
@@ -252,6 +254,7 @@ def test_doctor_says_what_the_last_learn_saved_and_consolidated(tmp_path: Path) 
     assert "memdir log" in r.stdout
 
 
+@pytest.mark.slow
 def test_learn_failure_is_logged_not_raised(tmp_path: Path) -> None:
     """No model at all: the worker logs the failure; doctor shows it."""
     project = tmp_path / "app"
@@ -293,6 +296,7 @@ def test_sessions_of_both_hosts_are_read(tmp_path: Path) -> None:
     assert len(read_session(torn)) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "host, rel", [("claude-code", ".claude/settings.local.json"), ("codex", ".codex/hooks.json")]
 )
@@ -356,6 +360,7 @@ def test_install_merges_idempotently_and_uninstall_removes_only_ours(
     assert settings.read_text() == "{broken"
 
 
+@pytest.mark.slow
 def test_stores_start_where_they_belong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """add in a subfolder of a repository without a store creates it at the repository's top;
     the learn hook outside any store learns into the user's store and creates none; an MCP
@@ -665,6 +670,7 @@ def _embedded(path: Path) -> list[Any]:
         return []
 
 
+@pytest.mark.slow
 def test_installing_for_codex_says_how_to_trust_the_hooks(tmp_path: Path) -> None:
     """Codex skips an untrusted hook without a word: install says to trust it in /hooks, and
     for a project's file that the project must be trusted too."""
@@ -683,6 +689,7 @@ def test_installing_for_codex_says_how_to_trust_the_hooks(tmp_path: Path) -> Non
     assert "/hooks" in out and "trust_level" not in out
 
 
+@pytest.mark.slow
 def test_the_earlier_scope_flags_still_work_and_errors_name_the_right_help(
     tmp_path: Path,
 ) -> None:

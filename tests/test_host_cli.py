@@ -31,6 +31,7 @@ def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_claude_answers_with_its_result_and_usage_is_logged(bin_dir: Path, tmp_path: Path) -> None:
     # the prompt arrives on stdin, flattened; the flags are those of 'claude -p'
+    """The Claude Code CLI as a memory model answers with its result, and its usage is logged."""
     fake(
         bin_dir,
         "claude",
@@ -64,6 +65,7 @@ def test_claude_answers_with_its_result_and_usage_is_logged(bin_dir: Path, tmp_p
 
 
 def test_codex_answers_with_its_last_agent_message(bin_dir: Path, tmp_path: Path) -> None:
+    """The Codex CLI as a memory model answers with its last agent message."""
     events = [
         {"type": "item.completed", "item": {"type": "reasoning", "text": "thinking"}},
         {"type": "item.completed", "item": {"type": "agent_message", "text": "pytest"}},
@@ -78,6 +80,7 @@ def test_codex_answers_with_its_last_agent_message(bin_dir: Path, tmp_path: Path
 
 
 def test_failures_are_one_line_llm_errors(bin_dir: Path, tmp_path: Path) -> None:
+    """A host CLI's failures are one-line LLM errors."""
     fake(bin_dir, "claude", "cat > /dev/null; echo 'not logged in' >&2; exit 3\n")
     log = UsageLog(tmp_path / "usage.jsonl")
     model = HostCLIModel("claude-code", "", log)
@@ -98,6 +101,7 @@ def test_failures_are_one_line_llm_errors(bin_dir: Path, tmp_path: Path) -> None
 def test_a_missing_or_unknown_host_is_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A missing or unknown host is unavailable."""
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(LLMUnavailable, match="'claude' is not on PATH"):
         HostCLIModel("claude-code", "", None)

@@ -16,6 +16,7 @@ TYPES = ("user_preference", "project_fact")
 
 
 def test_render_groups_by_configured_type_then_others_sorted_by_name() -> None:
+    """MEMORY.md groups memories by configured type, then the others, sorted by name."""
     entries = [
         entry_from(Memory(n, t, d), f"{n}.md", TYPES)
         for n, t, d in [
@@ -34,6 +35,7 @@ def test_render_groups_by_configured_type_then_others_sorted_by_name() -> None:
 
 
 def test_the_catalogue_reports_files_that_are_not_memories(store: MemoryStore) -> None:
+    """The catalogue reports files that are not memories."""
     store.write("ok", type="project_fact", description="fine", body="x")
     (store.root / "broken.md").write_text("---\nname: [unclosed\n---\n")
     (store.root / "notes.txt").write_text("not markdown: ignored")
@@ -47,6 +49,7 @@ def test_the_catalogue_reports_files_that_are_not_memories(store: MemoryStore) -
 
 
 def test_two_files_claiming_one_name_are_reported(store: MemoryStore) -> None:
+    """Two files claiming one name are reported."""
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     (store.root / "tabs-copy.md").write_text((store.root / "tabs.md").read_text())
     store.refresh()
@@ -55,6 +58,7 @@ def test_two_files_claiming_one_name_are_reported(store: MemoryStore) -> None:
 
 
 def test_read_file_refuses_links_and_huge_files(tmp_path: Path) -> None:
+    """Reading a memory file refuses links and huge files."""
     (tmp_path / "real.md").write_text("x")
     (tmp_path / "link.md").symlink_to(tmp_path / "real.md")
     with pytest.raises(InvalidMemory):

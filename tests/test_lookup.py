@@ -22,10 +22,12 @@ from memdir.cachedb import damaged
     ],
 )
 def test_what_counts_as_a_damaged_cache(error: sqlite3.DatabaseError, rebuild: bool) -> None:
+    """Which SQLite errors mean a damaged cache to rebuild, and which do not."""
     assert damaged(error) is rebuild
 
 
 def test_a_cache_with_text_that_is_not_utf8_any_more_is_rebuilt(tmp_path: Path) -> None:
+    """A cache with text that is not UTF-8 any more is rebuilt."""
     from memdir import MemoryStore
 
     store = MemoryStore(tmp_path / ".memory")

@@ -367,6 +367,7 @@ def test_streamable_http(http_server: tuple[str, Path]) -> None:
     assert "ci" in {e.name for e in MemoryStore(root).entries()}
 
 
+@pytest.mark.slow
 def test_http_needs_the_token_and_a_known_host_and_origin(tmp_path: Path) -> None:
     """Without a token one is generated (owner-only, printed once); a request without it, with
     a wrong one, a foreign Host or an unlisted Origin is refused; a listed Origin works."""
@@ -403,7 +404,9 @@ def test_http_needs_the_token_and_a_known_host_and_origin(tmp_path: Path) -> Non
     assert token not in err.decode()
 
 
+@pytest.mark.slow
 def test_http_beyond_loopback_needs_a_token_of_ones_own(tmp_path: Path) -> None:
+    """HTTP beyond loopback needs a token of one's own."""
     root = tmp_path / ".memory"
     MemoryStore(root)
     r = subprocess.run(

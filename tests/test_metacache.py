@@ -15,6 +15,7 @@ TYPES = ("project_fact",)
 
 
 def test_rows_survive_a_reopen_through_the_log_and_the_snapshot(tmp_path: Path) -> None:
+    """Rows survive a reopen through the log and the snapshot."""
     cache = MetaCache(tmp_path / "meta.json")
     e = entry_from(Memory("a", "project_fact", "A"), "a.md", TYPES)
     cache.remember("a.md", (1, 2, 3), e, None)
@@ -31,12 +32,14 @@ def test_rows_survive_a_reopen_through_the_log_and_the_snapshot(tmp_path: Path) 
 
 
 def test_a_torn_or_foreign_cache_is_only_slower(tmp_path: Path) -> None:
+    """A torn or foreign cache is only slower."""
     (tmp_path / "meta.json").write_text('{"version": 1, "rows": [["a.md"')
     (tmp_path / "meta.log").write_text('["a.md", 1, 2\n')
     assert MetaCache(tmp_path / "meta.json").files == {}
 
 
 def test_a_stale_row_is_never_trusted(store: MemoryStore) -> None:
+    """A stale row is never trusted."""
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     store.close()
     old = time.time() - 60  # a file changed this very second is never cached: make it older

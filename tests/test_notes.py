@@ -19,15 +19,18 @@ from memdir.notes import first_line, from_text, guess_type
     ],
 )
 def test_a_type_from_the_words(text: str, kind: str) -> None:
+    """A note without frontmatter gets its type from its words."""
     assert guess_type(text, DEFAULT_TYPES) == kind
 
 
 def test_a_type_is_always_one_of_the_store_s() -> None:
+    """A type is always one of the store's."""
     assert guess_type("I prefer tabs", ("note", "link")) == "note"
     assert guess_type("see https://x.y", ("note", "reference")) == "reference"
 
 
 def test_the_description_is_the_first_line_of_prose() -> None:
+    """A note's description is its first line of prose, not a heading or markup."""
     assert first_line("```sh\nmake\n```\n## Deploys ##\nOn Fridays") == "Deploys"
     mem = from_text("deploys", "\ufeff\n# Deploys\nOn Fridays\n", DEFAULT_TYPES)
     assert (mem.name, mem.description, mem.body) == ("deploys", "Deploys", "# Deploys\nOn Fridays")

@@ -25,10 +25,12 @@ from memdir.agent.permissions import Gate, simple_commands
     ],
 )
 def test_rules_see_simple_commands(line: str, commands: list[str] | None) -> None:
+    """An approval rule sees each simple command of a shell line, as the shell would run them."""
     assert simple_commands(line) == commands
 
 
 def test_a_rule_covers_a_line_only_when_every_command_matches() -> None:
+    """A rule covers a line only when every command matches."""
     gate = Gate(rules=("bash:pytest*", "bash:ls"))
     assert gate.check("bash", "pytest -q") is None
     assert gate.check("bash", "pytest -q && ls") is None
@@ -38,6 +40,7 @@ def test_a_rule_covers_a_line_only_when_every_command_matches() -> None:
 
 
 def test_git_is_protected_even_with_yes_and_always() -> None:
+    """Writes into .git need a rule even with --yes and "always"."""
     answers = iter(["always", "always"])
     gate = Gate(yes=True, ask=lambda kind, what: next(answers))
     refusal = Gate(yes=True).check("write", ".git/hooks/pre-commit")

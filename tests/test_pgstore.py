@@ -58,6 +58,8 @@ def pg(pg_config: Config, tmp_path: Path) -> Iterator[PgStore]:
 
 
 def test_write_read_history_undo_restore_rename(pg: PgStore) -> None:
+    """A database store keeps history across updates and undo, restores a version, carries history
+    through a rename, pins and retires like a folder."""
     pg.write("tabs", type="user_preference", description="Indents with tabs", body="Tabs.")
     first = pg.get("tabs")
     pg.write("tabs", type="user_preference", description="Indents with tabs, width 4", body="4")
@@ -97,6 +99,8 @@ def test_where_a_memory_came_from_is_the_logs_word(
 
 
 def test_the_same_guards_as_files(pg: PgStore) -> None:
+    """A database store refuses secrets, bad names, oversized bodies, unknown types, case twins and
+    stale writes as a folder does, all or nothing."""
     with pytest.raises(SecretFound):
         pg.write("key", type="reference", description="the token", body=f"token {GHP}")
     assert "key" not in pg and pg.log() == []
@@ -129,6 +133,7 @@ def test_the_same_guards_as_files(pg: PgStore) -> None:
 
 
 def test_a_missing_store_or_server_is_one_line(pg_config: Config, tmp_path: Path) -> None:
+    """A missing store or server is one line."""
     gone = dataclasses.replace(pg_config, store="never-made")
     with pytest.raises(StoreNotFound, match="memdir init"):
         PgStore(gone, create=False, root=tmp_path / "s")
@@ -165,6 +170,7 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.slow
 def test_many_writers_lose_nothing(pg: PgStore, pg_config: Config, tmp_path: Path) -> None:
+    """Many writers lose nothing."""
     pg.write("tally", type="project_fact", description="one line per write")
     env = {
         **child_env(),
@@ -215,6 +221,7 @@ KILLED = textwrap.dedent(
 def test_a_writer_killed_mid_plan_leaves_nothing_half_applied(
     pg: PgStore, pg_config: Config, tmp_path: Path
 ) -> None:
+    """A writer killed mid-plan leaves nothing half-applied."""
     pg.write("keep-me", type="project_fact", description="stays")
     mark = tmp_path / "mark"
     env = {
@@ -239,6 +246,7 @@ def test_a_writer_killed_mid_plan_leaves_nothing_half_applied(
 def test_other_hosts_writes_are_heard_without_asking(
     pg_config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Other hosts' writes are heard without asking."""
     listener = PgStore(pg_config, root=tmp_path / "a", watch=True)
     writer = PgStore(pg_config, root=tmp_path / "b")
     try:
@@ -266,6 +274,7 @@ def test_other_hosts_writes_are_heard_without_asking(
 
 
 def test_a_reader_without_a_listener_catches_up(pg_config: Config, tmp_path: Path) -> None:
+    """A reader without a listener catches up."""
     reader = PgStore(pg_config, root=tmp_path / "a", watch=False)
     writer = PgStore(pg_config, root=tmp_path / "b")
     writer.write("one", type="project_fact", description="first")
@@ -312,6 +321,7 @@ def fill(store: MemoryStore) -> None:
 
 
 def test_search_ranks_as_the_folder_does(pg_config: Config, tmp_path: Path) -> None:
+    """A database store ranks the same memories, with the same scores, as a folder."""
     from test_embed import CountingEmbedder
 
     for embedder in (None, CountingEmbedder()):
@@ -339,6 +349,7 @@ def test_search_ranks_as_the_folder_does(pg_config: Config, tmp_path: Path) -> N
 
 
 def test_files_round_trip_byte_for_byte(pg: PgStore, tmp_path: Path) -> None:
+    """Files imported into a database and exported again are the same bytes."""
     src = MemoryStore(tmp_path / "src")
     fill(src)
     src.write("api-port", type="project_fact", description="The API listens on 9090")
@@ -368,6 +379,8 @@ def test_files_round_trip_byte_for_byte(pg: PgStore, tmp_path: Path) -> None:
 
 
 def test_the_command_line_on_a_database(cli: CliFn, pg_config: Config, tmp_path: Path) -> None:
+    """Every command works on a database store, and a bad store name, URL scheme or missing store is
+    one line."""
     db = ["--db", str(pg_config.database_url), "--store", pg_config.store]
     r = cli(*db, "init")
     assert r.code == 0 and f"(store '{pg_config.store}')" in r.out
@@ -393,6 +406,7 @@ def test_the_command_line_on_a_database(cli: CliFn, pg_config: Config, tmp_path:
 def test_a_cloned_projects_config_cannot_point_memories_at_a_database(
     tmp_path: Path, pg_config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A cloned project's config cannot point memories at a database."""
     project = tmp_path / "repo"
     (project / ".memory").mkdir(parents=True)
     toml = project / ".memory" / "config.toml"
@@ -494,6 +508,7 @@ def test_two_mcp_servers_and_api_processes_share_one_database(
 
 
 def test_extraction_consolidation_and_undo_on_a_database(pg: PgStore) -> None:
+    """Extraction, consolidation and undo work on a database store."""
     from memdir.consolidate import consolidate_memories
     from memdir.extract import extract_memories
     from memdir.testing import FakeModel
@@ -529,6 +544,7 @@ def test_extraction_consolidation_and_undo_on_a_database(pg: PgStore) -> None:
 
 @pytest.mark.slow
 def test_host_hooks_recall_and_learn_on_a_database(pg_config: Config, tmp_path: Path) -> None:
+    """The host hooks recall from and learn into a database store."""
     from test_hooks import DATA, PNPM, _env, _wait_for, fake_host, hook
 
     project = tmp_path / "app"

@@ -23,6 +23,7 @@ def put(**kw: object) -> Put:
 
 
 def test_refuse_names_the_field_that_holds_a_credential() -> None:
+    """A refused plan names the field that holds the credential."""
     with pytest.raises(SecretFound, match="body"):
         screen([put(body=f"export ANTHROPIC_API_KEY={KEY}")], "refuse")
     with pytest.raises(SecretFound, match="field 'token'"):
@@ -32,6 +33,7 @@ def test_refuse_names_the_field_that_holds_a_credential() -> None:
 
 
 def test_redact_keeps_the_memory_without_the_secret() -> None:
+    """Redact keeps the memory without the secret."""
     [out] = screen([put(body=f"key is {KEY} for prod", extra={"env": {"key": KEY}})], "redact")
     assert isinstance(out, Put)
     assert KEY not in out.memory.body and "[REDACTED" in out.memory.body
@@ -39,11 +41,13 @@ def test_redact_keeps_the_memory_without_the_secret() -> None:
 
 
 def test_a_secret_in_the_name_becomes_a_usable_name() -> None:
+    """A secret in the name becomes a usable name."""
     [out] = screen([put(name=f"key-{KEY}")], "redact")
     assert isinstance(out, Put) and KEY not in out.memory.name and out.memory.name
 
 
 def test_allow_and_removes_pass_untouched_and_a_bad_policy_is_refused() -> None:
+    """secrets="allow" and removals pass untouched, and an unknown policy is refused."""
     plan = [put(body=KEY), Remove("old", reason="stale")]
     assert screen(plan, "allow") == plan
     assert screen([Remove("old")], "refuse") == [Remove("old")]

@@ -139,6 +139,7 @@ def test_the_agents_tool_and_mcp_hold_an_instruction(tmp_path: Path) -> None:
     ],
 )
 def test_ordinary_memories_with_commands_are_not_held(text: str) -> None:
+    """Ordinary memories with commands are not held."""
     assert screen(text) is None
 
 

@@ -12,6 +12,7 @@ TYPES = ("user_preference", "project_fact", "feedback", "reference")
 
 
 def test_catalogue_formatting_and_labels_are_not_learned() -> None:
+    """Catalogue formatting and labels are not learned."""
     assert (
         without_echo("user_preference (user_preference) [user]: User runs tests with pytest")
         == "User runs tests with pytest"
@@ -33,6 +34,7 @@ def test_catalogue_formatting_and_labels_are_not_learned() -> None:
 
 
 def test_type_names_are_not_memory_names() -> None:
+    """Type names are not memory names."""
     taken: set[str] = set()
     assert (
         name_for("user_preference", "Runs tests with pytest", TYPES, taken) == "runs-tests-pytest"
@@ -47,6 +49,7 @@ def test_type_names_are_not_memory_names() -> None:
 
 
 def test_coerce_cleans_an_echoed_item(tmp_path: Path) -> None:
+    """A model's item that echoes the prompt's formatting is cleaned."""
     store = MemoryStore(tmp_path / ".memory")
     item = {
         "name": "user_preference",
@@ -63,6 +66,7 @@ def test_coerce_cleans_an_echoed_item(tmp_path: Path) -> None:
 
 
 def test_the_agents_tool_goes_through_the_same_guards(tmp_path: Path) -> None:
+    """The agent's tool goes through the same guards."""
     store = MemoryStore(tmp_path / ".memory")
     tools = Tools(tmp_path, store)
     out = tools.run(

@@ -20,6 +20,7 @@ def _line(i: int, names: list[str], source: str) -> str:
 def test_the_ledger_agrees_with_the_whole_log_and_reads_back_only_what_it_needs(
     tmp_path: Path,
 ) -> None:
+    """The ledger agrees with the whole log and reads back only what it needs."""
     rnd = random.Random(7)
     log = tmp_path / "log.jsonl"
     truth: dict[str, tuple[str, str]] = {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memdir import MemoryStore, recalllog
 from memdir.recalllog import entries, record
 
@@ -14,6 +16,7 @@ KEY = "sk-ant-api03-" + "x7Kq9" * 12
 
 
 def test_record_redacts_and_reads_back_newest_first(tmp_path: Path) -> None:
+    """A recall log line has its credentials redacted and the log reads back newest first."""
     for i in range(3):
         record(
             tmp_path, source="agent", question=f"q{i} with {KEY}", path="search",
@@ -29,6 +32,7 @@ def test_record_redacts_and_reads_back_newest_first(tmp_path: Path) -> None:
 
 
 def test_the_log_is_bounded(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The log is bounded."""
     monkeypatch.setattr(recalllog, "MAX_BYTES", 2000)
     for i in range(60):
         record(tmp_path, source="mcp", question="x" * 100 + str(i), path="llm", memories=[])
@@ -37,7 +41,9 @@ def test_the_log_is_bounded(tmp_path: Path, monkeypatch) -> None:  # type: ignor
     assert entries(tmp_path, limit=1)[0]["question"].endswith("59")
 
 
+@pytest.mark.slow
 def test_hook_recalls_are_logged_unless_turned_off(tmp_path: Path, cli: CliFn) -> None:
+    """Hook recalls are logged unless turned off."""
     import subprocess
     import sys
 

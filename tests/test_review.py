@@ -30,6 +30,7 @@ def asking(root: Path) -> MemoryStore:
 
 
 def test_auto_applies_at_once_and_ask_keeps_a_redacted_proposal(tmp_path: Path) -> None:
+    """review = "auto" applies at once and "ask" keeps a redacted proposal."""
     auto = MemoryStore(tmp_path / "auto")
     landed = queue.land(auto, [Put(Memory("a", "project_fact", "A", "x"))], source="extract")
     assert landed.operation is not None and "a" in auto
@@ -49,6 +50,7 @@ def test_auto_applies_at_once_and_ask_keeps_a_redacted_proposal(tmp_path: Path) 
 
 
 def test_approve_edit_reject_and_undo(tmp_path: Path) -> None:
+    """A proposal is approved, edited or rejected, and a landed one undone."""
     store = asking(tmp_path / ".memory")
     store.write("old", type="project_fact", description="Old fact", body="x")
     pid = queue.land(
@@ -83,6 +85,7 @@ def test_approve_edit_reject_and_undo(tmp_path: Path) -> None:
 def test_extraction_waits_for_review(
     tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel
 ) -> None:
+    """Extraction waits for review."""
     store = asking(tmp_path / ".memory")
     item = {
         "action": "create",
@@ -103,6 +106,7 @@ def test_extraction_waits_for_review(
 
 
 def test_mcp_remember_proposes_instead_of_saving(tmp_path: Path) -> None:
+    """MCP remember proposes instead of saving."""
     root = tmp_path / ".memory"
     asking(root)
 
@@ -120,6 +124,8 @@ def test_mcp_remember_proposes_instead_of_saving(tmp_path: Path) -> None:
 
 
 def test_review_command(cli: CliFn, tmp_path: Path) -> None:
+    """memdir review lists what waits, approves or rejects it item by item, and says so when nothing
+    waits."""
     assert "Nothing waits for review" in cli("review").out
     store = asking(tmp_path / ".memory")
     pid = queue.land(
@@ -146,6 +152,7 @@ def test_review_command(cli: CliFn, tmp_path: Path) -> None:
 
 
 def test_a_change_proposed_again_is_not_queued_twice(tmp_path: Path) -> None:
+    """A change proposed again is not queued twice."""
     from memdir.agent.tools import Tools
 
     store = asking(tmp_path / ".memory")

@@ -105,6 +105,7 @@ def test_a_new_process_sees_in_place_edits(tmp_path: Path) -> None:
     assert fresh.get("n").body == "bbbb" and fresh.search("bbbb")[0].memory.name == "n"
 
 
+@pytest.mark.slow
 def test_readers_never_wait_for_the_writers_lock(tmp_path: Path) -> None:
     """While another process holds the lock, reads of every kind answer at once."""
     root = tmp_path / ".memory"

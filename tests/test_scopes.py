@@ -57,6 +57,7 @@ def checksums(root: Path) -> dict[str, str]:
 def test_two_projects_share_the_users_preferences_not_their_facts(
     tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel
 ) -> None:
+    """Two projects share the user's preferences, not their facts."""
     user = tmp_path / "user"
     a, b = tmp_path / "project-a", tmp_path / "project-b"
     store_a = MemoryStore(a / ".memory", config_for(a, user))
@@ -95,6 +96,7 @@ def test_two_projects_share_the_users_preferences_not_their_facts(
 
 
 def test_type_decides_when_the_model_gives_no_scope(tmp_path: Path) -> None:
+    """Type decides when the model gives no scope."""
     user = tmp_path / "user"
     project = tmp_path / "p"
     store = MemoryStore(project / ".memory", config_for(project, user))
@@ -123,6 +125,7 @@ def test_type_decides_when_the_model_gives_no_scope(tmp_path: Path) -> None:
 def test_read_only_store_is_recalled_and_never_touched(
     tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel
 ) -> None:
+    """A read-only store is recalled from and never touched."""
     team = tmp_path / "team-conventions" / ".memory"
     team.mkdir(parents=True)  # a checked-in folder of plain files, no .memdir
     (team / "review-rule.md").write_text(
@@ -165,6 +168,8 @@ def test_read_only_store_is_recalled_and_never_touched(
 
 
 def test_a_name_in_two_scopes(tmp_path: Path) -> None:
+    """A name held by two scopes shows the project's as itself and the other as user:name, and a
+    same-content copy only once."""
     user, project = tmp_path / "user", tmp_path / "p"
     config = config_for(project, user)
     store = MemoryStore(project / ".memory", config)
@@ -211,6 +216,7 @@ def test_scores_compare_across_stores(tmp_path: Path) -> None:
 
 
 def test_hand_edits_in_each_scope_are_seen(tmp_path: Path) -> None:
+    """Hand edits in each scope are seen."""
     user, project = tmp_path / "user", tmp_path / "p"
     config = config_for(project, user)
     store = MemoryStore(project / ".memory", config)
@@ -231,6 +237,8 @@ def test_hand_edits_in_each_scope_are_seen(tmp_path: Path) -> None:
 
 
 def test_cli_scopes(cli: CliFn, tmp_path: Path) -> None:
+    """The command line reads every scope, routes a preference to the user's store and never writes
+    a shared read-only store."""
     team = tmp_path / "team" / ".memory"
     MemoryStore(team).write(
         "style-guide", type="reference", description="Team style guide", body="PEP 8, 100 columns."
@@ -282,6 +290,7 @@ def test_cli_scopes(cli: CliFn, tmp_path: Path) -> None:
 
 
 def test_no_user_scope_when_turned_off(cli: CliFn, tmp_path: Path) -> None:
+    """No user scope when turned off."""
     r = cli(
         "add",
         "prefer-pytest",
@@ -298,6 +307,7 @@ def test_no_user_scope_when_turned_off(cli: CliFn, tmp_path: Path) -> None:
 
 
 def test_doctor_and_index_check_the_user_store(cli: CliFn, tmp_path: Path) -> None:
+    """Doctor and index check the user store."""
     user = tmp_path / "user-store"
     r = cli("doctor", "--scope", "user")
     assert r.code == 1 and "no user store yet" in r.err and not user.exists()
@@ -331,6 +341,7 @@ def test_doctor_and_index_check_the_user_store(cli: CliFn, tmp_path: Path) -> No
     assert r.code == 1 and "turned off" in r.err
 
 
+@pytest.mark.slow
 def test_hook_prompt_and_mcp_recall_read_every_scope(tmp_path: Path) -> None:
     """The host hooks and the MCP server recall the user's memories in any project."""
     import asyncio
@@ -376,6 +387,7 @@ def test_hook_prompt_and_mcp_recall_read_every_scope(tmp_path: Path) -> None:
 def test_a_missing_shared_store_is_skipped_from_config_and_refused_from_the_flag(
     cli: CliFn, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A missing shared store is skipped from config and refused from the flag."""
     (tmp_path / ".memory" / "config.toml").write_text('read_only = ["../not-checked-out"]\n')
     trust(tmp_path / ".memory" / "config.toml")
     assert cli("add", "db", "--type", "project_fact", "-d", "Postgres", "--body", "pg").code == 0
@@ -386,6 +398,7 @@ def test_a_missing_shared_store_is_skipped_from_config_and_refused_from_the_flag
     assert r.code == 1 and r.err.count("\n") == 1 and "--also" in r.err
 
 
+@pytest.mark.slow
 def test_the_readme_first_command_in_a_folder_without_a_store(tmp_path: Path) -> None:
     """A newcomer's first `memdir add` of a preference, anywhere: it goes to their own store,
     no project store is created, and recall finds it from any folder."""
@@ -428,6 +441,7 @@ def test_the_readme_first_command_in_a_folder_without_a_store(tmp_path: Path) ->
     assert r.returncode == 0 and "Always use pytest" in r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_mcp_routes_untyped_memories_and_restores_the_users(tmp_path: Path) -> None:
     """remember without a type files a fact in the project (a preference in the user's
     store); a user memory forgotten through MCP is restored through MCP, by its name or

@@ -11,6 +11,7 @@ from memdir.statefile import StateFile
 
 
 def test_a_missing_or_damaged_file_reads_as_empty(tmp_path: Path) -> None:
+    """A missing or damaged file reads as empty."""
     path = tmp_path / "state.json"
     assert StateFile(path).read() == {}
     path.write_text("{not json")
@@ -20,6 +21,7 @@ def test_a_missing_or_damaged_file_reads_as_empty(tmp_path: Path) -> None:
 
 
 def test_concurrent_changes_lose_no_update(tmp_path: Path) -> None:
+    """Concurrent changes lose no update."""
     path = tmp_path / "state.json"
 
     def bump() -> None:
@@ -35,6 +37,7 @@ def test_concurrent_changes_lose_no_update(tmp_path: Path) -> None:
 
 
 def test_a_private_file_stays_private(tmp_path: Path) -> None:
+    """A private file stays private."""
     path = tmp_path / "sub" / "trusted.json"
     with StateFile(path, mode=0o600).changing() as state:
         state["x"] = 1

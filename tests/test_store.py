@@ -453,6 +453,7 @@ def test_hand_written_notes_follow_one_rule(cli: CliFn, tmp_path: Path) -> None:
 
 
 def test_log_keeps_the_order_within_a_second(cli: CliFn, store: MemoryStore) -> None:
+    """The log keeps the order of operations within one second."""
     for i in range(6):
         store.write("db", type="project_fact", description=f"Postgres {i}", body=f"v{i}")
     lines = [ln for ln in cli("log").out.splitlines() if ln.startswith("    ")]
@@ -460,6 +461,7 @@ def test_log_keeps_the_order_within_a_second(cli: CliFn, store: MemoryStore) -> 
 
 
 def test_undo_does_not_run_over_a_later_hand_edit(cli: CliFn, store: MemoryStore) -> None:
+    """Undo does not run over a later hand edit."""
     store.write("db", type="project_fact", description="Postgres", body="v1")
     store.write("db", type="project_fact", description="Postgres", body="v2")
     path = store.root / "db.md"
@@ -473,6 +475,7 @@ def test_undo_does_not_run_over_a_later_hand_edit(cli: CliFn, store: MemoryStore
 
 
 def test_a_secret_in_a_hand_written_key_does_not_survive_an_update(store: MemoryStore) -> None:
+    """A secret in a hand-written frontmatter key does not survive an update."""
     path = store.root / "ci.md"
     path.write_text(
         "---\nname: ci\ntype: reference\ndescription: CI\ntoken: ghp_"
@@ -484,6 +487,7 @@ def test_a_secret_in_a_hand_written_key_does_not_survive_an_update(store: Memory
 
 
 def test_a_missing_dir_is_an_error_even_with_a_user_store(cli: CliFn, tmp_path: Path) -> None:
+    """A missing --dir is an error even with a user store."""
     assert cli("add", "tabs", "--type", "user_preference", "-d", "Tabs", "--body", "t").code == 0
     r = cli("--dir", str(tmp_path / "typo"), "list")
     assert r.code == 1 and "no memory store at" in r.err and r.out == ""

@@ -36,6 +36,7 @@ def assert_consistent(*ms: Machine) -> None:
 
 
 def test_both_add_and_both_end_with_the_union(machines: list[Machine], remote: Path) -> None:
+    """Two machines that both add memories both end with the union."""
     a, b = machines
     a.add("tabs", "Tabs for indentation")
     b.add("pytest", "Run tests with pytest -q")
@@ -50,6 +51,8 @@ def test_both_add_and_both_end_with_the_union(machines: list[Machine], remote: P
 
 
 def test_same_memory_changed_on_both_sides(machines: list[Machine]) -> None:
+    """The same memory changed on two machines is a conflict that keeps both texts and leaves both
+    machines consistent."""
     a, b = machines
     a.add("tabs", "Tabs, width 4")
     a.ok("sync", "--scope", "user")
@@ -95,6 +98,7 @@ def test_same_memory_changed_on_both_sides(machines: list[Machine]) -> None:
 
 
 def test_edit_on_one_side_delete_on_the_other_keeps_the_edit(machines: list[Machine]) -> None:
+    """An edit on one side and a delete on the other keep the edit."""
     a, b = machines
     a.add("tabs", "Tabs, width 4")
     a.ok("sync", "--scope", "user")
@@ -114,6 +118,7 @@ def test_edit_on_one_side_delete_on_the_other_keeps_the_edit(machines: list[Mach
 
 
 def test_rename_on_one_side_edit_on_the_other_follows_the_rename(machines: list[Machine]) -> None:
+    """A rename on one side and an edit on the other follow the rename."""
     a, b = machines
     a.add("tabs", "Use tabs for indentation in every Python and Go file of this project.")
     a.ok("sync", "--scope", "user")
@@ -130,6 +135,7 @@ def test_rename_on_one_side_edit_on_the_other_follows_the_rename(machines: list[
 
 
 def test_a_hand_edit_is_synced_and_said_to_be_one(machines: list[Machine]) -> None:
+    """A hand edit is synced and said to be one."""
     a, b = machines
     path = a.user / "hello-laptop.md"
     path.write_text(path.read_text().replace("set up on laptop", "edited in vim"))
@@ -144,6 +150,7 @@ def test_a_hand_edit_is_synced_and_said_to_be_one(machines: list[Machine]) -> No
 
 
 def test_a_credential_in_a_file_is_never_committed(machines: list[Machine]) -> None:
+    """A credential in a file is never committed."""
     a, _ = machines
     before = git(a.user, "rev-parse", "HEAD")
     path = a.user / "hello-laptop.md"
@@ -158,6 +165,7 @@ def test_a_credential_in_a_file_is_never_committed(machines: list[Machine]) -> N
 def test_push_rejected_because_the_remote_moved_is_merged_and_pushed(
     machines: list[Machine], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path
 ) -> None:
+    """Push rejected because the remote moved is merged and pushed."""
     a, b = machines
     third = Machine(tmp_path, "third", monkeypatch)
     git(tmp_path, "clone", "-q", str(remote), str(third.user))
@@ -182,6 +190,7 @@ def test_push_rejected_because_the_remote_moved_is_merged_and_pushed(
 def test_offline_is_reported_nothing_lost_and_the_next_sync_pushes(
     machines: list[Machine], remote: Path
 ) -> None:
+    """Offline is reported, nothing is lost, and the next sync pushes."""
     a, b = machines
     git(a.user, "remote", "set-url", "origin", "http://127.0.0.1:9/nowhere.git")
     a.add("tabs", "Tabs")
@@ -197,6 +206,7 @@ def test_offline_is_reported_nothing_lost_and_the_next_sync_pushes(
 
 
 def test_plain_git_pull_uses_memdirs_merge(machines: list[Machine]) -> None:
+    """Plain git pull uses memdir's merge."""
     a, b = machines
     a.add("tabs", "Tabs, width 4")
     a.ok("sync", "--scope", "user")
@@ -215,6 +225,7 @@ def test_plain_git_pull_uses_memdirs_merge(machines: list[Machine]) -> None:
 
 
 def test_errors_are_one_line_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Errors are one line with the fix."""
     m = Machine(tmp_path, "solo", monkeypatch)
     m.add("tabs", "Tabs")
     res = m("sync", "--scope", "user")
@@ -236,6 +247,7 @@ def project(tmp_path: Path, remote: Path, name: str) -> Path:
 def test_project_store_commits_only_the_memory_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path
 ) -> None:
+    """Syncing a project store commits only the memory folder."""
     m = Machine(tmp_path, "dev", monkeypatch)
     repo = project(tmp_path, remote, "app")
     (repo / "app.py").write_text("print('v1')\n")
@@ -283,6 +295,7 @@ def test_project_store_commits_only_the_memory_folder(
 def test_project_mid_merge_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, remote: Path
 ) -> None:
+    """A project repository in the middle of a merge is refused."""
     m = Machine(tmp_path, "dev", monkeypatch)
     repo = project(tmp_path, remote, "app")
     m.ok("init", "--git", cwd=repo)
@@ -294,6 +307,7 @@ def test_project_mid_merge_is_refused(
 
 
 def test_a_write_during_sync_is_kept_for_the_next(machines: list[Machine]) -> None:
+    """A write during sync is kept for the next."""
     a, b = machines
     procs = [a.start("sync", "--scope", "user")]
     for i in range(5):
@@ -318,6 +332,7 @@ def wait_for(check: Callable[[], bool], what: str) -> None:
 def test_auto_sync_pulls_at_session_start_and_pushes_after_learning(
     machines: list[Machine],
 ) -> None:
+    """Auto sync pulls at session start and pushes after learning."""
     a, b = machines
     for m in (a, b):
         (m.user / "config.toml").write_text('sync = "auto"\nsync_debounce = 0\nsync_interval = 0\n')
@@ -347,6 +362,7 @@ def test_auto_sync_pulls_at_session_start_and_pushes_after_learning(
 
 @pytest.mark.slow
 def test_a_sync_killed_at_any_point_is_repaired_by_the_next(machines: list[Machine]) -> None:
+    """A sync killed at any point is repaired by the next."""
     a, b = machines
     for i, delay in enumerate([0.2, 0.35, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5]):
         a.add("shared", f"laptop says {i}")
@@ -376,6 +392,7 @@ def test_a_sync_killed_at_any_point_is_repaired_by_the_next(machines: list[Machi
 def test_a_crash_that_takes_git_with_it_is_repaired_by_the_next_sync(
     machines: list[Machine],
 ) -> None:
+    """A crash that takes git with it is repaired by the next sync."""
     a, b = machines
     for i, delay in enumerate([0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.1]):
         a.add("shared", f"laptop says {i}")
@@ -440,6 +457,7 @@ def test_lock_files_a_killed_git_left_are_cleared(machines: list[Machine]) -> No
     ],
 )
 def test_git_failures_are_said_with_the_fix(stderr: str, kind: type, says: str) -> None:
+    """Git failures are said with the fix."""
     from memdir.gitcmd import _explain
 
     err = _explain(["fetch", "-q"], stderr, "origin")
@@ -447,6 +465,8 @@ def test_git_failures_are_said_with_the_fix(stderr: str, kind: type, says: str) 
 
 
 def test_sync_json_says_what_happened(machines: list[Machine]) -> None:
+    """memdir sync --json reports what was committed, whether it was pushed, the scope and whether
+    it was offline."""
     a, _ = machines
     a.add("tabs", "Tabs")
     data = json.loads(a.ok("sync", "--scope", "user", "--json"))

@@ -266,6 +266,7 @@ def test_two_people_on_one_team_server_see_only_their_own(
     assert "(by mcp:bob)" in history.out
 
 
+@pytest.mark.slow
 def test_a_shared_token_is_refused_where_people_have_their_own(
     team_url: str, tmp_path: Path
 ) -> None:

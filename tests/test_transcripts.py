@@ -13,6 +13,8 @@ from memdir.integrations.transcripts import MAX_BYTES, read_session
 
 
 def test_plain_rows_and_host_context(tmp_path: Path) -> None:
+    """A host's session file gives its user and assistant turns, without the host's injected
+    context, torn lines or junk rows."""
     path = tmp_path / "s.jsonl"
     rows = [
         {"type": "user", "message": {"role": "user", "content": "use pnpm"}},
@@ -28,6 +30,7 @@ def test_plain_rows_and_host_context(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "missing"])
 def test_only_regular_files_are_read(tmp_path: Path, kind: str) -> None:
+    """Only regular files are read."""
     path = tmp_path / "t.jsonl"
     if kind == "fifo":
         os.mkfifo(path)
@@ -38,6 +41,7 @@ def test_only_regular_files_are_read(tmp_path: Path, kind: str) -> None:
 
 
 def test_a_huge_session_is_read_from_its_tail(tmp_path: Path) -> None:
+    """A huge session is read from its tail."""
     path = tmp_path / "big.jsonl"
     old = json.dumps({"role": "user", "content": "x" * 1000}) + "\n"
     with open(path, "w") as fh:

@@ -188,6 +188,7 @@ def test_repository_rules_grant_nothing(
     assert any("needs the user's approval" in m and "PWNED2" in m for m in refused)
 
 
+@pytest.mark.slow
 def test_a_repository_cannot_move_the_user_store(
     repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -51,6 +51,7 @@ def signed_in(ui: tuple[TestClient, Access]) -> TestClient:
 
 
 def test_the_one_time_link_is_the_only_way_in(ui: tuple[TestClient, Access]) -> None:
+    """The one-time link is the only way in."""
     client, access = ui
     token = access.token
     assert client.get("/memories").status_code == 401
@@ -67,6 +68,7 @@ def test_the_one_time_link_is_the_only_way_in(ui: tuple[TestClient, Access]) -> 
     assert again.status_code == 303 and again.headers["location"] == "/memories"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("path", "query", "lands"),
     [
@@ -108,6 +110,7 @@ def test_an_edit_must_say_which_version_it_changes(ui: tuple[TestClient, Access]
 
 
 def test_a_foreign_host_or_origin_is_refused(ui: tuple[TestClient, Access]) -> None:
+    """A foreign host or origin is refused."""
     client = signed_in(ui)
     assert client.get("/memories", headers={"host": "evil.example:8123"}).status_code == 421
     assert client.get("/memories", headers={"host": "127.0.0.1:9999"}).status_code == 421
@@ -119,6 +122,7 @@ def test_a_foreign_host_or_origin_is_refused(ui: tuple[TestClient, Access]) -> N
 def test_a_form_posted_from_another_site_changes_nothing(
     ui: tuple[TestClient, Access], project: MemoryStore
 ) -> None:
+    """A form posted from another site changes nothing."""
     client, access = ui
     signed_in(ui)
     before = (project.root / "tabs.md").read_text()
@@ -138,6 +142,7 @@ def test_a_form_posted_from_another_site_changes_nothing(
 
 
 def test_every_page_renders_with_the_safety_headers(ui: tuple[TestClient, Access]) -> None:
+    """Every page renders with the safety headers."""
     client = signed_in(ui)
     for path in (
         "/memories",
@@ -159,6 +164,8 @@ def test_every_page_renders_with_the_safety_headers(ui: tuple[TestClient, Access
 
 
 def test_list_filters_and_search(ui: tuple[TestClient, Access], project: MemoryStore) -> None:
+    """The UI's list is newest first, pinned first, filters by pin and type, and its search explains
+    its ranks."""
     client = signed_in(ui)
     project.set_pinned("api-port", True)
     page = client.get("/memories").text
@@ -172,6 +179,7 @@ def test_list_filters_and_search(ui: tuple[TestClient, Access], project: MemoryS
 def test_a_memory_page_renders_markdown_but_not_html(
     ui: tuple[TestClient, Access], project: MemoryStore
 ) -> None:
+    """A memory page renders its Markdown but not HTML in it."""
     client = signed_in(ui)
     project.write(
         "evil", type="project_fact", description="<script>alert(1)</script>",
@@ -187,6 +195,7 @@ def test_a_memory_page_renders_markdown_but_not_html(
 def test_edit_keeps_history_and_refuses_over_a_hand_edit(
     ui: tuple[TestClient, Access], project: MemoryStore
 ) -> None:
+    """An edit in the UI keeps history and is refused over a hand edit made since."""
     client, access = ui
     signed_in(ui)
     digest = project.get("tabs").digest
@@ -209,6 +218,8 @@ def test_edit_keeps_history_and_refuses_over_a_hand_edit(
 
 
 def test_pin_move_forget_and_restore(ui: tuple[TestClient, Access], project: MemoryStore) -> None:
+    """The UI pins a memory, moves it to another scope, forgets it and restores it, each through the
+    store."""
     client, access = ui
     signed_in(ui)
     csrf = {"csrf": access.csrf}
@@ -228,6 +239,7 @@ def test_pin_move_forget_and_restore(ui: tuple[TestClient, Access], project: Mem
 
 
 def test_diff_between_any_two_versions(ui: tuple[TestClient, Access], project: MemoryStore) -> None:
+    """The UI shows the difference between any two versions of a memory."""
     client = signed_in(ui)
     project.write("tabs", type="user_preference", description="Indent with tabs", body="width 8")
     project.write("tabs", type="user_preference", description="Indent with tabs", body="width 2")
@@ -243,6 +255,7 @@ def test_diff_between_any_two_versions(ui: tuple[TestClient, Access], project: M
 def test_review_approves_edits_and_rejects_item_by_item(
     ui: tuple[TestClient, Access], project: MemoryStore
 ) -> None:
+    """The UI's review approves, edits and rejects a proposal's items one by one."""
     client, access = ui
     signed_in(ui)
     (project.root / "config.toml").write_text('review = "ask"\n')
@@ -291,6 +304,8 @@ def test_review_approves_edits_and_rejects_item_by_item(
 
 
 def test_activity_and_recall_log(ui: tuple[TestClient, Access], project: MemoryStore) -> None:
+    """The UI's activity and recall pages show what was recalled for which question and source, with
+    secrets redacted."""
     client = signed_in(ui)
     record(
         project.internal,
@@ -322,6 +337,7 @@ def test_activity_and_recall_log(ui: tuple[TestClient, Access], project: MemoryS
     assert "stale: the team moved to spaces" in page
 
 
+@pytest.mark.slow
 def test_the_browser_is_opened_without_the_token_on_its_command_line(tmp_path: Path) -> None:
     """Another local user can read a browser's command line (/proc/*/cmdline): the browser
     gets an owner-only file that sends it on, never the token itself."""

@@ -95,6 +95,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def test_a_person_sees_corrects_and_reviews_memories(server: tuple[str, Path]) -> None:
+    """A person in a real browser sees, corrects and reviews memories."""
     from playwright.sync_api import expect, sync_playwright
 
     link, project = server

@@ -12,6 +12,7 @@ from memdir.undo import undo
 
 
 def test_undo_walks_back_operation_by_operation(store: MemoryStore) -> None:
+    """Undo walks back operation by operation."""
     store.write("tabs", type="user_preference", description="Tabs", body="width 4")
     store.apply(
         [
@@ -30,6 +31,7 @@ def test_undo_walks_back_operation_by_operation(store: MemoryStore) -> None:
 
 
 def test_undo_of_a_delete_brings_the_memory_back(store: MemoryStore) -> None:
+    """Undo of a delete brings the memory back."""
     store.write("tabs", type="user_preference", description="Tabs", body="width 4")
     store.apply([Remove("tabs", reason="stale")], source="consolidate")
     undo(store)
@@ -37,6 +39,7 @@ def test_undo_of_a_delete_brings_the_memory_back(store: MemoryStore) -> None:
 
 
 def test_undo_refuses_over_a_later_hand_edit_unless_forced(store: MemoryStore) -> None:
+    """Undo refuses over a later hand edit unless forced."""
     store.write("tabs", type="user_preference", description="Tabs", body="width 4")
     store.write("tabs", type="user_preference", description="Tabs", body="width 8")
     path = store.root / "tabs.md"

@@ -8,6 +8,7 @@ from memdir.usage import UsageLog
 
 
 def test_totals_per_purpose_biggest_first_and_torn_lines_skipped(tmp_path: Path) -> None:
+    """Usage totals come per purpose, biggest first, with torn lines skipped."""
     log = UsageLog(tmp_path / "usage.jsonl")
     for purpose, tin, tout, ok in [
         ("select", 100, 10, True),
@@ -28,6 +29,7 @@ def test_totals_per_purpose_biggest_first_and_torn_lines_skipped(tmp_path: Path)
 
 
 def test_a_log_that_cannot_be_written_costs_nothing(tmp_path: Path) -> None:
+    """A log that cannot be written costs nothing."""
     log = UsageLog(tmp_path / "missing" / "usage.jsonl")
     log.record(
         purpose="select", provider="p", model="m", input_tokens=1, output_tokens=1, latency_ms=1

@@ -27,6 +27,7 @@ def tracker(store: MemoryStore, watch: bool) -> Tracker:
 
 
 def test_another_process_write_is_named_by_the_log(store: MemoryStore) -> None:
+    """Another process's write is named by the log."""
     t = tracker(store, watch=False)
     other = MemoryStore(store.root)  # another writer
     other.write("tabs", type="user_preference", description="Tabs", body="x")
@@ -36,6 +37,7 @@ def test_another_process_write_is_named_by_the_log(store: MemoryStore) -> None:
 
 
 def test_a_file_added_by_hand_changes_the_folder_time(store: MemoryStore) -> None:
+    """A file added by hand changes the folder time."""
     t = tracker(store, watch=False)
     time.sleep(0.01)
     (store.root / "by-hand.md").write_text("---\nname: by-hand\ntype: t\ndescription: d\n---\n")
@@ -43,6 +45,7 @@ def test_a_file_added_by_hand_changes_the_folder_time(store: MemoryStore) -> Non
 
 
 def test_a_replaced_log_means_look_at_everything(store: MemoryStore) -> None:
+    """A replaced log means every file is looked at again."""
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     t = tracker(store, watch=False)
     log = store.internal / "log.jsonl"
@@ -51,6 +54,7 @@ def test_a_replaced_log_means_look_at_everything(store: MemoryStore) -> None:
 
 
 def test_the_watcher_names_a_file_edited_in_place(store: MemoryStore) -> None:
+    """The watcher names a file edited in place."""
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     t = tracker(store, watch=True)
     try:
