@@ -19,7 +19,7 @@ from pathlib import Path
 from memdir import MemoryStore
 from memdir import memory as memfmt
 from memdir.config import Config
-from memdir.consolidate import consolidate_memories
+from memdir.learn.consolidate import consolidate_memories
 from memdir.memory import Memory
 from memdir.testing import FakeModel
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from memdir import MemoryStore
 from memdir.config import load_config
-from memdir.consolidate import consolidate_memories
+from memdir.learn.consolidate import consolidate_memories
+from memdir.learn.mergecheck import lost_in_merge
 from memdir.memory import Memory
-from memdir.mergecheck import lost_in_merge
 from memdir.providers import Reply, make_model
 
 SERVICES = {"auth": 59, "billing": 79, "search": 12, "reports": 33, "gateway": 41, "ledger": 8}

@@ -23,9 +23,9 @@ from typing import Any
 from locomo_qa import evidence_in, iso_date, sessions_of
 from memdir import MemoryStore
 from memdir.config import Config
-from memdir.conversation import embed_episodes, keep_episodes
 from memdir.embed import from_config
 from memdir.episodes import Episodes, Said
+from memdir.learn.conversation import embed_episodes, keep_episodes
 from memdir.recall import episodes_for, estimate_tokens
 
 

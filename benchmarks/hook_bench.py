@@ -78,7 +78,7 @@ def main() -> None:
         )
         store.embed_all()  # as after 'memdir index' or the first searches
     if args.episodes:
-        from memdir.conversation import embed_episodes, keep_episodes
+        from memdir.learn.conversation import embed_episodes, keep_episodes
 
         store = MemoryStore(kept / ".memory")
         words = "deploy tests release migration staging database pipeline review".split()

@@ -30,10 +30,10 @@ from typing import Any
 
 from memdir import MemoryStore
 from memdir.config import Config, load_config
-from memdir.consolidate import consolidate_memories, is_due, note_turn
-from memdir.conversation import embed_episodes, keep_episodes
 from memdir.errors import LLMError, MemdirError
-from memdir.extract import extract_memories
+from memdir.learn.consolidate import consolidate_memories, is_due, note_turn
+from memdir.learn.conversation import embed_episodes, keep_episodes
+from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel, make_model
 from memdir.recall import estimate_tokens, render_block, select
 

@@ -24,9 +24,9 @@ from memdir import MemoryStore
 from memdir.agent.loop import agent_loop
 from memdir.agent.tools import Tools
 from memdir.config import load_config
-from memdir.consolidate import consolidate_memories
 from memdir.errors import MemdirError
-from memdir.extract import extract_memories
+from memdir.learn.consolidate import consolidate_memories
+from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel, Reply, make_model
 from memdir.recall import select
 from memdir.scopes import Scopes, open_user_store

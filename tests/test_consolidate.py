@@ -14,8 +14,8 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.config import Config
-from memdir.consolidate import consolidate_memories, is_due, note_turn
 from memdir.errors import PlanError, ReplyFormatError
+from memdir.learn.consolidate import consolidate_memories, is_due, note_turn
 from memdir.providers import ChatModel
 from memdir.testing import FakeModel
 from memdir.undo import undo
@@ -127,7 +127,7 @@ def test_retiring_everything_is_refused_without_force(store: MemoryStore) -> Non
     failed), it resets the automatic trigger, so the next turn does not ask the model again."""
     import dataclasses
 
-    from memdir.consolidate import is_due
+    from memdir.learn.consolidate import is_due
 
     fill(store)
     everything = {"merge": [], "retire": [{"name": e.name, "reason": "x"} for e in store.entries()]}

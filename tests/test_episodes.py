@@ -22,7 +22,7 @@ from memdir.agent.tools import Tools
 from memdir.config import Config
 from memdir.episodes import Episodes
 from memdir.errors import LLMError
-from memdir.extract import extract_memories
+from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel
 from memdir.recall import load_memories, select
 from memdir.testing import FakeModel

@@ -9,7 +9,7 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.errors import ReplyFormatError
-from memdir.extract import extract_memories
+from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel
 from memdir.undo import undo
 

@@ -17,9 +17,9 @@ import pytest
 from memdir import ConflictError, InvalidMemory, MemoryStore, Put, ReadOnlyStore, Remove
 from memdir import memory as memfmt
 from memdir.config import Config
-from memdir.consolidate import consolidate_memories
 from memdir.errors import InvalidName, ReplyFormatError, SecretFound
-from memdir.extract import extract_memories
+from memdir.learn.consolidate import consolidate_memories
+from memdir.learn.extract import extract_memories
 from memdir.memory import Memory
 from memdir.providers import extract_json
 from memdir.recall import build_system, select
@@ -400,7 +400,7 @@ def test_deeply_nested_reply_is_a_format_error_not_a_crash(store: MemoryStore) -
 def test_bad_items_are_dropped_or_renamed_the_rest_kept(store: MemoryStore) -> None:
     """A reserved name, a type used as a name, two items with one name and a flood of items:
     every good item is kept under a valid, distinct name; at most MAX_ITEMS are taken."""
-    from memdir.proposal import MAX_ITEMS
+    from memdir.learn.proposal import MAX_ITEMS
 
     items = [
         {

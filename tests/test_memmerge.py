@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from memdir import memory as memfmt
-from memdir.memmerge import conflict_of, merge
 from memdir.memory import Memory
+from memdir.sync.merge import conflict_of, merge
 
 
 def text(body: str = "Tabs, width 4", **kw: object) -> str:

@@ -18,7 +18,7 @@ from memdir.agent.loop import MAX_STEPS, agent_loop
 from memdir.agent.repl import Session
 from memdir.agent.tools import Tools
 from memdir.config import Config
-from memdir.extract import extract_memories
+from memdir.learn.extract import extract_memories
 from memdir.providers import make_model
 from memdir.recall import catalogue_for
 from memdir.testing import FakeModel, tool_reply

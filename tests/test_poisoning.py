@@ -13,9 +13,9 @@ from memdir import MemoryStore
 from memdir.agent.tools import Tools
 from memdir.config import Config
 from memdir.episodes import Episodes
-from memdir.extract import extract_memories
 from memdir.instructions import screen
 from memdir.integrations.mcp_memory import MemoryServer
+from memdir.learn.extract import extract_memories
 from memdir.recall import render_block
 from memdir.review import proposals
 from memdir.safetext import speaker_turn

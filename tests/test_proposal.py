@@ -6,7 +6,7 @@ from pathlib import Path
 
 from memdir import MemoryStore
 from memdir.agent.tools import Tools
-from memdir.proposal import coerce, name_for, without_echo
+from memdir.learn.proposal import coerce, name_for, without_echo
 
 TYPES = ("user_preference", "project_fact", "feedback", "reference")
 

@@ -10,7 +10,7 @@ import pytest
 from memdir import MemoryStore
 from memdir import review as queue
 from memdir.errors import MemdirError, MemoryNotFound
-from memdir.extract import extract_memories
+from memdir.learn.extract import extract_memories
 from memdir.memory import Memory
 from memdir.plan import Put, Remove
 from memdir.providers import ChatModel

@@ -20,7 +20,7 @@ from memdir import MemoryStore
 from memdir import memory as memfmt
 from memdir.agent.loop import MemoryWorker
 from memdir.config import Config
-from memdir.consolidate import changed_since_last_run, consolidate_memories, is_due
+from memdir.learn.consolidate import changed_since_last_run, consolidate_memories, is_due
 from memdir.memory import Memory
 from memdir.testing import FakeModel
 
@@ -179,7 +179,7 @@ def test_automatic_consolidation_looks_at_what_changed_with_its_neighbours(tmp_p
         body="7d",
     )
     for _ in range(cfg.consolidate_cooldown):
-        from memdir.consolidate import note_turn
+        from memdir.learn.consolidate import note_turn
 
         note_turn(store)
     assert is_due(store)
@@ -210,7 +210,7 @@ def test_consolidation_budget_leaves_the_rest_for_next_time(tmp_path: Path) -> N
 
 def test_force_still_caps_retirements(tmp_path: Path) -> None:
     """Even with --force, one run retires at most MAX_RETIRE_PER_RUN memories."""
-    from memdir.consolidate import MAX_RETIRE_PER_RUN
+    from memdir.learn.consolidate import MAX_RETIRE_PER_RUN
 
     root = tmp_path / ".memory"
     root.mkdir()

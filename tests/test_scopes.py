@@ -13,7 +13,7 @@ import pytest
 
 from memdir import MemoryStore, ReadOnlyStore
 from memdir.config import Config, load_config
-from memdir.extract import extract_memories
+from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel
 from memdir.recall import build_system, render_block, select
 from memdir.scopes import Scopes
@@ -155,7 +155,7 @@ def test_read_only_store_is_recalled_and_never_touched(
     with pytest.raises(ReadOnlyStore, match="read-only"):
         scopes.writable("shared:team-conventions")
     # consolidation and undo run on the project's store only
-    from memdir.consolidate import consolidate_memories
+    from memdir.learn.consolidate import consolidate_memories
     from memdir.undo import undo
 
     llm_server.queue(

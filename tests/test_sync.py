@@ -17,7 +17,7 @@ import pytest
 
 from machines import Machine, files, git
 from memdir import memory as memfmt
-from memdir.gitcmd import Offline, PushRejected, SyncError
+from memdir.sync.git import Offline, PushRejected, SyncError
 
 from conftest import child_env
 
@@ -349,8 +349,8 @@ def test_auto_sync_pulls_at_session_start_and_pushes_after_learning(
     assert proc.returncode == 0
     wait_for(lambda: (a.user / "from-devbox.md").exists(), "the laptop pulled")
     # what the laptop learns is committed and pushed by itself
-    from memdir import syncrepo
     from memdir.config import load_config
+    from memdir.sync import repo as syncrepo
 
     a.add("learned-here", "learned on the laptop")
     assert syncrepo.kick(a.user, load_config({"dir": a.home / ".memory"}, runner_env))
@@ -458,7 +458,7 @@ def test_lock_files_a_killed_git_left_are_cleared(machines: list[Machine]) -> No
 )
 def test_git_failures_are_said_with_the_fix(stderr: str, kind: type, says: str) -> None:
     """Git failures are said with the fix."""
-    from memdir.gitcmd import _explain
+    from memdir.sync.git import _explain
 
     err = _explain(["fetch", "-q"], stderr, "origin")
     assert isinstance(err, kind) and says in str(err) and "\n" not in str(err)

@@ -13,8 +13,8 @@ import pytest
 
 from machines import Machine, _git_env, git
 from memdir import memory as memfmt
-from memdir import syncrepo
 from memdir.config import PULLED_NOTE, load_config, store_config
+from memdir.sync import repo as syncrepo
 from memdir.trust import config_home
 
 

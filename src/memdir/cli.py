@@ -109,8 +109,8 @@ def init(c: Ctx, with_git: bool) -> None:
     where = store.location if c.config.database_url else store.root
     click.echo(f"{verb} in {where} ({plural(len(store), 'memory', 'memories')}).")
     if with_git:
-        from . import syncrepo
         from .store import as_folder
+        from .sync import repo as syncrepo
 
         for line in syncrepo.init(as_folder(store), None):
             click.echo(line[0].upper() + line[1:] + ".")

@@ -54,8 +54,8 @@ def new_session(
     gate = Gate(rules=c.config.allow, yes=yes, ask=ask_on_terminal if interactive else None)
     kwargs = {"out": out} if out is not None else {}
     store = c.store
-    from . import syncrepo
     from .scopes import user_store_dir
+    from .sync import repo as syncrepo
 
     syncrepo.kick_all([store.root, user_store_dir(c.config)], c.config, pull=True)
     from .providers.window import context_window

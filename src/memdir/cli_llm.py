@@ -231,7 +231,7 @@ def recall(
 def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: bool) -> None:
     """Learn memories from a conversation: a JSON list of messages or a JSONL transcript
     (Claude Code's and Codex's session files too); '-' reads stdin."""
-    from .extract import extract_memories
+    from .learn.extract import extract_memories
 
     c.create_store = True
     messages = read_session_file(file)
@@ -309,7 +309,7 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str, as_
 
     Without --all, only memories created or changed since the last run are looked at,
     each with its nearest neighbours, within the configured number of model calls."""
-    from .consolidate import consolidate_memories
+    from .learn.consolidate import consolidate_memories
 
     def progress(done: int, total: int, calls: int) -> None:
         if sys.stderr.isatty():

@@ -77,8 +77,9 @@ def sync_command(
     conflicted until 'memdir resolve'. What the remote sends is checked first: links,
     anything under .memdir, files that are not memories, oversized files and a mass
     retirement are refused, nothing merged."""
-    from . import sync, syncrepo
     from .store import as_folder
+    from .sync import repo as syncrepo
+    from .sync import run as sync
 
     if background:
         sync.background(as_folder(c.store), c.config)
@@ -118,8 +119,8 @@ def sync_command(
 @pass_ctx
 def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
     """Clear the conflict mark of NAME, keeping one version (the other stays in history)."""
-    from . import syncrepo
     from .store import as_folder
+    from .sync import repo as syncrepo
 
     store, real, _ = c.pick(name, scope, write=True)
     what = syncrepo.resolve(as_folder(store), real, keep)
@@ -134,8 +135,8 @@ def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
 @click.argument("path", required=False)
 def merge_file(is_index: bool, base: Path, ours: Path, theirs: Path, path: str | None) -> None:
     """git's merge driver for memory files (%O %A %B %P): writes the merge into OURS."""
-    from .gitcmd import Git
-    from .memmerge import merge
+    from .sync.git import Git
+    from .sync.merge import merge
 
     if is_index:  # MEMORY.md: ours stands until sync renders it from the merged files
         return

@@ -380,7 +380,7 @@ def _held(store: Store, report: Report) -> None:
 
 def _sync_health(store: Store, report: Report, fix: bool) -> None:
     """For a store kept in git: memdir's merge drivers registered, the last sync's failure."""
-    from . import syncrepo
+    from .sync import repo as syncrepo
 
     if store.read_only or not syncrepo.set_up(store.root):
         return  # not synced through git: nothing to say

@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .. import syncrepo
 from ..atomic import write_atomic
-from ..consolidate import consolidate_memories, is_due, note_turn
-from ..conversation import keep_episodes
 from ..errors import LLMError, MemdirError, PlanError
-from ..extract import extract_memories
 from ..layout import PENDING
+from ..learn.consolidate import consolidate_memories, is_due, note_turn
+from ..learn.conversation import keep_episodes
+from ..learn.extract import extract_memories
 from ..providers import Block, ChatModel, Message, Reply, TextCallback, ToolInput
 from ..recall import (
     build_system,
@@ -44,6 +43,7 @@ from ..safetext import one_line
 from ..scopes import Scopes, open_user_store
 from ..secrets import redact_tree
 from ..store import Store
+from ..sync import repo as syncrepo
 from .tools import Tools
 
 log = logging.getLogger("memdir.agent")

@@ -218,7 +218,7 @@ class Session:
         )
         if self.memory_model is not None:
             from ..errors import LLMError
-            from ..extract import plan_extraction
+            from ..learn.extract import plan_extraction
 
             with contextlib.suppress(LLMError):  # no cursor: the same words may come again
                 result = plan_extraction(
@@ -307,7 +307,7 @@ class Session:
         if self.memory_model is None:
             self.say("no memory model configured")
             return
-        from ..consolidate import apply_plan, consolidate_memories
+        from ..learn.consolidate import apply_plan, consolidate_memories
 
         self.worker.drain()
         plan = consolidate_memories(self.store, self.memory_model, dry_run=True)

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidName, MemdirError
+from ..learn.proposal import borrowed_description, coerce, duplicate_of, kind_of
 from ..memory import validate_name
 from ..plan import Put
-from ..proposal import borrowed_description, coerce, duplicate_of, kind_of
 from ..providers import ToolInput, ToolSpec
 from ..review import held_why, land
 from ..scopes import USER, Scopes

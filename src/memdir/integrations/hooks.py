@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .. import syncrepo
 from ..atomic import append_nofollow, write_atomic
 from ..backend import open_store
 from ..config import Config, find_store_dir, load_config
@@ -36,6 +35,7 @@ from ..recall import message_text
 from ..scopes import Scopes, open_user_store, user_store_dir
 from ..spawn import start_memdir
 from ..store import Store
+from ..sync import repo as syncrepo
 from .hostsettings import HOSTS as HOSTS
 from .hostsettings import install as install
 from .hostsettings import installed as installed
@@ -393,9 +393,9 @@ def learn(event: HookEvent, *, host: str | None) -> Path | None:
 def learn_worker(job: Path, config: Config) -> LogRecord:
     """Extract from the session a spooled event names, then consolidate when due; the record
     written to the hook log."""
-    from ..consolidate import consolidate_memories, is_due
-    from ..conversation import embed_episodes
-    from ..extract import extract_memories
+    from ..learn.consolidate import consolidate_memories, is_due
+    from ..learn.conversation import embed_episodes
+    from ..learn.extract import extract_memories
 
     data = json.loads(job.read_text(encoding="utf-8"))
     event, host = data["event"], data.get("host")

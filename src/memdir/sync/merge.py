@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from . import memory as memfmt
-from .errors import InvalidMemory
-from .memory import CONFLICT_KEY, Memory
+from .. import memory as memfmt
+from ..errors import InvalidMemory
+from ..memory import CONFLICT_KEY, Memory
 
 _MISSING: Any = object()
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import InvalidName
-from .memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
-from .safetext import CJK_CHAR, one_line
-from .search import STOP_WORDS, tokenize
-from .secrets import redact
-from .store import Store
+from ..errors import InvalidName
+from ..memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
+from ..safetext import CJK_CHAR, one_line
+from ..search import STOP_WORDS, tokenize
+from ..secrets import redact
+from ..store import Store
 
 TYPE_ALIASES = {
     "preference": "user_preference",

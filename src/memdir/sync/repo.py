@@ -20,21 +20,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import memory as memfmt
-from . import syncguard as guard
-from .atomic import private
-from .config import SYNC_SETTINGS, Config, read_toml
-from .errors import MemdirError, MemoryNotFound
-from .gitcmd import Git, SyncError
-from .index import INDEX_FILE
-from .layout import INTERNAL, SYNC_STATE
-from .memmerge import conflict_of
-from .memory import CONFLICT_KEY
-from .plan import Put
-from .spawn import start_memdir
-from .statefile import StateFile
-from .store import MemoryStore
-from .trust import settings_file
+from .. import memory as memfmt
+from ..atomic import private
+from ..config import SYNC_SETTINGS, Config, read_toml
+from ..errors import MemdirError, MemoryNotFound
+from ..index import INDEX_FILE
+from ..layout import INTERNAL, SYNC_STATE
+from ..memory import CONFLICT_KEY
+from ..plan import Put
+from ..spawn import start_memdir
+from ..statefile import StateFile
+from ..store import MemoryStore
+from ..trust import settings_file
+from . import guard
+from .git import Git, SyncError
+from .merge import conflict_of
 
 ATTRIBUTES = ".gitattributes"
 ATTRIBUTES_TEXT = (

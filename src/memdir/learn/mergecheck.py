@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .memory import Memory
+from ..memory import Memory
 
 # a specific: a word holding a digit, or joined by _ . / : @ # - with letters on both sides
 # of a digit-free separator (billing_v2, auth-db-59, ledger.invoices, src/app.py, PG16, 8080),

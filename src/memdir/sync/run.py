@@ -21,18 +21,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import memory as memfmt
-from . import syncguard as guard
-from .atomic import write_atomic
-from .config import Config
-from .errors import MemdirError
-from .gitcmd import Git, Offline, PushRejected, SyncError
-from .index import INDEX_FILE
-from .layout import INTERNAL, SYNC_LOCK
-from .memmerge import conflict_of, merge
-from .store import MemoryStore
-from .synccommit import commit_local, hold_arrivals, read_nofollow
-from .syncrepo import (
+from .. import memory as memfmt
+from ..atomic import write_atomic
+from ..config import Config
+from ..errors import MemdirError
+from ..index import INDEX_FILE
+from ..layout import INTERNAL, SYNC_LOCK
+from ..store import MemoryStore
+from ..trust import ACCEPTED_COPY, PULLED_CONFIG
+from . import guard
+from .commit import commit_local, hold_arrivals, read_nofollow
+from .git import Git, Offline, PushRejected, SyncError
+from .merge import conflict_of, merge
+from .repo import (
     Where,
     identity,
     in_flight,
@@ -41,8 +42,7 @@ from .syncrepo import (
     repair,
     state_of,
 )
-from .syncreport import Report
-from .trust import ACCEPTED_COPY, PULLED_CONFIG
+from .report import Report
 
 _READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
 

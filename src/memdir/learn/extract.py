@@ -16,13 +16,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import prompts
+from .. import prompts
+from ..errors import InvalidMemory, InvalidName, MemdirError
+from ..history import Operation
+from ..memory import Memory, skeleton
+from ..notes import sounds_like_preference
+from ..plan import Put
+from ..providers import ChatModel, Message, complete_json, runs_locally
+from ..recall import catalogue_for, message_text
+from ..review import land
+from ..safetext import for_body, for_prompt, one_line
+from ..scopes import USER_TYPES
+from ..search import tokenize
+from ..store import Store
 from .conversation import Cursors, embed_episodes, keep_episodes, render_new
-from .errors import InvalidMemory, InvalidName, MemdirError
-from .history import Operation
-from .memory import Memory, skeleton
-from .notes import sounds_like_preference
-from .plan import Put
 from .proposal import (
     MAX_ITEMS,
     borrowed_description,
@@ -32,13 +39,6 @@ from .proposal import (
     kind_of,
     short_name,
 )
-from .providers import ChatModel, Message, complete_json, runs_locally
-from .recall import catalogue_for, message_text
-from .review import land
-from .safetext import for_body, for_prompt, one_line
-from .scopes import USER_TYPES
-from .search import tokenize
-from .store import Store
 
 log = logging.getLogger("memdir.extract")
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidMemory, InvalidName, MemdirError
-from .history import Operation
-from .memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
+from ..errors import InvalidMemory, InvalidName, MemdirError
+from ..history import Operation
+from ..memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
+from ..plan import Change, Put, Remove
+from ..recall import origin_label
+from ..safetext import one_line
+from ..secrets import redact
+from ..store import Store
 from .mergecheck import merge_problem, retire_problem
-from .plan import Change, Put, Remove
-from .recall import origin_label
-from .safetext import one_line
-from .secrets import redact
-from .store import Store
 
 
 @dataclass

@@ -13,19 +13,19 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import memory as memfmt
-from . import review as queue
-from . import syncguard as guard
-from .errors import InvalidMemory, MemdirError, SecretFound
-from .gitcmd import SyncError
-from .held import Hold, hold
-from .history import Operation
-from .index import INDEX_FILE, read_file
-from .instructions import screen as screen_instructions
-from .plan import Put, screen
-from .review import ItemData
-from .store import MemoryStore
-from .syncrepo import Where, state_of
+from .. import memory as memfmt
+from .. import review as queue
+from ..errors import InvalidMemory, MemdirError, SecretFound
+from ..held import Hold, hold
+from ..history import Operation
+from ..index import INDEX_FILE, read_file
+from ..instructions import screen as screen_instructions
+from ..plan import Put, screen
+from ..review import ItemData
+from ..store import MemoryStore
+from . import guard
+from .git import SyncError
+from .repo import Where, state_of
 
 _READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
 
@@ -47,7 +47,7 @@ def _screen(root: Path, fname: str) -> None:
     try:
         mem = memfmt.loads(text)
     except MemdirError:
-        from . import secrets
+        from .. import secrets
 
         if secrets.scan(text):
             raise SyncError(

@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gitcmd import Git, SyncError
-from .index import INDEX_FILE
-from .layout import INTERNAL
+from ..index import INDEX_FILE
+from ..layout import INTERNAL
+from .git import Git, SyncError
 
 # The files beside the memories that memdir itself writes (config.toml is the store's data).
 OWNED = frozenset({INDEX_FILE, "config.toml", ".gitattributes", ".gitignore"})
@@ -265,7 +265,7 @@ def force_attributes(git: Git, rel: str) -> bool:
     if new == old:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    from .atomic import write_atomic
+    from ..atomic import write_atomic
 
     write_atomic(path, new.encode("utf-8"))
     return True

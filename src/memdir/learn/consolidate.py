@@ -16,18 +16,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from . import prompts
-from .consolidateplan import Consolidation, _answer, _schema, validate_plan
-from .entry import Entry
-from .errors import LLMError, PlanError
-from .layout import CONSOLIDATE as STATE
-from .memory import now as memory_now
-from .providers import ChatModel, complete_json, runs_locally
-from .review import land
-from .safetext import for_body, for_prompt
-from .search import tokenize
-from .statefile import State, StateFile
-from .store import Store
+from .. import prompts
+from ..entry import Entry
+from ..errors import LLMError, PlanError
+from ..layout import CONSOLIDATE as STATE
+from ..memory import now as memory_now
+from ..providers import ChatModel, complete_json, runs_locally
+from ..review import land
+from ..safetext import for_body, for_prompt
+from ..search import tokenize
+from ..statefile import State, StateFile
+from ..store import Store
+from .plan import Consolidation, _answer, _schema, validate_plan
 
 log = logging.getLogger("memdir.consolidate")
 MAX_RETIRE_PER_RUN = 200  # even with --force, one run retires at most this many

@@ -11,13 +11,13 @@ import json
 import logging
 from typing import Any
 
-from .errors import MemdirError
-from .layout import CURSORS, EPISODE_CURSORS
-from .providers import Message
-from .recall import message_text
-from .safetext import speaker_turn
-from .statefile import StateFile
-from .store import Store
+from ..errors import MemdirError
+from ..layout import CURSORS, EPISODE_CURSORS
+from ..providers import Message
+from ..recall import message_text
+from ..safetext import speaker_turn
+from ..statefile import StateFile
+from ..store import Store
 
 log = logging.getLogger("memdir.extract")
 
@@ -100,7 +100,7 @@ def keep_episodes(
     extraction fails or runs in the next session, and is never kept twice. Its own cursor
     (``episode-cursors.json``). Returns where the turns kept last begin in ``messages`` and
     their refs (refs from an earlier call when nothing was new; none when off)."""
-    from .episodes import Episodes
+    from ..episodes import Episodes
 
     if not store.config.episodes or store.read_only or not messages:
         return len(messages), []
@@ -145,8 +145,8 @@ def embed_episodes(store: Store, *, load: bool = True) -> None:
     ``load=False`` only if this process has the embedder already (no model is loaded for it:
     an agent's turn ends at once). A failing embedder is logged: recall then embeds them, or
     ranks them by their words."""
-    from .embed import from_config, loaded
-    from .episodes import Episodes
+    from ..embed import from_config, loaded
+    from ..episodes import Episodes
 
     if not store.config.episodes or store.read_only:
         return
