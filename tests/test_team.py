@@ -19,6 +19,8 @@ from memdir.config import Config
 from memdir.errors import MemdirError, MemoryNotFound, ReadOnlyStore, StoreNotFound
 from memdir.store import pgteam
 from memdir.store.pg import PgStore
+from memdir.transfer import export
+from memdir.undo import undo
 
 from conftest import CliFn, child_env
 
@@ -132,14 +134,25 @@ def test_the_database_holds_each_session_to_its_stores(team_url: str, tmp_path: 
         mine.get("bob-secret")
     with pytest.raises((MemdirError, StoreNotFound)):  # no row of bob's store to count on
         mine.write("planted", type="project_fact", description="x")
-    assert "planted" not in bob and len(bob) == 1
+    text = bob.text("bob-secret").replace("bob-secret", "planted")
+    with pytest.raises(MemdirError):  # an import into bob's store: refused before anything
+        mine.take([("planted", text, [])], source="import")
+    with pytest.raises(MemdirError):  # undo of bob's last change: his log is not there
+        undo(mine)
+    with pytest.raises(MemdirError):  # a purge of bob's history: his store row is not there
+        mine.purge("bob-secret")
+    out = tmp_path / "exported"
+    with pytest.raises(MemdirError):  # an export through alice's session: nothing comes out
+        export(mine, out)
+    assert not [p for p in out.glob("*.md") if p.name != "MEMORY.md"]
+    assert "planted" not in bob and len(bob) == 1 and len(bob.history("bob-secret")) == 0
     mine.close()
     theirs = as_person(team_url, "alice", "team", tmp_path, read_only=True)
     assert [e.name for e in theirs.entries()] == ["api-port"]
     with pytest.raises(ReadOnlyStore):
         theirs.write("api-port", type="project_fact", description="The API is on 9090")
     theirs.read_only = False  # the store's own guard gone: the database still refuses
-    with pytest.raises(StoreNotFound, match="not this identity's to change"):
+    with pytest.raises(StoreNotFound, match="not there for this identity"):
         theirs.write("api-port", type="project_fact", description="The API is on 9090")
     assert team.get("api-port").description == "The API listens on 8080"
     theirs.close()

@@ -46,8 +46,8 @@ class Writer:
         """The store's row is not there: dropped, or not this identity's to use."""
         if self.member:
             return StoreNotFound(
-                f"the store {self.store_name!r} is not this identity's to change (it may only"
-                " read it, or it was dropped) — nothing was changed"
+                f"the store {self.store_name!r} is not there for this identity (not granted"
+                " for this, or dropped) — nothing was read or changed"
             )
         return StoreNotFound(f"the store {self.store_name!r} was dropped from the database")
 
