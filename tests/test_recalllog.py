@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memdir import MemoryStore, recalllog
+from memdir import MemoryStore
 from memdir.recalllog import entries, record
 
 from conftest import CliFn, child_env, trust
@@ -31,11 +31,17 @@ def test_record_redacts_and_reads_back_newest_first(tmp_path: Path) -> None:
     assert len(entries(tmp_path, limit=2)) == 2
 
 
-def test_the_log_is_bounded(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """The log is bounded."""
-    monkeypatch.setattr(recalllog, "MAX_BYTES", 2000)
+def test_the_log_is_bounded(tmp_path: Path) -> None:
+    """The log is rotated past its size bound, keeping one file before the current one."""
     for i in range(60):
-        record(tmp_path, source="mcp", question="x" * 100 + str(i), path="llm", memories=[])
+        record(
+            tmp_path,
+            source="mcp",
+            question="x" * 100 + str(i),
+            path="llm",
+            memories=[],
+            max_bytes=2000,
+        )
     sizes = [p.stat().st_size for p in tmp_path.glob("recall*.jsonl")]
     assert len(sizes) == 2 and max(sizes) < 2000 + 400
     assert entries(tmp_path, limit=1)[0]["question"].endswith("59")

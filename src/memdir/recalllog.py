@@ -54,8 +54,10 @@ def record(
     memories: list[Recalled],
     note: str = "",
     session: str | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> None:
-    """Append one recall (best effort: a read-only store recalls without logging)."""
+    """Append one recall (best effort: a read-only store recalls without logging); past
+    ``max_bytes`` the log is rotated."""
     text, _ = redact(question[-MAX_QUESTION:])
     entry: RecallEntry = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -68,7 +70,7 @@ def record(
     }
     log = internal / RECALL_LOG
     with contextlib.suppress(OSError):
-        if log.exists() and log.stat().st_size > MAX_BYTES:
+        if log.exists() and log.stat().st_size > max_bytes:
             os.replace(log, log.with_name("recall.1.jsonl"))
         append_nofollow(log, (json.dumps(entry, ensure_ascii=False) + "\n").encode())
 
