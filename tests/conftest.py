@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from memdir import MemoryStore
-from memdir.cli import main
+from memdir.cli.main import main
 from memdir.config import Config
 from memdir.providers import ChatModel, make_model
 

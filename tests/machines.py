@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from memdir import MemoryStore
-from memdir.cli import main
+from memdir.cli.main import main
 
 from conftest import Result, child_env
 

@@ -192,7 +192,7 @@ def test_memdir_dir_env_and_python_m(tmp_path: Path) -> None:
 def test_read_commands_do_not_import_llm_sdks(tmp_path: Path) -> None:
     """`memdir list` does not pay for the SDKs, the watcher or the chat's terminal library."""
     code = (
-        "import sys; from memdir.cli import main\n"
+        "import sys; from memdir.cli.main import main\n"
         "try:\n    main(['--dir', sys.argv[1], 'list'])\nexcept SystemExit:\n    pass\n"
         "bad = [m for m in ('anthropic', 'openai', 'httpx', 'httpx2', 'mcp', 'watchdog',"
         " 'prompt_toolkit') if m in sys.modules]\n"
@@ -311,7 +311,7 @@ def test_consistent_input_and_friendly_errors(cli: CliFn, tmp_path: Path) -> Non
 def test_a_json_list_written_one_message_a_line_is_read_whole(tmp_path: Path) -> None:
     """A JSON list of messages, one per line (as people write them by hand), is the whole
     conversation, not JSON lines of which only the last (without a comma) parses."""
-    from memdir.cli_llm import read_session_file
+    from memdir.cli.llm import read_session_file
 
     talk = [
         {"role": "user", "content": "We go with Alembic."},
@@ -349,7 +349,7 @@ def test_extract_refuses_a_pipe_without_waiting_on_it(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_global_options_after_the_command(tmp_path: Path) -> None:
     """`memdir init --dir X` and `memdir list --json --dir X` work like the option first."""
-    from memdir.cli import hoist_global_options
+    from memdir.cli.main import hoist_global_options
 
     assert hoist_global_options(["list", "--json", "--dir", "X"]) == [
         "--dir",
@@ -414,7 +414,7 @@ def test_list_and_show_do_not_load_an_embedder(tmp_path: Path) -> None:
 
     MemoryStore(tmp_path / "m").write("db", type="project_fact", description="Postgres", body="pg")
     code = (
-        "import sys; from memdir.cli import main\n"
+        "import sys; from memdir.cli.main import main\n"
         "for args in (['list'], ['show', 'db'], ['history', 'db'], ['scopes']):\n"
         "    try:\n        main(['--dir', sys.argv[1], *args])\n"
         "    except SystemExit as exc:\n        assert not exc.code, args\n"

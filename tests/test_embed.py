@@ -730,7 +730,7 @@ def test_the_background_embedder_stops_when_its_store_is_deleted(tmp_path: Path)
     next look instead of embedding what it read before (minutes of CPU for nothing)."""
     import shutil
 
-    from memdir.cli_upkeep import _embed_quietly
+    from memdir.cli.upkeep import _embed_quietly
 
     root = tmp_path / ".memory"
     with MemoryStore(root, Config(dir=root, embedder="none")) as plain:

@@ -351,7 +351,7 @@ def test_the_browser_is_opened_without_the_token_on_its_command_line(tmp_path: P
     browser.write_text(f'#!/bin/sh\necho "$@" > {seen}\n')
     browser.chmod(0o755)
     code = (
-        "from memdir.cli_ui import _open_privately; _open_privately("
+        "from memdir.cli.ui import _open_privately; _open_privately("
         + repr(f"http://127.0.0.1:{PORT}/?token=SECRET-TOKEN")
         + ")"
     )

@@ -14,6 +14,6 @@ def main() -> None:
     """Run ``memdir`` with the process's arguments."""
     if hook(sys.argv[1:]):
         return
-    from .cli import main as cli
+    from .cli.main import main as cli
 
     cli()

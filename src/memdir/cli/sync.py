@@ -11,10 +11,10 @@ from pathlib import Path
 
 import click
 
-from .cli_context import Ctx, emit_json, existing_store, fail, json_option, pass_ctx
-from .errors import MemdirError
-from .scopes import PROJECT, USER
-from .store import Store
+from ..errors import MemdirError
+from ..scopes import PROJECT, USER
+from ..store import Store
+from .context import Ctx, emit_json, existing_store, fail, json_option, pass_ctx
 
 
 def _store(c: Ctx, scope: str | None, *, create: bool = False) -> tuple[Store, str]:
@@ -77,9 +77,9 @@ def sync_command(
     conflicted until 'memdir resolve'. What the remote sends is checked first: links,
     anything under .memdir, files that are not memories, oversized files and a mass
     retirement are refused, nothing merged."""
-    from .store import as_folder
-    from .sync import repo as syncrepo
-    from .sync import run as sync
+    from ..store import as_folder
+    from ..sync import repo as syncrepo
+    from ..sync import run as sync
 
     if background:
         sync.background(as_folder(c.store), c.config)
@@ -119,8 +119,8 @@ def sync_command(
 @pass_ctx
 def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
     """Clear the conflict mark of NAME, keeping one version (the other stays in history)."""
-    from .store import as_folder
-    from .sync import repo as syncrepo
+    from ..store import as_folder
+    from ..sync import repo as syncrepo
 
     store, real, _ = c.pick(name, scope, write=True)
     what = syncrepo.resolve(as_folder(store), real, keep)
@@ -135,8 +135,8 @@ def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
 @click.argument("path", required=False)
 def merge_file(is_index: bool, base: Path, ours: Path, theirs: Path, path: str | None) -> None:
     """git's merge driver for memory files (%O %A %B %P): writes the merge into OURS."""
-    from .sync.git import Git
-    from .sync.merge import merge
+    from ..sync.git import Git
+    from ..sync.merge import merge
 
     if is_index:  # MEMORY.md: ours stands until sync renders it from the merged files
         return

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from .backend import open_store
-from .config import Config, ignored_notice, load_config
-from .errors import MemdirError, MemoryNotFound, StoreNotFound
-from .layout import USAGE
-from .lookup import embed_in_background
-from .scopes import PROJECT, USER, Scope, Scopes
-from .store import Store
+from ..backend import open_store
+from ..config import Config, ignored_notice, load_config
+from ..errors import MemdirError, MemoryNotFound, StoreNotFound
+from ..layout import USAGE
+from ..lookup import embed_in_background
+from ..scopes import PROJECT, USER, Scope, Scopes
+from ..store import Store
 
 if TYPE_CHECKING:
-    from .providers import ChatModel
+    from ..providers import ChatModel
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -257,7 +257,7 @@ def existing_store(c: Ctx, scope: str) -> Store:
 
 def build_model(c: Ctx, *, memory: bool) -> ChatModel:
     """The configured model (memory model if ``memory``), logging usage into the store."""
-    from .providers import make_model
+    from ..providers import make_model
 
     store = c.store_or_none()
     return make_model(

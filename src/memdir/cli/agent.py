@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_context import Ctx, build_model, emit_json, json_option, pass_ctx
-from .errors import MemdirError
+from ..errors import MemdirError
+from .context import Ctx, build_model, emit_json, json_option, pass_ctx
 
 if TYPE_CHECKING:
-    from .agent.repl import Session
+    from ..agent.repl import Session
 
 
 def check_endpoint(config: Any) -> None:
@@ -23,7 +23,7 @@ def check_endpoint(config: Any) -> None:
     import socket
     from urllib.parse import urlsplit
 
-    from .errors import LLMUnavailable
+    from ..errors import LLMUnavailable
 
     if not config.base_url:
         return
@@ -44,9 +44,9 @@ def new_session(
 ) -> Session:
     """An agent session in the current folder with the configured models. Commands and file
     changes need approval: asked on a terminal, else allowed by --yes or the 'allow' rules."""
-    from .agent.permissions import Gate
-    from .agent.repl import Session
-    from .agent.terminal import ask_on_terminal
+    from ..agent.permissions import Gate
+    from ..agent.repl import Session
+    from ..agent.terminal import ask_on_terminal
 
     model = build_model(c, memory=False)
     memory_model = build_model(c, memory=True)
@@ -54,11 +54,11 @@ def new_session(
     gate = Gate(rules=c.config.allow, yes=yes, ask=ask_on_terminal if interactive else None)
     kwargs = {"out": out} if out is not None else {}
     store = c.store
-    from .scopes import user_store_dir
-    from .sync import repo as syncrepo
+    from ..scopes import user_store_dir
+    from ..sync import repo as syncrepo
 
     syncrepo.kick_all([store.root, user_store_dir(c.config)], c.config, pull=True)
-    from .providers.window import context_window
+    from ..providers.window import context_window
 
     session = Session(
         store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(), **kwargs
@@ -75,7 +75,7 @@ def new_session(
 def chat_cmd(c: Ctx, yes: bool) -> None:
     """Talk to the coding agent; it remembers across sessions. It asks before it runs a
     command or writes a file (once, always for this session, or no)."""
-    from .agent.repl import chat
+    from ..agent.repl import chat
 
     c.create_store = True
     chat(new_session(c, yes=yes, interactive=sys.stdin.isatty()))
@@ -167,14 +167,14 @@ def mcp_cmd(
     """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp, which needs a
     bearer token)."""
     try:
-        from .integrations.mcp import serve
+        from ..integrations.mcp import serve
     except ImportError:
         raise MemdirError(
             "the MCP server needs the mcp package — install memdir[mcp] (pip install 'memdir[mcp]')"
         ) from None
     import os
 
-    from .trust import config_home
+    from ..trust import config_home
 
     serve(
         c.config,

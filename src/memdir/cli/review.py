@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import click
 
-from . import review as queue
-from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
-from .errors import MemoryNotFound
-from .safetext import for_terminal
-from .store import Store
+from .. import review as queue
+from ..errors import MemoryNotFound
+from ..safetext import for_terminal
+from ..store import Store
+from .context import Ctx, emit_json, fail, json_option, pass_ctx
 
 
 def _stores(c: Ctx) -> list[tuple[str, Store]]:
@@ -121,7 +121,7 @@ def reject(c: Ctx, specs: tuple[str, ...], every: bool) -> None:
 def recall_log(c: Ctx, limit: int, as_json: bool) -> None:
     """What was recalled, newest first: when, from where, the question, which memories and
     why (the model's pick, or search and its scores)."""
-    from .recalllog import entries
+    from ..recalllog import entries
 
     rows = [e for _, st in _stores(c) for e in entries(st.internal, limit)]
     rows.sort(key=lambda e: e["time"], reverse=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from .cli_context import Ctx, F, pass_ctx
-from .layout import NESTED_ENV
+from ..layout import NESTED_ENV
+from .context import Ctx, F, pass_ctx
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
@@ -33,7 +33,7 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
 
     if os.environ.get(NESTED_ENV):  # a session memdir started as its memory model
         return
-    from .integrations import hooks
+    from ..integrations import hooks
 
     host = host if host in HOST_CHOICE.choices else None  # never exit 2: that blocks the prompt
     try:
@@ -105,7 +105,7 @@ def _scope_option(what: str) -> Callable[[F], F]:
 @_scope_option("Where")
 def install(host: str, scope: str) -> None:
     """Add recall (UserPromptSubmit) and learning (Stop…) hooks to HOST's settings."""
-    from .integrations import hooks
+    from ..integrations import hooks
 
     user = scope == "user"
     path, diff = hooks.install(host, user=user, project=Path.cwd())
@@ -130,7 +130,7 @@ def install(host: str, scope: str) -> None:
 @_scope_option("From where")
 def uninstall(host: str, scope: str) -> None:
     """Take exactly memdir's entries out of HOST's settings."""
-    from .integrations import hooks
+    from ..integrations import hooks
 
     user = scope == "user"
     path, diff = hooks.uninstall(host, user=user, project=Path.cwd())

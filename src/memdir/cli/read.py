@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import click
 
-from . import memory as memfmt
-from .cli_context import Ctx, emit_json, json_option, name_and_version, pass_ctx, scope_option
-from .errors import MemdirError
-from .provenance import Origin
-from .safetext import display_width, for_terminal, for_terminal_text, pad, plural
-from .scopes import PROJECT, Scopes
+from .. import memory as memfmt
+from ..errors import MemdirError
+from ..provenance import Origin
+from ..safetext import display_width, for_terminal, for_terminal_text, pad, plural
+from ..scopes import PROJECT, Scopes
+from .context import Ctx, emit_json, json_option, name_and_version, pass_ctx, scope_option
 
 
 @click.command("list", short_help="List memories: name, type and description.")

@@ -12,11 +12,11 @@ from typing import Any
 
 import click
 
-from .cli_context import Ctx, emit_json, existing_store, json_option, pass_ctx, scope_option
-from .errors import MemdirError
-from .safetext import pad, plural
-from .scopes import PROJECT, USER
-from .store import Store
+from ..errors import MemdirError
+from ..safetext import pad, plural
+from ..scopes import PROJECT, USER
+from ..store import Store
+from .context import Ctx, emit_json, existing_store, json_option, pass_ctx, scope_option
 
 
 @click.command(short_help="Rebuild MEMORY.md and the search index, and embed every memory.")
@@ -33,7 +33,7 @@ def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> No
     otherwise do it a few seconds at a time, and in the background)."""
     store = existing_store(c, scope)
     if show:
-        from .index import render
+        from ..index import render
 
         click.echo(render(store.entries(), store.config.types), nl=False)
         return
@@ -41,7 +41,7 @@ def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> No
         _embed_quietly(store)
         return
     count = len(store.rebuild())
-    from .cli_context import _Progress
+    from .context import _Progress
 
     progress = _Progress("Embedding memories for search") if sys.stderr.isatty() else None
     try:
@@ -63,7 +63,7 @@ def _embed_quietly(store: Store, *, nice: bool = True) -> None:
     embedded is kept if it is stopped)."""
     import filelock
 
-    from .layout import EMBEDDING_LOCK, INTERNAL
+    from ..layout import EMBEDDING_LOCK, INTERNAL
 
     if nice:
         os.nice(10)
@@ -92,7 +92,7 @@ class _Gone(Exception):
 def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
     """Check the project's store (or the user's, with --scope user): invalid files,
     rule-bending memories, stale index."""
-    from .doctor import diagnose
+    from ..doctor import diagnose
 
     if (
         scope == PROJECT
@@ -110,7 +110,7 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
     if scope == PROJECT:
         _hook_report(store, report)
         if c.config.ignored:
-            from .config import untrusted_reason
+            from ..config import untrusted_reason
 
             report.warnings.append(
                 {
@@ -129,7 +129,7 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
 
 def _hook_report(store: Store, report: Any) -> None:
     """Which host hooks are installed, and how the last learn ended."""
-    from .integrations.hooks import installed, last_learn
+    from ..integrations.hooks import installed, last_learn
 
     places = installed(store.root.absolute().parent)
     report.hooks = places
@@ -170,7 +170,7 @@ def scopes(c: Ctx, as_json: bool) -> None:
         project: Store | None = c.store
     except MemdirError:
         project = None
-    from .scopes import Scopes
+    from ..scopes import Scopes
 
     if project is not None:
         found = Scopes(c.config, project=project, also=c.also, watch=False)
@@ -217,7 +217,7 @@ def scopes(c: Ctx, as_json: bool) -> None:
 def export_cmd(c: Ctx, dest: Path, scope: str, as_json: bool) -> None:
     """Write the store (a folder, or a store in PostgreSQL) to DEST as a files store: every
     memory byte for byte, and its history; DEST must hold no memories yet."""
-    from .transfer import export
+    from ..transfer import export
 
     store = existing_store(c, scope)
     op = export(store, dest)
@@ -237,7 +237,7 @@ def import_cmd(c: Ctx, src: Path, scope: str, as_json: bool) -> None:
     """Load the files store at SRC into this store (a folder, or a store in PostgreSQL):
     memories byte for byte, history with its version numbers; nothing is written when a
     name is taken here already."""
-    from .transfer import import_store
+    from ..transfer import import_store
 
     c.create_store = True
     store = c.store if scope == PROJECT else c.scopes(scope, require=False).writable(scope)

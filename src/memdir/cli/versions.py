@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import click
 
-from . import memory as memfmt
-from .cli_context import (
+from .. import memory as memfmt
+from ..errors import MemdirError
+from ..safetext import for_terminal, for_terminal_text
+from ..scopes import PROJECT
+from .context import (
     Ctx,
     emit_json,
     fail,
@@ -16,9 +19,6 @@ from .cli_context import (
     pass_ctx,
     scope_option,
 )
-from .errors import MemdirError
-from .safetext import for_terminal, for_terminal_text
-from .scopes import PROJECT
 
 
 @click.command(short_help="Show what changed between versions.")
@@ -111,7 +111,7 @@ def undo(c: Ctx, scope: str, force: bool) -> None:
     """Revert the last change (an extraction, a consolidation, an add…) of the project's
     store, or of the user's with --scope user. A memory changed by hand since is not
     reverted over that change without --force."""
-    from .undo import undo as undo_last
+    from ..undo import undo as undo_last
 
     store = c.store if scope == PROJECT else c.scopes(require=False).writable(scope)
     target, _ = undo_last(store, force=force)

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .cli_context import Ctx, fail, pass_ctx
+from .context import Ctx, fail, pass_ctx
 
 
 def _free_port(wanted: int | None) -> int:
@@ -36,8 +36,8 @@ def ui_command(c: Ctx, port: int | None, no_open: bool) -> None:
     try:
         import uvicorn
 
-        from .ui.access import Access
-        from .ui.app import build_app
+        from ..ui.access import Access
+        from ..ui.app import build_app
     except ImportError as exc:
         fail(f"memdir ui needs its extra ({exc.name} is missing) — pip install 'memdir[ui]'")
     scopes = c.scopes(require=False)

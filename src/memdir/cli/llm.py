@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_context import Ctx, build_model, emit_json, json_option, pass_ctx
-from .errors import MemdirError
-from .layout import USAGE
-from .usage import UsageLog
+from ..errors import MemdirError
+from ..layout import USAGE
+from ..usage import UsageLog
+from .context import Ctx, build_model, emit_json, json_option, pass_ctx
 
 if TYPE_CHECKING:
-    from .providers import ChatModel, Message
-    from .store import Store
+    from ..providers import ChatModel, Message
+    from ..store import Store
 
 
 def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[Message]:
@@ -63,7 +63,7 @@ def read_transcript(path: Path) -> list[Message]:
 
 def _messages(rows: list[Any], path: Path) -> list[Message]:
     """The user and assistant messages of parsed rows; an error when there are none."""
-    from .integrations.transcripts import message_from_row
+    from ..integrations.transcripts import message_from_row
 
     messages = [m for m in map(message_from_row, rows) if m is not None]
     if not messages:
@@ -96,7 +96,7 @@ def read_session_file(path: Path) -> list[Message]:
         rows = _json_list(path)  # one message a line is still one JSON list
         if rows is not None:
             return _messages(rows, path)
-        from .integrations.transcripts import read_session
+        from ..integrations.transcripts import read_session
 
         try:
             messages = read_session(path)
@@ -130,7 +130,7 @@ def plan_lines(store: Store, plan: Any) -> list[str]:
 
 def optional_model(c: Ctx) -> ChatModel | None:
     """The memory model, or None when no LLM is configured (recall then uses search)."""
-    from .errors import LLMUnavailable
+    from ..errors import LLMUnavailable
 
     try:
         return build_model(c, memory=True)
@@ -200,7 +200,7 @@ def recall(
     as_json: bool,
 ) -> None:
     """Print the <relevant_memories> block that would be injected for TEXT (or stdin)."""
-    from .recall import render_block, select
+    from ..recall import render_block, select
 
     messages = read_messages(text, messages_file)
     model = None if no_llm else optional_model(c)
@@ -231,7 +231,7 @@ def recall(
 def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: bool) -> None:
     """Learn memories from a conversation: a JSON list of messages or a JSONL transcript
     (Claude Code's and Codex's session files too); '-' reads stdin."""
-    from .learn.extract import extract_memories
+    from ..learn.extract import extract_memories
 
     c.create_store = True
     messages = read_session_file(file)
@@ -309,7 +309,7 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str, as_
 
     Without --all, only memories created or changed since the last run are looked at,
     each with its nearest neighbours, within the configured number of model calls."""
-    from .learn.consolidate import consolidate_memories
+    from ..learn.consolidate import consolidate_memories
 
     def progress(done: int, total: int, calls: int) -> None:
         if sys.stderr.isatty():

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
-from .safetext import for_terminal
+from ..safetext import for_terminal
+from .context import Ctx, emit_json, fail, json_option, pass_ctx
 
 if TYPE_CHECKING:
     import psycopg
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def _connection(c: Ctx) -> psycopg.Connection[Any]:
     """The database's owner connection, with the identity tables made."""
-    from .store import pgschema, pgteam
+    from ..store import pgschema, pgteam
 
     url = c.config.database_url
     if not url:
@@ -55,7 +55,7 @@ def tokens() -> None:
 @pass_ctx
 def add(c: Ctx, name: str, grants: tuple[str, ...], as_json: bool) -> None:
     """Make identity NAME and show its token (only now: keep it where its client runs)."""
-    from .store import pgteam
+    from ..store import pgteam
 
     parsed = [pgteam.parse_grant(g) for g in grants]
     if not parsed:
@@ -77,7 +77,7 @@ def add(c: Ctx, name: str, grants: tuple[str, ...], as_json: bool) -> None:
 @pass_ctx
 def list_(c: Ctx, as_json: bool) -> None:
     """Every identity, its grants and whether its token still works (tokens are not kept)."""
-    from .store import pgteam
+    from ..store import pgteam
 
     conn = _connection(c)
     try:
@@ -99,7 +99,7 @@ def list_(c: Ctx, as_json: bool) -> None:
 @pass_ctx
 def revoke(c: Ctx, name: str) -> None:
     """Stop NAME's token (servers refuse it within seconds; its writes stay its own)."""
-    from .store import pgteam
+    from ..store import pgteam
 
     conn = _connection(c)
     try:

@@ -13,8 +13,13 @@ from pathlib import Path
 
 import click
 
-from . import memory as memfmt
-from .cli_context import (
+from .. import memory as memfmt
+from ..errors import InvalidMemory, MemdirError
+from ..layout import INTERNAL
+from ..plan import Put
+from ..safetext import plural
+from ..scopes import PROJECT, route
+from .context import (
     Ctx,
     emit_json,
     fail,
@@ -22,11 +27,6 @@ from .cli_context import (
     pass_ctx,
     scope_option,
 )
-from .errors import InvalidMemory, MemdirError
-from .layout import INTERNAL
-from .plan import Put
-from .safetext import plural
-from .scopes import PROJECT, route
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -109,8 +109,8 @@ def init(c: Ctx, with_git: bool) -> None:
     where = store.location if c.config.database_url else store.root
     click.echo(f"{verb} in {where} ({plural(len(store), 'memory', 'memories')}).")
     if with_git:
-        from .store import as_folder
-        from .sync import repo as syncrepo
+        from ..store import as_folder
+        from ..sync import repo as syncrepo
 
         for line in syncrepo.init(as_folder(store), None):
             click.echo(line[0].upper() + line[1:] + ".")
@@ -303,32 +303,20 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
 
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import (
-        cli_agent,
-        cli_hooks,
-        cli_llm,
-        cli_read,
-        cli_review,
-        cli_sync,
-        cli_tokens,
-        cli_trust,
-        cli_ui,
-        cli_upkeep,
-        cli_versions,
-    )
+    from . import agent, hooks, llm, read, review, sync, tokens, trust, ui, upkeep, versions
 
     for command in (
-        *cli_read.COMMANDS,
-        *cli_versions.COMMANDS,
-        *cli_upkeep.COMMANDS,
-        *cli_llm.COMMANDS,
-        *cli_agent.COMMANDS,
-        *cli_hooks.COMMANDS,
-        *cli_trust.COMMANDS,
-        *cli_sync.COMMANDS,
-        *cli_review.COMMANDS,
-        *cli_ui.COMMANDS,
-        *cli_tokens.COMMANDS,
+        *read.COMMANDS,
+        *versions.COMMANDS,
+        *upkeep.COMMANDS,
+        *llm.COMMANDS,
+        *agent.COMMANDS,
+        *hooks.COMMANDS,
+        *trust.COMMANDS,
+        *sync.COMMANDS,
+        *review.COMMANDS,
+        *ui.COMMANDS,
+        *tokens.COMMANDS,
     ):
         cli.add_command(command)
 

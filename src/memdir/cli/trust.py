@@ -12,10 +12,10 @@ from pathlib import Path
 
 import click
 
-from .cli_context import Ctx, emit_json, fail, json_option, pass_ctx
-from .config import SENSITIVE, read_toml
-from .safetext import for_terminal
-from .trust import TrustList, accept_pulled, config_home, digest
+from ..config import SENSITIVE, read_toml
+from ..safetext import for_terminal
+from ..trust import TrustList, accept_pulled, config_home, digest
+from .context import Ctx, emit_json, fail, json_option, pass_ctx
 
 
 def _config_file(c: Ctx, path: Path | None) -> Path:
