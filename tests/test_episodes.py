@@ -176,7 +176,7 @@ class CountingTopics(TopicEmbedder):
 
 
 def test_episodes_are_found_by_meaning_and_their_vectors_follow_the_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """With an embedder, a turn that shares no word with the question but means it is found;
     its vectors are made once, and go when its file goes."""
@@ -201,9 +201,9 @@ def test_episodes_are_found_by_meaning_and_their_vectors_follow_the_files(
     assert topics.embedded == 3  # the two turns and the question
     episodes.search(question, 2, embedder=topics)  # type: ignore[arg-type]
     assert topics.embedded == 4  # nothing new was said: only the question is embedded
-    # recall uses the configuration's embedder; the close turn passes without shared words
-    monkeypatch.setattr("memdir.embed.from_config", lambda config: topics)
-    (said,) = select(store, [{"role": "user", "content": question}]).episodes
+    # recall uses the store's embedder; the close turn passes without shared words
+    given = MemoryStore(root, Config(dir=root, embedder="none"), embedder=topics)  # type: ignore[arg-type]
+    (said,) = select(given, [{"role": "user", "content": question}]).episodes
     assert said.turn.said.startswith("2026-11-20") and "Tabs it is" in said.turn.text
     tabs = next(
         p for p in (store.internal / "episodes").iterdir() if p.name.startswith("2026-11-20")
@@ -259,21 +259,23 @@ def test_the_agent_keeps_the_turn_before_its_extraction_runs(tmp_path: Path) -> 
     assert len(Episodes(store.internal, store.config).turns()) == 1  # kept once
 
 
-def test_extraction_embeds_what_it_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where the embedder is loaded already (an agent that searched), extraction embeds the
-    turns it kept, and a recall embeds only its question; where it is not, extraction loads
-    no model for them (the turn ends at once) and the next recall embeds them."""
+def test_extraction_embeds_what_it_kept(tmp_path: Path) -> None:
+    """Where the store has its embedder already (an agent that searched), extraction embeds
+    the turns it kept, and a recall embeds only its question; where it has none, extraction
+    loads no model for them (the turn ends at once) and the next recall embeds them."""
     topics = CountingTopics()
-    monkeypatch.setattr("memdir.embed.from_config", lambda config: topics)
     ask = [{"role": "user", "content": "what did we decide about the database migration?"}]
     for has_it in (True, False):
-        monkeypatch.setattr("memdir.embed.loaded", lambda config, h=has_it: topics if h else None)
         root = tmp_path / str(has_it) / ".memory"
-        store = MemoryStore(root, Config(dir=root))
+        if has_it:  # an agent that searched: the store has its embedder
+            store = MemoryStore(root, Config(dir=root), embedder=topics)  # type: ignore[arg-type]
+        else:  # a learn worker with no model loaded
+            store = MemoryStore(root, Config(dir=root, embedder="none"))
         topics.embedded = 0
         extract_memories(store, TALK, FakeModel([{"memories": []}]))
         assert topics.embedded == (2 if has_it else 0)
-        (said,) = select(store, ask).episodes
+        later = MemoryStore(root, Config(dir=root), embedder=topics)  # type: ignore[arg-type]
+        (said,) = select(later, ask).episodes  # the next recall, with the embedder
         assert "we go with Alembic" in said.turn.text and topics.embedded == 3
 
 

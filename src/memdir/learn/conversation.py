@@ -140,10 +140,11 @@ def _kept(rec: Any, messages: list[Message]) -> tuple[int, list[str]] | None:
 
 
 def embed_episodes(store: Store, *, load: bool = True) -> None:
-    """Embed the kept turns that have no vector yet, with the configured embedder (none:
-    nothing to do), so that recall finds them by meaning without embedding them itself. With
-    ``load=False`` only if this process has the embedder already (no model is loaded for it:
-    an agent's turn ends at once). A failing embedder is logged: recall then embeds them, or
+    """Embed the kept turns that have no vector yet, with the store's embedder (the one it
+    was given, or has made) or else the configured one (none: nothing to do), so that recall
+    finds them by meaning without embedding them itself. With ``load=False`` only if this
+    process has the embedder already (no model is loaded for it: an agent's turn ends at
+    once). A failing embedder is logged: recall then embeds them, or
     ranks them by their words."""
     from ..embed import from_config, loaded
     from ..episodes import Episodes
@@ -152,7 +153,9 @@ def embed_episodes(store: Store, *, load: bool = True) -> None:
         return
     episodes = Episodes(store.internal, store.config)
     try:
-        embedder = from_config(store.config) if load else loaded(store.config)
+        embedder = store.ranker().embedder or (
+            from_config(store.config) if load else loaded(store.config)
+        )
         if embedder is not None:
             episodes.embed(embedder)
     except (MemdirError, OSError) as exc:

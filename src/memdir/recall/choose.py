@@ -21,6 +21,7 @@ from ..errors import LLMError, MemdirError
 from ..providers import ChatModel, Message, complete_json, runs_locally
 from ..safetext import for_body, for_prompt, speaker_turn
 from ..scopes import Reader, Scopes
+from ..store import Store
 from .block import render_block
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
     kept = [e for e in kept if e.present()]
     if not kept:  # nothing was said yet: no embedder is loaded for nothing
         return []
-    embedder = _episode_embedder(cfg, query)
+    embedder = _episode_embedder(cfg, query, [st for _, st in Scopes.of(store).stores()])
     found: list[Said] = []
     for episodes in kept:
         try:
@@ -211,13 +212,15 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
     return good[: cfg.recall_episodes]
 
 
-def _episode_embedder(cfg: Config, query: str) -> Embedder | None:
-    """The configuration's embedder for ranking episodes; None when it has none, cannot be
-    made, or does not read the question's language."""
+def _episode_embedder(cfg: Config, query: str, stores: list[Store]) -> Embedder | None:
+    """The embedder for ranking episodes: the one a store was given or has made, else the
+    configuration's; None when there is none, it cannot be made, or it does not read the
+    question's language."""
     from ..embed import from_config, reads
 
     try:
-        embedder = from_config(cfg)
+        given = [st.ranker().embedder for st in stores]
+        embedder = next((e for e in given if e is not None), None) or from_config(cfg)
     except MemdirError as exc:
         log.warning("episode search without embeddings: %s", exc)
         return None
