@@ -1,7 +1,7 @@
 """Memories in PostgreSQL (``PgStore``) against a real server with pgvector started on
 127.0.0.1: the MemoryStore contract, many writers on one store, a writer killed mid-plan,
-other hosts' writes heard through LISTEN/NOTIFY, the same ranking as files, the round trip
-through files, the command line and the trust boundary."""
+other hosts' writes heard through LISTEN/NOTIFY, the round trip through files, the command
+line and the trust boundary (what every backend does alike: test_store_contract.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from memdir.plan import Put, Remove
 from memdir.store.pg import PgStore
 from memdir.transfer import export, import_store
 from memdir.undo import undo
+from test_store_contract import fill
 
 from conftest import CliFn, child_env, trust
 
@@ -292,60 +293,6 @@ def test_a_reader_without_a_listener_catches_up(pg_config: Config, tmp_path: Pat
     lazy.close()
     reader.close()
     writer.close()
-
-
-DOCS = [
-    ("tabs-indentation", "User indents code with tabs", "Never spaces; width four."),
-    ("api-port", "The API listens on port 8080", "Changed from 8000 in June."),
-    ("deploy-friday", "No deploys on Fridays", "The team froze Friday releases."),
-    ("pytest-runner", "Tests run with pytest", "Use make test, which calls pytest -q."),
-    ("docstring-style", "Google-style docstrings", "Args, Returns and Raises sections."),
-    ("中文-偏好", "用户喜欢简洁的中文回答", "回答要简短。"),
-    ("db-choice", "PostgreSQL is the database", "Version 16 with pgvector."),
-]
-QUERIES = [
-    "how do I indent code",
-    "which port does the API use",
-    "can we deploy on friday",
-    "how to run the tests",
-    "docstring format",
-    "中文回答",
-    "what database do we use",
-    "tabs spaces",
-]
-
-
-def fill(store: MemoryStore) -> None:
-    for name, desc, body in DOCS:
-        store.write(name, type="project_fact", description=desc, body=body)
-
-
-def test_search_ranks_as_the_folder_does(pg_config: Config, tmp_path: Path) -> None:
-    """A database store ranks the same memories, with the same scores, as a folder."""
-    from test_embed import CountingEmbedder
-
-    for embedder in (None, CountingEmbedder()):
-        where = tmp_path / f"files-{embedder is None}"
-        files = MemoryStore(where, Config(dir=where, embedder="none"), embedder=embedder)
-        db = PgStore(
-            dataclasses.replace(pg_config, store=f"{pg_config.store}-{embedder is None}"),
-            root=tmp_path / f"db-{embedder is None}",
-            embedder=embedder,
-        )
-        fill(files)
-        fill(db)
-        for q in QUERIES:
-            want = files.search(q, 5, explain=True)
-            got = db.search(q, 5, explain=True)
-            assert [h.name for h in got] == [h.name for h in want], q
-            # a folder keeps vectors as float16, pgvector as float32
-            assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=2e-3)
-            assert [h.bm25_rank for h in got] == [h.bm25_rank for h in want]
-        assert db.search("which port does the API use", 1)[0].memory.body.startswith("Changed")
-        if embedder is not None:
-            assert "hybrid in PostgreSQL" in db.ranking_note()
-            assert db.embed_all() == len(DOCS) and db.embedding_backlog == 0
-        db.close()
 
 
 def test_files_round_trip_byte_for_byte(pg: PgStore, tmp_path: Path) -> None:

@@ -33,17 +33,18 @@ BACKENDS = ["files", pytest.param("postgres", marks=pytest.mark.postgres)]
 Make = Callable[..., Store]
 
 DOCS = [
-    ("api-port", "The API listens on port 8080", "Changed from 3000 in March."),
-    ("deploy-friday", "Never deploy on Fridays", "The on-call rota is thin."),
-    ("test-command", "Run the tests with make check", "It runs ruff and pytest."),
-    ("docstrings", "Docstrings use the Google style", "Args and Returns sections."),
-    ("db-choice", "We use PostgreSQL 16 for the main database", "Chosen over MySQL."),
-    ("tabs", "Indent with tabs, width four", "Except in YAML files."),
-    ("answer-zh", "用中文回答问题", "The user prefers answers in Chinese."),
+    ("tabs-indentation", "User indents code with tabs", "Never spaces; width four."),
+    ("api-port", "The API listens on port 8080", "Changed from 8000 in June."),
+    ("deploy-friday", "No deploys on Fridays", "The team froze Friday releases."),
+    ("pytest-runner", "Tests run with pytest", "Use make test, which calls pytest -q."),
+    ("docstring-style", "Google-style docstrings", "Args, Returns and Raises sections."),
+    ("中文-偏好", "用户喜欢简洁的中文回答", "回答要简短。"),
+    ("db-choice", "PostgreSQL is the database", "Version 16 with pgvector."),
 ]
 QUERIES = [
+    "how do I indent code",
     "which port does the API use",
-    "can I deploy on friday",
+    "can we deploy on friday",
     "how to run the tests",
     "docstring format",
     "中文回答",
