@@ -1,5 +1,5 @@
 """Memories in PostgreSQL (``PgStore``) against a real server with pgvector started on
-127.0.0.1: the MemoryStore contract, many writers on one store, a writer killed mid-plan,
+127.0.0.1: its own surface, many writers on one store, a writer killed mid-plan,
 other hosts' writes heard through LISTEN/NOTIFY, the round trip through files, the command
 line and the trust boundary (what every backend does alike: test_store_contract.py)."""
 
