@@ -15,6 +15,7 @@ This module does NOT check Host or Origin (``http_guard``) and does NOT register
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from pathlib import Path
@@ -22,12 +23,14 @@ from pathlib import Path
 from mcp.server.mcpserver.exceptions import ToolError
 
 from ..config import Config
+from ..errors import MemdirError
 from ..scopes import PROJECT, USER, Scope, Scopes
 from ..store import Store, pgschema, pgteam
 from ..store.pg import PgStore
 from ..store.pgteam import Identity
 from .mcp_memory import MemoryServer
 
+log = logging.getLogger("memdir.mcp")
 TTL = 2.0  # seconds a token's owner is trusted before the database is asked again
 
 
@@ -121,7 +124,14 @@ class Team:
             seen = self._known.get(key)
             if seen is not None and now - seen[0] < TTL:
                 return seen[1]
-            found = pgteam.who(self._conn, token)
+            try:  # a server restarted meanwhile: a new connection, else the token is refused
+                assert self.config.database_url is not None
+                self._conn = pgschema.working(self._conn, self.config.database_url, True)
+                with pgschema.explained(self.config.database_url):
+                    found = pgteam.who(self._conn, token)
+            except MemdirError as exc:
+                log.warning("memdir mcp: cannot tell whose token this is: %s", exc)
+                return None
             self._known[key] = (now, found)
             return found
 
