@@ -19,18 +19,12 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
-from memdir import memory as memfmt
 from memdir.config import Config, load_config
 from memdir.errors import (
     ConflictError,
-    InvalidMemory,
-    InvalidName,
     MemdirError,
-    MemoryNotFound,
-    SecretFound,
     StoreNotFound,
 )
-from memdir.plan import Put, Remove
 from memdir.store.pg import PgStore
 from memdir.transfer import export, import_store
 from memdir.undo import undo
@@ -56,81 +50,6 @@ def pg(pg_config: Config, tmp_path: Path) -> Iterator[PgStore]:
     store = PgStore(pg_config, root=tmp_path / "state")
     yield store
     store.close()
-
-
-def test_write_read_history_undo_restore_rename(pg: PgStore) -> None:
-    """A database store keeps history across updates and undo, restores a version, carries history
-    through a rename, pins and retires like a folder."""
-    pg.write("tabs", type="user_preference", description="Indents with tabs", body="Tabs.")
-    first = pg.get("tabs")
-    pg.write("tabs", type="user_preference", description="Indents with tabs, width 4", body="4")
-    assert [v.version for v in pg.history("tabs")] == [1]
-    assert memfmt.loads(pg.version_text("tabs", 1)).body == "Tabs."
-    assert pg.get("tabs").created == first.created  # kept across the update
-    op, back = undo(pg)
-    assert back is not None and back.undoes == op.id
-    assert pg.get("tabs").body == "Tabs."
-    pg.restore("tabs", 2)  # the undone text, from history
-    assert pg.get("tabs").body == "4"
-    pg.rename("tabs", "indent-tabs")
-    assert "tabs" not in pg and pg.get("indent-tabs").body == "4"
-    assert len(pg.history("indent-tabs")) >= 3  # the past followed the name
-    pg.set_pinned("indent-tabs", True)
-    assert pg.get("indent-tabs").pinned and pg.entries()[0].pinned
-    pg.delete("indent-tabs", reason="wrong")
-    assert len(pg) == 0 and pg.retired() == ["indent-tabs", "tabs"]  # as in a folder
-    assert pg.history("indent-tabs")[-1].action == "delete"
-    assert [o.source for o in pg.log()][-1] == "api"
-
-
-@pytest.mark.parametrize("backend", ["files", "postgres"])
-def test_where_a_memory_came_from_is_the_logs_word(
-    backend: str, pg: PgStore, tmp_path: Path
-) -> None:
-    """Both backends say where the current text came from by their own log (the source of
-    the operation that wrote it), whatever the memory's text claims of itself."""
-    store: MemoryStore | PgStore = pg if backend == "postgres" else MemoryStore(tmp_path / "m")
-    claim = memfmt.Memory("tabs", "user_preference", "Tabs", "Tabs.", extra={"origin": "user"})
-    store.apply([Put(claim)], source="mcp:claude-code")
-    assert store.origin("tabs").label == "mcp:claude-code"
-    store.write("tabs", type="user_preference", description="Tabs", body="4", source="cli")
-    assert store.origin("tabs").label == "cli"
-    store.write("notes", type="project_fact", description="Notes", body="x", source="extract")
-    assert store.origin("notes").label == "learned"
-
-
-def test_the_same_guards_as_files(pg: PgStore) -> None:
-    """A database store refuses secrets, bad names, oversized bodies, unknown types, case twins and
-    stale writes as a folder does, all or nothing."""
-    with pytest.raises(SecretFound):
-        pg.write("key", type="reference", description="the token", body=f"token {GHP}")
-    assert "key" not in pg and pg.log() == []
-    with pytest.raises(InvalidName):
-        pg.write("../etc", type="reference", description="x")
-    with pytest.raises(InvalidMemory):
-        pg.write("big", type="reference", description="x", body="a" * (300 * 1024))
-    with pytest.raises(InvalidMemory):
-        pg.write("odd", type="no_such_type", description="x")
-    pg.write("Api-Port", type="project_fact", description="The API port")
-    with pytest.raises(ConflictError, match="only in case"):
-        pg.write("api-port", type="project_fact", description="another")
-    with pytest.raises(ConflictError, match="changed since it was read"):
-        pg.apply([Put(pg.get("Api-Port").replace(body="b"), expect="0" * 64)])
-    with pytest.raises(MemoryNotFound, match="did you mean 'Api-Port'"):
-        pg.get("Api-Prt")
-    # a plan is all or nothing: the bad second change leaves the first unwritten
-    with pytest.raises(MemoryNotFound):
-        pg.apply(
-            [
-                Put(memfmt.Memory(name="new-one", type="reference", description="d")),
-                Remove("missing"),
-            ]
-        )
-    assert "new-one" not in pg and len(pg.log()) == 1
-    redacted = pg.write(
-        "auto", type="reference", description="seen", body=f"key {GHP}", secrets="redact"
-    )
-    assert GHP not in redacted.body
 
 
 def test_a_missing_store_or_server_is_one_line(pg_config: Config, tmp_path: Path) -> None:

@@ -210,7 +210,9 @@ def test_where_each_text_came_from(make: Make) -> None:
     assert store.origin("tabs").label == "mcp:claude-code"
     store.write("tabs", type="user_preference", description="Tabs", body="4", source="cli")
     assert store.origin("tabs").label == "cli"
-    assert [o.source for o in store.log()] == ["mcp:claude-code", "cli"]
+    store.write("notes", type="project_fact", description="Notes", body="x", source="extract")
+    assert store.origin("notes").label == "learned"
+    assert [o.source for o in store.log()] == ["mcp:claude-code", "cli", "extract"]
 
 
 def test_bm25_ranks_alike_on_every_backend(make: Make, tmp_path: Path) -> None:
