@@ -139,3 +139,43 @@ def test_any_memory_round_trips(desc: str, body: str, tags: list[str]) -> None:
     """loads(dumps(m)) == m for arbitrary descriptions, bodies and extra keys."""
     m = Memory("n", "t", desc, body, "2026-01-01T00:00:00Z", None, {"tags": tags})
     assert memfmt.loads(memfmt.dumps(m)) == m
+
+
+def test_frontmatter_read_without_yaml_is_what_yaml_reads() -> None:
+    """The fast reading of plain ``key: value`` frontmatter gives exactly YAML's mapping
+    (strings, booleans, memdir's times) and leaves every other form to YAML itself."""
+    import random
+
+    import yaml
+
+    from memdir.memory import _plain, _yaml, parse_frontmatter
+
+    loader, _ = _yaml()
+    pieces = ["a", "Z", "é", "日", "1", "0", "2026-01-01T00:00:00Z", " ", ":", ": ", " #", "#",
+              "'", '"', "-", "- ", "?", "{", "}", "[", "]", ",", "&", "*", "!", "|", ">", "%",
+              "@", "`", "\t", "\u2028", "\x85", "\xa0", "yes", "No", "null", "~", "on", "OFF",
+              ".", "_", "/", "(", "\\", "=", "<<", "0x1", "1e3", "True", "\ufeff", ".inf",
+              "x:y"]  # fmt: skip
+    rng = random.Random(7)
+    fast = 0
+    for _ in range(40_000):
+        lines = []
+        for _ in range(rng.randint(1, 4)):
+            key = rng.choice(["name", "type", "description", "x_y", "pinned", "yes", "k-1"])
+            value = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 5)))
+            lines.append(f"{key}: {value}")
+        head = "\n".join(lines) + "\n"
+        plain = _plain(head[:-1])
+        if plain is None:
+            continue
+        fast += 1
+        read = yaml.load(head, Loader=loader)
+        assert read == plain and [type(v) for v in read.values()] == [
+            type(v) for v in plain.values()
+        ], head
+        assert parse_frontmatter(head) == read
+    assert fast > 500  # the fast reading was exercised, not only the fallback
+    # what it must leave to YAML: numbers, nulls, quotes, comments, lists, a second line
+    for head in ("a: 1\n", "a: null\n", "a: 'q'\n", "a: x # c\n", "a: [1]\n", "a:\n  b\n"):
+        assert _plain(head[:-1]) is None
+    assert parse_frontmatter("pinned: true\nname: x\n") == {"pinned": True, "name": "x"}

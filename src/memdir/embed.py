@@ -322,6 +322,15 @@ def from_config(config: Config) -> Embedder | None:
     return None if chosen is None else _shared(*chosen)
 
 
+def wanted(config: Config) -> bool:
+    """Whether the configuration ranks with an embedder (found without making it); a
+    configuration error counts as wanted (making it says the error)."""
+    try:
+        return _chosen(config) is not None
+    except MemdirError:
+        return True
+
+
 def loaded(config: Config) -> Embedder | None:
     """The configuration's embedder if this process has made it already; None otherwise
     (and nothing is loaded): for work that embeds only when it costs no model load."""

@@ -29,6 +29,7 @@ INDEX_FILE = "MEMORY.md"
 
 RACY_FINE_NS = 50_000_000  # files touched this recently are not cached (mtime granularity)
 RACY_COARSE_NS = 2_000_000_000
+PARSED_CHARS = 32_000_000  # bodies a catalogue keeps for the search index's first build
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,10 @@ class Catalog:
         self.fingerprint = 0  # of every file's identity: equal fingerprints, equal MEMORY.md
         self._lines: dict[str, list[str]] = {}  # type -> its MEMORY.md lines, as groups
         self._chunks: dict[str, bytes] = {}  # type -> those lines, joined and encoded
+        # memories just parsed, kept for the search index's first build (``parsed``) so a
+        # store's first search does not read and parse every file a second time
+        self._parsed: dict[str, tuple[tuple[int, ...], memfmt.Memory]] = {}
+        self._parsed_chars = 0
 
     # -- looking at files -----------------------------------------------------------------
 
@@ -237,6 +242,9 @@ class Catalog:
             mem = read_memory(self.root / fname, self.max_bytes)
             entry: Entry | None = entry_from(mem, fname, self.types)
             error = None
+            if self._parsed_chars + len(mem.body) <= PARSED_CHARS:
+                self._parsed[fname] = (key, mem)
+                self._parsed_chars += len(mem.body)
         except InvalidMemory as exc:
             entry, error = None, str(exc)
         if racy(key[1], now_ns):
@@ -376,6 +384,15 @@ class Catalog:
         return self._skeletons
 
     # -- reports and rendering ------------------------------------------------------------
+
+    def parsed(self, fname: str) -> memfmt.Memory | None:
+        """The memory ``fname`` held when this catalogue last parsed it, if the file is
+        unchanged since (each is handed out once; None: read the file)."""
+        kept = self._parsed.pop(fname, None)
+        if kept is None:
+            return None
+        self._parsed_chars -= len(kept[1].body)
+        return kept[1] if kept[0] == self.key_of(fname) else None
 
     def key_of(self, fname: str) -> tuple[int, ...] | None:
         """The identity of a listed file, or None while it is too recent to be trusted."""

@@ -41,6 +41,7 @@ log = logging.getLogger("memdir")
 
 LIBRARY_EMBED_BUDGET = 0.5  # seconds a library search embeds (commands set embed_budget)
 HANDED_FOR = 60.0  # seconds after handing a backlog over during which searches leave it be
+DEFER_AT = 256  # a backlog larger than this is left to the background, the model not loaded
 
 
 class Lookup:
@@ -75,6 +76,8 @@ class Lookup:
         # (``memdir index --background``) and embeds only its question from then on; the
         # commands and hooks, which pace embedding themselves, turn this off
         self.hand_over = embedder is None and not in_memory
+        # a store whose backlog a background indexer may embed (not another's store)
+        self.background = not in_memory
         self._handed_at: float | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
         self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
@@ -108,10 +111,13 @@ class Lookup:
     def _read(self, fnames: list[str]) -> list[tuple[str, Memory]]:
         out = []
         for fname in fnames:
+            mem = self.catalog.parsed(fname)  # just parsed by the catalogue: not read again
             try:
-                out.append((fname, idx.read_memory(self.root / fname, self.config.max_file_bytes)))
+                if mem is None:
+                    mem = idx.read_memory(self.root / fname, self.config.max_file_bytes)
             except InvalidMemory:
                 continue  # changed since the scan; the next sync picks it up
+            out.append((fname, mem))
         return out
 
     def sync(self, dense: bool = False) -> SearchIndex:
@@ -186,6 +192,8 @@ class Lookup:
                 log.warning("memdir: hybrid search is off: %s", exc)
 
     def _sync_vectors(self) -> None:
+        if self._defer_dense():
+            return
         self._make_embedder()
         if self.embedder is None:
             return
@@ -236,6 +244,35 @@ class Lookup:
             and embed_in_background(self.root)
         ):
             self._handed_at = time.monotonic()
+
+    def _defer_dense(self) -> bool:
+        """Whether this search leaves the vectors to the background without even loading
+        the embedder: the store is mostly not embedded yet, more than ``DEFER_AT`` memories
+        (seconds of embedding past any search's budget), so ranking would be BM25 alone
+        anyway (``ranking``: fusing would favour the few with a vector), and loading a model
+        costs the caller most of a second. Not for ``memdir index`` (no budget), a given
+        embedder (nothing to load), or a store nobody embeds in the background."""
+        if self._embedder_made or self.embed_budget is None or not self.background:
+            return False
+        from .embed import wanted
+
+        total = len(self.catalog.entries)
+        left = total - min(_embedded(self._path(VECTORS)), total)
+        if left <= DEFER_AT or left * 10 <= total or not wanted(self.config):
+            return False  # a few to embed, (nearly) all embedded, or BM25 by choice: as before
+        self.backlog = left
+        self.dense_error = (
+            f"{left} memories are not embedded yet (the background indexer embeds them):"
+            " BM25 alone until then"
+        )
+        if (
+            self.hand_over
+            and not self._handed()
+            and not self._indexer_at_work()
+            and embed_in_background(self.root)
+        ):
+            self._handed_at = time.monotonic()
+        return True
 
     def _handed(self) -> bool:
         """Whether this search handed its backlog to a background indexer a moment ago (it
@@ -303,7 +340,8 @@ class Lookup:
     def describe(self) -> str:
         """One line: how the last ranking was made (or the next will be)."""
         with self._mutex:
-            self._make_embedder()
+            if self._embedder_made or self.dense_error is None:  # deferred: not loaded for this
+                self._make_embedder()
         if self.embedder is None:
             why = self.dense_error or (
                 "embedder = 'none'"
@@ -356,6 +394,18 @@ class Lookup:
             return False
         self.discard(exc)
         return True
+
+
+def _embedded(path: Path | str) -> int:
+    """How many memories the vectors file holds (0 when there is none), read without the
+    embedder."""
+    if not isinstance(path, Path) or not path.is_file():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
+    except sqlite3.Error:
+        return 0
 
 
 def embed_in_background(root: Path) -> bool:

@@ -250,8 +250,46 @@ def split_frontmatter(text: str) -> tuple[str, str]:
     return head, rest
 
 
+# What YAML 1.1 reads as a boolean, and as null, when written plain (PyYAML's resolvers).
+_BOOLS = {
+    **dict.fromkeys(("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), True),
+    **dict.fromkeys(("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), False),
+}
+_NULLS = frozenset({"null", "Null", "NULL", "~"})
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # as memdir writes times
+
+
+def _plain(head: str) -> dict[str, Any] | None:
+    """The frontmatter as YAML reads it, when every line is ``key: value`` with a value YAML
+    reads as the very text written (a plain string starting with a letter, a time as memdir
+    writes it, or a boolean word); None for anything else, which YAML itself then parses.
+    Files memdir wrote, and most written by hand, take this path (a YAML parse costs tens of
+    microseconds a file, which a store of thousands pays at every open)."""
+    data: dict[str, Any] = {}
+    for line in head.split("\n"):
+        key, sep, value = line.partition(": ")
+        if not sep or not _PLAIN_KEY.fullmatch(key) or key in _BOOLS or key in _NULLS:
+            return None
+        if not value or not value.isprintable() or value != value.strip():
+            return None
+        if value[0].isalpha():
+            if ": " in value or " #" in value or value.endswith(":") or value in _NULLS:
+                return None
+            data[key] = _BOOLS.get(value, value)
+        elif _STAMP.fullmatch(value):
+            data[key] = value
+        else:
+            return None
+    return data
+
+
 def parse_frontmatter(head: str) -> dict[str, Any]:
     """Parse frontmatter YAML into a mapping, or raise InvalidMemory with the reason."""
+    if head.endswith("\n"):
+        plain = _plain(head[:-1])
+        if plain is not None:
+            return plain
     import yaml
 
     loader, _ = _yaml()
@@ -368,7 +406,7 @@ def check(memory: Memory, types: tuple[str, ...]) -> list[str]:
         warnings.append("empty description")
     if "\n" in memory.description:
         warnings.append("description spans several lines")
-    if any(not ch.isprintable() for ch in memory.description.replace("\n", "") + memory.type):
+    if not (memory.description.replace("\n", "") + memory.type).isprintable():
         warnings.append(
             "control or invisible characters in the type or description (shown"
             " escaped in MEMORY.md, prompts and the terminal)"

@@ -63,10 +63,28 @@ def _stem(word: str) -> str:
     return str(_stemmer.stemWord(word))
 
 
+_STEMS: dict[str, str] = {}  # a word as found (apostrophes kept) -> its stem
+
+
+def _ascii_stem(word: str) -> str:
+    stem = _STEMS.get(word)
+    if stem is None:
+        stem = _stem(word.replace("'", ""))
+        if len(_STEMS) < 200_000:
+            _STEMS[word] = stem
+    return stem
+
+
 def tokenize(text: str) -> list[str]:
     """Index terms of ``text``: stemmed words without stop words, and CJK bigrams."""
+    lowered = unicodedata.normalize("NFKC", text).lower()
+    if lowered.isascii():  # no CJK, every word stemmed: the common case, without the checks
+        stems = _STEMS
+        return [
+            stems.get(w) or _ascii_stem(w) for w in _TOKEN.findall(lowered) if w not in STOP_WORDS
+        ]
     out: list[str] = []
-    for run in _TOKEN.findall(unicodedata.normalize("NFKC", text).lower()):
+    for run in _TOKEN.findall(lowered):
         first = run[0]
         if first >= "\u1100" and _is_cjk(first):
             if len(run) == 1:
