@@ -59,3 +59,43 @@ def test_append_refuses_a_link(tmp_path: Path) -> None:
     append_nofollow(tmp_path / "real", b"a\n")
     append_nofollow(tmp_path / "real", b"b\n", sync=True)
     assert (tmp_path / "real").read_text() == "a\nb\n"
+
+
+def test_memory_md_is_rewritten_into_its_previous_version_and_readers_keep_whole_files(
+    tmp_path: Path,
+) -> None:
+    """MEMORY.md is rewritten in place into its previous version and swapped in, so a write
+    makes and frees no file; a reader who still has an earlier MEMORY.md open keeps reading
+    that whole file (it is never overwritten under them), and a planted link as the spare
+    is never written through."""
+    from memdir import MemoryStore
+
+    store = MemoryStore(tmp_path / ".memory")
+    index, spare = store.index_path, store.internal / "index.spare"
+    for i in range(3):
+        store.write(f"note-{i}", type="project_fact", description=f"Note {i}")
+    inodes = set()
+    for i in range(3, 7):
+        store.write(f"note-{i}", type="project_fact", description=f"Note {i}")
+        inodes.add(os.stat(index).st_ino)
+        assert index.read_bytes() == store._catalog.render()
+    assert len(inodes) == 2 and os.stat(spare).st_ino in inodes  # two files, taking turns
+
+    reader = open(index, "rb")  # noqa: SIM115 - held open across writes, as a slow reader
+    try:
+        seen = reader.read()
+        store.write("note-7", type="project_fact", description="Note 7")
+        store.write("note-8", type="project_fact", description="Note 8")  # the reader's file
+        reader.seek(0)
+        assert reader.read() == seen  # still the whole file the reader opened
+        assert b"note-8" in index.read_bytes() and b"note-8" not in seen
+    finally:
+        reader.close()
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    spare.unlink(missing_ok=True)  # (a refused spare is not kept)
+    spare.symlink_to(victim)
+    store.write("note-9", type="project_fact", description="Note 9")
+    assert victim.read_text() == "keep me"
+    assert index.read_bytes() == store._catalog.render() and not index.is_symlink()

@@ -179,3 +179,32 @@ def test_frontmatter_read_without_yaml_is_what_yaml_reads() -> None:
     for head in ("a: 1\n", "a: null\n", "a: 'q'\n", "a: x # c\n", "a: [1]\n", "a:\n  b\n"):
         assert _plain(head[:-1]) is None
     assert parse_frontmatter("pinned: true\nname: x\n") == {"pinned": True, "name": "x"}
+
+
+def test_plain_values_are_written_as_yaml_writes_them() -> None:
+    """Values written without YAML come out byte for byte as YAML's own dump of them, so a
+    canonical file is the same whichever way it was written."""
+    import random
+
+    import yaml
+
+    from memdir.memory import _dump_pair, _yaml
+
+    dumper = _yaml()[1]
+    pieces = ["a", "Z", "é", "日", "1", "2026-01-01T00:00:00Z", " ", ":", ": ", " #", "#", "'",
+              '"', "- ", "?", "{", "[", ",", "&", "*", "!", "|", ">", "%", "@", "`", "\t",
+              "\u2028", "\x85", "\xa0", "yes", "No", "null", "~", ".", "_", "\\", "<<", "1e3",
+              "\ufeff", "\U0001f600", "ß"]  # fmt: skip
+    rng = random.Random(3)
+    for _ in range(20_000):
+        key = rng.choice(["name", "type", "description", "k-1"])
+        value = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        expected = yaml.dump(
+            {key: value},
+            Dumper=dumper,
+            allow_unicode=True,
+            sort_keys=False,
+            width=1 << 30,
+            default_flow_style=False,
+        )
+        assert _dump_pair(key, value) == expected, value

@@ -9,8 +9,12 @@ This module does NOT lock: callers hold the store lock.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 TEMP_PREFIX = ".tmp-"
@@ -66,6 +70,87 @@ def write_atomic(
         raise
     if sync:
         fsync_dir(path.parent)
+
+
+def rewrite_atomic(path: Path, data: bytes, spare: Path, *, mode: int | None = None) -> None:
+    """``write_atomic(path, data, sync=False)`` for a large derived file rewritten at every
+    change (MEMORY.md): ``data`` is written in place over ``spare`` (the file's previous
+    version, kept for this) and the two names are swapped in one step, so no file is made and
+    none freed per write (on ext4 those cost a large file most of a millisecond). Readers
+    see the old file or the new one, never a mix: the spare is overwritten only while a
+    write lease proves nobody has it open (one who opened it as ``path`` before the last swap
+    and reads it still). Where the system cannot swap or lease (not Linux, another file
+    system), or the spare is not a plain file of ours, a new file is written instead."""
+    if mode is None:
+        mode = 0o600 if private(path.parent) else FILE_MODE
+    swap = _exchange()
+    if swap is not None and os.path.isfile(path) and not os.path.islink(path):
+        try:
+            if _overwrite(spare, data, mode):
+                swap(spare, path)
+                return
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+                _EXCHANGE[:] = [None]  # this system cannot: new files from now on
+    with contextlib.suppress(OSError):
+        os.unlink(spare)
+    write_atomic(path, data, sync=False, mode=mode, stage=spare.parent)
+
+
+def _overwrite(spare: Path, data: bytes, mode: int) -> bool:
+    """Write ``data`` over ``spare`` in place (made if missing) while nobody else has it open;
+    False when someone does, or it is not a plain file of ours."""
+    import fcntl
+
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(spare, flags, mode)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
+            return False
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EBUSY):
+                return False  # a reader has it open: leave it be
+            raise
+        try:
+            if stat.S_IMODE(st.st_mode) != mode:
+                os.fchmod(fd, mode)
+            view, at = memoryview(data), 0
+            while at < len(data):
+                at += os.pwrite(fd, view[at:], at)
+            os.ftruncate(fd, len(data))
+        finally:
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return True
+    finally:
+        os.close(fd)
+
+
+_EXCHANGE: list[Callable[[Path, Path], None] | None] = []  # made on first use
+
+
+def _exchange() -> Callable[[Path, Path], None] | None:
+    """Linux's renameat2(RENAME_EXCHANGE): swap two names in one step; None elsewhere."""
+    if not _EXCHANGE:
+        _EXCHANGE.append(None)
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                call = ctypes.CDLL(None, use_errno=True).renameat2
+            except (OSError, AttributeError):
+                return None
+            here, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
+
+            def swap(a: Path, b: Path) -> None:
+                if call(here, os.fsencode(a), here, os.fsencode(b), exchange) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code), str(b))
+
+            _EXCHANGE[0] = swap
+    return _EXCHANGE[0]
 
 
 def fsync_dir(path: Path) -> None:

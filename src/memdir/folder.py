@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from . import index as idx
-from .atomic import TEMP_PREFIX, write_atomic
+from .atomic import TEMP_PREFIX, rewrite_atomic, write_atomic
 from .config import Config
 from .history import History
-from .layout import INDEX_STATE, JOURNAL, LOG, META
+from .layout import INDEX_SPARE, INDEX_STATE, JOURNAL, LOG, META
 from .metacache import MetaCache
 from .watch import Tracker
 
@@ -154,11 +154,9 @@ class Folder:
         caller knows it changed; ``log``: the operation log will record what it was rendered
         from (so no separate record is written)."""
         if stale or not self.index_current():
-            # Derived data: no fsync; a torn or stale MEMORY.md is repaired on the next open.
-            write_atomic(
-                self.index_path,
-                self.catalog.render(),
-                sync=False,
-                stage=None if self.read_only else self.internal,
-            )
+            # Derived data: no fsync; a stale MEMORY.md is repaired on the next open.
+            if self.read_only:
+                write_atomic(self.index_path, self.catalog.render(), sync=False)
+            else:
+                rewrite_atomic(self.index_path, self.catalog.render(), self.internal / INDEX_SPARE)
             self.note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)

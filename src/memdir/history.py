@@ -204,16 +204,22 @@ class History:
         return path.read_text(encoding="utf-8")
 
     def append_log(
-        self, op: Operation, *, root_mtime: int | None = None, index: Any = None
+        self,
+        op: Operation,
+        *,
+        root_mtime: int | None = None,
+        index: Any = None,
+        again: bool = False,
     ) -> int | None:
         """Append ``op`` (with the store folder's time after it) to the log; the log's new
-        size, or None if the operation was logged before a crash."""
+        size, or None if the operation was logged before a crash (looked for only when
+        ``again``: a recovery may run an operation twice, a new one has a new id)."""
         if self.log_path.is_symlink():
             raise ConflictError(
                 f"{self.log_path} is a symbolic link — memdir writes its log only inside the"
                 " store; remove the link (see 'memdir doctor')"
             )
-        if any(o.id == op.id for o in self.log(limit=5)):
+        if again and any(o.id == op.id for o in self.log(limit=5)):
             return None
         data = op.to_dict()
         if root_mtime is not None:

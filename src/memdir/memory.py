@@ -368,6 +368,13 @@ def loads(text: str) -> Memory:
 
 
 def _dump_pair(key: str, value: Any) -> str:
+    if (
+        isinstance(value, str)
+        and value.isprintable()
+        and max(value, default="") < "\ufffe"  # PyYAML quotes characters past the BMP
+        and _plain(f"{key}: {value}") == {key: value}
+    ):
+        return f"{key}: {value}\n"  # what YAML writes for a value it reads back as written
     import yaml
 
     out: str = yaml.dump(

@@ -199,11 +199,13 @@ class Transaction:
     def current(self, entry: Entry) -> Memory:
         return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
 
-    def log(self, op: Operation) -> None:
+    def log(self, op: Operation, *, again: bool = False) -> None:
         """Append ``op`` to the log with the folder's time, so other processes can tell
-        memdir's own changes from hand edits."""
+        memdir's own changes from hand edits (``again``: a recovery, which may have logged it)."""
         root_mtime = os.lstat(self.root).st_mtime_ns
-        size = self._history.append_log(op, root_mtime=root_mtime, index=self._folder.index_record)
+        size = self._history.append_log(
+            op, root_mtime=root_mtime, index=self._folder.index_record, again=again
+        )
         if size is not None:
             self._tracker.acknowledge(size, root_mtime)
 
@@ -262,7 +264,7 @@ class Transaction:
         self._folder.write_index(stale=incremental, log=True)
         if any(step["content"] is None for step in op["steps"]):
             fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
-        self.log(record)
+        self.log(record, again=not incremental)
         os.unlink(self.internal / JOURNAL)
         self._cache.save()
         if self._lookup.search is not None:  # keep open indexes in step, incrementally
@@ -326,7 +328,7 @@ class Transaction:
         if not changes and not others:
             return None
         op = Operation(op_id, memfmt.now(), source, summary, tuple(changes), None)
-        self.log(op)
+        self.log(op, again=True)  # a sync run again after a crash adopts the same commit
         if self._lookup.search is not None:
             self._lookup.sync()
         return op
