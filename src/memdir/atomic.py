@@ -153,6 +153,46 @@ def _exchange() -> Callable[[Path, Path], None] | None:
     return _EXCHANGE[0]
 
 
+def write_intent(path: Path, data: bytes) -> None:
+    """Make ``data`` durable at ``path`` before anything it describes is done (a journal):
+    written in place over the file an earlier intent left (empty once cleared), so a write
+    costs one fdatasync and no new file; the folder is synced only when the file is new."""
+    new = not os.path.lexists(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise OSError(errno.EEXIST, "not a plain file of its own", str(path))
+        view, at = memoryview(data), 0
+        while at < len(data):
+            at += os.pwrite(fd, view[at:], at)
+        os.ftruncate(fd, len(data))
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        fsync_dir(path.parent)  # (a file just made: its name must survive too)
+
+
+def clear_intent(path: Path) -> None:
+    """The intent at ``path`` is carried out: empty it (kept for the next one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def intent_pending(path: Path) -> bool:
+    """Whether ``path`` holds an intent not yet carried out (anything but an empty plain
+    file, or none)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return not stat.S_ISREG(st.st_mode) or st.st_size > 0
+
+
 def fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)

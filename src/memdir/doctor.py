@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import memory as memfmt
-from .atomic import TEMP_PREFIX, write_atomic
+from .atomic import TEMP_PREFIX, intent_pending, write_atomic
 from .errors import MemdirError
 from .layout import ADOPTED, HISTORY, JOURNAL, SEARCH, VECTORS
 from .memory import Memory, safe_repr
@@ -274,7 +274,7 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
                 }
             )
     journal = store.internal / JOURNAL
-    if journal.exists() or journal.is_symlink():
+    if intent_pending(journal):
         report.errors.append(
             {
                 "file": f".memdir/{JOURNAL}",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import index as idx
 from . import memory as memfmt
-from .atomic import fsync_dir, write_atomic
+from .atomic import clear_intent, fsync_dir, intent_pending, write_atomic
 from .config import Config
 from .entry import Entry
 from .errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound, PlanError
@@ -265,7 +265,7 @@ class Transaction:
         if any(step["content"] is None for step in op["steps"]):
             fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
         self.log(record, again=not incremental)
-        os.unlink(self.internal / JOURNAL)
+        clear_intent(self.internal / JOURNAL)
         self._cache.save()
         if self._lookup.search is not None:  # keep open indexes in step, incrementally
             self._lookup.sync()
@@ -339,12 +339,15 @@ class Transaction:
         if path.is_symlink():  # not ours: keep it aside, never follow it
             os.replace(path, self.internal / f"journal.unreadable.{new_op_id()}")
             return
+        if not intent_pending(path):
+            return  # its writer finished while we waited for the lock
         try:
             op = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return  # its writer finished while we waited for the lock
+            return
         except (OSError, ValueError):
-            # The journal is written atomically, so this is not ours to interpret: keep it aside.
+            # Torn before any step began (steps wait for it to be durable), or not ours to
+            # interpret: kept aside either way.
             os.replace(path, self.internal / f"journal.unreadable.{new_op_id()}")
             return
         self.execute(op, incremental=False)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomic import TEMP_PREFIX
+from .atomic import TEMP_PREFIX, intent_pending
 
 log = logging.getLogger("memdir.watch")
 
@@ -104,7 +104,7 @@ class Tracker:
             # memdir's own writes, from any process, are named by the log: only what it does
             # not explain is a hand edit. While a writer is at work its line is yet to come.
             heard = (self._heard | files) - out.logged
-            if self.journal_path.exists():
+            if intent_pending(self.journal_path):
                 self._heard = heard
             else:
                 self._heard = set()
@@ -113,7 +113,7 @@ class Tracker:
         else:
             now = _mtime(self.root)
             if now != self._root_mtime and (
-                now == self._explained_mtime or not self.journal_path.exists()
+                now == self._explained_mtime or not intent_pending(self.journal_path)
             ):
                 # (while a writer is at work, its log line will explain the time: wait for it)
                 out.names = now != self._explained_mtime

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidName, MemdirError
-from ..learn.proposal import borrowed_description, coerce, duplicate_of, kind_of
-from ..memory import validate_name
-from ..plan import Put
+from ..learn.proposal import borrowed_description, coerce, corrected, kind_of
+from ..memory import Memory, validate_name
+from ..plan import Put, Remove
 from ..providers import ToolInput, ToolSpec
 from ..review import held_why, land
 from ..scopes import USER, Scopes
@@ -308,10 +308,17 @@ class Tools:
         borrowed = borrowed_description(store, proposed)
         if borrowed is not None:
             return ToolResult(f"not saved: {borrowed}", is_error=True)
+        replaced: list[str] = []
         if proposed.name not in store:  # a restatement or a correction updates its memory
-            same = duplicate_of(store, proposed)
-            if same is not None and not store.get(same).pinned:
-                proposed = proposed.replace(name=same)
+            found = corrected(store, proposed)
+            if found and not store.get(found[0]).pinned:
+                proposed, replaced = proposed.replace(name=found[0]), found[1:]
+        # and the other memories a correction replaces are retired with it (kept in history)
+        retire = [
+            Remove(n, reason=f"superseded by {proposed.name}: {proposed.description}")
+            for n in replaced
+            if not store.get(n).pinned
+        ]
         fields = {
             "name": proposed.name,
             "type": proposed.type,
@@ -324,7 +331,7 @@ class Tools:
         if store.config.review == "ask" or held is not None:
             landed = land(
                 store,
-                [Put(proposed, reason="saved by the agent")],
+                [Put(proposed, reason="saved by the agent"), *retire],
                 source="agent",
                 summary=f"save {proposed.name}",
             )
@@ -345,22 +352,28 @@ class Tools:
                 " ('memdir review'); do not save it again.",
                 saved=f"proposed {proposed.name}{where}",
             )
-        mem = store.write(
-            fields["name"],
+        saved = Memory(
+            name=fields["name"],
             type=fields["type"],
             description=fields["description"],
             body=fields["body"],
+        )
+        store.apply(
+            [Put(saved, reason="saved by the agent"), *retire],
             source="agent",
             secrets="redact",
-            reason="saved by the agent",
         )
-        if existed and mem.digest == before:
+        mem = store.get(saved.name)
+        if existed and mem.digest == before and not retire:
             return ToolResult(
                 f"memory {mem.name} already holds exactly this; nothing changed."
                 " Memories shown in <relevant_memories> are already saved."
             )
         verb = "updated" if existed else "saved"
-        return ToolResult(f"{verb} memory {mem.name}{where}", saved=f"{verb} {mem.name}{where}")
+        gone = f"; retired {', '.join(r.name for r in retire)} (superseded)" if retire else ""
+        return ToolResult(
+            f"{verb} memory {mem.name}{where}{gone}", saved=f"{verb} {mem.name}{where}{gone}"
+        )
 
 
 _PROVIDER_VARS = (

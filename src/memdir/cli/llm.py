@@ -251,6 +251,11 @@ def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: boo
         emit_json(
             {
                 "changes": [{**ch.memory.to_dict(), "scope": scope} for scope, ch in changes],
+                "retired": [
+                    {"name": r.name, "reason": r.reason, "scope": scope}
+                    for scope, rs in (("project", result.retired), ("user", result.user_retired))
+                    for r in rs
+                ],
                 "dropped": result.dropped,
                 "new_messages": result.new_messages,
                 "operation": result.operation.id if result.operation else None,
@@ -275,6 +280,12 @@ def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: boo
         if not dry_run and (scope, ch.memory.name) not in applied:
             verb = "Waiting for your review:"  # queued (review = "ask", or held)
         click.echo(f"{verb} {ch.memory.name}{where} ({ch.memory.type}): {ch.memory.description}")
+    for scope, gone in [("project", r) for r in result.retired] + [
+        ("user", r) for r in result.user_retired
+    ]:
+        where = " in the user store" if scope == "user" else ""
+        verb = "Would retire" if dry_run else "Retired"
+        click.echo(f"{verb} {gone.name}{where}: {gone.reason} (kept in history)")
     if result.proposals and not dry_run:
         click.echo(
             "Approve or reject with 'memdir review' (or 'memdir ui'); nothing waiting is"

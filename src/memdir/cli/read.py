@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from .. import memory as memfmt
+from ..asof import moment, search_at
 from ..errors import MemdirError
 from ..provenance import Origin
 from ..safetext import display_width, for_terminal, for_terminal_text, pad, plural
@@ -96,16 +97,31 @@ def _origin(scopes: Scopes, shown: str) -> str | None:
     is_flag=True,
     help="Show each method's rank and score: BM25, and embedding similarity.",
 )
+@click.option(
+    "--as-of",
+    "as_of",
+    metavar="DATE",
+    help="Search what the memories said then (a date, or a UTC time), from their history.",
+)
 @scope_option("all")
 @json_option
 @pass_ctx
 def search(
-    c: Ctx, query: tuple[str, ...], k: int, explain: bool, scope: str, as_json: bool
+    c: Ctx,
+    query: tuple[str, ...],
+    k: int,
+    explain: bool,
+    as_of: str | None,
+    scope: str,
+    as_json: bool,
 ) -> None:
     """Search names, descriptions and bodies of every scope: BM25 (scores comparable across
     stores), fused with embedding similarity when memdir[embed] is installed (see 'embedder'
-    in config.toml)."""
+    in config.toml). With --as-of, what the memories said at that time (BM25)."""
     scopes = c.scopes(scope)
+    if as_of is not None:
+        _search_as_of(scopes, " ".join(query), moment(as_of), k, as_json)
+        return
     hits = scopes.search(" ".join(query), k, explain=explain)
     several = len(scopes.stores()) > 1
     if as_json:
@@ -125,6 +141,41 @@ def search(
             bm25 = "—" if h.bm25_rank is None else f"#{h.bm25_rank} ({h.bm25:.2f})"
             dense = "—" if h.dense_rank is None else f"#{h.dense_rank} ({h.cosine:.3f})"
             click.echo(f"        BM25 {bm25}   dense {dense}")
+
+
+def _search_as_of(scopes: Scopes, query: str, when: str, k: int, as_json: bool) -> None:
+    found = [
+        (scope.name, held, score)
+        for scope, store in scopes.stores()
+        for held, score in search_at(store, query, when, k)
+    ]
+    found.sort(key=lambda f: -f[2])
+    found = found[:k]
+    if as_json:
+        emit_json(
+            [
+                {
+                    **held.memory.to_dict(),
+                    "scope": scope,
+                    "score": round(score, 4),
+                    "current": held.current,
+                    "replaced": held.until,
+                }
+                for scope, held, score in found
+            ]
+        )
+        return
+    if not found:
+        click.echo(f"No matching memories as of {when}.")
+    several = len(scopes.stores()) > 1
+    for scope, held, score in found:
+        where = f"[{scope}] " if several else ""
+        mem = held.memory
+        now = "" if held.current else f"  [replaced {held.until}]"
+        click.echo(
+            f"{score:6.2f}  {where}{mem.name}  ({for_terminal(mem.type)}) —"
+            f" {for_terminal(mem.description)}{now}"
+        )
 
 
 def _round(x: float | None) -> float | None:

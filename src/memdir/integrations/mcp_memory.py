@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
+from ..asof import moment, search_at
 from ..backend import open_store
 from ..config import Config
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
@@ -24,7 +25,7 @@ from ..memory import Memory, dumps, slugify
 from ..notes import guess_type
 from ..plan import Put
 from ..providers import Message
-from ..recall import estimate_tokens, log_recall, render_block, select
+from ..recall import estimate_tokens, log_recall, render_block, render_past, select
 from ..review import held_why, land
 from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
@@ -171,8 +172,11 @@ class MemoryServer:
         query: str | None = None,
         text: str | None = None,
         recent: list[str] | None = None,
+        as_of: str | None = None,
     ) -> str:
         said = str(pick("message", message, query, text))
+        if as_of is not None:
+            return self._recall_as_of(said, str(as_of))
 
         def run() -> str:
             scopes = self.scopes()
@@ -185,6 +189,30 @@ class MemoryServer:
             if not block:
                 return "No saved memory applies to this message."
             return f"Recalled {', '.join(sel.names)} ({HOW[sel.path]}).\n\n{block}"
+
+        return self.call(run)
+
+    def _recall_as_of(self, said: str, as_of: str) -> str:
+        """What the memories said at ``as_of`` about the message (from their history)."""
+
+        def run() -> str:
+            when = moment(as_of)
+            scopes, k = self.scopes(), self.config.recall_max_items
+            found = sorted(
+                (
+                    (scope.name, held, score)
+                    for scope, store in scopes.stores()
+                    for held, score in search_at(store, said, when, k)
+                ),
+                key=lambda f: -f[2],
+            )[:k]
+            block = render_past(
+                [(s, h) for s, h, _ in found], when, self.config.recall_token_budget
+            )
+            if not block:
+                return f"No saved memory applied to this message as of {when}."
+            names = ", ".join(h.memory.name for _, h, _ in found)
+            return f"Recalled {names} as of {when}.\n\n{block}"
 
         return self.call(run)
 

@@ -20,12 +20,11 @@ from .. import prompts
 from ..errors import InvalidMemory, InvalidName, MemdirError
 from ..history import Operation
 from ..memory import Memory, skeleton
-from ..notes import sounds_like_preference
-from ..plan import Put
+from ..plan import Put, Remove
 from ..providers import ChatModel, Message, complete_json, runs_locally
 from ..recall import catalogue_for, message_text
 from ..review import land
-from ..safetext import for_body, for_prompt, one_line
+from ..safetext import for_body, for_prompt
 from ..scopes import USER_TYPES
 from ..search import tokenize
 from ..store import Store
@@ -34,11 +33,12 @@ from .proposal import (
     MAX_ITEMS,
     borrowed_description,
     coerce,
-    duplicate_of,
+    corrected,
     in_users_language,
     kind_of,
     short_name,
 )
+from .replies import FACTS_SCHEMA, extract_schema, fact_item, validate_facts, validate_items
 
 log = logging.getLogger("memdir.extract")
 
@@ -49,41 +49,14 @@ class Extraction:
 
     changes: list[Put] = field(default_factory=list)
     operation: Operation | None = None
+    # memories a correction replaces besides the one it updates (retired in the same operation)
+    retired: list[Remove] = field(default_factory=list)
     user_changes: list[Put] = field(default_factory=list)  # for the user's store, if given
+    user_retired: list[Remove] = field(default_factory=list)
     user_operation: Operation | None = None
     proposals: list[str] = field(default_factory=list)  # queued for a person (review = "ask")
     dropped: list[str] = field(default_factory=list)
     new_messages: int = 0
-
-
-def extract_schema(types: tuple[str, ...], scoped: bool = False) -> dict[str, Any]:
-    """The extraction reply's shape, for endpoints that enforce a JSON schema."""
-    item: dict[str, Any] = {
-        "type": "object",
-        "required": ["action", "name", "type", "description", "body"],
-        "properties": {
-            "action": {"type": "string", "enum": ["create", "update"]},
-            "name": {"type": "string"},
-            "type": {"type": "string", "enum": list(types)},
-            "description": {"type": "string"},
-            "body": {"type": "string"},
-        },
-    }
-    if scoped:
-        item["required"].append("scope")
-        item["properties"]["scope"] = {"type": "string", "enum": ["user", "project"]}
-    return {
-        "type": "object",
-        "required": ["memories"],
-        "properties": {"memories": {"type": "array", "items": item}},
-    }
-
-
-FACTS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["facts"],
-    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
-}
 
 
 def _fact_style(config: Any, model: ChatModel) -> bool:
@@ -92,19 +65,6 @@ def _fact_style(config: Any, model: ChatModel) -> bool:
     if config.extract_style == "auto":
         return runs_locally(model, config)
     return bool(config.extract_style == "facts")
-
-
-def _validate_facts(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        value = value.get("facts", value.get("memories"))
-    if not isinstance(value, list):
-        raise ValueError('expected {"facts": ["...", ...]}')
-    out = []
-    for f in value:
-        text = str(f.get("body") or f.get("description") or "") if isinstance(f, dict) else str(f)
-        if text.strip():
-            out.append(one_line(text))
-    return out
 
 
 _GENERIC = frozenset(
@@ -132,26 +92,6 @@ def _assistants_claim(text: str, said: str, talk: str) -> bool:
     return bool(words) and theirs > 0.5 * len(words)
 
 
-def _fact_item(fact: str, types: tuple[str, ...]) -> dict[str, Any]:
-    """A memory item from one fact: a preference or correction, or a fact."""
-    kind = "user_preference" if sounds_like_preference(fact) else "project_fact"
-    if kind not in types:
-        kind = types[0]
-    return {"action": "create", "name": "", "type": kind, "description": fact, "body": fact}
-
-
-def _validate(value: Any) -> list[Any]:
-    if isinstance(value, list):
-        return value
-    if isinstance(value, dict):
-        items = value.get("memories")
-        if isinstance(items, list):
-            return items
-        if "action" in value or "name" in value:
-            return [value]
-    raise ValueError('expected {"memories": [...]}')
-
-
 SCOPE_RULE = (
     '\nEach memory also has a "scope": "user" for what is about the person in any project'
     ' (preferences, how they like to communicate, habits), "project" for what is about this'
@@ -175,13 +115,13 @@ def _ask(
             system="You extract facts and answer in JSON.",
             messages=[{"role": "user", "content": prompt}],
             purpose="extract",
-            validate=_validate_facts,
+            validate=validate_facts,
             schema=FACTS_SCHEMA,
         )
         heard = set(tokenize(talk))
         grounded = [f for f in facts if _grounded(f, heard)]
         result.dropped += [f"not in the conversation: {f[:60]}" for f in facts if f not in grounded]
-        items: list[Any] = [_fact_item(f, store.config.types) for f in grounded]
+        items: list[Any] = [fact_item(f, store.config.types) for f in grounded]
     else:
         prompt = prompts.render(
             "extract",
@@ -195,7 +135,7 @@ def _ask(
             system="You extract memories and answer in JSON.",
             messages=[{"role": "user", "content": prompt}],
             purpose="extract",
-            validate=_validate,
+            validate=validate_items,
             schema=extract_schema(store.config.types, scoped),
         )
     if len(items) > MAX_ITEMS:
@@ -224,6 +164,7 @@ class _Planner:
     existing: set[str] = field(default_factory=set)
     talk: str = ""  # the whole new talk (assistant's claims are dropped); "": not checked
     planned: dict[str, Put] = field(default_factory=dict)
+    retired: dict[str, Remove] = field(default_factory=dict)  # what corrections replace
     twins: dict[str, str] = field(default_factory=dict)  # look-alike key -> listed name
     agent_names: list[str] | None = None  # what the agent's save_memory wrote just now
 
@@ -266,13 +207,15 @@ class _Planner:
             same = self._agent_saved(mem)
             if same is not None:  # the agent's save this turn: one memory of the fact
                 mem, action = mem.replace(name=same), "update"
+        replaced: list[str] = []
         if action == "create" and mem.name not in existing:
-            dup = duplicate_of(store, mem)
+            found = corrected(store, mem)
+            dup = found[0] if found else None
             if dup is not None and dup in planned:
                 self.result.dropped.append(f"{mem.name}: repeats {dup}")
                 return
             if dup is not None:
-                mem = mem.replace(name=dup)
+                mem, replaced = mem.replace(name=dup), found[1:]
         if any(
             p.memory.description == mem.description and p.memory.body == mem.body
             for p in planned.values()
@@ -285,6 +228,14 @@ class _Planner:
             self.result.dropped.append(f"{mem.name}: {exc}")
             return
         self._put(mem)
+        self._retire(replaced, mem)
+
+    def _retire(self, names: list[str], by: Memory) -> None:
+        """Retire the other memories the correction ``by`` replaces (kept in history)."""
+        for name in names:
+            if name in self.planned or name in self.retired or self.store.get(name).pinned:
+                continue  # (a pinned memory is never changed automatically)
+            self.retired[name] = Remove(name, reason=f"superseded by {by.name}: {by.description}")
 
     def _said_just_now(self, name: str) -> bool:
         """Whether ``name`` was written from a conversation moments ago (the agent's own
@@ -422,8 +373,12 @@ def plan_extraction(
         else:
             planner.add(raw)
     result.changes = list(planner.planned.values())
+    result.retired = [r for n, r in planner.retired.items() if n not in planner.planned]
     if user_planner is not None:
         result.user_changes = list(user_planner.planned.values())
+        result.user_retired = [
+            r for n, r in user_planner.retired.items() if n not in user_planner.planned
+        ]
     for note in result.dropped:
         log.info("extract: dropped %s", note)
     return result
@@ -480,13 +435,18 @@ def extract_memories(
             ]
     if result.changes:
         names = ", ".join(c.memory.name for c in result.changes)
-        landed = land(store, list(result.changes), source=source, summary=f"extracted {names}")
+        landed = land(
+            store, [*result.changes, *result.retired], source=source, summary=f"extracted {names}"
+        )
         result.operation = landed.operation
         result.proposals += [landed.proposal] if landed.proposal else []
     if result.user_changes and user_store is not None:
         names = ", ".join(c.memory.name for c in result.user_changes)
         landed = land(
-            user_store, list(result.user_changes), source=source, summary=f"extracted {names}"
+            user_store,
+            [*result.user_changes, *result.user_retired],
+            source=source,
+            summary=f"extracted {names}",
         )
         result.user_operation = landed.operation
         result.proposals += [landed.proposal] if landed.proposal else []

@@ -50,21 +50,36 @@ def duplicate_of(store: Store, item: Memory) -> str | None:
     and is about the same subject (most of its words, numbers aside, are that memory's). The
     new text then updates that memory, whose old version goes to history, instead of
     standing beside it."""
+    found = corrected(store, item)
+    return found[0] if found else None
+
+
+def corrected(store: Store, item: Memory) -> list[str]:
+    """The memories ``item`` replaces: first the one it updates (``duplicate_of``), then,
+    when it is a correction, every other memory of the same type on the same subject (two
+    "staging runs Postgres 16" beside "staging now runs Postgres 17"), which would otherwise
+    be recalled as current beside it."""
     mine = set(tokenize(item.description))
     if not mine:
-        return None
+        return []
     corrects = bool(_CORRECTION.search(f"{item.description} {item.body}"))
     subject = _words(item.description)
-    for entry in (h.entry for h in store.search(item.description, 3, dense=False)):
-        if entry.type != item.type:
+    found: list[str] = []
+    for i, entry in enumerate(h.entry for h in store.search(item.description, 5, dense=False)):
+        if i >= 3 and not found:
+            break  # what it updates is among the three closest; the others it replaces may not be
+        if entry.type != item.type or entry.name == item.name:
             continue
         theirs = set(tokenize(entry.description))
-        if len(mine & theirs) / len(mine | theirs) >= 0.8:
-            return entry.name
         words = _words(entry.description)
-        if corrects and subject and words and len(subject & words) / len(words) >= 0.6:
-            return entry.name
-    return None
+        same = len(mine & theirs) / len(mine | theirs) >= 0.8
+        if (same and not found) or (
+            corrects and subject and words and len(subject & words) / len(words) >= 0.6
+        ):
+            found.append(entry.name)
+        if found and not corrects:
+            break
+    return found
 
 
 def borrowed_description(store: Store, item: Memory) -> str | None:

@@ -22,6 +22,7 @@ from ..safetext import for_prompt, one_line
 from ..scopes import Reader, Scopes
 
 if TYPE_CHECKING:
+    from ..asof import Held
     from ..episodes import Said
 
 
@@ -106,6 +107,37 @@ def render_block(
         )
     preamble = PREAMBLE + (EPISODE_NOTE if any(p.startswith("<episode") for p in parts) else "")
     return "<relevant_memories>\n" + preamble + "\n" + "\n".join(parts) + "\n</relevant_memories>"
+
+
+def render_past(found: Sequence[tuple[str, Held]], when: str, budget_tokens: int) -> str:
+    """The block for memories as they stood at ``when`` (``asof``), each saying when it was
+    replaced if it no longer holds; '' when there are none."""
+    parts: list[str] = []
+    used = 60
+    for scope, held in found:
+        mem = held.memory
+        attrs = f'name="{escape(mem.name)}" type="{escape(one_line(mem.type))}"'
+        attrs += f' scope="{escape(scope)}"' if scope != "project" else ""
+        attrs += f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"'
+        if held.until is not None:
+            attrs += f' replaced="{escape(held.until)}"'
+        body = escape(mem.body.strip() or mem.description, quote=False)
+        part = f"<memory {attrs}>\n{body}\n</memory>"
+        if used + estimate_tokens(part) > budget_tokens:
+            break
+        parts.append(part)
+        used += estimate_tokens(part)
+    if not parts:
+        return ""
+    note = (
+        f"The saved memories as they stood at {when}, from their history: what was true then,"
+        " not necessarily now (a memory marked replaced no longer holds)."
+    )
+    return (
+        f'<relevant_memories as_of="{escape(when)}">\n{note}\n'
+        + "\n".join(parts)
+        + "\n</relevant_memories>"
+    )
 
 
 def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:

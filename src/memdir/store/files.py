@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .. import index as idx
 from .. import memory as memfmt
-from ..atomic import write_atomic
+from ..atomic import intent_pending, write_atomic, write_intent
 from ..config import Config, store_config
 from ..entry import Entry
 from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
@@ -104,7 +104,7 @@ class MemoryStore(StoreBase):
         self._tx = Transaction(
             self.root, self.internal, self.config, self._history, self._folder, self._lookup
         )
-        if os.path.lexists(self.internal / JOURNAL):
+        if intent_pending(self.internal / JOURNAL):
             try:
                 self._try_locked(self._tx.recover)
             except (ConflictError, OSError):
@@ -327,7 +327,7 @@ class MemoryStore(StoreBase):
                 "steps": steps,
                 "undoes": undoes,
             }
-            write_atomic(self.internal / JOURNAL, json.dumps(op, ensure_ascii=False).encode())
+            write_intent(self.internal / JOURNAL, json.dumps(op, ensure_ascii=False).encode())
             return self._tx.execute(op)
 
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:

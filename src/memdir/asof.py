@@ -1,0 +1,104 @@
+"""What a store held at a moment in the past: each memory's version that was current then,
+from its history (every overwritten or retired version is kept with the time it was
+replaced, and each version's text carries the time it was written), and a search over those.
+
+A correction updates or retires what it replaces, so recall answers with the present fact
+only; ``memdir search --as-of DATE`` and MCP ``recall(as_of=…)`` answer with what was true
+then. Works through the ``Store`` protocol alone (any backend). This module does NOT rank
+the present store (``ranking`` does) or change anything.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import memory as memfmt
+from .errors import ConfigError, InvalidMemory, MemoryNotFound
+from .memory import Memory
+from .search import bm25, columns_of, idf_of, tokenize
+from .store import Store
+
+_DAY = re.compile(r"\d{4}-\d\d-\d\d")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d)?Z?")
+
+
+def moment(text: str) -> str:
+    """``text`` (a date, or a UTC time as memdir writes them) as the latest time it names:
+    a day means its end (what was true on that day). ConfigError for anything else."""
+    text = text.strip()
+    if _DAY.fullmatch(text):
+        return f"{text}T23:59:59Z"
+    if _STAMP.fullmatch(text):
+        stamp = text.rstrip("Z")
+        return f"{stamp}:59Z" if stamp.count(":") == 1 else f"{stamp}Z"
+    raise ConfigError(
+        f"as of {text!r}: not a date — give one like 2026-11-02 or 2026-11-02T14:30:00Z"
+    )
+
+
+@dataclass(frozen=True)
+class Held:
+    """A memory as it was at a moment: its text then, and whether it is still current."""
+
+    memory: Memory
+    current: bool  # the store holds this very version now
+    until: str | None  # when it was replaced or retired (None: it is current)
+
+
+def held_at(store: Store, when: str) -> list[Held]:
+    """Every memory as it was at ``when`` (a time from ``moment``), sorted by name: for each
+    name, the version written by then and not yet replaced."""
+    out: list[Held] = []
+    names = [e.name for e in store.entries()] + list(store.retired())
+    for name in sorted(set(names)):
+        found = _version_at(store, name, when)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _version_at(store: Store, name: str, when: str) -> Held | None:
+    start = ""  # a version without a time of its own began when the one before it ended
+    for v in store.history(name):
+        end = v.time
+        try:
+            mem = memfmt.loads(store.version_text(name, v.version))
+        except (InvalidMemory, MemoryNotFound):
+            start = end
+            continue
+        begun = mem.updated or mem.created or start
+        if begun <= when < end:
+            return Held(mem, False, end)
+        start = end
+    try:
+        mem = store.get(name)
+    except MemoryNotFound:
+        return None  # retired by then
+    begun = mem.updated or mem.created or start
+    return Held(mem, True, None) if begun <= when else None
+
+
+def search_at(store: Store, query: str, when: str, k: int = 5) -> list[tuple[Held, float]]:
+    """The ``k`` memories best matching ``query`` among what the store held at ``when``,
+    ranked by BM25 (the same scoring as the present store's)."""
+    held = held_at(store, when)
+    terms = list(dict.fromkeys(tokenize(query)))
+    if not held or not terms:
+        return []
+    docs = []
+    df: dict[str, int] = {}
+    for h in held:
+        cols = columns_of(h.memory.name, h.memory.description, h.memory.body)
+        docs.append((h, [" ".join(c) for c in cols], sum(len(c) for c in cols)))
+        for t in set(terms) & {w for c in cols for w in c}:
+            df[t] = df.get(t, 0) + 1
+    found = [t for t in terms if t in df]
+    if not found:
+        return []
+    idf = idf_of(found, df, len(docs))
+    avgdl = sum(n for _, _, n in docs) / len(docs)
+    scored = [(h, bm25(cols, n, idf, avgdl)) for h, cols, n in docs]
+    scored = [(h, s) for h, s in scored if s > 0]
+    scored.sort(key=lambda pair: (-pair[1], pair[0].memory.name))
+    return scored[:k]
