@@ -30,20 +30,33 @@ from memdir.recall import episodes_for, estimate_tokens
 
 
 def searched(
-    episodes: Episodes, embedder: Any, k: int, fused: bool, following: int, two_terms: bool
+    episodes: Episodes,
+    embedder: Any,
+    k: int,
+    fused: bool,
+    following: int,
+    two_terms: bool,
+    preceding: int = 0,
 ) -> Callable[[str], list[Said]]:
     """One variant of the episode search: ``k`` turns, fused with the embeddings or not, each
     with ``following`` turns, filtered by two shared terms or not."""
 
     def run(query: str) -> list[Said]:
         hits = episodes.search(
-            query, k * 2, embedder=embedder if fused else None, following=following
+            query,
+            k * 2,
+            embedder=embedder if fused else None,
+            following=following,
+            preceding=preceding,
         )
         if two_terms:
             hits = [h for h in hits if h.matched >= min(2, h.asked)]
         return hits[:k]
 
     return run
+
+
+TUNE = {0, 1}  # conversations choices are made on; the others confirm them
 
 
 def main() -> None:
@@ -56,6 +69,7 @@ def main() -> None:
     data = json.loads((args.bench_dir / "locomo" / "turns_dev.json").read_text())
     conversations = sorted({t["conv"] for t in data["memories"]})
     found: dict[str, list[tuple[float, int]]] = {}
+    halves: dict[tuple[str, str], list[tuple[float, float]]] = {}
     seconds: list[float] = []
     for conv in conversations:
         turns = [t for t in data["memories"] if t["conv"] == conv]
@@ -82,7 +96,23 @@ def main() -> None:
             "4 turns, fused": searched(*e, 4, True, 0, False),
             "2 turns, fused, each with the turn after it": searched(*e, 2, True, 1, False),
             "3 turns, fused, each with the turn after it": searched(*e, 3, True, 1, False),
+            "4 turns, fused, each with the turn after it": searched(*e, 4, True, 1, False),
+            "5 turns, fused, each with the turn after it": searched(*e, 5, True, 1, False),
+            "6 turns, fused, each with the turn after it": searched(*e, 6, True, 1, False),
+            "8 turns, fused, each with the turn after it": searched(*e, 8, True, 1, False),
+            "4 turns, fused, each with the two turns after it": searched(*e, 4, True, 2, False),
+            "5 turns, fused, each with the two turns after it": searched(*e, 5, True, 2, False),
+            "3 turns, fused, each with the three turns after it": searched(*e, 3, True, 3, False),
+            "4 turns, fused, each with the three turns after it": searched(*e, 4, True, 3, False),
+            "5 turns, fused, each with the turn before and the turn after": searched(
+                *e, 5, True, 1, False, 1
+            ),
+            "4 turns, fused, each with the turn before and two after": searched(
+                *e, 4, True, 2, False, 1
+            ),
         }
+        whole = sum(estimate_tokens(t["text"]) for t in turns)
+        half = "tune" if conv in TUNE else "confirm"
         for q in questions:
             if not any(e in ids for e in q["relevant"]):
                 continue
@@ -90,6 +120,7 @@ def main() -> None:
                 text = "\n".join(h.turn.text for h in run(q["question"]))
                 share = evidence_in(turns, q, text)
                 found.setdefault(name, []).append((share, estimate_tokens(text)))
+                halves.setdefault((name, half), []).append((share, estimate_tokens(text) / whole))
             t0 = time.perf_counter()
             chosen = episodes_for(store, q["question"])
             seconds.append(time.perf_counter() - t0)
@@ -111,6 +142,18 @@ def main() -> None:
             f" {statistics.mean(t for _, t in rows):.0f} |"
         )
     print(f"\nrecall.episodes_for: median {1000 * statistics.median(seconds):.1f} ms per question")
+    print("\nBy half of DEV (tune: conversations 0-1; confirm: 2-4):")
+    print("| episodes in recall | evidence, tune | evidence, confirm | share of the conversation |")
+    print("|---|---:|---:|---:|")
+    for name in found:
+        if name.startswith("recall."):
+            continue
+        tune, confirm = halves.get((name, "tune"), []), halves.get((name, "confirm"), [])
+        share = statistics.mean(t for _, t in tune + confirm)
+        print(
+            f"| {name} | {statistics.mean(s for s, _ in tune):.3f} |"
+            f" {statistics.mean(s for s, _ in confirm):.3f} | {100 * share:.1f}% |"
+        )
 
 
 if __name__ == "__main__":

@@ -347,3 +347,37 @@ def test_a_turn_that_fails_or_is_interrupted_keeps_what_the_user_said(tmp_path: 
     texts = [t.text for t in Episodes(store.internal, store.config).turns()]
     assert any("PostgreSQL 17" in t for t in texts) and any("British English" in t for t in texts)
     assert len(learned) == 2  # both handed to the memory model
+
+
+def test_the_turns_around_an_episode_hit_come_with_it_as_configured(tmp_path: Path) -> None:
+    """``recall_episode_before`` and ``recall_episode_after`` bring the turns said before and
+    after a hit with it, as one span (what it answers, and the answer), never repeating a
+    turn another span holds."""
+    from memdir.learn.conversation import keep_episodes
+    from memdir.recall import episodes_for
+
+    root = tmp_path / ".memory"
+    talk = [
+        {"role": "user", "content": "What should we call the new service?"},
+        {"role": "user", "content": "Let's name it Heron."},
+        {"role": "user", "content": "Heron it is, then: it ships in March."},
+        {"role": "user", "content": "And the docs go on the wiki."},
+        {"role": "user", "content": "Unrelated: lunch is at noon."},
+    ]
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    keep_episodes(store, talk, "2026-11-24T10:00:00Z")
+    question = "when does heron ship"
+
+    def spans(**settings: int) -> list[list[str]]:
+        config = Config(dir=root, embedder="none", recall_episodes=1, **settings)
+        found = episodes_for(MemoryStore(root, config), question)
+        return [[line for line in s.turn.text.splitlines() if line] for s in found]
+
+    (alone,) = spans(recall_episode_after=0)
+    assert len(alone) == 1 and "ships in March" in alone[0]
+    (around,) = spans(recall_episode_before=1, recall_episode_after=1)
+    assert [("Let's name it Heron" in t, "March" in t, "wiki" in t) for t in around] == [
+        (True, False, False),
+        (False, True, False),
+        (False, False, True),
+    ]

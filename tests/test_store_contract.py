@@ -356,3 +356,34 @@ def test_take_refuses_a_name_the_store_has(make: Make) -> None:
     assert store.get("fresh").description == "Tabs"
     with pytest.raises(InvalidMemory, match="names"):
         store.take([("other", text, [])], source="import")
+
+
+def test_the_past_is_answerable_on_every_backend(make: Make) -> None:
+    """What a store held at a past moment comes from its history alike on every backend: a
+    memory brought in as written on 1 November and corrected today is its November text as
+    of mid-November and today's now; a retired one is there then and gone now."""
+    from memdir.asof import held_at, moment, search_at
+
+    store = make()
+    old = (
+        "---\nname: {0}\ntype: project_fact\ndescription: {1}\n"
+        "created: 2026-11-01T09:00:00Z\nupdated: 2026-11-01T09:00:00Z\n---\n{1}.\n"
+    )
+    store.take(
+        [
+            ("staging-db", old.format("staging-db", "Staging runs Postgres 16"), []),
+            ("beta-flag", old.format("beta-flag", "The beta flag gates the editor"), []),
+        ],
+        source="import",
+    )
+    store.write("staging-db", type="project_fact", description="Staging now runs Postgres 17")
+    store.delete("beta-flag", reason="removed")
+    then = {h.memory.name: h.memory.description for h in held_at(store, moment("2026-11-15"))}
+    assert then == {
+        "staging-db": "Staging runs Postgres 16",
+        "beta-flag": "The beta flag gates the editor",
+    }
+    now = {h.memory.name: h.memory.description for h in held_at(store, moment("2099-01-01"))}
+    assert now == {"staging-db": "Staging now runs Postgres 17"}
+    (best, _), *_ = search_at(store, "postgres staging", moment("2026-11-15"))
+    assert best.memory.description == "Staging runs Postgres 16" and best.until is not None

@@ -133,6 +133,9 @@ class Config:
     episodes_keep_days: int = setting(90, tighten=LOWER)
     episodes_max_bytes: int = setting(20 * 1024 * 1024, tighten=LOWER)
     recall_episodes: int = setting(2, project=True)  # turns recall may add beside the memories
+    # turns said after / before each of them that come with it (the answer, what it answers)
+    recall_episode_after: int = setting(1, project=True)
+    recall_episode_before: int = setting(0, project=True)
     # "auto": pull when a session starts, commit and push after learning (pushes the store
     # to a remote by itself: the user's to choose)
     sync: str = setting("off", choices=SYNC_MODES, sensitive=True, sync=True)

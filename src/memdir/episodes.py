@@ -216,23 +216,25 @@ class Episodes:
         embedder: Embedder | None = None,
         budget: float | None = None,
         following: int = 0,
+        preceding: int = 0,
     ) -> list[Said]:
         """The ``k`` turns that best match ``query``, with how much of it they hold: BM25, fused
         with the turns' embeddings when ``embedder`` is given (turns not yet embedded are made
         so within ``budget`` seconds; the rest rank by BM25 until a later search). Each comes
-        with the ``following`` turns said after it (the answer to what was asked), as one span;
-        a turn already in an earlier span is not repeated. A damaged cache is rebuilt from the
+        with the ``following`` turns said after it (the answer to what was asked) and the
+        ``preceding`` ones before it (what it answers), as one span; a turn already in an
+        earlier span is not repeated. A damaged cache is rebuilt from the
         files; when a person deleted the folder, the caches of what it held go too."""
         if not self.enabled or not self.present():
             return []
         try:
-            return self._find(query, k, embedder, budget, following)
+            return self._find(query, k, embedder, budget, following, preceding)
         except sqlite3.DatabaseError as exc:
             if not damaged(exc):
                 raise
             self._drop_index()
             self._drop_vectors()
-            return self._find(query, k, embedder, budget, following)
+            return self._find(query, k, embedder, budget, following, preceding)
 
     def _find(
         self,
@@ -241,6 +243,7 @@ class Episodes:
         embedder: Embedder | None,
         budget: float | None,
         following: int,
+        preceding: int = 0,
     ) -> list[Said]:
         asked = set(tokenize(query))
         if not asked:
@@ -278,6 +281,11 @@ class Episodes:
             matched = len(asked & set(tokenize(turn.text)))
             span = [turn]
             name, n = ref.split("#")
+            for i in range(int(n) - 1, int(n) - 1 - preceding, -1):
+                before = by_ref.get(f"{name}#{i}")
+                if before is None or before.held or before.ref in taken:
+                    break
+                span.insert(0, before)
             for i in range(int(n) + 1, int(n) + 1 + following):
                 after = by_ref.get(f"{name}#{i}")
                 if after is None or after.held or after.ref in taken:

@@ -169,7 +169,6 @@ def select(
     return sel
 
 
-EPISODE_FOLLOWING = 1  # turns after a hit that come with it: what answered it
 EPISODE_EMBED_SECONDS = 0.5  # a recall embeds turns no extraction embedded for at most this
 
 
@@ -201,11 +200,17 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
                     k,
                     embedder=embedder,
                     budget=min(cfg.embed_budget, EPISODE_EMBED_SECONDS),
-                    following=EPISODE_FOLLOWING,
+                    following=cfg.recall_episode_after,
+                    preceding=cfg.recall_episode_before,
                 )
             except MemdirError as exc:  # the embedder failed: BM25 alone
                 log.warning("episode search without embeddings: %s", exc)
-                found += episodes.search(query, k, following=EPISODE_FOLLOWING)
+                found += episodes.search(
+                    query,
+                    k,
+                    following=cfg.recall_episode_after,
+                    preceding=cfg.recall_episode_before,
+                )
         finally:
             episodes.close()
     good = [e for e in found if e.close or e.matched >= min(2, e.asked)]
