@@ -76,10 +76,18 @@ def read_file(path: Path, max_bytes: int) -> bytes:
         if exc.errno == errno.ELOOP:
             raise InvalidMemory("symbolic link, not followed") from None
         raise InvalidMemory(f"cannot read the file ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise InvalidMemory("not a regular file")
-        data = fh.read(max_bytes + 1)
+        # as large as the file says (it may grow meanwhile), never past the limit
+        want = min(st.st_size, max_bytes) + 1
+        parts = [os.read(fd, want)]
+        while parts[-1] and sum(map(len, parts)) <= max_bytes:
+            parts.append(os.read(fd, max_bytes + 1 - sum(map(len, parts))))
+        data = b"".join(parts)
+    finally:
+        os.close(fd)
     if len(data) > max_bytes:
         raise InvalidMemory(f"larger than the {max_bytes // 1024} KiB limit")
     if b"\x00" in data:

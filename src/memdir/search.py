@@ -184,8 +184,14 @@ class SearchIndex(CacheDB):
         try:
             for key in removed:
                 self._delete(key)
+            # a first build has nothing to replace: no look-up per document
+            empty = db.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None
+            added: set[str] = set()
+            count = tokens = 0
             for d in docs:
-                self._delete(d.key)
+                if not empty or d.key in added:
+                    self._delete(d.key)
+                added.add(d.key)
                 cols = columns_of(d.name, d.description, d.body)
                 length = sum(map(len, cols))
                 cur = db.execute(
@@ -196,7 +202,8 @@ class SearchIndex(CacheDB):
                     "INSERT INTO fts (rowid, name, description, body) VALUES (?,?,?,?)",
                     (cur.lastrowid, *(" ".join(c) for c in cols)),
                 )
-                db.execute("UPDATE stats SET docs = docs + 1, tokens = tokens + ?", (length,))
+                count, tokens = count + 1, tokens + length
+            db.execute("UPDATE stats SET docs = docs + ?, tokens = tokens + ?", (count, tokens))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
