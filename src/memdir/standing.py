@@ -26,9 +26,12 @@ from .scopes import Reader, Scopes
 STANDING_TYPES = ("user_preference", "feedback")  # about the person and how to work
 SESSIONS = "standing.json"  # .memdir: which memories each recent session was given
 KEEP_SESSIONS = 50
+# A plain list of rules under one imperative line: small models follow it where they passed
+# over the same rules as XML elements (benchmarks/README.md, "Standing rules"); each rule
+# still says where it came from.
 PREAMBLE = (
-    "The user's standing preferences and rules, saved from earlier sessions. Follow them in"
-    " this session unless the user says otherwise now; they are the user's own instructions."
+    "Rules the user gave in earlier sessions (the user's own instructions). Follow every one"
+    " of them in this session unless the user now says otherwise:"
 )
 
 
@@ -64,12 +67,10 @@ def standing(store: Reader, budget_tokens: int, index_lines: int, index_bytes: i
             continue
         if CONFLICT_KEY in mem.extra:
             continue
-        where = f' scope="{escape(scope)}"' if scope else ""
-        head = (
-            f'<memory name="{escape(shown)}" type="{escape(one_line(mem.type))}"{where}'
-            f' from="{escape(one_line(origin_label(store, shown)))}">\n'
-        )
-        part = head + escape(mem.body.strip() or mem.description, quote=False) + "\n</memory>"
+        where = f", {scope} store" if scope else ""
+        said = one_line(mem.body.strip() or mem.description)  # one line: one rule, no structure
+        origin = one_line(origin_label(store, shown))
+        part = escape(f"- {said} (from: {origin}{where})", quote=False)
         cost = estimate_tokens(part)
         if used + cost > budget_tokens:
             continue  # a shorter one may still fit
