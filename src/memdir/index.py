@@ -80,12 +80,9 @@ def read_file(path: Path, max_bytes: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InvalidMemory("not a regular file")
-        # as large as the file says (it may grow meanwhile), never past the limit
-        want = min(st.st_size, max_bytes) + 1
-        parts = [os.read(fd, want)]
-        while parts[-1] and sum(map(len, parts)) <= max_bytes:
-            parts.append(os.read(fd, max_bytes + 1 - sum(map(len, parts))))
-        data = b"".join(parts)
+        data = os.read(fd, min(st.st_size, max_bytes) + 1)  # the size it says, at most the limit
+        while len(data) <= max_bytes and (more := os.read(fd, max_bytes + 1 - len(data))):
+            data += more  # (it grew meanwhile)
     finally:
         os.close(fd)
     if len(data) > max_bytes:
