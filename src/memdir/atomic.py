@@ -2,7 +2,10 @@
 
 A unique temporary file in the same folder is written, fsynced and renamed over the target;
 the folder is fsynced so the rename survives a power cut. Temporary files start with
-``TEMP_PREFIX`` so a crashed writer's leftovers are recognised and cleaned up.
+``TEMP_PREFIX`` so a crashed writer's leftovers are recognised and cleaned up. A large derived
+file rewritten at every change (``rewrite_atomic``) is written over its previous version and
+swapped in; an intent that must be durable first (the journal, ``write_intent``) is written in
+place and emptied when carried out.
 This module does NOT lock: callers hold the store lock.
 """
 
@@ -167,7 +170,7 @@ def write_intent(path: Path, data: bytes) -> None:
         while at < len(data):
             at += os.pwrite(fd, view[at:], at)
         os.ftruncate(fd, len(data))
-        os.fdatasync(fd)
+        getattr(os, "fdatasync", os.fsync)(fd)  # (macOS has fsync only)
     finally:
         os.close(fd)
     if new:
