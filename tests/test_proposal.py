@@ -86,3 +86,41 @@ def test_the_agents_tool_goes_through_the_same_guards(tmp_path: Path) -> None:
         "save_memory", {"name": "x", "type": "feedback", "description": "", "body": ""}
     )
     assert empty.is_error and "neither description nor body" in empty.text
+
+
+def test_a_correction_makes_stale_the_memories_holding_the_value_it_replaced(
+    tmp_path: Path,
+) -> None:
+    """ "We switched CI from Jenkins to GitHub Actions", learned in other words: the memories
+    that hold the replaced value on that subject are stale; one holding the new value, one
+    sharing the value on another subject, and anything said without a correction are not."""
+    from memdir.config import Config
+    from memdir.learn.proposal import stale_by_correction
+    from memdir.memory import Memory
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    for name, description in [
+        ("ci-jenkins", "CI runs on Jenkins"),
+        ("builds", "Builds use Jenkins"),
+        ("vault", "Jenkins credentials live in Vault"),
+        ("staging-db", "The staging database is Postgres 16"),
+        ("prod-db", "Production runs Postgres 17"),
+        ("node", "Node 16 runs on the build agents"),
+        ("region", "The staging region is eu-west-1"),
+        ("backups", "Backups are stored in eu-west-1"),
+    ]:
+        store.write(name, type="project_fact", description=description)
+
+    def stale(fact: str, said: str) -> set[str]:
+        item = Memory("new", "user_preference", fact, fact)  # a small model's wording
+        return set(stale_by_correction(store, item, said))
+
+    said = "We switched CI from Jenkins to GitHub Actions on Monday."
+    assert stale("The user prefers to use GitHub Actions for CI.", said) == {"ci-jenkins", "builds"}
+    said = "Correction: we moved staging from Postgres 16 to 17 last week."
+    assert stale("Staging runs Postgres 17", said) == {"staging-db"}
+    said = "Staging is in us-east-2 now, not eu-west-1."
+    assert stale("Staging is in us-east-2 now, not eu-west-1", said) == {"region"}
+    assert stale("Deploys run from 9 to 5", "Deploys run from 9 to 5 on weekdays.") == set()
+    assert stale("CI runs on GitHub Actions", "CI runs on GitHub Actions.") == set()

@@ -37,6 +37,7 @@ from .proposal import (
     in_users_language,
     kind_of,
     short_name,
+    stale_by_correction,
 )
 from .replies import FACTS_SCHEMA, extract_schema, fact_item, validate_facts, validate_items
 
@@ -216,6 +217,8 @@ class _Planner:
                 return
             if dup is not None:
                 mem, replaced = mem.replace(name=dup), found[1:]
+            # what the user's correction named as replaced, however the model worded it
+            replaced += [n for n in stale_by_correction(store, mem, self.said) if n != dup]
         if any(
             p.memory.description == mem.description and p.memory.body == mem.body
             for p in planned.values()
@@ -228,9 +231,9 @@ class _Planner:
             self.result.dropped.append(f"{mem.name}: {exc}")
             return
         self._put(mem)
-        self._retire(replaced, mem)
+        self.retire(replaced, mem)
 
-    def _retire(self, names: list[str], by: Memory) -> None:
+    def retire(self, names: list[str], by: Memory) -> None:
         """Retire the other memories the correction ``by`` replaces (kept in history)."""
         for name in names:
             if name in self.planned or name in self.retired or self.store.get(name).pinned:
@@ -372,6 +375,9 @@ def plan_extraction(
             user_planner.add(raw)
         else:
             planner.add(raw)
+    if user_planner is not None:  # a project fact the model took for a preference still
+        for put in user_planner.planned.values():  # retires what the user said it replaced
+            planner.retire(stale_by_correction(store, put.memory, said), put.memory)
     result.changes = list(planner.planned.values())
     result.retired = [r for n, r in planner.retired.items() if n not in planner.planned]
     if user_planner is not None:

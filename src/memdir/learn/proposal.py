@@ -34,7 +34,7 @@ TYPE_ALIASES = {
 # Words that say a statement replaces an earlier one ("8080 now, not 8000", "no longer").
 _CORRECTION = re.compile(
     r"\b(now|no longer|not|instead|anymore|any more|changed|moved|switched|actually|"
-    r"rather than|replaced|from now on|nowadays|these days)\b",
+    r"rather than|replaced|from now on|nowadays|these days|upgraded|downgraded|migrated)\b",
     re.IGNORECASE,
 )
 
@@ -79,6 +79,57 @@ def corrected(store: Store, item: Memory) -> list[str]:
             found.append(entry.name)
         if found and not corrects:
             break
+    return found
+
+
+# What a correction says it replaced: "from X to", "instead of X", "rather than X", "no
+# longer X", "not X", "replaced X with" (X up to the clause's end).
+_CLAUSE = r"(?:[^,.;:!?]|\.(?=\d))+"  # up to the clause's end ("3.11" is one value)
+_REPLACED = re.compile(
+    rf"\bfrom\s+({_CLAUSE}?)\s+to\b|\b(?:instead of|rather than|no longer|not)\s+({_CLAUSE})"
+    rf"|\breplac\w*\s+({_CLAUSE}?)\s+with\b",
+    re.IGNORECASE,
+)
+# a value: a number, a name written with a capital, a word with a digit in it ("eu-west-1")
+_VALUE = re.compile(r"[\w.-]*\d[\w.-]*|[A-Z][\w.-]*")
+
+
+def _replaced_values(text: str) -> set[str]:
+    """Index terms of the values ``text`` says were replaced: the numbers and names in its
+    "from X to", "instead of X", "not X"… phrases ("Jenkins", "16", "Papertrail")."""
+    out: set[str] = set()
+    for match in _REPLACED.finditer(text):
+        phrase = next(g for g in match.groups() if g)
+        out.update(t for v in _VALUE.findall(phrase) for t in tokenize(v))
+    return out
+
+
+def stale_by_correction(store: Store, item: Memory, said: str) -> list[str]:
+    """Memories the user's own correction makes stale beside ``item`` (the fact learned from
+    it), however the model worded it: the user said a value was replaced ("we switched CI from
+    Jenkins to GitHub Actions"); a memory that holds that value and half of whose other words
+    are the correction's ("CI runs on Jenkins") no longer holds. A value is a number or a
+    capitalised name, so "Production runs Postgres 17" is not stale because staging moved
+    "from Postgres 16 to 17", nor "Node 16 on the build agents". Best match first."""
+    text = f"{item.description} {item.body}"
+    about = set(tokenize(_REPLACED.sub(" ", text))) - _GENERIC_WORDS  # what holds now
+    gone: set[str] = set()
+    for sentence in [*re.split(r"(?<=[.!?])\s+|\n+", said), text]:
+        if _CORRECTION.search(sentence) and set(tokenize(sentence)) & about:  # corrects it
+            gone |= _replaced_values(sentence)
+            about |= set(tokenize(_REPLACED.sub(" ", sentence))) - _GENERIC_WORDS
+    gone -= about
+    if not gone:
+        return []
+    found: list[str] = []
+    for hit in store.search(" ".join(sorted(gone | about)), 10, dense=False):
+        entry = hit.entry
+        theirs = set(tokenize(entry.description)) - _GENERIC_WORDS
+        rest = theirs - gone  # its words, the replaced value aside
+        if entry.name == item.name or entry.pinned or not theirs & gone or not rest:
+            continue
+        if len(rest & about) * 2 >= len(rest):
+            found.append(entry.name)
     return found
 
 
