@@ -413,3 +413,28 @@ def test_extraction_under_another_name_updates_what_the_agent_saved_this_turn(
     names = {e.name for e in store.entries()}
     assert names == {"postgres-16", "deploys-from-release-branch"}
     assert store.get("postgres-16").description == "The staging database runs Postgres 16"
+
+
+def test_extract_cli_says_what_a_correction_retires(
+    cli: CliFn, llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """`memdir extract` names each memory a correction retires (--dry-run: would), in text and
+    in --json, and the retired one stays in history."""
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.url}
+    assert cli("add", "ci", "--type", "project_fact", "-d", "CI runs on Jenkins").code == 0
+    assert (
+        cli("add", "ci-server", "--type", "project_fact", "-d", "The CI server is Jenkins").code
+        == 0
+    )
+    said = "We switched CI from Jenkins to GitHub Actions."
+    (tmp_path / "t.json").write_text(json.dumps([{"role": "user", "content": said}]))
+    item = {"action": "create", "name": "ci-github-actions", "type": "project_fact",
+            "description": "CI runs on GitHub Actions now", "body": said}  # fmt: skip
+    llm_server.handler = lambda req: reply(json.dumps({"memories": [item]}))
+    r = cli("extract", "t.json", "--dry-run", env=env)
+    assert r.code == 0 and "Would retire ci-server: superseded by ci" in r.out, r.out
+    r = cli("extract", "t.json", "--json", env=env)
+    out = json.loads(r.out)
+    assert [(x["name"], x["scope"]) for x in out["retired"]] == [("ci-server", "project")]
+    assert [m["name"] for m in json.loads(cli("list", "--json").out)] == ["ci"]
+    assert "Jenkins" in cli("show", "ci-server@v1").out
