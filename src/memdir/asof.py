@@ -11,6 +11,7 @@ the present store (``ranking`` does) or change anything.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import memory as memfmt
@@ -102,3 +103,17 @@ def search_at(store: Store, query: str, when: str, k: int = 5) -> list[tuple[Hel
     scored = [(h, s) for h, s in scored if s > 0]
     scored.sort(key=lambda pair: (-pair[1], pair[0].memory.name))
     return scored[:k]
+
+
+def search_stores_at(
+    stores: Iterable[tuple[str, Store]], query: str, when: str, k: int = 5
+) -> list[tuple[str, Held, float]]:
+    """``search_at`` over several named stores (scopes) at once: the ``k`` best, each with
+    the name of the store it is in."""
+    found = [
+        (name, held, score)
+        for name, store in stores
+        for held, score in search_at(store, query, when, k)
+    ]
+    found.sort(key=lambda f: -f[2])
+    return found[:k]

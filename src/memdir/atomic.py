@@ -120,15 +120,20 @@ def _overwrite(spare: Path, data: bytes, mode: int) -> bool:
         try:
             if stat.S_IMODE(st.st_mode) != mode:
                 os.fchmod(fd, mode)
-            view, at = memoryview(data), 0
-            while at < len(data):
-                at += os.pwrite(fd, view[at:], at)
-            os.ftruncate(fd, len(data))
+            _write_over(fd, data)
         finally:
             fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
         return True
     finally:
         os.close(fd)
+
+
+def _write_over(fd: int, data: bytes) -> None:
+    """Make the open file ``fd`` hold exactly ``data``, written in place from its start."""
+    view, at = memoryview(data), 0
+    while at < len(data):
+        at += os.pwrite(fd, view[at:], at)
+    os.ftruncate(fd, len(data))
 
 
 _EXCHANGE: list[Callable[[Path, Path], None] | None] = []  # made on first use
@@ -166,10 +171,7 @@ def write_intent(path: Path, data: bytes) -> None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             raise OSError(errno.EEXIST, "not a plain file of its own", str(path))
-        view, at = memoryview(data), 0
-        while at < len(data):
-            at += os.pwrite(fd, view[at:], at)
-        os.ftruncate(fd, len(data))
+        _write_over(fd, data)
         getattr(os, "fdatasync", os.fsync)(fd)  # (macOS has fsync only)
     finally:
         os.close(fd)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from .. import memory as memfmt
-from ..asof import moment, search_at
+from ..asof import moment, search_stores_at
 from ..errors import MemdirError
 from ..provenance import Origin
 from ..safetext import display_width, for_terminal, for_terminal_text, pad, plural
@@ -144,13 +144,7 @@ def search(
 
 
 def _search_as_of(scopes: Scopes, query: str, when: str, k: int, as_json: bool) -> None:
-    found = [
-        (scope.name, held, score)
-        for scope, store in scopes.stores()
-        for held, score in search_at(store, query, when, k)
-    ]
-    found.sort(key=lambda f: -f[2])
-    found = found[:k]
+    found = search_stores_at(((sc.name, st) for sc, st in scopes.stores()), query, when, k)
     if as_json:
         emit_json(
             [

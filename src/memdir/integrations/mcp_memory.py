@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
-from ..asof import moment, search_at
+from ..asof import moment, search_stores_at
 from ..backend import open_store
 from ..config import Config
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
@@ -197,15 +197,8 @@ class MemoryServer:
 
         def run() -> str:
             when = moment(as_of)
-            scopes, k = self.scopes(), self.config.recall_max_items
-            found = sorted(
-                (
-                    (scope.name, held, score)
-                    for scope, store in scopes.stores()
-                    for held, score in search_at(store, said, when, k)
-                ),
-                key=lambda f: -f[2],
-            )[:k]
+            pairs = ((sc.name, st) for sc, st in self.scopes().stores())
+            found = search_stores_at(pairs, said, when, self.config.recall_max_items)
             block = render_past(
                 [(s, h) for s, h, _ in found], when, self.config.recall_token_budget
             )

@@ -44,21 +44,14 @@ def _words(text: str) -> set[str]:
     return {t for t in tokenize(text) if not any(ch.isdigit() for ch in t)}
 
 
-def duplicate_of(store: Store, item: Memory) -> str | None:
-    """An existing memory of the same type this new one clearly duplicates (near-identical
-    description), or corrects: it says it replaces something ("now", "not", "no longer"…)
-    and is about the same subject (most of its words, numbers aside, are that memory's). The
-    new text then updates that memory, whose old version goes to history, instead of
-    standing beside it."""
-    found = corrected(store, item)
-    return found[0] if found else None
-
-
 def corrected(store: Store, item: Memory) -> list[str]:
-    """The memories ``item`` replaces: first the one it updates (``duplicate_of``), then,
-    when it is a correction, every other memory of the same type on the same subject (two
-    "staging runs Postgres 16" beside "staging now runs Postgres 17"), which would otherwise
-    be recalled as current beside it."""
+    """The memories ``item`` replaces. First the one it updates: an existing memory of the
+    same type it clearly duplicates (near-identical description), or corrects — it says it
+    replaces something ("now", "not", "no longer"…) and is about the same subject (most of its
+    words, numbers aside, are that memory's); the new text then updates that memory, whose old
+    version goes to history, instead of standing beside it. Then, when it is a correction,
+    every other memory of the same type on the same subject (two "staging runs Postgres 16"
+    beside "staging now runs Postgres 17"), which would otherwise be recalled as current."""
     mine = set(tokenize(item.description))
     if not mine:
         return []
