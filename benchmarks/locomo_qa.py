@@ -129,13 +129,16 @@ def gold_context(turns: list[dict[str, Any]], question: dict[str, Any]) -> str:
 
 def evidence_in(turns: list[dict[str, Any]], question: dict[str, Any], context: str) -> float:
     """The share of the question's evidence turns whose words are in the context (escaped or
-    not): how much of what a perfect retriever gives this method gave."""
+    not, spaces aside): how much of what a perfect retriever gives this method gave."""
     import html
 
+    def plain(text: str) -> str:  # a kept turn is stripped, its spaces as said
+        return " ".join(html.unescape(text).split())
+
     by_id = {t["id"]: t["text"] for t in turns}
-    said = [by_id[e] for e in question["relevant"] if e in by_id]
-    plain = html.unescape(context)
-    return sum(1 for text in said if text in plain) / len(said) if said else 0.0
+    said = [plain(by_id[e]) for e in question["relevant"] if e in by_id]
+    shown = plain(context)
+    return sum(1 for text in said if text in shown) / len(said) if said else 0.0
 
 
 def interval(scores: list[float], rounds: int = 1000) -> tuple[float, float]:

@@ -518,23 +518,39 @@ STANDING_RULES = [
 
 def standing_rules(store: MemoryStore, model: Counting, agent: Counting) -> Outcome:
     """A rule stated once reaches a later session at its start (the SessionStart hook's
-    text as the host's context) and is followed for a prompt that shares no word with it."""
+    text as the host's context) and is followed for a prompt that shares no word with it.
+    The ceiling, asked too: the rule said in the prompt's own message. A rule the model does
+    not follow even then is beyond the model, not memory's to fix: said so, and not counted
+    as followed or missed."""
     from memdir.standing import standing
 
     for name, said, _, _, _ in STANDING_RULES:
         store.write(name, type="user_preference", description=said.rstrip("."), body=said)
     given = standing(store, store.config.standing_token_budget, 200, 25_000).text
-    followed, replies = [], []
-    for name, _, prompt, good, bad in STANDING_RULES:
+
+    def follows(context: str, prompt: str, good: str, bad: str) -> tuple[bool, str]:
         reply = agent.complete(  # as the hosts add a hook's context: in the conversation
             system="You are a coding assistant.",
-            messages=[{"role": "user", "content": f"{given}\n\n{prompt}"}],
+            messages=[{"role": "user", "content": f"{context}\n\n{prompt}"}],
             max_tokens=200,
             purpose="agent",
         ).text
-        replies.append(f"{name}: {reply.strip()[:70]!r}")
-        followed.append(bool(re.search(good, reply)) and bad not in reply)
-    return Outcome(all(followed), "; ".join(replies))
+        return bool(re.search(good, reply)) and bad not in reply, reply
+
+    followed, replies, beyond = [], [], 0
+    for name, said, prompt, good, bad in STANDING_RULES:
+        ok, reply = follows(given, prompt, good, bad)
+        told, _ = follows(said, prompt, good, bad)
+        if not ok and not told:
+            beyond += 1
+            replies.append(f"{name}: beyond this model (not followed even when said with it)")
+            continue
+        replies.append(f"{name}: {'followed' if ok else 'MISSED'} {reply.strip()[:60]!r}")
+        followed.append(ok)
+    return Outcome(
+        bool(followed) and all(followed) and beyond <= len(STANDING_RULES) // 2,
+        "; ".join(replies),
+    )
 
 
 SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {

@@ -2,7 +2,8 @@
 later prompt that shares no word with it, the session-start text given as the hosts give it
 (in the conversation, before the prompt). memdir's format (one list line per rule under one
 imperative line, ``standing.standing``) against the baseline in the same run: the same rules
-as XML elements with attributes (the format before). Rules 1-4 are the half formats were
+as XML elements with attributes (the format before); and the ceiling, each rule said in the
+prompt's own message (what the model follows when told). Rules 1-4 are the half formats were
 chosen on, 5-8 the half that confirms the choice.
 
     OPENAI_BASE_URL=http://127.0.0.1:8088/v1 OPENAI_API_KEY=local MEMDIR_PROVIDER=openai \\
@@ -76,9 +77,10 @@ def main() -> None:
     for name, said, *_ in RULES:
         store.write(name, type="user_preference", description=said.rstrip("."), body=said)
     model = make_model(load_config(), memory=False)
-    formats = {
+    formats: dict[str, str | None] = {
         "baseline: XML elements": as_xml(store),
         "memdir: one line per rule": standing(store, 1200, 200, 25_000).text,
+        "ceiling: the rule said in the prompt's own message": None,
     }
     print(f"model {model.model}; {len(RULES)} rules, each prompt sharing no word with its rule")
     print("| format | followed, rules 1-4 | followed, rules 5-8 | which |")
@@ -86,10 +88,11 @@ def main() -> None:
     for label, text in formats.items():
         score = {"choose": 0, "confirm": 0}
         marks = []
-        for name, _, prompt, good, bad, half in RULES:
+        for name, said, prompt, good, bad, half in RULES:
+            context = said if text is None else text
             reply = model.complete(
                 system="You are a coding assistant.",
-                messages=[{"role": "user", "content": f"{text}\n\n{prompt}"}],
+                messages=[{"role": "user", "content": f"{context}\n\n{prompt}"}],
                 max_tokens=200,
                 purpose="agent",
             ).text

@@ -124,3 +124,23 @@ def test_each_standing_rule_is_one_line_saying_where_it_came_from(tmp_path: Path
         "- Always use pnpm, never npm. (from: api)",
     ]
     assert block.count("</standing_memories>") == 1
+
+
+def test_a_rule_given_at_session_start_is_not_listed_again_in_its_index(tmp_path: Path) -> None:
+    """The index after the rules lists what else is remembered: a rule is said once (a small
+    model told "never npm" twice wrote "npm install"); with nothing else, no index at all."""
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    store.write("use-pnpm", type="user_preference", description="Use pnpm",
+                body="Always use pnpm, never npm.")  # fmt: skip
+    text = standing(store, 1200, 200, 25_000).text
+    assert "Always use pnpm, never npm." in text
+    assert "<memory_index>" not in text and text.count("npm") == 2
+    store.write("api-port", type="project_fact", description="The API listens on 8080",
+                body="The API listens on port 8080.")  # fmt: skip
+    rules, index = standing(store, 1200, 200, 25_000).text.split("<memory_index>")
+    assert "use-pnpm" not in index and "- api-port (project_fact)" in index
+    assert "pnpm" in rules
+    # a rule left out for the budget is still in the index
+    got = standing(store, 1, 200, 25_000)
+    assert got.names == () and "- use-pnpm (user_preference)" in got.text

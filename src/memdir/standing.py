@@ -81,11 +81,14 @@ def standing(store: Reader, budget_tokens: int, index_lines: int, index_bytes: i
     if parts:
         out.append("<standing_memories>\n" + PREAMBLE + "\n" + "\n".join(parts))
         out[-1] += "\n</standing_memories>"
-    index = index_section(store, index_lines, index_bytes)
-    out.append(
-        "<memory_index>\nWhat else is remembered (names and descriptions; the details come"
-        " with the prompts they matter to):\n" + index + "\n</memory_index>"
-    )
+    # the catalogue of the rest: a rule above is not listed again (said twice, a small model
+    # weighs the words of the rule it is told to avoid: "never npm" became "npm install")
+    if not parts or any(shown not in held and shown not in names for _, _, shown in located):
+        index = index_section(store, index_lines, index_bytes, omit=names)
+        out.append(
+            "<memory_index>\nWhat else is remembered (names and descriptions; the details come"
+            " with the prompts they matter to):\n" + index + "\n</memory_index>"
+        )
     return Standing("\n\n".join(out), tuple(names))
 
 

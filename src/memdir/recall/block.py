@@ -8,7 +8,7 @@ This module does NOT choose memories (``choose``) and does NOT write them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -229,11 +229,14 @@ def weave(messages: list[Message], block: str) -> list[Message]:
     return out
 
 
-def index_section(store: Reader, max_lines: int, max_bytes: int) -> str:
+def index_section(
+    store: Reader, max_lines: int, max_bytes: int, *, omit: Collection[str] = ()
+) -> str:
     """The memory index for the system prompt: pinned, then newest; never silently cut. With
-    several scopes, each has its part (headed by its name), within the same overall bound."""
+    several scopes, each has its part (headed by its name), within the same overall bound.
+    ``omit``: names (as the catalogue shows them) already given in full beside it."""
     store = Scopes.of(store)
-    held = held_names(store)
+    held = held_names(store) | set(omit)
     if len(store.scopes) < 2:
         shown_entries = [e for e in store.entries() if e.name not in held]
         return _index_lines(shown_entries, max_lines, max_bytes)
