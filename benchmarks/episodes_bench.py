@@ -22,10 +22,12 @@ from typing import Any
 
 from locomo_qa import evidence_in, iso_date, sessions_of
 from memdir import MemoryStore
+from memdir import episodes as episodes_module
 from memdir.config import Config
 from memdir.embed import from_config
-from memdir.episodes import Episodes, Said
+from memdir.episodes import PERIOD_WEIGHT, Episodes, Said
 from memdir.learn.conversation import embed_episodes, keep_episodes
+from memdir.periods import named_period
 from memdir.recall import episodes_for, estimate_tokens
 
 
@@ -70,6 +72,7 @@ def main() -> None:
     conversations = sorted({t["conv"] for t in data["memories"]})
     found: dict[str, list[tuple[float, int]]] = {}
     halves: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    named: dict[str, list[float]] = {}  # the questions that name a period
     seconds: list[float] = []
     for conv in conversations:
         turns = [t for t in data["memories"] if t["conv"] == conv]
@@ -121,14 +124,21 @@ def main() -> None:
                 share = evidence_in(turns, q, text)
                 found.setdefault(name, []).append((share, estimate_tokens(text)))
                 halves.setdefault((name, half), []).append((share, estimate_tokens(text) / whole))
-            t0 = time.perf_counter()
-            chosen = episodes_for(store, q["question"])
-            seconds.append(time.perf_counter() - t0)
-            text = "\n".join(h.turn.text for h in chosen)
-            share = evidence_in(turns, q, text)
-            found.setdefault("recall.episodes_for (this version)", []).append(
-                (share, estimate_tokens(text))
-            )
+            for name, weight in (
+                ("recall.episodes_for, the period a question names not weighed", 1.0),
+                ("recall.episodes_for (this version)", PERIOD_WEIGHT),
+            ):
+                episodes_module.PERIOD_WEIGHT = weight
+                t0 = time.perf_counter()
+                chosen = episodes_for(store, q["question"])
+                seconds.append(time.perf_counter() - t0)
+                text = "\n".join(h.turn.text for h in chosen)
+                share = evidence_in(turns, q, text)
+                found.setdefault(name, []).append((share, estimate_tokens(text)))
+                halves.setdefault((name, half), []).append((share, estimate_tokens(text) / whole))
+                if named_period(q["question"]):
+                    named.setdefault(name, []).append(share)
+            episodes_module.PERIOD_WEIGHT = PERIOD_WEIGHT
         episodes.close()
     n = len(next(iter(found.values())))
     print(
@@ -146,13 +156,17 @@ def main() -> None:
     print("| episodes in recall | evidence, tune | evidence, confirm | share of the conversation |")
     print("|---|---:|---:|---:|")
     for name in found:
-        if name.startswith("recall."):
-            continue
         tune, confirm = halves.get((name, "tune"), []), halves.get((name, "confirm"), [])
         share = statistics.mean(t for _, t in tune + confirm)
         print(
             f"| {name} | {statistics.mean(s for s, _ in tune):.3f} |"
             f" {statistics.mean(s for s, _ in confirm):.3f} | {100 * share:.1f}% |"
+        )
+
+    for name, shares in named.items():
+        print(
+            f"\n{name}, the {len(shares)} questions naming a period:"
+            f" evidence {statistics.mean(shares):.3f}"
         )
 
 

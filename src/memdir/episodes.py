@@ -30,6 +30,7 @@ from .atomic import append_nofollow, write_atomic
 from .cachedb import damaged
 from .config import Config
 from .instructions import screen as screen_instructions
+from .periods import Period, named_period
 from .safetext import speaker_turn
 from .search import Doc, SearchIndex, tokenize
 from .secrets import redact
@@ -44,6 +45,11 @@ SIGNATURE = "episodes.json"  # the files and sizes the index holds
 VECTORS = "episodes-vectors.sqlite"  # the turns' embeddings, a cache like the index
 VECTORS_SIGNATURE = "episodes-vectors.json"  # the files and sizes every vector is made for
 CANDIDATES = 20  # BM25 hits fused with the nearest vectors
+# A question naming a period ("in June", "on 16 June, 2023"): the hits said then, or within a
+# week after, weigh more among this many (chosen on half of LoCoMo DEV, benchmarks/README.md)
+PERIOD_CANDIDATES = 60
+PERIOD_WEIGHT = 1.2
+PERIOD_SLACK_DAYS = 7
 MAX_TURN_CHARS = 4000  # of one turn's text kept (a pasted log is not a conversation)
 _FILE = re.compile(r"\d{4}-\d{2}-\d{2}-[0-9a-f]{1,32}\.jsonl")
 
@@ -257,9 +263,11 @@ class Episodes:
             index.update(Doc(t.ref, t.ref, "", "", t.text) for t in self.turns())
             self._note_indexed(sizes)
             index.rebuilt = False
+        period = named_period(query)
+        wide = k if period is None else max(k, PERIOD_CANDIDATES)  # the period re-ranks them
         ranked: list[tuple[str, float, bool]]
         if embedder is None:
-            ranked = [(ref, score, False) for ref, score in index.search(query, k)]
+            ranked = [(ref, score, False) for ref, score in index.search(query, wide)]
         else:
             from .vectors import hybrid
 
@@ -267,8 +275,10 @@ class Episodes:
             bm25 = index.search(query, max(k, CANDIDATES))
             ranked = [
                 (str(r.key), r.score, r.close)
-                for r in hybrid(embedder, query, bm25, lambda q: [vectors.cosines(q)], k * 2)
+                for r in hybrid(embedder, query, bm25, lambda q: [vectors.cosines(q)], wide * 2)
             ]
+        if period is not None:
+            ranked = _in_period_first(ranked, period)[: k * 2]
         names = {ref.split("#")[0] for ref, _, _ in ranked}
         by_ref = {t.ref: t for name in names for t in self._turns_in(name)}
         # only the files that hold a hit are read
@@ -395,6 +405,24 @@ def _unlink(*paths: Path) -> None:
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+def _in_period_first(
+    ranked: list[tuple[str, float, bool]], period: Period
+) -> list[tuple[str, float, bool]]:
+    """The hits said in the period the question names (or within a week after it) weigh
+    ``PERIOD_WEIGHT`` times as much; a file's name starts with the day its turns were said."""
+
+    def weight(ref: str) -> float:
+        try:
+            day = datetime.date.fromisoformat(ref[:10])
+        except ValueError:
+            return 1.0
+        return PERIOD_WEIGHT if period.holds(day, PERIOD_SLACK_DAYS) else 1.0
+
+    out = [(ref, score * weight(ref), close) for ref, score, close in ranked]
+    out.sort(key=lambda r: (-r[1], r[0]))
+    return out
 
 
 def _joined(span: list[Turn]) -> Turn:

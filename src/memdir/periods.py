@@ -1,0 +1,125 @@
+"""The period of time a question names ("in June", "on 16 June, 2023", "in 2023", "last
+week"), so that what was said then can rank above the same words said at another time.
+
+``named_period`` reads a question and gives the first period it names as two dates (both
+included), or None. Months and days without a year take the year of the text they are
+compared with (``Period.holds``); "yesterday", "last week" and "last month" count back from
+``today``. This module does NOT rank anything (``episodes`` uses it).
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime
+import re
+from dataclasses import dataclass
+
+_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
+_MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
+_MONTH = r"(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)"  # noqa: E501
+_MONTHS["sept"] = 9
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"((?:19|20)\d\d)"
+# "16 June, 2023", "June 16, 2023", "June 2023", "June", "2023" (checked in this order)
+_DAY_MONTH = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b\.?,?(?:\s+{_YEAR}\b)?", re.I)
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\.?\s+{_DAY}\b,?(?:\s+{_YEAR}\b)?", re.I)
+_MONTH_YEAR = re.compile(rf"\b{_MONTH}\.?,?(?:\s+{_YEAR}\b)?", re.I)
+_YEAR_ALONE = re.compile(rf"\b(?:in|of|during|since|for)\s+{_YEAR}\b", re.I)
+_RELATIVE = re.compile(r"\b(yesterday|last week|last month)\b", re.I)
+_ISO = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)\b")
+
+
+@dataclass(frozen=True)
+class Period:
+    """A stretch of days named by a question: a year, a month (of a year, or of any year) or
+    one day."""
+
+    year: int | None
+    month: int | None = None
+    day: int | None = None
+    start: datetime.date | None = None  # for relative periods: the days themselves
+    end: datetime.date | None = None
+
+    def holds(self, when: datetime.date, slack_days: int = 0) -> bool:
+        """Whether ``when`` is in the period, or at most ``slack_days`` after its end (what
+        happened in June is often told in the first days of July)."""
+        if self.start is not None and self.end is not None:
+            lo, hi = self.start, self.end
+        else:
+            year = self.year or when.year
+            if self.month is None:
+                lo, hi = datetime.date(year, 1, 1), datetime.date(year, 12, 31)
+            else:
+                last = calendar.monthrange(year, self.month)[1]
+                if self.day is None:
+                    lo = datetime.date(year, self.month, 1)
+                    hi = datetime.date(year, self.month, last)
+                else:
+                    lo = hi = datetime.date(year, self.month, min(self.day, last))
+        return lo <= when <= hi + datetime.timedelta(days=slack_days)
+
+
+def named_period(text: str, today: datetime.date | None = None) -> Period | None:
+    """The first period ``text`` names, or None (a month name only when it reads as one:
+    "may" the verb is not May)."""
+    iso = _ISO.search(text)
+    if iso and (found := _day(int(iso[1]), int(iso[2]), int(iso[3]))) is not None:
+        return found
+    for pattern, day_at, month_at, year_at in (
+        (_DAY_MONTH, 1, 2, 3),
+        (_MONTH_DAY, 2, 1, 3),
+        (_MONTH_YEAR, None, 1, 2),
+    ):
+        for m in pattern.finditer(text):
+            word = m[month_at]
+            if not _reads_as_month(text, m.start(month_at), word, bool(day_at or m[year_at])):
+                continue
+            month = _MONTHS[word.lower()]
+            year = int(m[year_at]) if m[year_at] else None
+            if not day_at:
+                return Period(year, month)
+            if (found := _day(year or 2000, month, int(m[day_at]))) is not None:
+                return Period(year, month, found.day)  # (2000: a leap year, 29 February)
+    alone = _YEAR_ALONE.search(text)
+    if alone:
+        return Period(int(alone[1]))
+    rel = _RELATIVE.search(text)
+    if rel:
+        now = today or datetime.date.today()
+        said = rel[1].lower()
+        if said == "yesterday":
+            day = now - datetime.timedelta(days=1)
+            return Period(None, start=day, end=day)
+        if said == "last week":
+            monday = now - datetime.timedelta(days=now.weekday() + 7)
+            return Period(None, start=monday, end=monday + datetime.timedelta(days=6))
+        first = (now.replace(day=1) - datetime.timedelta(days=1)).replace(day=1)
+        last = now.replace(day=1) - datetime.timedelta(days=1)
+        return Period(None, start=first, end=last)
+    return None
+
+
+def _reads_as_month(text: str, at: int, word: str, dated: bool) -> bool:
+    """A month's name, not a word spelt like one: capitalised or beside a day or year ("the
+    march" is not March); "May" and the short forms alone only after a word that introduces
+    a time ("in May", not "May I")."""
+    if dated:
+        return True
+    if not word[0].isupper():
+        return False
+    if len(word) > 3 and word.lower() != "may":
+        return True
+    before = text[:at].split()
+    return bool(before) and before[-1].lower() in _TIME_WORDS
+
+
+_TIME_WORDS = {"in", "of", "since", "during", "until", "till", "before", "after", "by", "early",
+               "late", "mid", "last", "next", "this", "from", "to", "through"}  # fmt: skip
+
+
+def _day(year: int, month: int, day: int) -> Period | None:
+    try:
+        datetime.date(year, month, day)
+    except ValueError:  # 2023-02-30
+        return None
+    return Period(year, month, day)

@@ -1,0 +1,78 @@
+"""The period a question names: what was said then ranks above the same words said at
+another time."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+
+from memdir import MemoryStore
+from memdir.config import Config
+from memdir.periods import Period, named_period
+
+D = datetime.date
+
+
+@pytest.mark.parametrize(
+    ("question", "period"),
+    [
+        ("What exciting news did Maria share on 16 June, 2023?", Period(2023, 6, 16)),
+        ("What did Melanie show Caroline on October 13, 2023?", Period(2023, 10, 13)),
+        ("Who did Maria have dinner with on May 3, 2023?", Period(2023, 5, 3)),
+        ("What did John share with Tim in January 2024?", Period(2024, 1)),
+        ("When did Melanie go camping in June?", Period(None, 6)),
+        ("What did we decide in May about the database?", Period(None, 5)),
+        ("How many times did she go to the beach in 2023?", Period(2023)),
+        ("why did the deploy on 2026-11-02 fail", Period(2026, 11, 2)),
+        ("May I ask what you decided?", None),  # the verb
+        ("who organised the march downtown", None),  # not capitalised, no day or year
+        ("what is the port of the API", None),
+        ("the deploy on 2023-02-30", None),  # no such day
+    ],
+)
+def test_a_question_names_its_period(question: str, period: Period | None) -> None:
+    assert named_period(question) == period
+
+
+def test_relative_periods_count_back_from_today() -> None:
+    today = D(2026, 12, 3)  # a Thursday
+    assert named_period("what did we decide yesterday", today) == Period(
+        None, start=D(2026, 12, 2), end=D(2026, 12, 2)
+    )
+    week = named_period("what broke last week?", today)
+    assert week is not None and (week.start, week.end) == (D(2026, 11, 23), D(2026, 11, 29))
+    month = named_period("the plan from last month", D(2026, 1, 15))
+    assert month is not None and (month.start, month.end) == (D(2025, 12, 1), D(2025, 12, 31))
+
+
+def test_a_period_holds_its_days_and_a_week_after() -> None:
+    june = Period(None, 6)
+    assert june.holds(D(2023, 6, 1)) and june.holds(D(2024, 6, 30))
+    assert not june.holds(D(2023, 7, 3)) and june.holds(D(2023, 7, 3), slack_days=7)
+    assert not june.holds(D(2023, 5, 31), slack_days=7)
+    assert Period(2024, 2, 29).holds(D(2024, 2, 29)) and not Period(2023).holds(D(2024, 1, 1))
+
+
+def test_the_turns_said_in_the_named_period_rank_first(tmp_path: Path) -> None:
+    """The same words said in May and in June: a question about June gets June's turn first,
+    one naming no period the better match of words."""
+    from memdir.learn.conversation import keep_episodes
+    from memdir.recall import episodes_for
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none", recall_episodes=1))
+    may = [{"role": "user", "content": "Maria shared news, big news: she joined a gym."}]
+    june = [{"role": "user", "content": "Maria shared some news today: she started a new job"
+                                        " at the bank downtown."}]  # fmt: skip
+    keep_episodes(store, may, "2023-05-10T10:00:00Z")
+    keep_episodes(store, june, "2023-06-16T19:20:00Z")
+    (plain,) = episodes_for(store, "What news did Maria share?")
+    assert "gym" in plain.turn.text
+    (then,) = episodes_for(store, "What news did Maria share on 16 June, 2023?")
+    assert "new job" in then.turn.text and then.turn.said.startswith("2023-06-16")
+    (later,) = episodes_for(store, "What news did Maria share in June?")
+    assert "new job" in later.turn.text
+    (other,) = episodes_for(store, "What news did Maria share in 2021?")
+    assert "gym" in other.turn.text  # no turn is of that year: words decide
