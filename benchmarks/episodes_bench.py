@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from locomo_qa import evidence_in, iso_date, sessions_of
-from memdir import MemoryStore
-from memdir import episodes as episodes_module
+from memdir import MemoryStore, periods
 from memdir.config import Config
 from memdir.embed import from_config
-from memdir.episodes import PERIOD_WEIGHT, Episodes, Said
+from memdir.episodes import Episodes, Said
 from memdir.learn.conversation import embed_episodes, keep_episodes
 from memdir.periods import named_period
 from memdir.recall import episodes_for, estimate_tokens
@@ -59,6 +58,7 @@ def searched(
 
 
 TUNE = {0, 1}  # conversations choices are made on; the others confirm them
+WEIGHT = periods.WEIGHT  # a period named by the question, as recall weighs it
 
 
 def main() -> None:
@@ -126,9 +126,9 @@ def main() -> None:
                 halves.setdefault((name, half), []).append((share, estimate_tokens(text) / whole))
             for name, weight in (
                 ("recall.episodes_for, the period a question names not weighed", 1.0),
-                ("recall.episodes_for (this version)", PERIOD_WEIGHT),
+                ("recall.episodes_for (this version)", WEIGHT),
             ):
-                episodes_module.PERIOD_WEIGHT = weight
+                periods.WEIGHT = weight
                 t0 = time.perf_counter()
                 chosen = episodes_for(store, q["question"])
                 seconds.append(time.perf_counter() - t0)
@@ -138,7 +138,7 @@ def main() -> None:
                 halves.setdefault((name, half), []).append((share, estimate_tokens(text) / whole))
                 if named_period(q["question"]):
                     named.setdefault(name, []).append(share)
-            episodes_module.PERIOD_WEIGHT = PERIOD_WEIGHT
+            periods.WEIGHT = WEIGHT
         episodes.close()
     n = len(next(iter(found.values())))
     print(

@@ -238,6 +238,7 @@ def run_conversation(
                 found[method].append(evidence_in(turns, q, context))
                 by_category[(method, q["category"])].append(score)
                 detail[method] = reply
+                detail[f"{method} evidence"] = found[method][-1]
         if keep is not None:
             shutil.copytree(tmp / ".memory", keep / f"conv{conv}", dirs_exist_ok=True)
             (keep / f"conv{conv}-answers.json").write_text(

@@ -12,6 +12,8 @@ from memdir import MemoryStore
 from memdir.config import Config
 from memdir.periods import Period, named_period
 
+from conftest import CliFn
+
 D = datetime.date
 
 
@@ -76,3 +78,66 @@ def test_the_turns_said_in_the_named_period_rank_first(tmp_path: Path) -> None:
     assert "new job" in later.turn.text
     (other,) = episodes_for(store, "What news did Maria share in 2021?")
     assert "gym" in other.turn.text  # no turn is of that year: words decide
+
+
+def _decisions(root: Path) -> MemoryStore:
+    """Two decisions about the database: the March one matches the words better, the May one
+    was said in May (learned from a dated conversation) or written then (by hand)."""
+    from memdir.memory import Memory
+    from memdir.plan import Put
+
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    store.apply(
+        [
+            Put(Memory("db-postgres", "project_fact", "Database decision: keep the database on"
+                       " Postgres", "We decided the database stays on Postgres, the database"
+                       " team agreed.", extra={"said": "2026-03-04T10:00:00Z"})),
+            Put(Memory("db-clickhouse", "project_fact", "Database decision: move reporting to"
+                       " ClickHouse", "We decided reporting moves to ClickHouse next quarter, after"
+                       " the analytics team has tried it on last year's events.",
+                       extra={"said": "2026-05-12T10:00:00Z"})),
+        ]
+    )  # fmt: skip
+    return store
+
+
+def test_memory_search_weighs_what_was_said_in_the_period_asked_about(tmp_path: Path) -> None:
+    """A store's search and the scopes' search alike: the May decision first when the
+    question names May, the better match of words otherwise; --explain says why."""
+    from memdir.scopes import Scopes
+
+    store = _decisions(tmp_path / ".memory")
+    plain = [h.name for h in store.search("what did we decide about the database", 2)]
+    assert plain == ["db-postgres", "db-clickhouse"]
+    asked = "what did we decide about the database in May"
+    for hits in (store.search(asked, 2), Scopes.of(store).search(asked, 2)):
+        assert [h.name for h in hits] == ["db-clickhouse", "db-postgres"]
+        assert [h.weight for h in hits] == [1.2, 1.0]
+        assert hits[0].memory.name == "db-clickhouse"  # read once, still readable
+    assert [h.name for h in store.search("what did we decide about the database in 2025", 2)] == [
+        "db-postgres",
+        "db-clickhouse",
+    ]
+
+
+def test_a_hand_written_memory_counts_from_when_it_was_written(tmp_path: Path) -> None:
+    root = tmp_path / ".memory"
+    store = _decisions(root)
+    (root / "db-backups.md").write_text(
+        "---\nname: db-backups\ntype: project_fact\ndescription: 'Database decision: nightly"
+        " backups'\ncreated: '2026-06-02T09:00:00Z'\nupdated: '2026-06-02T09:00:00Z'\n---\n"
+        "We decided the database is backed up nightly.\n",
+        encoding="utf-8",
+    )
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    assert store.search("what did we decide about the database in June", 1)[0].name == "db-backups"
+
+
+def test_memdir_search_explain_shows_the_period_weight(cli: CliFn, tmp_path: Path) -> None:
+    _decisions(tmp_path / ".memory")  # the store the cli fixture points at
+    r = cli("search", "--explain", "what did we decide about the database in May")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "db-clickhouse" in line)
+    assert "said in the period asked about: ×1.2" in lines[first + 1]
+    assert "×" not in lines[next(i for i, line in enumerate(lines) if "db-postgres" in line) + 1]

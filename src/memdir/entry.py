@@ -96,6 +96,7 @@ class Hit:
     cosine: float | None = None
     read: Callable[[Entry], Memory] | None = field(default=None, repr=False, compare=False)
     close: bool = False  # close in meaning: the cosine reaches the embedder's bar on its own
+    weight: float = 1.0  # what being said in the period the question names counted for
 
     @property
     def name(self) -> str:
@@ -118,4 +119,5 @@ class Hit:
             data["bm25"] = None if self.bm25 is None else round(self.bm25, 4)
             data["cosine"] = None if self.cosine is None else round(self.cosine, 4)
             data["close"] = self.close
+            data["period_weight"] = self.weight
         return data

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import periods
 from .atomic import append_nofollow, write_atomic
 from .cachedb import damaged
 from .config import Config
@@ -45,11 +46,6 @@ SIGNATURE = "episodes.json"  # the files and sizes the index holds
 VECTORS = "episodes-vectors.sqlite"  # the turns' embeddings, a cache like the index
 VECTORS_SIGNATURE = "episodes-vectors.json"  # the files and sizes every vector is made for
 CANDIDATES = 20  # BM25 hits fused with the nearest vectors
-# A question naming a period ("in June", "on 16 June, 2023"): the hits said then, or within a
-# week after, weigh more among this many (chosen on half of LoCoMo DEV, benchmarks/README.md)
-PERIOD_CANDIDATES = 60
-PERIOD_WEIGHT = 1.2
-PERIOD_SLACK_DAYS = 7
 MAX_TURN_CHARS = 4000  # of one turn's text kept (a pasted log is not a conversation)
 _FILE = re.compile(r"\d{4}-\d{2}-\d{2}-[0-9a-f]{1,32}\.jsonl")
 
@@ -264,7 +260,7 @@ class Episodes:
             self._note_indexed(sizes)
             index.rebuilt = False
         period = named_period(query)
-        wide = k if period is None else max(k, PERIOD_CANDIDATES)  # the period re-ranks them
+        wide = k if period is None else max(k, periods.CANDIDATES)  # the period re-ranks them
         ranked: list[tuple[str, float, bool]]
         if embedder is None:
             ranked = [(ref, score, False) for ref, score in index.search(query, wide)]
@@ -410,17 +406,9 @@ def _unlink(*paths: Path) -> None:
 def _in_period_first(
     ranked: list[tuple[str, float, bool]], period: Period
 ) -> list[tuple[str, float, bool]]:
-    """The hits said in the period the question names (or within a week after it) weigh
-    ``PERIOD_WEIGHT`` times as much; a file's name starts with the day its turns were said."""
-
-    def weight(ref: str) -> float:
-        try:
-            day = datetime.date.fromisoformat(ref[:10])
-        except ValueError:
-            return 1.0
-        return PERIOD_WEIGHT if period.holds(day, PERIOD_SLACK_DAYS) else 1.0
-
-    out = [(ref, score * weight(ref), close) for ref, score, close in ranked]
+    """The hits said in the period the question names weigh more (``periods.weight``); a
+    file's name starts with the day its turns were said."""
+    out = [(ref, score * periods.weight(period, ref[:10]), close) for ref, score, close in ranked]
     out.sort(key=lambda r: (-r[1], r[0]))
     return out
 

@@ -4,15 +4,32 @@ week"), so that what was said then can rank above the same words said at another
 ``named_period`` reads a question and gives the first period it names as two dates (both
 included), or None. Months and days without a year take the year of the text they are
 compared with (``Period.holds``); "yesterday", "last week" and "last month" count back from
-``today``. This module does NOT rank anything (``episodes`` uses it).
+``today``. ``weight`` is what a hit said in the period counts for: episode search and memory
+search (a store's and ``Scopes``') weigh by it, ``in_period_first`` re-orders memory hits.
+This module does NOT rank anything itself.
 """
 
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import datetime
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .errors import MemdirError
+
+if TYPE_CHECKING:
+    from .entry import Entry, Hit
+    from .memory import Memory
+
+# The hits said in the period a question names, or within a week after it, weigh this much
+# more among this many candidates (chosen on half of LoCoMo DEV, benchmarks/README.md)
+CANDIDATES = 60
+WEIGHT = 1.2
+SLACK_DAYS = 7
 
 _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 _MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
@@ -57,6 +74,45 @@ class Period:
                 else:
                     lo = hi = datetime.date(year, self.month, min(self.day, last))
         return lo <= when <= hi + datetime.timedelta(days=slack_days)
+
+
+def weight(period: Period, when: str | None) -> float:
+    """What a hit said at ``when`` (an ISO date or time; None: unknown) counts for, against
+    a question naming ``period``: ``WEIGHT`` when said in it or at most ``SLACK_DAYS`` after,
+    else 1."""
+    try:
+        day = datetime.date.fromisoformat((when or "")[:10])
+    except ValueError:
+        return 1.0
+    return WEIGHT if period.holds(day, SLACK_DAYS) else 1.0
+
+
+def in_period_first(hits: list[Hit], period: Period) -> list[Hit]:
+    """Memory search's hits re-weighed for a question naming ``period`` ("what did we decide
+    in May"): a memory counts from when it was said (learned from a dated conversation),
+    else from when it was written."""
+    out = []
+    for hit in hits:
+        try:
+            mem = hit.memory
+        except (MemdirError, OSError):
+            out.append(hit)
+            continue
+        said = mem.extra.get("said")
+        w = weight(period, said if isinstance(said, str) else hit.entry.created)
+        if w != 1.0:
+            hit = dataclasses.replace(hit, score=hit.score * w, read=_read_as(mem), weight=w)
+        out.append(hit)
+    out.sort(key=_by_score)  # stable: equal scores keep their order
+    return out
+
+
+def _read_as(mem: Memory) -> Callable[[Entry], Memory]:
+    return lambda _entry: mem  # (read once already)
+
+
+def _by_score(hit: Hit) -> float:
+    return -hit.score
 
 
 def named_period(text: str, today: datetime.date | None = None) -> Period | None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
+from . import periods
 from .backend import open_store
 from .config import Config, folder
 from .entry import Entry, Hit
@@ -43,6 +44,7 @@ from .errors import (
     StoreNotFound,
 )
 from .memory import Memory
+from .periods import named_period
 from .plan import Put
 from .provenance import Origin
 from .store import MemoryStore, Store
@@ -407,7 +409,9 @@ class Scopes:
         from .ranking import rank_many
 
         pairs = self.stores()
-        ranked = rank_many([store.ranker() for _, store in pairs], query, k, explain=explain)
+        period = named_period(query)
+        wide = k if period is None else max(k, periods.CANDIDATES)  # the period re-ranks them
+        ranked = rank_many([store.ranker() for _, store in pairs], query, wide, explain=explain)
         by_file = self._view().by_file
         out = []
         for r in ranked:
@@ -419,7 +423,7 @@ class Scopes:
                 e, name = found
                 shown = e if name == e.name else dataclasses.replace(e, name=name)
                 out.append(to_hit(shown, r, lambda e: self.get(e.name), scope.name))
-        return out
+        return out if period is None else periods.in_period_first(out, period)[:k]
 
     @_serial
     def ranking_note(self) -> str:

@@ -140,7 +140,8 @@ def search(
         if explain:
             bm25 = "—" if h.bm25_rank is None else f"#{h.bm25_rank} ({h.bm25:.2f})"
             dense = "—" if h.dense_rank is None else f"#{h.dense_rank} ({h.cosine:.3f})"
-            click.echo(f"        BM25 {bm25}   dense {dense}")
+            then = "" if h.weight == 1.0 else f"   said in the period asked about: ×{h.weight:g}"
+            click.echo(f"        BM25 {bm25}   dense {dense}{then}")
 
 
 def _search_as_of(scopes: Scopes, query: str, when: str, k: int, as_json: bool) -> None:

@@ -308,15 +308,18 @@ class StoreBase:
         body): BM25 fused with embedding similarity when an embedder is configured
         (``memdir[embed]``) and ``dense``, else BM25. ``explain`` fills in each method's rank
         and score, ranking the dense side over every memory (slower)."""
+        from .. import periods
         from ..lookup import to_hit
         from ..ranking import rank_many
 
+        period = periods.named_period(query)
+        wide = k if period is None else max(k, periods.CANDIDATES)  # the period re-ranks them
         out = []
-        for r in rank_many([self.ranker()], query, k, explain=explain, dense=dense):
+        for r in rank_many([self.ranker()], query, wide, explain=explain, dense=dense):
             entry = self.entry_at(r.key[1])
             if entry is not None:
                 out.append(to_hit(entry, r, self._read_entry))
-        return out
+        return out if period is None else periods.in_period_first(out, period)[:k]
 
     def _read_entry(self, entry: Entry) -> Memory:
         return self.get(entry.name)
