@@ -553,6 +553,51 @@ def standing_rules(store: MemoryStore, model: Counting, agent: Counting) -> Outc
     )
 
 
+def superseded_rule(store: MemoryStore, model: Counting, agent: Counting) -> Outcome:
+    """A rule the user replaced in a later session is not followed in the next one: "use
+    yarn" said once, then "we switched from yarn to pnpm" learned by extraction; the next
+    session's start gives the rule that stands now, and "Add lodash" gets pnpm, not yarn."""
+    from memdir.standing import standing
+
+    store.write(
+        "use-yarn",
+        type="user_preference",
+        description="Use yarn to add packages",
+        body="Always use yarn to add or install packages in this repo.",
+    )
+    learned = extract_memories(
+        store,
+        talk(
+            "Correction: we switched this repo from yarn to pnpm. Use pnpm for packages now.",
+            "Understood: pnpm from now on.",
+        ),
+        model,
+    )
+    given = standing(store, store.config.standing_token_budget, 200, 25_000).text
+    rules = given.split("<memory_index>")[0]
+    reply = agent.complete(
+        system="You are a coding assistant.",
+        messages=[
+            {
+                "role": "user",
+                "content": f"{given}\n\nAdd lodash to this project. Reply with the one shell"
+                " command only.",
+            }
+        ],
+        max_tokens=200,
+        purpose="agent",
+    ).text
+    ok = "pnpm" in rules and "yarn add" not in reply and "pnpm" in reply
+    stands = [line[:70] for line in rules.splitlines() if line.startswith("- ")]
+    changed = [f"{c.memory.name}: {c.memory.description}" for c in learned.changes]
+    return Outcome(
+        ok,
+        f"learned {changed}, dropped {learned.dropped},"
+        f" retired {[r.name for r in learned.retired + learned.user_retired]};"
+        f" standing: {stands}; reply {reply.strip()[:60]!r}",
+    )
+
+
 SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "explicit remember": explicit,
     "implicit preference (correction)": correction,
@@ -575,6 +620,7 @@ SCENARIOS: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
 EXTRA: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "scope routing (user vs project)": scope_routing,
     "standing rules followed without shared words": standing_rules,
+    "a superseded standing rule is not followed": superseded_rule,
 }
 LEARNING: dict[str, Callable[[MemoryStore, Counting, Counting], Outcome]] = {
     "consolidation keeps every specific": consolidate_keeps_specifics,

@@ -438,3 +438,42 @@ def test_extract_cli_says_what_a_correction_retires(
     assert [(x["name"], x["scope"]) for x in out["retired"]] == [("ci-server", "project")]
     assert [m["name"] for m in json.loads(cli("list", "--json").out)] == ["ci"]
     assert "Jenkins" in cli("show", "ci-server@v1").out
+
+
+def test_a_corrected_rule_is_retired_and_its_correction_stands_in_its_place(
+    tmp_path: Path,
+) -> None:
+    """A correction ("we switched this repo from yarn to pnpm") learned as a project fact by
+    a small model: the rule it replaces ("always use yarn", a preference; the tool's name in
+    lower case) is retired, and the correction takes the rule's type, so the next session
+    starts with pnpm, not yarn. A project fact correcting a project fact keeps its type."""
+    from memdir.config import Config
+    from memdir.standing import standing
+    from memdir.testing import FakeModel
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    store.write("use-yarn", type="user_preference", description="Use yarn to add packages",
+                body="Always use yarn to add or install packages in this repo.")  # fmt: skip
+    store.write("ci-runner", type="project_fact", description="CI runs on the old runner",
+                body="CI runs on the old runner.")  # fmt: skip
+    said = "Correction: we switched this repo from yarn to pnpm. Use pnpm for packages now."
+    item = {"action": "create", "name": "switched-repo-yarn-pnpm", "type": "project_fact",
+            "description": "We switched this repo from yarn to pnpm", "body": said}  # fmt: skip
+    got = extract_memories(
+        store, [{"role": "user", "content": said}], FakeModel([{"memories": [item]}])
+    )
+    assert [r.name for r in got.retired] == ["use-yarn"]
+    assert store.get("switched-repo-yarn-pnpm").type == "user_preference"
+    text = standing(store, 1200, 200, 25_000).text
+    rules = text.split("<memory_index>")[0]
+    assert "pnpm" in rules and "yarn to add" not in text
+    assert "superseded by switched-repo-yarn-pnpm" in store.history("use-yarn")[-1].reason
+    # what stays: a project fact that corrects a project fact is still one
+    said = "We moved CI from the old runner to Buildkite."
+    item = {"action": "create", "name": "ci-buildkite", "type": "project_fact",
+            "description": "CI runs on Buildkite", "body": said}  # fmt: skip
+    got = extract_memories(
+        store, [{"role": "user", "content": said}], FakeModel([{"memories": [item]}])
+    )
+    assert store.get("ci-buildkite").type == "project_fact"

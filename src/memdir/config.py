@@ -27,6 +27,8 @@ from .trust import USER_CONFIG, TrustList, config_home, digest, inside, settings
 PULLED_NOTE = "the settings a sync brought (the file's earlier settings apply)"
 
 DEFAULT_TYPES = ("user_preference", "project_fact", "feedback", "reference")
+# the types that stand in every session whatever the question: about the person and how to work
+STANDING_TYPES = ("user_preference", "feedback")
 
 DEFAULT_MODELS = {
     "anthropic": ("claude-sonnet-5-5", "claude-haiku-5-5"),

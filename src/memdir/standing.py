@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 
 from .atomic import write_atomic
+from .config import STANDING_TYPES
 from .errors import InvalidMemory
 from .layout import INTERNAL
 from .memory import CONFLICT_KEY
@@ -23,7 +24,6 @@ from .recall import estimate_tokens, held_names, index_section, origin_label
 from .safetext import one_line
 from .scopes import Reader, Scopes
 
-STANDING_TYPES = ("user_preference", "feedback")  # about the person and how to work
 SESSIONS = "standing.json"  # .memdir: which memories each recent session was given
 KEEP_SESSIONS = 50
 # A plain list of rules under one imperative line: small models follow it where they passed

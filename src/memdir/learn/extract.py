@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import prompts
+from ..config import STANDING_TYPES
 from ..errors import InvalidMemory, InvalidName, MemdirError
 from ..history import Operation
 from ..memory import Memory, skeleton
@@ -230,8 +231,25 @@ class _Planner:
         except (InvalidMemory, InvalidName) as exc:
             self.result.dropped.append(f"{mem.name}: {exc}")
             return
-        self._put(mem)
+        self._put(self._as_rule_it_replaces(mem, replaced))
         self.retire(replaced, mem)
+
+    def _as_rule_it_replaces(self, mem: Memory, replaced: list[str]) -> Memory:
+        """A correction of the person's standing rule is that rule now, whatever type the
+        model gave it ("we switched from yarn to pnpm" saved as a project fact replaces "always
+        use yarn", a preference): it takes the rule's type, so it stands in the next session
+        as the rule it replaces did."""
+        if mem.type in STANDING_TYPES or not replaced or mem.name in self.existing:
+            return mem  # (a memory the correction updates keeps its own type)
+        kinds = set()
+        for name in replaced:
+            try:
+                kinds.add(self.store.get(name).type)
+            except (InvalidMemory, LookupError):
+                continue
+        if len(kinds) == 1 and kinds <= set(STANDING_TYPES):
+            return mem.replace(type=kinds.pop())
+        return mem
 
     def retire(self, names: list[str], by: Memory) -> None:
         """Retire the other memories the correction ``by`` replaces (kept in history)."""

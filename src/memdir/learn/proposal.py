@@ -89,12 +89,19 @@ _VALUE = re.compile(r"[\w.-]*\d[\w.-]*|[A-Z][\w.-]*")
 
 def _replaced_values(text: str) -> set[str]:
     """Index terms of the values ``text`` says were replaced: the numbers and names in its
-    "from X to", "instead of X", "not X"… phrases ("Jenkins", "16", "Papertrail")."""
+    "from X to", "instead of X", "not X"… phrases ("Jenkins", "16", "Papertrail"), and the
+    one word of a "from X to" or "replaced X with" however it is written ("from yarn to")."""
     out: set[str] = set()
     for match in _REPLACED.finditer(text):
         phrase = next(g for g in match.groups() if g)
         out.update(t for v in _VALUE.findall(phrase) for t in tokenize(v))
+        alone = _ARTICLE.sub("", phrase).split()
+        if (match.group(1) or match.group(3)) and len(alone) == 1:
+            out.update(tokenize(alone[0]))
     return out
+
+
+_ARTICLE = re.compile(r"^\s*(?:the|a|an|our|my|your|their|its)\s+", re.IGNORECASE)
 
 
 def stale_by_correction(store: Store, item: Memory, said: str) -> list[str]:
