@@ -556,7 +556,8 @@ def standing_rules(store: MemoryStore, model: Counting, agent: Counting) -> Outc
 def superseded_rule(store: MemoryStore, model: Counting, agent: Counting) -> Outcome:
     """A rule the user replaced in a later session is not followed in the next one: "use
     yarn" said once, then "we switched from yarn to pnpm" learned by extraction; the next
-    session's start gives the rule that stands now, and "Add lodash" gets pnpm, not yarn."""
+    session's start gives the rule that stands now and not the old one, and "Add lodash" does
+    not get yarn (whether it gets pnpm is said too)."""
     from memdir.standing import standing
 
     store.write(
@@ -587,14 +588,17 @@ def superseded_rule(store: MemoryStore, model: Counting, agent: Counting) -> Out
         max_tokens=200,
         purpose="agent",
     ).text
-    ok = "pnpm" in rules and "yarn add" not in reply and "pnpm" in reply
+    # the superseded rule must not be followed (nor stand); following the new one is what
+    # "standing rules followed without shared words" measures, said here too
+    ok = "pnpm" in rules and "yarn" not in rules.replace("from yarn to", "") and "yarn" not in reply
     stands = [line[:70] for line in rules.splitlines() if line.startswith("- ")]
     changed = [f"{c.memory.name}: {c.memory.description}" for c in learned.changes]
     return Outcome(
         ok,
         f"learned {changed}, dropped {learned.dropped},"
         f" retired {[r.name for r in learned.retired + learned.user_retired]};"
-        f" standing: {stands}; reply {reply.strip()[:60]!r}",
+        f" standing: {stands}; reply {reply.strip()[:60]!r}"
+        f" ({'pnpm' if 'pnpm' in reply else 'not pnpm'})",
     )
 
 
