@@ -10,7 +10,9 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.config import Config
+from memdir.memory import Memory
 from memdir.periods import Period, named_period
+from memdir.plan import Put
 
 from conftest import CliFn
 
@@ -80,24 +82,23 @@ def test_the_turns_said_in_the_named_period_rank_first(tmp_path: Path) -> None:
     assert "gym" in other.turn.text  # no turn is of that year: words decide
 
 
-def _decisions(root: Path) -> MemoryStore:
+def decisions() -> list[Put]:
     """Two decisions about the database: the March one matches the words better, the May one
-    was said in May (learned from a dated conversation) or written then (by hand)."""
-    from memdir.memory import Memory
-    from memdir.plan import Put
+    was said in May (learned from a dated conversation)."""
+    return [
+        Put(Memory("db-postgres", "project_fact", "Database decision: keep the database on"
+                   " Postgres", "We decided the database stays on Postgres, the database"
+                   " team agreed.", extra={"said": "2026-03-04T10:00:00Z"})),
+        Put(Memory("db-clickhouse", "project_fact", "Database decision: move reporting to"
+                   " ClickHouse", "We decided reporting moves to ClickHouse next quarter, after"
+                   " the analytics team has tried it on last year's events.",
+                   extra={"said": "2026-05-12T10:00:00Z"})),
+    ]  # fmt: skip
 
+
+def _decisions(root: Path) -> MemoryStore:
     store = MemoryStore(root, Config(dir=root, embedder="none"))
-    store.apply(
-        [
-            Put(Memory("db-postgres", "project_fact", "Database decision: keep the database on"
-                       " Postgres", "We decided the database stays on Postgres, the database"
-                       " team agreed.", extra={"said": "2026-03-04T10:00:00Z"})),
-            Put(Memory("db-clickhouse", "project_fact", "Database decision: move reporting to"
-                       " ClickHouse", "We decided reporting moves to ClickHouse next quarter, after"
-                       " the analytics team has tried it on last year's events.",
-                       extra={"said": "2026-05-12T10:00:00Z"})),
-        ]
-    )  # fmt: skip
+    store.apply(decisions())
     return store
 
 
@@ -141,3 +142,25 @@ def test_memdir_search_explain_shows_the_period_weight(cli: CliFn, tmp_path: Pat
     first = next(i for i, line in enumerate(lines) if "db-clickhouse" in line)
     assert "said in the period asked about: ×1.2" in lines[first + 1]
     assert "×" not in lines[next(i for i, line in enumerate(lines) if "db-postgres" in line) + 1]
+
+
+def test_only_the_hits_that_can_reach_the_best_once_weighed_are_read() -> None:
+    """Below the k-th score over the weight, no hit can reach the k best: those are not read
+    (each read is a file, or a database round trip)."""
+    from memdir.entry import Entry, Hit
+    from memdir.periods import in_period_first
+
+    read: list[str] = []
+
+    def reader(entry: Entry) -> Memory:
+        read.append(entry.name)
+        said = "2026-05-03T10:00:00Z" if entry.name in ("c", "e") else "2026-01-01T10:00:00Z"
+        return Memory(entry.name, "project_fact", "d", "b", extra={"said": said})
+
+    hits = [
+        Hit(Entry(n, "project_fact", "d", None, None, False, f"{n}.md"), score, read=reader)
+        for n, score in (("a", 10.0), ("b", 9.0), ("c", 8.0), ("d", 5.0), ("e", 1.0))
+    ]
+    best = in_period_first(hits, Period(None, 5), 2)
+    assert [(h.name, h.weight) for h in best] == [("a", 1.0), ("c", 1.2)]
+    assert read == ["a", "b", "c"]  # 9 / 1.2 = 7.5: "d" (5) and "e" (1) cannot reach the two

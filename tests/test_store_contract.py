@@ -394,19 +394,10 @@ def test_a_question_naming_a_period_weighs_what_was_said_then_on_every_backend(
 ) -> None:
     """ "What did we decide in May": the memory said in May ranks above a better match of
     words said in March, alike on every backend (and alike through scopes)."""
-    m = memfmt.Memory
+    from test_periods import decisions
+
     store = make()
-    store.apply(
-        [
-            Put(m("db-postgres", "project_fact", "Database decision: keep the database on"
-                       " Postgres", "We decided the database stays on Postgres, the database"
-                       " team agreed.", extra={"said": "2026-03-04T10:00:00Z"})),
-            Put(m("db-clickhouse", "project_fact", "Database decision: move reporting to"
-                       " ClickHouse", "We decided reporting moves to ClickHouse next quarter,"
-                       " after the analytics team has tried it on last year's events.",
-                       extra={"said": "2026-05-12T10:00:00Z"})),
-        ]
-    )  # fmt: skip
+    store.apply(decisions())
     words = "what did we decide about the database"
     assert [h.name for h in store.search(words, 2)] == ["db-postgres", "db-clickhouse"]
     for hits in (store.search(f"{words} in May", 2), Scopes.of(store).search(f"{words} in May", 2)):

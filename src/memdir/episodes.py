@@ -31,7 +31,7 @@ from .atomic import append_nofollow, write_atomic
 from .cachedb import damaged
 from .config import Config
 from .instructions import screen as screen_instructions
-from .periods import Period, named_period
+from .periods import Period
 from .safetext import speaker_turn
 from .search import Doc, SearchIndex, tokenize
 from .secrets import redact
@@ -259,8 +259,7 @@ class Episodes:
             index.update(Doc(t.ref, t.ref, "", "", t.text) for t in self.turns())
             self._note_indexed(sizes)
             index.rebuilt = False
-        period = named_period(query)
-        wide = k if period is None else max(k, periods.CANDIDATES)  # the period re-ranks them
+        period, wide = periods.widened(query, k)
         ranked: list[tuple[str, float, bool]]
         if embedder is None:
             ranked = [(ref, score, False) for ref, score in index.search(query, wide)]

@@ -87,12 +87,23 @@ def weight(period: Period, when: str | None) -> float:
     return WEIGHT if period.holds(day, SLACK_DAYS) else 1.0
 
 
-def in_period_first(hits: list[Hit], period: Period) -> list[Hit]:
-    """Memory search's hits re-weighed for a question naming ``period`` ("what did we decide
-    in May"): a memory counts from when it was said (learned from a dated conversation),
-    else from when it was written."""
+def widened(query: str, k: int) -> tuple[Period | None, int]:
+    """The period ``query`` names (None: none) and how many candidates a search of ``k``
+    ranks before the period re-weighs them."""
+    period = named_period(query)
+    return period, k if period is None else max(k, CANDIDATES)
+
+
+def in_period_first(hits: list[Hit], period: Period, k: int) -> list[Hit]:
+    """The ``k`` best of memory search's hits (best first), re-weighed for a question naming
+    ``period`` ("what did we decide in May"): a memory counts from when it was said (learned
+    from a dated conversation), else from when it was written. Only the hits that can reach
+    the ``k`` best once weighed are read (below the k-th score over ``WEIGHT``, none can)."""
+    bar = hits[k - 1].score / WEIGHT if 0 < k <= len(hits) else 0.0
     out = []
-    for hit in hits:
+    for i, hit in enumerate(hits):
+        if i >= k and hit.score < bar:
+            break
         try:
             mem = hit.memory
         except (MemdirError, OSError):
@@ -104,7 +115,7 @@ def in_period_first(hits: list[Hit], period: Period) -> list[Hit]:
             hit = dataclasses.replace(hit, score=hit.score * w, read=_read_as(mem), weight=w)
         out.append(hit)
     out.sort(key=_by_score)  # stable: equal scores keep their order
-    return out
+    return out[:k]
 
 
 def _read_as(mem: Memory) -> Callable[[Entry], Memory]:

@@ -44,7 +44,6 @@ from .errors import (
     StoreNotFound,
 )
 from .memory import Memory
-from .periods import named_period
 from .plan import Put
 from .provenance import Origin
 from .store import MemoryStore, Store
@@ -409,8 +408,7 @@ class Scopes:
         from .ranking import rank_many
 
         pairs = self.stores()
-        period = named_period(query)
-        wide = k if period is None else max(k, periods.CANDIDATES)  # the period re-ranks them
+        period, wide = periods.widened(query, k)
         ranked = rank_many([store.ranker() for _, store in pairs], query, wide, explain=explain)
         by_file = self._view().by_file
         out = []
@@ -423,7 +421,7 @@ class Scopes:
                 e, name = found
                 shown = e if name == e.name else dataclasses.replace(e, name=name)
                 out.append(to_hit(shown, r, lambda e: self.get(e.name), scope.name))
-        return out if period is None else periods.in_period_first(out, period)[:k]
+        return out if period is None else periods.in_period_first(out, period, k)
 
     @_serial
     def ranking_note(self) -> str:

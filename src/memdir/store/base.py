@@ -312,14 +312,13 @@ class StoreBase:
         from ..lookup import to_hit
         from ..ranking import rank_many
 
-        period = periods.named_period(query)
-        wide = k if period is None else max(k, periods.CANDIDATES)  # the period re-ranks them
+        period, wide = periods.widened(query, k)
         out = []
         for r in rank_many([self.ranker()], query, wide, explain=explain, dense=dense):
             entry = self.entry_at(r.key[1])
             if entry is not None:
                 out.append(to_hit(entry, r, self._read_entry))
-        return out if period is None else periods.in_period_first(out, period)[:k]
+        return out if period is None else periods.in_period_first(out, period, k)
 
     def _read_entry(self, entry: Entry) -> Memory:
         return self.get(entry.name)
