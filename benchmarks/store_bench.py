@@ -10,6 +10,9 @@ a baseline measured in the same run.
 - readers during writes: how long ``entries()`` calls take while other processes write.
 
     python benchmarks/store_bench.py [--sizes 1000 10000] [--repeat 15]
+
+(write-one: ``--repeat`` memdir writes and a fifth as many design-note writes per round, five
+rounds, medians over all of them.)
 """
 
 from __future__ import annotations
@@ -137,13 +140,20 @@ def note_write_memory_file(root: Path, name: str) -> None:
 # -- helpers --------------------------------------------------------------------------------
 
 
-def median_time(fn: Callable[[int], object], repeat: int) -> float:
+ROUNDS = 5  # write-one is timed in rounds that alternate memdir's and the design note's
+
+
+def times_of(fn: Callable[[int], object], repeat: int) -> list[float]:
     times = []
     for i in range(repeat):
         t0 = time.perf_counter()
         fn(i)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
+
+
+def median_time(fn: Callable[[int], object], repeat: int) -> float:
+    return statistics.median(times_of(fn, repeat))
 
 
 def memdir_cmd(root: Path, *args: str) -> float:
@@ -194,15 +204,22 @@ def measure(n: int, repeat: int) -> dict[str, float]:
         shutil.copytree(tmp / "memdir", tmp / "note")
         out["first_open"] = memdir_cmd(tmp / "memdir", "list")  # builds the caches
         store = MemoryStore(tmp / "memdir", watch=False)
-        out["write"] = median_time(
-            lambda i: store.write(
-                f"new-{i}", type="project_fact", description="benchmark write", body="x"
-            ),
-            repeat,
-        )
-        out["note_write"] = median_time(
-            lambda i: note_write_memory_file(tmp / "note", f"new-{i}"), max(3, repeat // 3)
-        )
+        # In rounds, each method in turn, so that both meet the disk in the same moods.
+        writes: list[float] = []
+        note_writes: list[float] = []
+        for r in range(ROUNDS):
+            writes += times_of(
+                lambda i, r=r: store.write(
+                    f"new-{r}-{i}", type="project_fact", description="benchmark write", body="x"
+                ),
+                repeat,
+            )
+            note_writes += times_of(
+                lambda i, r=r: note_write_memory_file(tmp / "note", f"new-{r}-{i}"),
+                max(3, repeat // 5),
+            )
+        out["write"] = statistics.median(writes)
+        out["note_write"] = statistics.median(note_writes)
         out["list"] = median_time(lambda i: MemoryStore(tmp / "memdir", watch=False).entries(), 5)
         out["cli_list"] = statistics.median(memdir_cmd(tmp / "memdir", "list") for _ in range(5))
         out["note_list"] = median_time(lambda i: note_rebuild_index(tmp / "note"), 3)

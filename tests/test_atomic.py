@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from memdir.atomic import TEMP_PREFIX, append_nofollow, private, write_atomic
+from memdir.atomic import (
+    INTENT_BLOCK,
+    TEMP_PREFIX,
+    append_nofollow,
+    clear_intent,
+    intent_pending,
+    private,
+    rewrite_atomic,
+    write_atomic,
+    write_intent,
+)
 
 
 def test_write_replaces_whole_and_leaves_no_temporary_file(tmp_path: Path) -> None:
@@ -99,3 +110,51 @@ def test_memory_md_is_rewritten_into_its_previous_version_and_readers_keep_whole
     store.write("note-9", type="project_fact", description="Note 9")
     assert victim.read_text() == "keep me"
     assert index.read_bytes() == store._catalog.render() and not index.is_symlink()
+
+
+def test_an_intent_keeps_its_file_and_size_and_is_blank_once_cleared(tmp_path: Path) -> None:
+    """The journal is written over in place, padded to whole blocks; cleared, it is blank
+    (nothing pending) and the next intent reuses the same file."""
+    path = tmp_path / "journal.json"
+    assert not intent_pending(path)  # none yet
+    write_intent(path, b'{"id": "a", "steps": []}')
+    inode = os.stat(path).st_ino
+    assert os.path.getsize(path) == INTENT_BLOCK and intent_pending(path)
+    assert json.loads(path.read_bytes()) == {"id": "a", "steps": []}  # blanks parse away
+    clear_intent(path)
+    assert not intent_pending(path) and path.read_bytes() == b" " * INTENT_BLOCK
+    write_intent(path, b'{"id": "b"}')
+    assert os.stat(path).st_ino == inode and json.loads(path.read_text()) == {"id": "b"}
+
+
+def test_an_intent_longer_than_a_block_is_blanked_whole(tmp_path: Path) -> None:
+    path = tmp_path / "journal.json"
+    long = json.dumps({"steps": ["x" * 9000]}).encode()
+    write_intent(path, long)
+    assert os.path.getsize(path) == 3 * INTENT_BLOCK
+    clear_intent(path)
+    assert not intent_pending(path) and not path.read_bytes().strip()
+    write_intent(path, b'{"id": "c"}')  # shorter again: nothing of the long one is left
+    assert os.path.getsize(path) == INTENT_BLOCK and json.loads(path.read_bytes()) == {"id": "c"}
+
+
+def test_a_journal_that_is_not_a_plain_file_counts_as_pending(tmp_path: Path) -> None:
+    """Something that is not blank, or not ours to read (a link), is never taken for done."""
+    (tmp_path / "target").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    assert intent_pending(tmp_path / "link")
+    (tmp_path / "torn").write_bytes(b'{"id": "half' + b" " * 10)
+    assert intent_pending(tmp_path / "torn")
+    (tmp_path / "empty").write_bytes(b"")
+    assert not intent_pending(tmp_path / "empty")  # (an older memdir emptied it)
+
+
+def test_a_file_rewritten_from_pieces_holds_them_joined(tmp_path: Path) -> None:
+    """MEMORY.md is written from its pieces without joining them: more pieces than one
+    vectored write takes, empty ones among them, over a longer previous version."""
+    path, spare = tmp_path / "MEMORY.md", tmp_path / "spare"
+    rewrite_atomic(path, b"x" * 100_000, spare)
+    rewrite_atomic(path, b"y" * 100_000, spare)  # the spare now holds a longer old version
+    pieces = [f"- line {i}\n".encode() if i % 7 else b"" for i in range(2500)]
+    rewrite_atomic(path, pieces, spare)
+    assert path.read_bytes() == b"".join(pieces)

@@ -17,7 +17,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 TEMP_PREFIX = ".tmp-"
@@ -75,7 +75,9 @@ def write_atomic(
         fsync_dir(path.parent)
 
 
-def rewrite_atomic(path: Path, data: bytes, spare: Path, *, mode: int | None = None) -> None:
+def rewrite_atomic(
+    path: Path, data: bytes | Sequence[bytes], spare: Path, *, mode: int | None = None
+) -> None:
     """``write_atomic(path, data, sync=False)`` for a large derived file rewritten at every
     change (MEMORY.md): ``data`` is written in place over ``spare`` (the file's previous
     version, kept for this) and the two names are swapped in one step, so no file is made and
@@ -83,7 +85,8 @@ def rewrite_atomic(path: Path, data: bytes, spare: Path, *, mode: int | None = N
     see the old file or the new one, never a mix: the spare is overwritten only while a
     write lease proves nobody has it open (one who opened it as ``path`` before the last swap
     and reads it still). Where the system cannot swap or lease (not Linux, another file
-    system), or the spare is not a plain file of ours, a new file is written instead."""
+    system), or the spare is not a plain file of ours, a new file is written instead.
+    ``data`` may come in pieces, written one after the other without being joined."""
     if mode is None:
         mode = 0o600 if private(path.parent) else FILE_MODE
     swap = _exchange()
@@ -97,10 +100,11 @@ def rewrite_atomic(path: Path, data: bytes, spare: Path, *, mode: int | None = N
                 _EXCHANGE[:] = [None]  # this system cannot: new files from now on
     with contextlib.suppress(OSError):
         os.unlink(spare)
-    write_atomic(path, data, sync=False, mode=mode, stage=spare.parent)
+    whole = data if isinstance(data, bytes) else b"".join(data)
+    write_atomic(path, whole, sync=False, mode=mode, stage=spare.parent)
 
 
-def _overwrite(spare: Path, data: bytes, mode: int) -> bool:
+def _overwrite(spare: Path, data: bytes | Sequence[bytes], mode: int) -> bool:
     """Write ``data`` over ``spare`` in place (made if missing) while nobody else has it open;
     False when someone does, or it is not a plain file of ours."""
     import fcntl
@@ -128,12 +132,28 @@ def _overwrite(spare: Path, data: bytes, mode: int) -> bool:
         os.close(fd)
 
 
-def _write_over(fd: int, data: bytes) -> None:
-    """Make the open file ``fd`` hold exactly ``data``, written in place from its start."""
-    view, at = memoryview(data), 0
-    while at < len(data):
-        at += os.pwrite(fd, view[at:], at)
-    os.ftruncate(fd, len(data))
+def _write_over(fd: int, data: bytes | Sequence[bytes]) -> None:
+    """Make the open file ``fd`` hold exactly ``data`` (or its pieces, one after the other),
+    written in place from its start."""
+    if not isinstance(data, bytes) and not hasattr(os, "pwritev"):
+        data = b"".join(data)  # (a system without vectored writes)
+    pieces = [memoryview(data)] if isinstance(data, bytes) else [memoryview(b) for b in data]
+    size = sum(len(p) for p in pieces)
+    at, first = 0, 0
+    while first < len(pieces):
+        batch = pieces[first : first + _IOV_MAX]
+        done = os.pwritev(fd, batch, at) if len(batch) > 1 else os.pwrite(fd, batch[0], at)
+        at += done
+        for piece in batch:  # drop what was written; a piece written in part keeps its rest
+            if done < len(piece):
+                pieces[first] = piece[done:]
+                break
+            done -= len(piece)
+            first += 1
+    os.ftruncate(fd, size)
+
+
+_IOV_MAX = 1024  # pieces per pwritev call (Linux's limit)
 
 
 _EXCHANGE: list[Callable[[Path, Path], None] | None] = []  # made on first use
@@ -161,17 +181,21 @@ def _exchange() -> Callable[[Path, Path], None] | None:
     return _EXCHANGE[0]
 
 
+INTENT_BLOCK = 4096  # an intent is padded with blanks to whole blocks: its size rarely changes
+
+
 def write_intent(path: Path, data: bytes) -> None:
     """Make ``data`` durable at ``path`` before anything it describes is done (a journal):
-    written in place over the file an earlier intent left (empty once cleared), so a write
-    costs one fdatasync and no new file; the folder is synced only when the file is new."""
+    written in place over the file an earlier intent left (blank once cleared) and padded with
+    blanks to whole blocks, so that the file keeps its size and a write costs one fdatasync of
+    data alone, and no new file; the folder is synced only when the file is new."""
     new = not os.path.lexists(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             raise OSError(errno.EEXIST, "not a plain file of its own", str(path))
-        _write_over(fd, data)
+        _write_over(fd, data + b" " * (-len(data) % INTENT_BLOCK))
         getattr(os, "fdatasync", os.fsync)(fd)  # (macOS has fsync only)
     finally:
         os.close(fd)
@@ -180,22 +204,35 @@ def write_intent(path: Path, data: bytes) -> None:
 
 
 def clear_intent(path: Path) -> None:
-    """The intent at ``path`` is carried out: empty it (kept for the next one)."""
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """The intent at ``path`` is carried out: blank it where it was written (the file keeps
+    its size for the next one)."""
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        os.ftruncate(fd, 0)
+        head = os.pread(fd, INTENT_BLOCK, 0)
+        used = len(head.rstrip(b" "))
+        if used == len(head) == INTENT_BLOCK:  # longer than a block: blank all of it
+            used = os.fstat(fd).st_size
+        if used:
+            os.pwrite(fd, b" " * used, 0)
     finally:
         os.close(fd)
 
 
 def intent_pending(path: Path) -> bool:
-    """Whether ``path`` holds an intent not yet carried out (anything but an empty plain
-    file, or none)."""
+    """Whether ``path`` holds an intent not yet carried out: anything but a plain file that is
+    empty or starts with a blank (a cleared intent), or none. An intent starts with ``{``."""
     try:
-        st = os.lstat(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return False
-    return not stat.S_ISREG(st.st_mode) or st.st_size > 0
+    except OSError:
+        return True  # a link or something else that is not ours: not blank
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True
+        return os.pread(fd, 1, 0) not in (b"", b" ")
+    finally:
+        os.close(fd)
 
 
 def fsync_dir(path: Path) -> None:

@@ -158,5 +158,7 @@ class Folder:
             if self.read_only:
                 write_atomic(self.index_path, self.catalog.render(), sync=False)
             else:
-                rewrite_atomic(self.index_path, self.catalog.render(), self.internal / INDEX_SPARE)
+                rewrite_atomic(
+                    self.index_path, self.catalog.render_parts(), self.internal / INDEX_SPARE
+                )
             self.note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)

@@ -144,7 +144,7 @@ class Catalog:
         self.version = 0  # bumped whenever the listed entries change
         self.names: list[str] = []  # listed names, sorted
         self.fingerprint = 0  # of every file's identity: equal fingerprints, equal MEMORY.md
-        self._lines: dict[str, list[str]] = {}  # type -> its MEMORY.md lines, as groups
+        self._lines: dict[str, list[bytes]] = {}  # type -> its MEMORY.md lines, UTF-8
         self._chunks: dict[str, bytes] = {}  # type -> those lines, joined and encoded
         # memories just parsed, kept for the search index's first build (``parsed``) so a
         # store's first search does not read and parse every file a second time
@@ -375,7 +375,7 @@ class Catalog:
         at = bisect.bisect_left(group, name)
         group.insert(at, name)
         if entry.type in self._lines:
-            self._lines[entry.type].insert(at, entry.index_line)
+            self._lines[entry.type].insert(at, entry.index_line.encode())
         if self._skeletons is not None:
             self._skeletons.setdefault(memfmt.skeleton(name), name)
 
@@ -423,8 +423,13 @@ class Catalog:
         return out
 
     def render(self) -> bytes:
-        """MEMORY.md as UTF-8: one line per memory, grouped by type (each type's lines are
-        kept encoded, so a change re-joins only its own group)."""
+        """MEMORY.md as UTF-8 (``render_parts``, joined)."""
+        return b"".join(self.render_parts())
+
+    def render_parts(self) -> list[bytes]:
+        """MEMORY.md as UTF-8 pieces: one line per memory, grouped by type (each line is kept
+        encoded and each type's lines joined, so a change re-joins only its own group's
+        bytes, and the whole file is written from the pieces without joining them)."""
         order = [t for t in self.types if t in self.groups]
         order += sorted(t for t in self.groups if t not in self.types)
         parts = [_INDEX_HEAD.encode()]
@@ -433,13 +438,15 @@ class Catalog:
             if chunk is None:
                 lines = self._lines.get(t)
                 if lines is None:
-                    lines = self._lines[t] = [self.entries[n].index_line for n in self.groups[t]]
-                chunk = self._chunks[t] = "\n".join(lines).encode()
+                    lines = self._lines[t] = [
+                        self.entries[n].index_line.encode() for n in self.groups[t]
+                    ]
+                chunk = self._chunks[t] = b"\n".join(lines)
             parts += [f"\n\n## {for_markdown(t)}\n\n".encode(), chunk]
         if not order:
             parts.append(b"\n\n_No memories yet._")
         parts.append(b"\n")
-        return b"".join(parts)
+        return parts
 
 
 def _file_hash(fname: str, key: tuple[int, ...]) -> int:

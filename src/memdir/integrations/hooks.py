@@ -312,12 +312,16 @@ def _race(
         if not chosen and picker.is_alive():
             finder.join(max(0.0, budget - (time.monotonic() - started)))
             picker.join(0.0 if finder.is_alive() else 0.05)
+    given = time.monotonic() - started
     if chosen:
         return chosen[0]
     finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
     if searched:
         if picker is not None and picker.is_alive():  # asked, and late: not "no model"
-            late = f"the memory model did not answer within the hook's {budget:g} s; used search"
+            late = (
+                f"the memory model did not answer in the {given:.1f} s it was given"
+                f" (of the hook's {budget:g} s); used search"
+            )
             return dataclasses.replace(searched[0], path="search-fallback", note=late)
         return searched[0]
     if failed:
