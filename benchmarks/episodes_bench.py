@@ -4,7 +4,8 @@ agent and extraction keep them, with each session's date) and embedded as extrac
 then, for every question, the share of its evidence turns that are in the turns found, and
 their tokens. Variants: BM25 alone with the two-shared-terms rule (the previous version),
 BM25 fused with the embeddings, more turns, and each turn with the one said after it (what
-recall does now: ``recall.episodes_for``, timed too).
+recall does now: ``recall.episodes_for``, timed too); multi-query fusion (the question and
+queries made of it: its content words, its names and numbers, fused by reciprocal rank).
 
     python benchmarks/episodes_bench.py [--bench-dir ../shared/bench] [--embedder minilm]
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import tempfile
 import time
@@ -28,6 +30,7 @@ from memdir.episodes import Episodes, Said
 from memdir.learn.conversation import embed_episodes, keep_episodes
 from memdir.periods import named_period
 from memdir.recall import episodes_for, estimate_tokens
+from memdir.search import STOP_WORDS
 
 
 def searched(
@@ -53,6 +56,49 @@ def searched(
         if two_terms:
             hits = [h for h in hits if h.matched >= min(2, h.asked)]
         return hits[:k]
+
+    return run
+
+
+_WORD = re.compile(r"[A-Za-z][\w'-]*|\d[\w/-]*")
+_ASKING = set(
+    "what when where who whom which why how did does do is was were are has have had would"
+    " could likely might".split()
+)
+
+
+def names_in(question: str) -> str:
+    """The question's names and numbers (capitalised words, digits), as a query of its own."""
+    words = _WORD.findall(question)
+    return " ".join(
+        w for w in words if w[0].isupper() or w[0].isdigit() if w.lower() not in _ASKING
+    )
+
+
+def content_words(question: str) -> str:
+    """The question without its stop words and question words, as a query of its own."""
+    return " ".join(w for w in _WORD.findall(question) if w.lower() not in STOP_WORDS | _ASKING)
+
+
+def fused_queries(
+    episodes: Episodes, embedder: Any, k: int, parts: list[Callable[[str], str]]
+) -> Callable[[str], list[Said]]:
+    """Multi-query fusion: the question and each query ``parts`` make of it, searched apart
+    (each turn with the one after it) and fused by reciprocal rank (k = 2, equal weights)."""
+
+    def run(query: str) -> list[Said]:
+        lists = [episodes.search(query, k * 2, embedder=embedder, following=1)]
+        lists += [
+            episodes.search(sub, k * 2, embedder=embedder, following=1) if sub.strip() else []
+            for sub in (part(query) for part in parts)
+        ]
+        score: dict[str, float] = {}
+        first: dict[str, Said] = {}
+        for hits in lists:
+            for rank, hit in enumerate(hits):
+                score[hit.turn.ref] = score.get(hit.turn.ref, 0.0) + 1 / (2 + rank + 1)
+                first.setdefault(hit.turn.ref, hit)
+        return [first[ref] for ref in sorted(score, key=lambda r: -score[r])][:k]
 
     return run
 
@@ -112,6 +158,15 @@ def main() -> None:
             ),
             "4 turns, fused, each with the turn before and two after": searched(
                 *e, 4, True, 2, False, 1
+            ),
+            "2 turns, the question fused with its content words (each with the turn after)": (
+                fused_queries(*e, 2, [content_words])
+            ),
+            "2 turns, the question fused with its names and numbers": fused_queries(
+                *e, 2, [names_in]
+            ),
+            "2 turns, the question, its names and its content words fused": fused_queries(
+                *e, 2, [names_in, content_words]
             ),
         }
         whole = sum(estimate_tokens(t["text"]) for t in turns)

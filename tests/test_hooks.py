@@ -753,3 +753,33 @@ def test_with_a_memory_model_the_hook_opens_its_stores_once_and_uses_the_models_
     logged = entries(store.internal)
     assert [e["path"] for e in logged] == ["llm"] * 3
     assert all([m["name"] for m in e["memories"]] == ["deploy-days"] for e in logged), logged
+
+
+def test_with_nothing_stored_the_hook_makes_no_model_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: Any
+) -> None:
+    """A new user's empty store: the prompt hook answers without making a model client (its
+    SDK is not loaded, nothing is asked) and without waiting its share for one."""
+    from memdir.integrations import hooks
+
+    from fakeserver import reply
+
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
+    made: list[Any] = []
+    real = hooks._memory_model
+    monkeypatch.setattr(hooks, "_memory_model", lambda *a: made.append(a) or real(*a))
+    event = {"prompt": "when do we deploy?", "cwd": str(project), "session_id": "s1"}
+    hooks.prompt(event, host="claude-code")
+    assert made == [] and llm_server.requests == []
+    MemoryStore(project / ".memory").write(
+        "deploy-days", type="project_fact", description="Deploys happen on Fridays", body="x"
+    )
+    (project / ".memory" / "config.toml").write_text("hook_budget = 10.0\nhook_model_wait = 1.0\n")
+    trust(project / ".memory" / "config.toml")
+    llm_server.handler = lambda req: reply('{"selected": ["deploy-days"]}')
+    out = hooks.prompt(event, host="claude-code")
+    assert len(made) == 1 and len(llm_server.requests) == 1  # once something is stored, asked
+    assert "deploy-days" in out

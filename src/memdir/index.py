@@ -54,7 +54,7 @@ def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
     )
 
 
-def read_memory(path: Path, max_bytes: int) -> memfmt.Memory:
+def read_memory(path: str | Path, max_bytes: int) -> memfmt.Memory:
     """Read and parse one memory file without following symlinks or blocking on a pipe;
     raise InvalidMemory."""
     data = read_file(path, max_bytes)
@@ -63,10 +63,10 @@ def read_memory(path: Path, max_bytes: int) -> memfmt.Memory:
     except UnicodeDecodeError:
         raise InvalidMemory("not UTF-8 text") from None
     mem = memfmt.loads(text)
-    return mem.replace(path=path.name, digest=memfmt.digest_of(data))
+    return mem.replace(path=os.path.basename(path), digest=memfmt.digest_of(data))
 
 
-def read_file(path: Path, max_bytes: int) -> bytes:
+def read_file(path: str | Path, max_bytes: int) -> bytes:
     """A memory file's bytes, read through the same handle that was checked: never through
     a symbolic link, never from a pipe or device, at most ``max_bytes``; raise InvalidMemory."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -129,6 +129,7 @@ class Catalog:
         self, root: Path, cache: MetaCache, types: tuple[str, ...], max_bytes: int
     ) -> None:
         self.root = root
+        self._root = str(root)  # (joined with file names as text: no Path per file)
         self.cache = cache
         self.types = types
         self.max_bytes = max_bytes
@@ -244,7 +245,7 @@ class Catalog:
         self, fname: str, key: tuple[int, ...], now_ns: int
     ) -> tuple[tuple[int, ...], Entry | None, str | None]:
         try:
-            mem = read_memory(self.root / fname, self.max_bytes)
+            mem = read_memory(os.path.join(self._root, fname), self.max_bytes)
             entry: Entry | None = entry_from(mem, fname, self.types)
             error = None
             if self._parsed_chars + len(mem.body) <= PARSED_CHARS:

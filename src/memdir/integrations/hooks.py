@@ -281,6 +281,8 @@ def _race(
 
     def choose() -> None:  # a host CLI is too slow here: only a configured model
         try:
+            if not lease.scopes.entries():
+                return  # nothing to choose from: no model client is made (its SDK loaded)
             model = _memory_model(config, None)
             if model is not None:  # the same stores as search's, one reader at a time
                 chosen.append(
