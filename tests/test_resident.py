@@ -300,3 +300,25 @@ def test_a_bad_event_gets_its_one_line_from_the_resident(host: Host) -> None:
     assert out == "" and err.startswith("memdir hook prompt: the hook input is not JSON")
     answer = host.ask("which port does the API use?")
     assert answer is not None and "api-port" in answer[0]
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_the_resident_loads_the_model_client_before_its_first_call(
+    tmp_path: Path, configured: bool
+) -> None:
+    """With a memory model configured, the resident makes its client at start (the SDK is
+    imported off the first prompt's path); with none, it loads nothing for one."""
+    env = child_env()
+    if configured:
+        env.update(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL="http://127.0.0.1:9")
+    code = (
+        "import sys\n"
+        "from memdir.integrations.resident import warm\n"
+        "warm()\n"
+        "print('anthropic' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(configured)

@@ -187,6 +187,16 @@ def _same(path: Path, inode: int) -> bool:
         return False
 
 
+def warm() -> None:
+    """Make the memory model's client once, off the calls' path, so that its SDK (a second
+    or more to import) is loaded before the first prompt that asks the model; nothing when
+    no model is configured. Best effort: a failure here is met again, and said, by a call."""
+    from ..config import load_config
+
+    with contextlib.suppress(Exception):
+        hooks._memory_model(load_config(), None)
+
+
 def main() -> None:
     """Run this user's resident for this environment until it is idle; exit at once when one
     already runs or the folder is not the user's own."""
@@ -218,6 +228,7 @@ def main() -> None:
         os.umask(old)
     listener.listen(32)
     resident = Resident(where, idle=_idle())
+    threading.Thread(target=warm, name="memdir-warm", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: resident.stopping.set())
     try:
         resident.serve(listener)
