@@ -10,6 +10,7 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.doctor import STALE_TEMP_SECONDS, diagnose
+from memdir.layout import JOURNALS
 
 
 def test_a_healthy_store_has_nothing_to_say(store: MemoryStore) -> None:
@@ -135,3 +136,16 @@ def test_doctor_fix_quotes_a_colon_in_a_hand_written_value(tmp_path: Path) -> No
     fresh = MemoryStore(store.root)
     assert fresh.get("api-port").description == "Note: the port is 8080"
     assert (store.internal / "adopted" / "api-port.md").read_text() == text
+
+
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_an_unfinished_operation_is_reported_whichever_version_left_it(
+    store: MemoryStore, journal: str
+) -> None:
+    """An intent in this version's journal or in the one earlier versions write is an error
+    to report; a blank or empty one (a finished operation) is not."""
+    store.write("a", type="project_fact", description="a fact", body="x")
+    assert not [e for e in diagnose(store).errors if "unfinished" in e["reason"]]
+    (store.internal / journal).write_text('{"id": "x", "steps": []}')
+    (found,) = [e for e in diagnose(store).errors if "unfinished" in e["reason"]]
+    assert found["file"] == f".memdir/{journal}"

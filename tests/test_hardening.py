@@ -18,6 +18,7 @@ from memdir import ConflictError, InvalidMemory, MemoryStore, Put, ReadOnlyStore
 from memdir import memory as memfmt
 from memdir.config import Config
 from memdir.errors import InvalidName, ReplyFormatError, SecretFound
+from memdir.layout import JOURNALS
 from memdir.learn.consolidate import consolidate_memories
 from memdir.learn.extract import extract_memories
 from memdir.memory import Memory
@@ -119,7 +120,10 @@ def test_explicit_yaml_tags_are_plain_or_reported(store: MemoryStore, cli: CliFn
     assert "b.md: bad YAML in frontmatter" in r.out and "s.md: bad YAML" in r.out
 
 
-def test_undo_after_crash_recovery_brings_back_deleted_memories(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal", JOURNALS)  # this version's, and what earlier ones wrote
+def test_undo_after_crash_recovery_brings_back_deleted_memories(
+    tmp_path: Path, journal: str
+) -> None:
     """An operation finished by recovery logs the versions it archived before the crash, so
     undo restores deletions that had already run."""
     root = tmp_path / ".memory"
@@ -147,7 +151,7 @@ def test_undo_after_crash_recovery_brings_back_deleted_memories(tmp_path: Path) 
     }
     store._history.archive("a", root / "a.md", "delete", "merged", op["id"])
     (root / "a.md").unlink()
-    (root / ".memdir" / "journal.json").write_text(json.dumps(op))
+    (root / ".memdir" / journal).write_text(json.dumps(op))
     recovered = MemoryStore(root)
     assert [e.name for e in recovered.entries()] == ["ab"]
     change = {c["name"]: c for c in recovered.log()[-1].changes}

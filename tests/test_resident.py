@@ -284,7 +284,10 @@ def test_learning_goes_through_the_resident(host: Host, tmp_path: Path) -> None:
     )  # fmt: skip
     assert json.loads(r.stdout) == ["", ""]  # the resident took it
     _until(lambda: "use-pnpm" in MemoryStore(host.store.root), "the memory learned", 120)
-    assert [op for op in host.store.log() if op.changes][-1].source == "extract:hook:claude-code"
+    # the learn is logged as the hook's (its line comes a moment after the memory's file)
+    sources = lambda: [op.source for op in host.store.log() if op.changes]  # noqa: E731
+    _until(lambda: "extract:hook:claude-code" in sources(), "the learn's log line", 30)
+    assert sources() == ["api", "extract:hook:claude-code"]
 
 
 def test_a_bad_event_gets_its_one_line_from_the_resident(host: Host) -> None:

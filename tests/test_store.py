@@ -16,6 +16,7 @@ from memdir import ConflictError, MemoryNotFound, MemoryStore, Put, Remove
 from memdir import memory as memfmt
 from memdir.atomic import intent_pending
 from memdir.errors import InvalidMemory, PlanError
+from memdir.layout import JOURNALS
 from memdir.memory import Memory
 
 from conftest import CliFn
@@ -397,7 +398,7 @@ def test_sigkill_at_random_points_loses_nothing(tmp_path: Path) -> None:
                 acked.update(inflight)
                 inflight = {}
         store = MemoryStore(root)  # recovery happens here
-        assert not intent_pending(root / ".memdir" / "journal.json")  # finished
+        assert not any(intent_pending(root / ".memdir" / n) for n in JOURNALS)  # finished
         leftovers = [p.name for d in (root, root / ".memdir") for p in d.iterdir()]
         assert not [n for n in leftovers if n.startswith(".tmp-")]
         bodies = {m.name: m.body for m in store.list()}
@@ -412,11 +413,13 @@ def test_sigkill_at_random_points_loses_nothing(tmp_path: Path) -> None:
     assert len(acked) > 5
 
 
-def test_unreadable_journal_is_kept_aside(tmp_path: Path) -> None:
-    """A journal memdir cannot read is moved aside, not executed or deleted."""
+@pytest.mark.parametrize("journal", JOURNALS)
+def test_unreadable_journal_is_kept_aside(tmp_path: Path, journal: str) -> None:
+    """A journal memdir cannot read (this version's, or the one earlier versions write) is
+    moved aside, not executed or deleted."""
     root = tmp_path / ".memory"
     MemoryStore(root)
-    (root / ".memdir" / "journal.json").write_text("{not json")
+    (root / ".memdir" / journal).write_text("{not json")
     MemoryStore(root)
     kept = list((root / ".memdir").glob("journal.unreadable.*"))
     assert len(kept) == 1 and kept[0].read_text() == "{not json"

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from memdir import MemoryStore
+from memdir.layout import JOURNALS
 from memdir.watch import Tracker
 
 
@@ -19,9 +20,8 @@ def wait_for(check: Callable[[], bool]) -> bool:
 
 
 def tracker(store: MemoryStore, watch: bool) -> Tracker:
-    t = Tracker(
-        store.root, store.internal / "log.jsonl", store.internal / "journal.json", watch=watch
-    )
+    journals = [store.internal / n for n in JOURNALS]
+    t = Tracker(store.root, store.internal / "log.jsonl", journals, watch=watch)
     t.mark()
     return t
 

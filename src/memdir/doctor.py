@@ -19,7 +19,7 @@ from typing import Any
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, intent_pending, write_atomic
 from .errors import MemdirError
-from .layout import ADOPTED, HISTORY, JOURNAL, SEARCH, VECTORS
+from .layout import ADOPTED, HISTORY, JOURNALS, SEARCH, VECTORS
 from .memory import Memory, safe_repr
 from .safetext import plural
 from .store import Store
@@ -273,14 +273,14 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
                     "reason": f"damaged cache ({why}) — 'memdir doctor --fix' rebuilds it",
                 }
             )
-    journal = store.internal / JOURNAL
-    if intent_pending(journal):
-        report.errors.append(
-            {
-                "file": f".memdir/{JOURNAL}",
-                "reason": "an unfinished operation (reopen the store to finish it)",
-            }
-        )
+    for name in JOURNALS:
+        if intent_pending(store.internal / name):
+            report.errors.append(
+                {
+                    "file": f".memdir/{name}",
+                    "reason": "an unfinished operation (reopen the store to finish it)",
+                }
+            )
     for leftover in sorted(store.internal.glob("journal.unreadable.*")):
         report.warnings.append(
             {

@@ -20,7 +20,7 @@ from . import index as idx
 from .atomic import TEMP_PREFIX, rewrite_atomic, write_atomic
 from .config import Config
 from .history import History
-from .layout import INDEX_SPARE, INDEX_STATE, JOURNAL, LOG, META
+from .layout import INDEX_SPARE, INDEX_STATE, JOURNALS, LOG, META
 from .metacache import MetaCache
 from .watch import Tracker
 
@@ -45,7 +45,9 @@ class Folder:
         self.try_locked = try_locked
         self.cache = MetaCache((caches or internal) / META)
         self.catalog = idx.Catalog(root, self.cache, config.types, config.max_file_bytes)
-        self.tracker = Tracker(root, internal / LOG, internal / JOURNAL, watch=watch)
+        self.tracker = Tracker(
+            root, internal / LOG, [internal / name for name in JOURNALS], watch=watch
+        )
         self.index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version
         self.index_record: Any = None  # what INDEX_STATE says, once read
 

@@ -59,7 +59,7 @@ class Step(TypedDict):
 
 
 class Journal(TypedDict):
-    """An operation in flight (``.memdir/journal.json``)."""
+    """An operation in flight (``.memdir/intent.json``)."""
 
     id: str
     time: str

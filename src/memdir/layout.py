@@ -8,7 +8,9 @@ from __future__ import annotations
 
 INTERNAL = ".memdir"
 LOCK = "lock"  # the writers' lock
-JOURNAL = "journal.json"  # the operation in flight
+JOURNAL = "intent.json"  # the operation in flight (padded to whole blocks; blank: none)
+LEGACY_JOURNAL = "journal.json"  # what earlier versions write (emptied when done): read too
+JOURNALS = (LEGACY_JOURNAL, JOURNAL)  # where an unfinished operation may be
 LOG = "log.jsonl"  # every applied operation
 HISTORY = "history"  # history/<name>/NNNN.md and NNNN.json
 META = "meta.json"  # the metadata cache snapshot (meta.log beside it)

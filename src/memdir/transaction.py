@@ -25,7 +25,7 @@ from .entry import Entry
 from .errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound, PlanError
 from .folder import Folder
 from .history import ChangeRecord, History, Journal, Operation, Step
-from .layout import HISTORY, JOURNAL, LOG
+from .layout import HISTORY, JOURNAL, JOURNALS, LOG
 from .lookup import Lookup
 from .memory import Memory
 from .plan import Change, Put, Remove
@@ -334,8 +334,12 @@ class Transaction:
         return op
 
     def recover(self) -> None:
-        """Finish an operation a crashed process left in the journal."""
-        path = self.internal / JOURNAL
+        """Finish an operation a crashed process left in a journal (this version's, or the
+        one earlier versions write)."""
+        for name in JOURNALS:
+            self._recover(self.internal / name)
+
+    def _recover(self, path: Path) -> None:
         if path.is_symlink():  # not ours: keep it aside, never follow it
             os.replace(path, self.internal / f"journal.unreadable.{new_op_id()}")
             return

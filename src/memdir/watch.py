@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,11 +54,16 @@ class Tracker:
     """Follows the operation log, the folder's time and (when started) a watcher."""
 
     def __init__(
-        self, root: Path, log_path: Path, journal_path: Path, *, watch: bool | None = None
+        self,
+        root: Path,
+        log_path: Path,
+        journals: Path | Sequence[Path],
+        *,
+        watch: bool | None = None,
     ) -> None:
         self.root = root
         self.log_path = log_path
-        self.journal_path = journal_path
+        self.journals = [journals] if isinstance(journals, Path) else list(journals)
         self.watch = watch  # True: at once; None: when the process proves long-running
         self.opened = time.monotonic()
         self.last_sweep = self.opened
@@ -104,7 +110,7 @@ class Tracker:
             # memdir's own writes, from any process, are named by the log: only what it does
             # not explain is a hand edit. While a writer is at work its line is yet to come.
             heard = (self._heard | files) - out.logged
-            if intent_pending(self.journal_path):
+            if self._writing():
                 self._heard = heard
             else:
                 self._heard = set()
@@ -112,9 +118,7 @@ class Tracker:
             out.full = out.full or overflow
         else:
             now = _mtime(self.root)
-            if now != self._root_mtime and (
-                now == self._explained_mtime or not intent_pending(self.journal_path)
-            ):
+            if now != self._root_mtime and (now == self._explained_mtime or not self._writing()):
                 # (while a writer is at work, its log line will explain the time: wait for it)
                 out.names = now != self._explained_mtime
                 self._root_mtime = now
@@ -123,6 +127,10 @@ class Tracker:
         if out.full:
             self.last_sweep = time.monotonic()
         return out
+
+    def _writing(self) -> bool:
+        """Whether a writer is at work (its journal holds an intent)."""
+        return any(intent_pending(path) for path in self.journals)
 
     def _read_log(self, out: Changes) -> None:
         inode, size = _log_identity(self.log_path)

@@ -26,7 +26,7 @@ from ..entry import Entry
 from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
 from ..folder import Folder
 from ..history import History, Journal, Operation, Version
-from ..layout import HISTORY, INTERNAL, JOURNAL, LOG
+from ..layout import HISTORY, INTERNAL, JOURNAL, JOURNALS, LOG
 from ..lock import WritersLock, open_folder
 from ..lookup import Lookup
 from ..memory import Memory
@@ -104,7 +104,7 @@ class MemoryStore(StoreBase):
         self._tx = Transaction(
             self.root, self.internal, self.config, self._history, self._folder, self._lookup
         )
-        if intent_pending(self.internal / JOURNAL):
+        if any(intent_pending(self.internal / name) for name in JOURNALS):
             try:
                 self._try_locked(self._tx.recover)
             except (ConflictError, OSError):
