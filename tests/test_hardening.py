@@ -16,6 +16,7 @@ import pytest
 
 from memdir import ConflictError, InvalidMemory, MemoryStore, Put, ReadOnlyStore, Remove
 from memdir import memory as memfmt
+from memdir.atomic import intent_pending
 from memdir.config import Config
 from memdir.errors import InvalidName, ReplyFormatError, SecretFound
 from memdir.layout import JOURNALS
@@ -154,6 +155,7 @@ def test_undo_after_crash_recovery_brings_back_deleted_memories(
     (root / ".memdir" / journal).write_text(json.dumps(op))
     recovered = MemoryStore(root)
     assert [e.name for e in recovered.entries()] == ["ab"]
+    assert not any(intent_pending(root / ".memdir" / n) for n in JOURNALS)  # finished
     change = {c["name"]: c for c in recovered.log()[-1].changes}
     assert change["a"]["before"] is not None and change["b"]["before"] is not None
     undo(recovered)

@@ -209,8 +209,11 @@ class Transaction:
         if size is not None:
             self._tracker.acknowledge(size, root_mtime)
 
-    def execute(self, op: Journal, *, incremental: bool = True) -> Operation:
-        """Carry out a journaled operation; safe to run again after a crash at any point."""
+    def execute(
+        self, op: Journal, *, incremental: bool = True, journal: str = JOURNAL
+    ) -> Operation:
+        """Carry out a journaled operation; safe to run again after a crash at any point
+        (``journal``: the file it was read from, cleared when done)."""
         changes: _list[ChangeRecord] = []
         for step in op["steps"]:
             path = self.root / step["file"]
@@ -265,7 +268,7 @@ class Transaction:
         if any(step["content"] is None for step in op["steps"]):
             fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
         self.log(record, again=not incremental)
-        clear_intent(self.internal / JOURNAL)
+        clear_intent(self.internal / journal)
         self._cache.save()
         if self._lookup.search is not None:  # keep open indexes in step, incrementally
             self._lookup.sync()
@@ -354,7 +357,7 @@ class Transaction:
             # interpret: kept aside either way.
             os.replace(path, self.internal / f"journal.unreadable.{new_op_id()}")
             return
-        self.execute(op, incremental=False)
+        self.execute(op, incremental=False, journal=path.name)
 
 
 def _name_in(data: bytes | None, fname: str) -> str | None:
