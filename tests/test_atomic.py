@@ -89,7 +89,7 @@ def test_memory_md_is_rewritten_into_its_previous_version_and_readers_keep_whole
     for i in range(3, 7):
         store.write(f"note-{i}", type="project_fact", description=f"Note {i}")
         inodes.add(os.stat(index).st_ino)
-        assert index.read_bytes() == store._catalog.render()
+        assert index.read_bytes() == b"".join(store._catalog.render())
     assert len(inodes) == 2 and os.stat(spare).st_ino in inodes  # two files, taking turns
 
     reader = open(index, "rb")  # noqa: SIM115 - held open across writes, as a slow reader
@@ -109,7 +109,7 @@ def test_memory_md_is_rewritten_into_its_previous_version_and_readers_keep_whole
     spare.symlink_to(victim)
     store.write("note-9", type="project_fact", description="Note 9")
     assert victim.read_text() == "keep me"
-    assert index.read_bytes() == store._catalog.render() and not index.is_symlink()
+    assert index.read_bytes() == b"".join(store._catalog.render()) and not index.is_symlink()
 
 
 def test_an_intent_keeps_its_file_and_size_and_is_blank_once_cleared(tmp_path: Path) -> None:

@@ -284,8 +284,11 @@ def test_learning_goes_through_the_resident(host: Host, tmp_path: Path) -> None:
     )  # fmt: skip
     assert json.loads(r.stdout) == ["", ""]  # the resident took it
     _until(lambda: "use-pnpm" in MemoryStore(host.store.root), "the memory learned", 120)
+
     # the learn is logged as the hook's (its line comes a moment after the memory's file)
-    sources = lambda: [op.source for op in host.store.log() if op.changes]  # noqa: E731
+    def sources() -> list[str]:
+        return [op.source for op in host.store.log() if op.changes]
+
     _until(lambda: "extract:hook:claude-code" in sources(), "the learn's log line", 30)
     assert sources() == ["api", "extract:hook:claude-code"]
 

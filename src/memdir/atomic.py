@@ -203,17 +203,16 @@ def write_intent(path: Path, data: bytes) -> None:
         fsync_dir(path.parent)  # (a file just made: its name must survive too)
 
 
-def clear_intent(path: Path) -> None:
-    """The intent at ``path`` is carried out: blank it where it was written (the file keeps
-    its size for the next one)."""
-    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+def clear_intent(path: Path, *, empty: bool = False) -> None:
+    """The intent at ``path`` is carried out: blank it in place (the file keeps its size for
+    the next one); ``empty``: empty it instead (a journal earlier versions read, which take
+    anything else for an intent)."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        head = os.pread(fd, INTENT_BLOCK, 0)
-        used = len(head.rstrip(b" "))
-        if used == len(head) == INTENT_BLOCK:  # longer than a block: blank all of it
-            used = os.fstat(fd).st_size
-        if used:
-            os.pwrite(fd, b" " * used, 0)
+        if empty:
+            os.ftruncate(fd, 0)
+        else:
+            os.pwrite(fd, b" " * os.fstat(fd).st_size, 0)
     finally:
         os.close(fd)
 

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from . import memory as memfmt
-from .atomic import TEMP_PREFIX, intent_pending, write_atomic
+from .atomic import TEMP_PREFIX, write_atomic
 from .errors import MemdirError
-from .layout import ADOPTED, HISTORY, JOURNALS, SEARCH, VECTORS
+from .layout import ADOPTED, HISTORY, SEARCH, VECTORS
 from .memory import Memory, safe_repr
 from .safetext import plural
 from .store import Store
+from .transaction import unfinished
 
 STALE_TEMP_SECONDS = 3600
 
@@ -273,14 +274,13 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
                     "reason": f"damaged cache ({why}) — 'memdir doctor --fix' rebuilds it",
                 }
             )
-    for name in JOURNALS:
-        if intent_pending(store.internal / name):
-            report.errors.append(
-                {
-                    "file": f".memdir/{name}",
-                    "reason": "an unfinished operation (reopen the store to finish it)",
-                }
-            )
+    for name in unfinished(store.internal):
+        report.errors.append(
+            {
+                "file": f".memdir/{name}",
+                "reason": "an unfinished operation (reopen the store to finish it)",
+            }
+        )
     for leftover in sorted(store.internal.glob("journal.unreadable.*")):
         report.warnings.append(
             {

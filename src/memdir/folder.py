@@ -92,7 +92,7 @@ class Folder:
         if self.index_record is None:
             saved = self._saved_index_records()
             self.index_record = record if record in saved else (saved[0] if saved else [])
-        if self.index_record != record and self.read_index() != catalog.render():
+        if self.index_record != record and self.read_index() != b"".join(catalog.render()):
             return False
         self.note_index(key)
         return True
@@ -158,9 +158,7 @@ class Folder:
         if stale or not self.index_current():
             # Derived data: no fsync; a stale MEMORY.md is repaired on the next open.
             if self.read_only:
-                write_atomic(self.index_path, self.catalog.render(), sync=False)
+                write_atomic(self.index_path, b"".join(self.catalog.render()), sync=False)
             else:
-                rewrite_atomic(
-                    self.index_path, self.catalog.render_parts(), self.internal / INDEX_SPARE
-                )
+                rewrite_atomic(self.index_path, self.catalog.render(), self.internal / INDEX_SPARE)
             self.note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)

@@ -129,7 +129,6 @@ class Catalog:
         self, root: Path, cache: MetaCache, types: tuple[str, ...], max_bytes: int
     ) -> None:
         self.root = root
-        self._root = str(root)  # (joined with file names as text: no Path per file)
         self.cache = cache
         self.types = types
         self.max_bytes = max_bytes
@@ -146,7 +145,7 @@ class Catalog:
         self.names: list[str] = []  # listed names, sorted
         self.fingerprint = 0  # of every file's identity: equal fingerprints, equal MEMORY.md
         self._lines: dict[str, list[bytes]] = {}  # type -> its MEMORY.md lines, UTF-8
-        self._chunks: dict[str, bytes] = {}  # type -> those lines, joined and encoded
+        self._chunks: dict[str, bytes] = {}  # type -> those lines, joined
         # memories just parsed, kept for the search index's first build (``parsed``) so a
         # store's first search does not read and parse every file a second time
         self._parsed: dict[str, tuple[tuple[int, ...], memfmt.Memory]] = {}
@@ -245,7 +244,7 @@ class Catalog:
         self, fname: str, key: tuple[int, ...], now_ns: int
     ) -> tuple[tuple[int, ...], Entry | None, str | None]:
         try:
-            mem = read_memory(os.path.join(self._root, fname), self.max_bytes)
+            mem = read_memory(os.path.join(self.root, fname), self.max_bytes)  # (no Path made)
             entry: Entry | None = entry_from(mem, fname, self.types)
             error = None
             if self._parsed_chars + len(mem.body) <= PARSED_CHARS:
@@ -423,26 +422,18 @@ class Catalog:
         out.sort(key=lambda p: (p.file, p.reason))
         return out
 
-    def render(self) -> bytes:
-        """MEMORY.md as UTF-8 (``render_parts``, joined)."""
-        return b"".join(self.render_parts())
-
-    def render_parts(self) -> list[bytes]:
-        """MEMORY.md as UTF-8 pieces: one line per memory, grouped by type (each line is kept
-        encoded and each type's lines joined, so a change re-joins only its own group's
-        bytes, and the whole file is written from the pieces without joining them)."""
+    def render(self) -> list[bytes]:
+        """MEMORY.md as UTF-8, in pieces written one after the other (each line is kept encoded
+        and each type's lines joined, so a change re-joins only its own group's bytes)."""
         order = [t for t in self.types if t in self.groups]
         order += sorted(t for t in self.groups if t not in self.types)
         parts = [_INDEX_HEAD.encode()]
         for t in order:
             chunk = self._chunks.get(t)
             if chunk is None:
-                lines = self._lines.get(t)
-                if lines is None:
-                    lines = self._lines[t] = [
-                        self.entries[n].index_line.encode() for n in self.groups[t]
-                    ]
-                chunk = self._chunks[t] = b"\n".join(lines)
+                if t not in self._lines:
+                    self._lines[t] = [self.entries[n].index_line.encode() for n in self.groups[t]]
+                chunk = self._chunks[t] = b"\n".join(self._lines[t])
             parts += [f"\n\n## {for_markdown(t)}\n\n".encode(), chunk]
         if not order:
             parts.append(b"\n\n_No memories yet._")

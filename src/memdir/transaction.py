@@ -38,6 +38,12 @@ def new_op_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
 
 
+def unfinished(internal: Path) -> list[str]:
+    """The journals in ``internal`` that hold an operation not yet carried out (this
+    version's, or the one earlier versions write)."""
+    return [name for name in JOURNALS if intent_pending(internal / name)]
+
+
 def not_a_link(path: Path, what: str) -> None:
     """Refuse to work through a symbolic link planted inside the store."""
     if path.is_symlink():
@@ -268,7 +274,7 @@ class Transaction:
         if any(step["content"] is None for step in op["steps"]):
             fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
         self.log(record, again=not incremental)
-        clear_intent(self.internal / journal)
+        clear_intent(self.internal / journal, empty=journal != JOURNAL)
         self._cache.save()
         if self._lookup.search is not None:  # keep open indexes in step, incrementally
             self._lookup.sync()

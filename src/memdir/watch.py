@@ -57,13 +57,13 @@ class Tracker:
         self,
         root: Path,
         log_path: Path,
-        journals: Path | Sequence[Path],
+        journals: Sequence[Path],
         *,
         watch: bool | None = None,
     ) -> None:
         self.root = root
         self.log_path = log_path
-        self.journals = [journals] if isinstance(journals, Path) else list(journals)
+        self.journals = list(journals)  # where a writer at work has its intent
         self.watch = watch  # True: at once; None: when the process proves long-running
         self.opened = time.monotonic()
         self.last_sweep = self.opened

@@ -20,19 +20,19 @@ from typing import TYPE_CHECKING
 
 from .. import index as idx
 from .. import memory as memfmt
-from ..atomic import intent_pending, write_atomic, write_intent
+from ..atomic import write_atomic, write_intent
 from ..config import Config, store_config
 from ..entry import Entry
 from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
 from ..folder import Folder
 from ..history import History, Journal, Operation, Version
-from ..layout import HISTORY, INTERNAL, JOURNAL, JOURNALS, LOG
+from ..layout import HISTORY, INTERNAL, JOURNAL, LOG
 from ..lock import WritersLock, open_folder
 from ..lookup import Lookup
 from ..memory import Memory
 from ..plan import Change, Put, screen
 from ..provenance import Ledger, Origin
-from ..transaction import Transaction, new_op_id, not_a_link
+from ..transaction import Transaction, new_op_id, not_a_link, unfinished
 from .base import Store, StoreBase, Taken, checked_items
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
@@ -104,7 +104,7 @@ class MemoryStore(StoreBase):
         self._tx = Transaction(
             self.root, self.internal, self.config, self._history, self._folder, self._lookup
         )
-        if any(intent_pending(self.internal / name) for name in JOURNALS):
+        if unfinished(self.internal):
             try:
                 self._try_locked(self._tx.recover)
             except (ConflictError, OSError):
