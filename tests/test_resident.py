@@ -328,3 +328,37 @@ def test_the_resident_loads_the_model_client_before_its_first_call(
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(configured)
+
+
+def test_an_upgraded_memdir_is_answered_by_a_new_resident_and_the_old_one_leaves(
+    tmp_path: Path,
+) -> None:
+    """After an upgrade (a file of the installed package changed), the next hook does not ask
+    the resident still running the old code: it gets a resident of the new code, and the old
+    one leaves on its own, long before its idle time."""
+    import shutil
+
+    code = tmp_path / "code"
+    shutil.copytree(
+        Path(__file__).resolve().parents[1] / "src" / "memdir", code / "memdir",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )  # fmt: skip
+    host = Host(tmp_path, PYTHONPATH=str(code), MEMDIR_RESIDENT_IDLE="600")
+    host.hook("which port?")
+    old = host.running()
+    (before,) = host.sockets()
+    answer = host.ask("which port does the API use?")
+    assert answer is not None and "api-port" in answer[0]
+
+    with open(code / "memdir" / "spawn.py", "a") as f:
+        f.write("\n# the next version\n")
+    assert host.ask("which port does the API use?") is None  # the old one is not asked
+    r = host.hook("which port does the API use?")
+    assert r.returncode == 0 and "api-port" in r.stdout and r.stderr == ""
+    _until(lambda: not _alive(old), "the old resident leaving", 60)
+    _until(lambda: host.sockets() and host.sockets() != [before], "the new one listening")
+    new = host.pid()
+    assert new not in (None, old)
+    answer = host.ask("which port does the API use?")
+    assert answer is not None and "api-port" in answer[0]
+    os.kill(new, signal.SIGKILL)

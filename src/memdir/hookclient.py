@@ -2,8 +2,9 @@
 resident process over its socket, print the answer. It imports nothing of memdir's store, so a
 prompt costs the interpreter's start and one round trip.
 
-Where the resident is: one socket per user and environment (the settings, keys and endpoints
-a hook sees decide what it does), in a folder only the user can enter —
+Where the resident is: one socket per user, environment (the settings, keys and endpoints
+a hook sees decide what it does) and installed memdir (its files' names, sizes and times: an
+upgrade reaches the next hook, never an older resident), in a folder only the user can enter —
 ``$XDG_RUNTIME_DIR/memdir`` or ``/tmp/memdir-<uid>``; a folder or socket that is not the
 user's own, or open to others, is never used. When no resident answers (none yet, a stale
 socket, a crash mid-request) the hook runs in this process as before and starts a resident
@@ -14,6 +15,7 @@ This module does NOT know what hooks do (``integrations.hooks``) or how the resi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -35,14 +37,42 @@ _PREFIXES = ("MEMDIR_", "ANTHROPIC_", "OPENAI_", "XDG_")
 _NAMES = ("HOME", "PATH", "USER")
 
 
-def environment_key(environ: dict[str, str] | os._Environ[str]) -> str:
-    """A digest of the environment a hook's answer depends on."""
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def code_identity(root: Path = _PACKAGE) -> str:
+    """A digest of the memdir that is installed: the interpreter and every file of the package
+    (name, size, modification time), so that an upgrade or an edit gives another value. A
+    stat per file, no reading: well under a millisecond."""
+    seen: list[tuple[str, int, int]] = []
+    stack = [str(root)]
+    while stack:
+        where = stack.pop()
+        try:
+            with os.scandir(where) as entries:
+                for e in entries:
+                    if e.is_dir(follow_symlinks=False):
+                        if e.name != "__pycache__":
+                            stack.append(e.path)
+                        continue
+                    with contextlib.suppress(OSError):
+                        st = e.stat(follow_symlinks=False)
+                        seen.append((e.path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            continue
+    seen.sort()
+    return hashlib.sha256(json.dumps([sys.executable, seen]).encode()).hexdigest()[:16]
+
+
+def environment_key(environ: dict[str, str] | os._Environ[str], code: str | None = None) -> str:
+    """A digest of the environment a hook's answer depends on, and of the code answering it."""
     seen = sorted(
         (k, v)
         for k, v in environ.items()
         if (k.startswith(_PREFIXES) or k in _NAMES) and k != RESIDENT_ENV + "_IDLE"
     )
-    return hashlib.sha256(json.dumps(seen).encode()).hexdigest()[:16]
+    where = code_identity() if code is None else code
+    return hashlib.sha256(json.dumps([seen, where]).encode()).hexdigest()[:16]
 
 
 def folder() -> Path:
@@ -67,8 +97,11 @@ def private(path: Path, *, kind: int) -> bool:
     )
 
 
-def socket_path(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
-    return folder() / f"resident-{environment_key(os.environ if environ is None else environ)}.sock"
+def socket_path(
+    environ: dict[str, str] | os._Environ[str] | None = None, code: str | None = None
+) -> Path:
+    key = environment_key(os.environ if environ is None else environ, code)
+    return folder() / f"resident-{key}.sock"
 
 
 def send(conn: socket.socket, payload: bytes) -> None:

@@ -3,7 +3,9 @@ hosts' hooks with its stores, indexes, embedder and model client kept warm.
 
 Started detached by the first hook that finds none (``python -m memdir.integrations.resident``),
 at a lower priority; one per socket (a lock decides), exits after ``MEMDIR_RESIDENT_IDLE``
-seconds (600) without a call, when its socket is taken away, or on SIGTERM. It listens on a
+seconds (600) without a call, when its socket is taken away, when the installed memdir
+changes (an upgrade: the hooks' next calls go to a new socket and a new resident), or on
+SIGTERM. It listens on a
 Unix socket in a folder only the user can enter (mode 0700, the socket 0600) and answers only
 callers of the same user (the peer's credentials, SO_PEERCRED). Every call runs the same
 code as a hook's own process: the configuration is read again for each call (an edited
@@ -29,7 +31,7 @@ import time
 from pathlib import Path
 
 from ..config import Config
-from ..hookclient import RESIDENT_ENV, folder, private, receive, send, socket_path
+from ..hookclient import RESIDENT_ENV, code_identity, folder, private, receive, send, socket_path
 from ..scopes import Scopes, user_store_dir
 from . import hooks
 from .lease import Lease
@@ -37,6 +39,7 @@ from .lease import Lease
 IDLE = 600.0  # seconds without a call before the resident leaves
 KEEP = 600.0  # seconds an unused store stays open
 NICE = 5  # below the user's own work, not so far that a busy machine starves a prompt
+RECHECK = 5.0  # seconds between two looks, when no call runs, at whether memdir was upgraded
 
 
 def _idle() -> float:
@@ -123,9 +126,12 @@ def peer_uid(conn: socket.socket) -> int:
 class Resident:
     """The listening socket, the calls in progress and the stores they share."""
 
-    def __init__(self, path: Path, *, idle: float, uid: int | None = None) -> None:
+    def __init__(
+        self, path: Path, *, idle: float, uid: int | None = None, code: str | None = None
+    ) -> None:
         self.path = path
         self.idle = idle
+        self.code = code  # the installed memdir's identity it started with (None: not kept)
         self.uid = os.getuid() if uid is None else uid
         self.pool = Pool()
         self.busy = 0
@@ -137,14 +143,21 @@ class Resident:
     def serve(self, listener: socket.socket) -> None:
         inode = self.inode = os.stat(self.path).st_ino
         listener.settimeout(0.5)
+        looked = time.monotonic()
         while not self.stopping.is_set():
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
+                now = time.monotonic()
                 with self.lock:
-                    quiet = self.busy == 0 and time.monotonic() - self.last > self.idle
+                    free = self.busy == 0
+                quiet = free and now - self.last > self.idle
                 if quiet or not _same(self.path, inode):
                     break  # idle, or the socket is gone or another's now
+                if free and self.code is not None and now - looked > RECHECK:
+                    looked = now
+                    if code_identity() != self.code:
+                        break  # upgraded: no hook asks this socket any more
                 continue
             except OSError:
                 break
@@ -200,7 +213,8 @@ def warm() -> None:
 def main() -> None:
     """Run this user's resident for this environment until it is idle; exit at once when one
     already runs or the folder is not the user's own."""
-    where = socket_path()
+    code = code_identity()
+    where = socket_path(code=code)
     home = folder()
     try:
         home.mkdir(mode=0o700, exist_ok=True)
@@ -227,7 +241,7 @@ def main() -> None:
     finally:
         os.umask(old)
     listener.listen(32)
-    resident = Resident(where, idle=_idle())
+    resident = Resident(where, idle=_idle(), code=code)
     threading.Thread(target=warm, name="memdir-warm", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: resident.stopping.set())
     try:
