@@ -58,9 +58,9 @@ class Folder:
     def sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
         self.tracker.mark()
         self.catalog.sweep(progress)
-        self.tracker.swept()
         self.cache.save()
         self.repair()
+        self.tracker.swept()  # (after MEMORY.md too: opening is not a sign of a long run)
 
     def catch_up(self) -> None:
         """Bring the catalogue up to date with what changed since this object last looked."""

@@ -201,9 +201,11 @@ class Catalog:
             self.cache.forget(fname)
         self.changed.update(f for f in old if f not in state)
         self.changed.update(f for f in state if old.get(f) != state[f])
+        same = len(state) == len(old) and all(old.get(f) is v for f, v in state.items())
         self.state, self.odd, self.temp_files = state, odd, temps
         self.recheck &= state.keys()
-        self._rebuild()
+        if not same:  # (nothing moved: names, winners and fingerprint are still right)
+            self._rebuild()
 
     def update(self, fnames: Iterable[str]) -> None:
         """Look again at these files only (created, changed, deleted or renamed)."""

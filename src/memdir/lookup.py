@@ -32,6 +32,7 @@ from .layout import EMBED_DOWN, EMBEDDING_LOCK, SEARCH, VECTORS
 from .memory import Memory
 
 if TYPE_CHECKING:
+    from .catalogtext import CatalogText
     from .embed import Embedder, Vectors
     from .search import SearchIndex
     from .vectors import Dense, Ranked, VectorIndex
@@ -42,6 +43,9 @@ log = logging.getLogger("memdir")
 LIBRARY_EMBED_BUDGET = 0.5  # seconds a library search embeds (commands set embed_budget)
 HANDED_FOR = 60.0  # seconds after handing a backlog over during which searches leave it be
 DEFER_AT = 256  # a backlog larger than this is left to the background, the model not loaded
+# more memories than this whose text is not indexed: a search ranks by the catalogue (names
+# and descriptions) and leaves indexing the bodies to the background (about 50 µs a memory)
+DEFER_TEXT_AT = 15_000
 
 
 class Lookup:
@@ -81,6 +85,9 @@ class Lookup:
         self._handed_at: float | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
         self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
+        self.defer_text_at = DEFER_TEXT_AT
+        self.text_backlog = 0  # memories whose text the background indexes (the last search)
+        self._by_catalog: tuple[int, CatalogText] | None = None  # for that search, by version
         self.repaired = False  # a damaged cache was rebuilt
         self._retry_at = 0.0
         # an agent's memory worker and its main thread may search at once
@@ -339,6 +346,11 @@ class Lookup:
 
     def describe(self) -> str:
         """One line: how the last ranking was made (or the next will be)."""
+        if self.text_backlog:
+            return (
+                f"ranking: BM25 over names and descriptions alone ({self.text_backlog} memories"
+                " are not in the search index yet: the background indexes their text)"
+            )
         with self._mutex:
             if self._embedder_made or self.dense_error is None:  # deferred: not loaded for this
                 self._make_embedder()
@@ -379,8 +391,36 @@ class Lookup:
     def held(self) -> threading.RLock:
         return self._mutex
 
-    def prepare(self, dense: bool) -> SearchIndex:
+    def prepare(self, dense: bool) -> SearchIndex | CatalogText:
+        if self.search is None and self._defer_text():
+            return self._catalog_text()
+        self.text_backlog = 0
         return self._sync(dense)
+
+    def _defer_text(self) -> bool:
+        """Whether this search ranks by the catalogue alone and leaves the text of the store
+        to the background: more than ``defer_text_at`` memories are not in the search index
+        yet (never-seen files, seconds of indexing past any search's budget). Not for ``memdir
+        index`` (no budget) or a store nobody indexes in the background."""
+        if self.embed_budget is None or not self.background:
+            return False
+        left = len(self.catalog.entries) - _indexed(self._path(SEARCH))
+        if left <= self.defer_text_at:
+            return False
+        self.text_backlog = self.backlog = left
+        if not self._handed() and not self._indexer_at_work() and embed_in_background(self.root):
+            self._handed_at = time.monotonic()
+        return True
+
+    def _catalog_text(self) -> CatalogText:
+        from .catalogtext import CatalogText
+
+        version = self.catalog.version
+        if self._by_catalog is None or self._by_catalog[0] != version:
+            entries = self.catalog.entries.values()
+            text = CatalogText((e.file, e.name, e.description) for e in entries)
+            self._by_catalog = (version, text)
+        return self._by_catalog[1]
 
     def size(self) -> int:
         return len(self.catalog.entries)
@@ -394,6 +434,22 @@ class Lookup:
             return False
         self.discard(exc)
         return True
+
+
+def _indexed(path: Path | str) -> int:
+    """How many memories the search index holds (0 when there is none, or one of another
+    version that would be rebuilt), read without opening it for writing."""
+    from .search import SCHEMA_VERSION
+
+    if not isinstance(path, Path) or not path.is_file():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                return 0
+            return int(db.execute("SELECT docs FROM stats").fetchone()[0])
+    except (sqlite3.Error, TypeError):
+        return 0
 
 
 def _embedded(path: Path | str) -> int:

@@ -1,0 +1,134 @@
+"""A first search of many never-seen files ranks by the catalogue (names and descriptions) at
+once and leaves their text to a background indexer; the ranking it gives is the search
+index's over those two columns, and once the index is built, bodies count again."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from memdir import MemoryStore
+from memdir.catalogtext import CatalogText
+from memdir.config import Config
+from memdir.lookup import _indexed
+from memdir.memory import Memory
+from memdir.plan import Put
+from memdir.search import Doc, SearchIndex, tokenize
+
+ROWS = [
+    ("a.md", "db-index", "Indexes on the orders table speed up queries"),
+    ("b.md", "reindex-job", "Nightly reindex job of the search cluster"),
+    ("c.md", "query-cache", "A query cache sits before the database"),
+    ("d.md", "dying-disks", "Dying disks are replaced before they die"),
+    ("e.md", "users-note", "The user's settings live in users.json"),
+    ("f.md", "on-call", "The on_call rota changes every Monday; INDEX reviews"),
+    ("g.md", "zh-db", "数据库索引很重要"),
+    ("h.md", "wide-letters", "ｉｎｄｅｘ written in full-width letters"),
+    ("i.md", "indexing-guide", "Indexing guide: indexed columns, indexer settings"),
+    ("j.md", "unrelated", "Lunch is at noon on Fridays"),
+]
+QUERIES = [
+    "index", "indexes for queries", "die", "dying", "user settings", "call rota", "数据库",
+    "索引 index", "monday review", "noon lunch friday", "nothing matches this",
+]  # fmt: skip
+
+
+def _both(rows: list[tuple[str, str, str]]) -> tuple[CatalogText, SearchIndex]:
+    index = SearchIndex()
+    index.update(Doc(key, None, name, desc, "") for key, name, desc in rows)
+    return CatalogText(rows), index
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_the_catalogue_finds_each_term_where_the_search_index_does(query: str) -> None:
+    """Stems (indexes, queries, dying -> die), a word inside a longer one (reindex is not
+    index), underscores, apostrophes, case, full-width letters and Chinese bigrams: every
+    term is found in the memories, and only those, where the search index finds it."""
+    catalogue, index = _both(ROWS)
+    terms = list(dict.fromkeys(tokenize(query)))
+    assert catalogue.stats(terms)[0] == index.stats(terms)[0]
+    assert {k for k, _ in catalogue.search(query, 10)} == {k for k, _ in index.search(query, 10)}
+
+
+def test_its_scores_are_the_search_index_s_over_names_and_descriptions() -> None:
+    """Where a memory's words are its index terms (no stop words, one space between), the
+    catalogue scores every memory exactly as the search index does without bodies."""
+    import random
+
+    rng = random.Random(7)
+    words = "deploy staging cache redis tabs latency metrics release branch flag".split()
+    rows = [
+        (f"m{i}.md", f"note-{i}", " ".join(rng.choices(words, k=rng.randint(2, 9))))
+        for i in range(300)
+    ]
+    catalogue, index = _both(rows)
+    for query in ("deploy redis", "release branch flag", "latency", "tabs metrics cache"):
+        ours = [(k, round(s, 9)) for k, s in catalogue.search(query, 300)]
+        theirs = [(k, round(s, 9)) for k, s in index.search(query, 300)]
+        assert sorted(ours) == sorted(theirs) and len(ours) > 5
+        assert [s for _, s in ours] == sorted((s for _, s in ours), reverse=True)
+
+
+def _indexer_done(root: Path, n: int, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while _indexed(root / ".memdir" / "search.sqlite") < n:
+        if time.monotonic() > end:
+            raise AssertionError("the background indexer never indexed the store")
+        time.sleep(0.2)
+
+
+def test_a_first_search_of_many_never_seen_files_is_left_to_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over more never-indexed memories than a search indexes itself: it answers from names
+    and descriptions and says so, a memory written meanwhile is found at once, a real
+    ``memdir index --background`` builds the index, and the next searches find bodies too
+    (the memory written meanwhile included)."""
+    monkeypatch.setattr("memdir.lookup.DEFER_TEXT_AT", 50)
+    root = tmp_path / ".memory"
+    MemoryStore(root, Config(dir=root, embedder="none")).apply(
+        [Put(Memory(f"note-{i}", "project_fact", f"Note {i} on topic {i % 7}", "Details."))
+         for i in range(200)]
+        + [Put(Memory("harbour", "project_fact", "Where the boats are", "Kept in Zanzibar."))]
+    )  # fmt: skip
+    (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)  # never indexed
+    (root / "config.toml").write_text('embedder = "none"\n')
+
+    store = MemoryStore(root)
+    hits = store.search("topic 5", k=3)
+    assert hits and all("topic 5" in h.entry.description for h in hits)
+    note = store.ranking_note()
+    assert "names and descriptions alone" in note and "201 memories" in note
+    assert store.search("zanzibar") == []  # a body's word: not before the index is built
+    store.write("ferry", type="project_fact", description="The ferry to Zanzibar", body="Daily.")
+    assert [h.name for h in store.search("zanzibar ferry", k=1)] == ["ferry"]
+
+    _indexer_done(root, 201)  # what the first search started (the write came after it)
+    assert {h.name for h in store.search("zanzibar", k=5)} == {"harbour", "ferry"}
+    assert "names and descriptions" not in store.ranking_note()
+    assert _indexed(root / ".memdir" / "search.sqlite") == 202
+
+
+def test_below_the_threshold_and_for_memdir_index_the_text_is_indexed_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store with fewer never-indexed memories than the threshold is indexed by its first
+    search, bodies included, and ``embed_all`` (``memdir index``) never leaves the text to
+    anyone else."""
+    root = tmp_path / ".memory"
+    MemoryStore(root, Config(dir=root, embedder="none")).apply(
+        [Put(Memory(f"n-{i}", "project_fact", f"Note {i}", f"Body word{i}.")) for i in range(80)]
+    )
+    (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
+    (root / "config.toml").write_text('embedder = "none"\n')
+    assert [h.name for h in MemoryStore(root).search("word7", k=1)] == ["n-7"]
+
+    (root / ".memdir" / "search.sqlite").unlink()
+    monkeypatch.setattr("memdir.lookup.DEFER_TEXT_AT", 10)
+    store = MemoryStore(root)
+    store.embed_all()
+    assert _indexed(root / ".memdir" / "search.sqlite") == 80
+    assert [h.name for h in store.search("word7", k=1)] == ["n-7"]
+    assert "names and descriptions" not in store.ranking_note()
