@@ -62,8 +62,7 @@ def read_memory(path: str | Path, max_bytes: int) -> memfmt.Memory:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidMemory("not UTF-8 text") from None
-    mem = memfmt.loads(text)
-    return mem.replace(path=os.path.basename(path), digest=memfmt.digest_of(data))
+    return memfmt.loads(text, os.path.basename(path), memfmt.digest_of(data))
 
 
 def read_file(path: str | Path, max_bytes: int) -> bytes:

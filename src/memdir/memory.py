@@ -94,40 +94,46 @@ def validate_name(name: object) -> str:
         raise InvalidName(
             "a memory name must be a non-empty string — pass a name like 'prefer-pytest'"
         )
-    norm = unicodedata.normalize("NFC", name)
-    shown = safe_repr(norm if len(norm) <= 40 else norm[:40] + "…")
+    ascii = name.isascii()  # (the common case: normal forms and scripts have nothing to say)
+    norm = name if ascii else unicodedata.normalize("NFC", name)
     if "/" in norm or "\\" in norm or ".." in norm or norm.startswith("."):
         raise InvalidName(
-            f"invalid memory name {shown}: no path separators, '..' or leading dot"
+            f"invalid memory name {_shown(norm)}: no path separators, '..' or leading dot"
             " — use letters, digits, '-' and '_'"
         )
     if len(norm) > MAX_NAME_CHARS or len(norm.encode()) > MAX_NAME_BYTES:
         raise InvalidName(
-            f"invalid memory name {shown}: longer than {MAX_NAME_CHARS} characters"
+            f"invalid memory name {_shown(norm)}: longer than {MAX_NAME_CHARS} characters"
             f" or {MAX_NAME_BYTES} bytes — use a shorter name"
         )
     if not _NAME_RE.fullmatch(norm):
         raise InvalidName(
-            f"invalid memory name {shown}: only letters, digits, '-' and '_' are allowed"
+            f"invalid memory name {_shown(norm)}: only letters, digits, '-' and '_' are allowed"
             " and it must start with a letter or digit — rename it"
         )
-    plain = unicodedata.normalize("NFKC", norm)
+    plain = norm if ascii else unicodedata.normalize("NFKC", norm)
     if plain != norm:
         raise InvalidName(
-            f"invalid memory name {shown}: it has compatibility characters (fullwidth,"
+            f"invalid memory name {_shown(norm)}: it has compatibility characters (fullwidth,"
             f" superscripts…) — write it as {safe_repr(plain)}"
         )
     if plain.upper() == INDEX_NAME or plain.lower() in _WINDOWS_DEVICES:
-        raise InvalidName(f"invalid memory name {shown}: the name is reserved — choose another")
-    scripts = _scripts(norm)
+        raise InvalidName(
+            f"invalid memory name {_shown(norm)}: the name is reserved — choose another"
+        )
+    scripts = {"LATIN"} if ascii else _scripts(norm)
     if len(scripts & _CONFUSABLE_SCRIPTS) > 1 or (
         "LATIN" in scripts and scripts & (_CONFUSABLE_SCRIPTS - {"LATIN"})
     ):
         raise InvalidName(
-            f"invalid memory name {shown}: it mixes {' and '.join(sorted(scripts))} letters,"
+            f"invalid memory name {_shown(norm)}: it mixes {' and '.join(sorted(scripts))} letters,"
             " which can look alike — write it in one script"
         )
     return norm
+
+
+def _shown(name: str) -> str:
+    return safe_repr(name if len(name) <= 40 else name[:40] + "…")
 
 
 _CONFUSABLE_SCRIPTS = {"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC"}
@@ -257,6 +263,7 @@ _BOOLS = {
 }
 _NULLS = frozenset({"null", "Null", "NULL", "~"})
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_KEYS_SEEN: set[str] = set()  # keys already found plain (a store repeats a few of them)
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # as memdir writes times
 
 
@@ -269,8 +276,13 @@ def _plain(head: str) -> dict[str, Any] | None:
     data: dict[str, Any] = {}
     for line in head.split("\n"):
         key, sep, value = line.partition(": ")
-        if not sep or not _PLAIN_KEY.fullmatch(key) or key in _BOOLS or key in _NULLS:
+        if not sep:
             return None
+        if key not in _KEYS_SEEN:
+            if not _PLAIN_KEY.fullmatch(key) or key in _BOOLS or key in _NULLS:
+                return None
+            if len(_KEYS_SEEN) < 1000:
+                _KEYS_SEEN.add(key)
         if not value or not value.isprintable() or value != value.strip():
             return None
         if value[0].isalpha():
@@ -340,7 +352,9 @@ def _text_field(data: Mapping[str, Any], key: str, *, required: bool) -> str | N
     return str(value)
 
 
-def from_mapping(data: Mapping[str, Any], body: str) -> Memory:
+def from_mapping(
+    data: Mapping[str, Any], body: str, path: str | None = None, digest: str | None = None
+) -> Memory:
     """Build a Memory from parsed frontmatter (liberal: only the name must follow the rules)."""
     raw_name = _text_field(data, "name", required=True)
     try:
@@ -356,15 +370,18 @@ def from_mapping(data: Mapping[str, Any], body: str) -> Memory:
         created=_text_field(data, "created", required=False),
         updated=_text_field(data, "updated", required=False),
         extra=extra,
+        path=path,
+        digest=digest,
     )
 
 
-def loads(text: str) -> Memory:
-    """Parse the text of a memory file; raise InvalidMemory with the reason if it is not one."""
+def loads(text: str, path: str | None = None, digest: str | None = None) -> Memory:
+    """Parse the text of a memory file; raise InvalidMemory with the reason if it is not one.
+    ``path`` and ``digest``: where it was read from, kept in the memory."""
     if "\x00" in text:
         raise InvalidMemory("the file is binary (contains NUL bytes)")
     head, body = split_frontmatter(text)
-    return from_mapping(parse_frontmatter(head), body)
+    return from_mapping(parse_frontmatter(head), body, path, digest)
 
 
 def _dump_pair(key: str, value: Any) -> str:
