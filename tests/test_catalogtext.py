@@ -17,6 +17,8 @@ from memdir.memory import Memory
 from memdir.plan import Put
 from memdir.search import Doc, SearchIndex, tokenize
 
+from conftest import CliFn
+
 ROWS = [
     ("a.md", "db-index", "Indexes on the orders table speed up queries"),
     ("b.md", "reindex-job", "Nightly reindex job of the search cluster"),
@@ -132,3 +134,24 @@ def test_below_the_threshold_and_for_memdir_index_the_text_is_indexed_at_once(
     assert _indexed(root / ".memdir" / "search.sqlite") == 80
     assert [h.name for h in store.search("word7", k=1)] == ["n-7"]
     assert "names and descriptions" not in store.ranking_note()
+
+
+def test_the_command_says_the_text_is_indexed_in_the_background(
+    cli: CliFn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``memdir search`` over many never-indexed memories answers from the catalogue and says
+    on stderr that their text is being indexed (not embedded: no embedder here)."""
+    monkeypatch.setattr("memdir.lookup.DEFER_TEXT_AT", 20)
+    root = tmp_path / ".memory"
+    MemoryStore(root, Config(dir=root, embedder="none")).apply(
+        [Put(Memory(f"n-{i}", "project_fact", f"Note {i} on port {8000 + i}", "x."))
+         for i in range(60)]
+    )  # fmt: skip
+    (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
+    (root / "config.toml").write_text('embedder = "none"\n')
+    r = cli("search", "port 8007", "--explain")
+    assert r.code == 0 and "n-7" in r.out
+    assert "names and descriptions alone" in r.out + r.err
+    assert "60 memories are being indexed in the background" in r.err
+    assert "embedded" not in r.err
+    _indexer_done(root, 60)

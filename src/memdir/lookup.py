@@ -46,6 +46,7 @@ DEFER_AT = 256  # a backlog larger than this is left to the background, the mode
 # more memories than this whose text is not indexed: a search ranks by the catalogue (names
 # and descriptions) and leaves indexing the bodies to the background (about 50 µs a memory)
 DEFER_TEXT_AT = 15_000
+BY_CATALOG = "BM25 over names and descriptions alone"  # how ``describe`` says so
 
 
 class Lookup:
@@ -348,8 +349,8 @@ class Lookup:
         """One line: how the last ranking was made (or the next will be)."""
         if self.text_backlog:
             return (
-                f"ranking: BM25 over names and descriptions alone ({self.text_backlog} memories"
-                " are not in the search index yet: the background indexes their text)"
+                f"ranking: {BY_CATALOG} ({self.text_backlog} memories are not in the search"
+                " index yet: the background indexes their text)"
             )
         with self._mutex:
             if self._embedder_made or self.dense_error is None:  # deferred: not loaded for this

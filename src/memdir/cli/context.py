@@ -18,7 +18,7 @@ from ..backend import open_store
 from ..config import Config, ignored_notice, load_config
 from ..errors import MemdirError, MemoryNotFound, StoreNotFound
 from ..layout import USAGE
-from ..lookup import embed_in_background
+from ..lookup import BY_CATALOG, embed_in_background
 from ..scopes import PROJECT, USER, Scope, Scopes
 from ..store import Store
 
@@ -83,7 +83,14 @@ class Ctx:
             left = store.embedding_backlog
             if left and not store.read_only:
                 started = embed_in_background(store.root)
-                if started:
+                if started and BY_CATALOG in store.ranking_note():
+                    click.echo(
+                        f"memdir: {left} memories are being indexed in the background; until"
+                        " then search finds them by their names and descriptions ('memdir"
+                        " index' indexes them now)",
+                        err=True,
+                    )
+                elif started:
                     click.echo(
                         f"memdir: {left} memories are being embedded in the background;"
                         " until then search finds them by their words ('memdir index'"
