@@ -155,3 +155,22 @@ def test_the_command_says_the_text_is_indexed_in_the_background(
     assert "60 memories are being indexed in the background" in r.err
     assert "embedded" not in r.err
     _indexer_done(root, 60)
+
+
+def test_an_index_kept_in_memory_is_built_by_the_search_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the search index cannot be a file of the store (its path is a link, so it is kept
+    in memory), no background indexer could build it: the first search indexes the text."""
+    monkeypatch.setattr("memdir.lookup.DEFER_TEXT_AT", 10)
+    root = tmp_path / ".memory"
+    MemoryStore(root, Config(dir=root, embedder="none")).apply(
+        [Put(Memory(f"n-{i}", "project_fact", f"Note {i}", f"Body word{i}.")) for i in range(40)]
+    )
+    (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
+    (root / ".memdir" / "search.sqlite").symlink_to(tmp_path / "elsewhere.sqlite")
+    (root / "config.toml").write_text('embedder = "none"\n')
+    store = MemoryStore(root)
+    assert [h.name for h in store.search("word7", k=1)] == ["n-7"]
+    assert "names and descriptions" not in store.ranking_note()
+    assert not (tmp_path / "elsewhere.sqlite").exists()

@@ -403,9 +403,10 @@ class Lookup:
         to the background: more than ``defer_text_at`` memories are not in the search index
         yet (never-seen files, seconds of indexing past any search's budget). Not for ``memdir
         index`` (no budget) or a store nobody indexes in the background."""
-        if self.embed_budget is None or not self.background:
-            return False
-        left = len(self.catalog.entries) - _indexed(self._path(SEARCH))
+        path = self._path(SEARCH)
+        if self.embed_budget is None or not self.background or not isinstance(path, Path):
+            return False  # (an index kept in memory is built by nobody else)
+        left = len(self.catalog.entries) - _indexed(path)
         if left <= self.defer_text_at:
             return False
         self.text_backlog = self.backlog = left
