@@ -30,10 +30,12 @@ ROWS = [
     ("h.md", "wide-letters", "ｉｎｄｅｘ written in full-width letters"),
     ("i.md", "indexing-guide", "Indexing guide: indexed columns, indexer settings"),
     ("j.md", "unrelated", "Lunch is at noon on Fridays"),
+    ("k.md", "stand-up", "Stand-up at nine o'clock sharp"),
 ]
 QUERIES = [
     "index", "indexes for queries", "die", "dying", "user settings", "call rota", "数据库",
-    "索引 index", "monday review", "noon lunch friday", "nothing matches this",
+    "索引 index", "monday review", "noon lunch friday", "nothing matches this", "oclock",
+    "o'clock stand",
 ]  # fmt: skip
 
 
@@ -89,6 +91,7 @@ def test_a_first_search_of_many_never_seen_files_is_left_to_the_background(
     ``memdir index --background`` builds the index, and the next searches find bodies too
     (the memory written meanwhile included)."""
     monkeypatch.setattr("memdir.lookup.DEFER_TEXT_AT", 50)
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")  # (the background indexer's)
     root = tmp_path / ".memory"
     MemoryStore(root, Config(dir=root, embedder="none")).apply(
         [Put(Memory(f"note-{i}", "project_fact", f"Note {i} on topic {i % 7}", "Details."))
@@ -96,9 +99,8 @@ def test_a_first_search_of_many_never_seen_files_is_left_to_the_background(
         + [Put(Memory("harbour", "project_fact", "Where the boats are", "Kept in Zanzibar."))]
     )  # fmt: skip
     (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)  # never indexed
-    (root / "config.toml").write_text('embedder = "none"\n')
 
-    store = MemoryStore(root)
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
     hits = store.search("topic 5", k=3)
     assert hits and all("topic 5" in h.entry.description for h in hits)
     note = store.ranking_note()
@@ -111,6 +113,7 @@ def test_a_first_search_of_many_never_seen_files_is_left_to_the_background(
     assert {h.name for h in store.search("zanzibar", k=5)} == {"harbour", "ferry"}
     assert "names and descriptions" not in store.ranking_note()
     assert _indexed(root / ".memdir" / "search.sqlite") == 202
+    assert store.embedding_backlog == 0  # nothing left for a background indexer to do
 
 
 def test_below_the_threshold_and_for_memdir_index_the_text_is_indexed_at_once(
@@ -124,12 +127,12 @@ def test_below_the_threshold_and_for_memdir_index_the_text_is_indexed_at_once(
         [Put(Memory(f"n-{i}", "project_fact", f"Note {i}", f"Body word{i}.")) for i in range(80)]
     )
     (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
-    (root / "config.toml").write_text('embedder = "none"\n')
-    assert [h.name for h in MemoryStore(root).search("word7", k=1)] == ["n-7"]
+    plain = Config(dir=root, embedder="none")
+    assert [h.name for h in MemoryStore(root, plain).search("word7", k=1)] == ["n-7"]
 
     (root / ".memdir" / "search.sqlite").unlink()
     monkeypatch.setattr("memdir.lookup.DEFER_TEXT_AT", 10)
-    store = MemoryStore(root)
+    store = MemoryStore(root, plain)
     store.embed_all()
     assert _indexed(root / ".memdir" / "search.sqlite") == 80
     assert [h.name for h in store.search("word7", k=1)] == ["n-7"]
@@ -142,13 +145,13 @@ def test_the_command_says_the_text_is_indexed_in_the_background(
     """``memdir search`` over many never-indexed memories answers from the catalogue and says
     on stderr that their text is being indexed (not embedded: no embedder here)."""
     monkeypatch.setattr("memdir.lookup.DEFER_TEXT_AT", 20)
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
     root = tmp_path / ".memory"
     MemoryStore(root, Config(dir=root, embedder="none")).apply(
         [Put(Memory(f"n-{i}", "project_fact", f"Note {i} on port {8000 + i}", "x."))
          for i in range(60)]
     )  # fmt: skip
     (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
-    (root / "config.toml").write_text('embedder = "none"\n')
     r = cli("search", "port 8007", "--explain")
     assert r.code == 0 and "n-7" in r.out
     assert "names and descriptions alone" in r.out + r.err
@@ -169,8 +172,7 @@ def test_an_index_kept_in_memory_is_built_by_the_search_itself(
     )
     (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
     (root / ".memdir" / "search.sqlite").symlink_to(tmp_path / "elsewhere.sqlite")
-    (root / "config.toml").write_text('embedder = "none"\n')
-    store = MemoryStore(root)
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
     assert [h.name for h in store.search("word7", k=1)] == ["n-7"]
     assert "names and descriptions" not in store.ranking_note()
     assert not (tmp_path / "elsewhere.sqlite").exists()

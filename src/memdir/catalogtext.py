@@ -66,9 +66,12 @@ class CatalogText:
     def _words_of(self, terms: list[str]) -> dict[str, str]:
         """The words of the catalogue whose stem is one of ``terms``: word -> term. Only
         words that could stem to a term are found and stemmed: stemming changes endings, so a
-        stem begins with its word's first two letters (its first one, for dying -> die)."""
+        stem begins with its word's first two letters (its first one, for dying -> die, and
+        o'clock -> oclock)."""
         wanted = {t for t in terms if not _is_cjk(t[0])}
-        heads = {t[:2] for t in wanted} | {t[0] + "y" for t in wanted}
+        heads = (
+            {t[:2] for t in wanted} | {t[0] + "y" for t in wanted} | {t[0] + "'" for t in wanted}
+        )
         new = heads - self._heads
         if new:
             self._heads |= new

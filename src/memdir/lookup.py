@@ -395,7 +395,8 @@ class Lookup:
     def prepare(self, dense: bool) -> SearchIndex | CatalogText:
         if self.search is None and self._defer_text():
             return self._catalog_text()
-        self.text_backlog = 0
+        if self.text_backlog:  # indexed now: what is left to embed, the vectors' sync says
+            self.text_backlog = self.backlog = 0
         return self._sync(dense)
 
     def _defer_text(self) -> bool:
@@ -410,7 +411,12 @@ class Lookup:
         if left <= self.defer_text_at:
             return False
         self.text_backlog = self.backlog = left
-        if not self._handed() and not self._indexer_at_work() and embed_in_background(self.root):
+        if (  # (commands and hooks start it themselves, when they are done)
+            self.hand_over
+            and not self._handed()
+            and not self._indexer_at_work()
+            and embed_in_background(self.root)
+        ):
             self._handed_at = time.monotonic()
         return True
 
