@@ -397,6 +397,7 @@ class Lookup:
             return self._catalog_text()
         if self.text_backlog:  # indexed now: what is left to embed, the vectors' sync says
             self.text_backlog = self.backlog = 0
+            self._by_catalog = None
         return self._sync(dense)
 
     def _defer_text(self) -> bool:
