@@ -12,7 +12,7 @@ import pytest
 from memdir import MemoryStore
 from memdir.catalogtext import CatalogText
 from memdir.config import Config
-from memdir.lookup import _indexed
+from memdir.lookup import indexed as _indexed
 from memdir.memory import Memory
 from memdir.plan import Put
 from memdir.search import Doc, SearchIndex, tokenize
@@ -176,3 +176,36 @@ def test_an_index_kept_in_memory_is_built_by_the_search_itself(
     assert [h.name for h in store.search("word7", k=1)] == ["n-7"]
     assert "names and descriptions" not in store.ranking_note()
     assert not (tmp_path / "elsewhere.sqlite").exists()
+
+
+def test_a_background_indexer_finding_another_at_work_leaves_without_opening_the_store(
+    tmp_path: Path,
+) -> None:
+    """Commands and hooks start ``memdir index --background`` after each call while a backlog
+    is left; when one is already at work (it holds the embedding lock) the new one leaves at
+    once, before opening the store (seconds at 100,000 memories): MEMORY.md is not even
+    brought up to date by it. Once the lock is free, it does its work."""
+    import subprocess
+    import sys
+
+    import filelock
+
+    from conftest import child_env
+
+    root = tmp_path / ".memory"
+    MemoryStore(root, Config(dir=root, embedder="none")).write(
+        "api-port", type="project_fact", description="The API listens on 8080", body="8080."
+    )
+    (root / "by-hand.md").write_text(
+        "---\nname: by-hand\ntype: project_fact\ndescription: Written by hand\n---\nHello.\n"
+    )
+    env = {**child_env(), "MEMDIR_EMBEDDER": "none"}
+    command = [sys.executable, "-m", "memdir", "--dir", str(root), "index", "--background"]
+    with filelock.FileLock(str(root / ".memdir" / "embedding.lock"), timeout=0):
+        r = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stderr == ""
+        assert "by-hand" not in (root / "MEMORY.md").read_text()  # not opened
+    r = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0
+    assert "by-hand" in (root / "MEMORY.md").read_text()
+    assert _indexed(root / ".memdir" / "search.sqlite") == 2

@@ -265,7 +265,7 @@ class Lookup:
         from .embed import wanted
 
         total = len(self.catalog.entries)
-        left = total - min(_embedded(self._path(VECTORS)), total)
+        left = total - min(_count(self._path(VECTORS), "SELECT count(*) FROM docs"), total)
         if left <= DEFER_AT or left * 10 <= total or not wanted(self.config):
             return False  # a few to embed, (nearly) all embedded, or BM25 by choice: as before
         self.backlog = left
@@ -290,17 +290,7 @@ class Lookup:
     def _indexer_at_work(self) -> bool:
         """Whether a background ``memdir index`` holds this store's embedding lock now."""
         path = self._path(EMBEDDING_LOCK)
-        if not isinstance(path, Path) or not path.exists():
-            return False
-        import filelock
-
-        lock = filelock.FileLock(str(path), timeout=0)
-        try:
-            lock.acquire()
-        except (filelock.Timeout, OSError):
-            return True
-        lock.release()
-        return False
+        return isinstance(path, Path) and indexer_at_work(path)
 
     def failed(self, exc: MemdirError) -> None:
         """The embedder failed: BM25 alone until ``RETRY_AFTER`` seconds have passed, in this
@@ -408,7 +398,7 @@ class Lookup:
         path = self._path(SEARCH)
         if self.embed_budget is None or not self.background or not isinstance(path, Path):
             return False  # (an index kept in memory is built by nobody else)
-        left = len(self.catalog.entries) - _indexed(path)
+        left = len(self.catalog.entries) - indexed(path)
         if left <= self.defer_text_at:
             return False
         self.text_backlog = self.backlog = left
@@ -445,31 +435,39 @@ class Lookup:
         return True
 
 
-def _indexed(path: Path | str) -> int:
-    """How many memories the search index holds (0 when there is none, or one of another
-    version that would be rebuilt), read without opening it for writing."""
+def indexed(path: Path | str) -> int:
+    """How many memories the search index at ``path`` holds (0: none, or one to be rebuilt)."""
     from .search import SCHEMA_VERSION
 
+    return _count(path, "SELECT docs FROM stats", SCHEMA_VERSION)
+
+
+def indexer_at_work(lock: Path) -> bool:
+    """Whether a background ``memdir index`` holds the embedding lock at ``lock``."""
+    if not lock.exists():
+        return False
+    import filelock
+
+    held = filelock.FileLock(str(lock), timeout=0)
+    try:
+        held.acquire()
+    except (filelock.Timeout, OSError):
+        return True
+    held.release()
+    return False
+
+
+def _count(path: Path | str, sql: str, version: int | None = None) -> int:
+    """A number a cache file holds, read without opening it for writing (0 when there is no
+    file, or one of another ``version``, which would be rebuilt)."""
     if not isinstance(path, Path) or not path.is_file():
         return 0
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            if version is not None and db.execute("PRAGMA user_version").fetchone()[0] != version:
                 return 0
-            return int(db.execute("SELECT docs FROM stats").fetchone()[0])
+            return int(db.execute(sql).fetchone()[0])
     except (sqlite3.Error, TypeError):
-        return 0
-
-
-def _embedded(path: Path | str) -> int:
-    """How many memories the vectors file holds (0 when there is none), read without the
-    embedder."""
-    if not isinstance(path, Path) or not path.is_file():
-        return 0
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
-    except sqlite3.Error:
         return 0
 
 

@@ -31,14 +31,19 @@ def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> No
     """Rebuild MEMORY.md (and the caches) from the files of the project's store (or the
     user's, with --scope user), and embed every memory for search by meaning now (searches
     otherwise do it a few seconds at a time, and in the background)."""
+    if background:
+        from ..layout import EMBEDDING_LOCK, INTERNAL
+        from ..lookup import indexer_at_work
+
+        if scope == PROJECT and indexer_at_work(c.config.dir / INTERNAL / EMBEDDING_LOCK):
+            return  # another one is at work: the store is not even opened (seconds, at scale)
+        _embed_quietly(existing_store(c, scope))
+        return
     store = existing_store(c, scope)
     if show:
         from ..index import render
 
         click.echo(render(store.entries(), store.config.types), nl=False)
-        return
-    if background:
-        _embed_quietly(store)
         return
     count = len(store.rebuild())
     from .context import _Progress
