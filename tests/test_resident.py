@@ -357,6 +357,7 @@ def test_an_upgraded_memdir_is_answered_by_a_new_resident_and_the_old_one_leaves
     assert r.returncode == 0 and "api-port" in r.stdout and r.stderr == ""
     _until(lambda: not _alive(old), "the old resident leaving", 60)
     _until(lambda: host.sockets() and host.sockets() != [before], "the new one listening")
+    assert not before.with_suffix(".lock").exists()  # nothing of the old one is left
     new = host.pid()
     assert new not in (None, old)
     answer = host.ask("which port does the API use?")

@@ -132,6 +132,7 @@ class Resident:
         self.path = path
         self.idle = idle
         self.code = code  # the installed memdir's identity it started with (None: not kept)
+        self.upgraded = False  # it left because that changed
         self.uid = os.getuid() if uid is None else uid
         self.pool = Pool()
         self.busy = 0
@@ -157,6 +158,7 @@ class Resident:
                 if free and self.code is not None and now - looked > RECHECK:
                     looked = now
                     if code_identity() != self.code:
+                        self.upgraded = True
                         break  # upgraded: no hook asks this socket any more
                 continue
             except OSError:
@@ -251,6 +253,9 @@ def main() -> None:
         if _same(where, resident.inode):
             with contextlib.suppress(OSError):
                 where.unlink()
+        if resident.upgraded:  # nobody computes this socket's name any more: its lock goes too
+            with contextlib.suppress(OSError):
+                where.with_suffix(".lock").unlink()
         resident.pool.close()
 
 
