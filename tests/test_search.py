@@ -212,28 +212,3 @@ def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> N
     damage()
     r = memdir("recall", "--no-llm", "tell me about lambda")
     assert r.returncode == 0 and "<relevant_memories>" in r.stdout, r.stderr
-
-
-def test_ascii_text_is_tokenised_as_word_by_word_stemming_would(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The look-up of every word at once gives the terms stemming each word, stop words
-    dropped, gives: for words seen before, words never seen, and once the table is full."""
-    import random
-
-    from memdir import search
-
-    def reference(text: str) -> list[str]:
-        words = search._TOKEN.findall(text.lower())
-        return [search._stem(w.replace("'", "")) for w in words if w not in search.STOP_WORDS]
-
-    rng = random.Random(3)
-    vocabulary = "The user's settings don't change; INDEXES indexing o'clock 12ab run-books".split()
-    texts = [
-        " ".join(rng.choice(vocabulary) + rng.choice(["", "s", "ing", str(i)]) for _ in range(12))
-        for i in range(200)
-    ]
-    assert all(search.tokenize(t) == reference(t) for t in texts)
-    monkeypatch.setattr(search, "_TERMS_MAX", len(search._TERMS))  # full: word by word
-    assert all(search.tokenize(t + " zzyzx") == reference(t + " zzyzx") for t in texts)
-    assert "zzyzx" not in search._TERMS

@@ -75,24 +75,14 @@ def _ascii_stem(word: str) -> str:
     return stem
 
 
-# a word as found -> its index term, "" for a stop word (ASCII text is tokenised with it)
-_TERMS: dict[str, str] = dict.fromkeys(STOP_WORDS, "")
-_TERMS_MAX = 200_000
-
-
 def tokenize(text: str) -> list[str]:
     """Index terms of ``text``: stemmed words without stop words, and CJK bigrams."""
     lowered = unicodedata.normalize("NFKC", text).lower()
     if lowered.isascii():  # no CJK, every word stemmed: the common case, without the checks
-        words = _TOKEN.findall(lowered)
-        try:  # every word looked up at once; one not seen before is stemmed and kept
-            return list(filter(None, map(_TERMS.__getitem__, words)))
-        except KeyError:
-            new = set(words).difference(_TERMS)
-            if len(_TERMS) + len(new) <= _TERMS_MAX:
-                _TERMS.update((w, _ascii_stem(w)) for w in new)
-                return list(filter(None, map(_TERMS.__getitem__, words)))
-        return [_STEMS.get(w) or _ascii_stem(w) for w in words if w not in STOP_WORDS]
+        stems = _STEMS
+        return [
+            stems.get(w) or _ascii_stem(w) for w in _TOKEN.findall(lowered) if w not in STOP_WORDS
+        ]
     out: list[str] = []
     for run in _TOKEN.findall(lowered):
         first = run[0]
