@@ -4,9 +4,10 @@ while ``memdir index --background`` indexes the bodies of many never-seen files.
 
 The terms are those of ``search.tokenize`` and the scoring is ``search``'s (column-weighted
 presence, Lucene's IDF), over two columns. No memory is tokenised one by one: the names and
-the descriptions are joined into two texts, their distinct words are stemmed once, and one
-regular expression of the words that stem to the query's terms finds where they occur. A
-memory's length is its count of words (stop words included), close to what the index counts.
+the descriptions are joined into two texts, only the words that could stem to a query's terms
+are found and stemmed (once each), and one regular expression of those that do finds where
+they occur. A memory's length is its count of words (stop words included, counted by the
+spaces between them), close to what the index counts.
 This module does NOT read memory files and does NOT decide when it is used (``lookup``).
 """
 
