@@ -5,13 +5,12 @@ Started detached by the first hook that finds none (``python -m memdir.integrati
 at a lower priority; one per socket (a lock decides), exits after ``MEMDIR_RESIDENT_IDLE``
 seconds (600) without a call, when its socket is taken away, when the installed memdir
 changes (an upgrade: the hooks' next calls go to a new socket and a new resident), or on
-SIGTERM. It listens on a
-Unix socket in a folder only the user can enter (mode 0700, the socket 0600) and answers only
-callers of the same user (the peer's credentials, SO_PEERCRED). Every call runs the same
-code as a hook's own process: the configuration is read again for each call (an edited
-config.toml or trust list counts at once); stores stay open between calls, each with its file
-watcher, so a memory edited by hand is seen; a store whose configuration or presence changed
-is opened anew.
+SIGTERM. It listens on a Unix socket in a folder only the user can enter (mode 0700, the
+socket 0600) and answers only callers of the same user (the peer's credentials,
+SO_PEERCRED). Every call runs the same code as a hook's own process: the configuration is
+read again for each call (an edited config.toml or trust list counts at once); stores stay
+open between calls, each with its file watcher, so a memory edited by hand is seen; a store
+whose configuration or presence changed is opened anew.
 This module does NOT decide what a hook answers (``hooks``) or how a hook reaches it
 (``hookclient``).
 """
