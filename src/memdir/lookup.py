@@ -273,6 +273,13 @@ class Lookup:
             f"{left} memories are not embedded yet (the background indexer embeds them):"
             " BM25 alone until then"
         )
+        self._hand_over()
+        return True
+
+    def _hand_over(self) -> None:
+        """Start a background indexer for this store's backlog, unless the caller starts one
+        itself (commands and hooks, when they are done), one was started a moment ago, or one
+        is at work."""
         if (
             self.hand_over
             and not self._handed()
@@ -280,7 +287,6 @@ class Lookup:
             and embed_in_background(self.root)
         ):
             self._handed_at = time.monotonic()
-        return True
 
     def _handed(self) -> bool:
         """Whether this search handed its backlog to a background indexer a moment ago (it
@@ -402,13 +408,7 @@ class Lookup:
         if left <= self.defer_text_at:
             return False
         self.text_backlog = self.backlog = left
-        if (  # (commands and hooks start it themselves, when they are done)
-            self.hand_over
-            and not self._handed()
-            and not self._indexer_at_work()
-            and embed_in_background(self.root)
-        ):
-            self._handed_at = time.monotonic()
+        self._hand_over()
         return True
 
     def _catalog_text(self) -> CatalogText:
