@@ -20,9 +20,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from .search import K1, STOP_WORDS, WEIGHTS, B, _ascii_stem, _is_cjk, idf_of, tokenize
-
-Stats = tuple[dict[str, int], int, int]
+from .search import STOP_WORDS, WEIGHTS, Stats, _ascii_stem, _is_cjk, bm25_of, query_terms, weigh
 
 
 def _joined(texts: list[str]) -> tuple[str, list[int]]:
@@ -128,27 +126,17 @@ class CatalogText:
         stats: Stats | None = None,
         candidates: int | None = None,
     ) -> list[tuple[str, float]]:
-        terms = list(dict.fromkeys(tokenize(query)))
-        if not terms or k <= 0 or not self.keys:
+        terms = query_terms(query)
+        if not terms or k <= 0:
             return []
-        df, n_docs, n_tokens = self.stats(terms)
-        terms = [t for t in terms if t in df]
-        if not terms:
+        weighed = weigh(terms, self.stats, stats)
+        if weighed is None:
             return []
-        g_df, g_docs, g_tokens = stats or (df, n_docs, n_tokens)
-        idf = idf_of(terms, {t: g_df.get(t, df[t]) for t in terms}, g_docs)
-        avgdl = g_tokens / max(1, g_docs)
         freq: dict[int, dict[str, float]] = {}
-        for t in terms:
+        for t in weighed.terms:
             for doc, f in self._found[t].items():
                 freq.setdefault(doc, {})[t] = f
-        length = self._length
-        scores = {
-            doc: sum(
-                idf[t] * f * (K1 + 1) / (f + K1 * (1 - B + B * length(doc) / avgdl))
-                for t, f in fs.items()
-            )
-            for doc, fs in freq.items()
-        }
+        idf, avgdl = weighed.idf, weighed.avgdl
+        scores = {doc: bm25_of(fs, self._length(doc), idf, avgdl) for doc, fs in freq.items()}
         best = heapq.nsmallest(k, scores, key=lambda d: (-scores[d], d))
         return [(self.keys[d], scores[d]) for d in best]

@@ -101,7 +101,7 @@ def rank_many(
 def _rank_many(
     rankers: Sequence[Ranker], query: str, k: int, *, explain: bool, dense: bool
 ) -> list[Ranked]:
-    from .search import tokenize
+    from .search import query_terms
     from .vectors import Dense, Ranked, hybrid
 
     with ExitStack() as held:
@@ -126,7 +126,7 @@ def _rank_many(
         if len(sides) == 1:  # its own statistics are the whole corpus's
             bm25 = [((0, key), s) for key, s in sides[0].search(query, pool)]
         else:
-            terms = list(dict.fromkeys(tokenize(query)))
+            terms = query_terms(query)
             df: dict[str, int] = {}
             sizes = []
             tokens = 0

@@ -15,7 +15,7 @@ import math
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -109,6 +109,11 @@ def bm25(columns: Iterable[str], length: int, idf: dict[str, float], avgdl: floa
     for weight, text in zip(WEIGHTS, columns, strict=True):
         for t in set(text.split()) & idf.keys():
             freq[t] = freq.get(t, 0.0) + weight
+    return bm25_of(freq, length, idf, avgdl)
+
+
+def bm25_of(freq: Mapping[str, float], length: int, idf: dict[str, float], avgdl: float) -> float:
+    """The BM25 score of one document from each matched term's column weight in it."""
     norm = K1 * (1 - B + B * length / avgdl)
     return sum(idf[t] * f * (K1 + 1) / (f + norm) for t, f in freq.items())
 
@@ -116,6 +121,39 @@ def bm25(columns: Iterable[str], length: int, idf: dict[str, float], avgdl: floa
 def idf_of(terms: Iterable[str], df: dict[str, int], n_docs: int) -> dict[str, float]:
     """Lucene's IDF of each term, given its document frequency among ``n_docs``."""
     return {t: math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+
+
+Stats = tuple[dict[str, int], int, int]  # document frequencies, documents, tokens
+
+
+def query_terms(query: str) -> list[str]:
+    """The index terms of a query, each once, in order."""
+    return list(dict.fromkeys(tokenize(query)))
+
+
+@dataclass(frozen=True)
+class Weighed:
+    """A query's terms as BM25 weighs them in one corpus."""
+
+    terms: list[str]  # those the corpus holds
+    df: dict[str, int]  # their document frequencies there
+    n_docs: int  # the corpus's documents
+    idf: dict[str, float]  # against the statistics scored with (several corpora's, summed)
+    avgdl: float  # the mean document length, the same
+
+
+def weigh(
+    terms: list[str], stats_of: Callable[[list[str]], Stats], stats: Stats | None
+) -> Weighed | None:
+    """How ``terms`` are weighed in the corpus whose ``stats_of`` they are, scored against
+    ``stats`` when given (else its own); None when the corpus holds none of them."""
+    df, n_docs, n_tokens = stats_of(terms)
+    found = [t for t in terms if t in df]
+    if not found:
+        return None
+    g_df, g_docs, g_tokens = stats or (df, n_docs, n_tokens)
+    idf = idf_of(found, {t: g_df.get(t, df[t]) for t in found}, g_docs)
+    return Weighed(found, df, n_docs, idf, g_tokens / max(1, g_docs))
 
 
 def _phrase(term: str) -> str:
@@ -235,7 +273,7 @@ class SearchIndex(CacheDB):
             self.update(load(stale), removed)
         return len(stale)
 
-    def stats(self, terms: list[str]) -> tuple[dict[str, int], int, int]:
+    def stats(self, terms: list[str]) -> Stats:
         """Document frequencies of ``terms`` (those present), documents, tokens: what BM25
         scores need; added up over several indexes, they make scores comparable across them."""
         if not terms:
@@ -255,7 +293,7 @@ class SearchIndex(CacheDB):
         query: str,
         k: int = 5,
         *,
-        stats: tuple[dict[str, int], int, int] | None = None,
+        stats: Stats | None = None,
         candidates: int | None = None,
     ) -> list[tuple[str, float]]:
         """The best ``k`` keys for ``query`` with their BM25 scores (higher is better).
@@ -269,16 +307,14 @@ class SearchIndex(CacheDB):
         ``stats`` (from ``stats`` of several indexes, summed) scores against a larger corpus;
         ``candidates`` overrides how many documents are scored exactly (this index's share).
         """
-        terms = list(dict.fromkeys(tokenize(query)))
+        terms = query_terms(query)
         if not terms or k <= 0:
             return []
-        df, n_docs, n_tokens = self.stats(terms)
-        terms = [t for t in terms if t in df]
-        if not terms:
+        weighed = weigh(terms, self.stats, stats)
+        if weighed is None:
             return []
-        g_df, g_docs, g_tokens = stats or (df, n_docs, n_tokens)
-        idf = idf_of(terms, {t: g_df.get(t, df[t]) for t in terms}, g_docs)
-        cap = max(self.min_postings, self.candidate_share * n_docs)
+        terms, df, idf = weighed.terms, weighed.df, weighed.idf
+        cap = max(self.min_postings, self.candidate_share * weighed.n_docs)
         gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
         matched: dict[int, float] = {}
         rest = sorted((t for t in terms if t not in gather), key=lambda t: df[t])
@@ -290,7 +326,7 @@ class SearchIndex(CacheDB):
         best = heapq.nlargest(
             max(candidates or self.candidates, k), matched, key=matched.__getitem__
         )
-        return self._rescore(best, idf, g_tokens / max(1, g_docs), k)
+        return self._rescore(best, idf, weighed.avgdl, k)
 
     def _gather(self, term: str, weight: float, matched: dict[int, float]) -> None:
         for (rowid,) in self.db.execute(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MemdirError
 from ..ranking import Stats
-from ..search import CANDIDATE_SHARE, CANDIDATES, MIN_POSTINGS, bm25, idf_of, tokenize
+from ..search import CANDIDATE_SHARE, CANDIDATES, MIN_POSTINGS, bm25, query_terms, weigh
 from ..vectors import BATCH, DENSE_CANDIDATES, Dense, memory_text
 from .pgschema import lock_key
 
@@ -94,18 +94,16 @@ class PgSearch:
     ) -> list[tuple[str, float]]:
         """The best ``k`` names for ``query`` with their BM25 scores, as ``SearchIndex.search``
         ranks a folder's memories (``stats`` and ``candidates`` as there)."""
-        terms = list(dict.fromkeys(tokenize(query)))
+        terms = query_terms(query)
         if not terms or k <= 0:
             return []
         sid = self.store.sid
         with self.store._read() as conn:
-            df, n_docs, n_tokens = self._stats(conn, terms)
-            terms = [t for t in terms if t in df]
-            if not terms:
+            weighed = weigh(terms, lambda ts: self._stats(conn, ts), stats)
+            if weighed is None:
                 return []
-            g_df, g_docs, g_tokens = stats or (df, n_docs, n_tokens)
-            idf = idf_of(terms, {t: g_df.get(t, df[t]) for t in terms}, g_docs)
-            cap = max(MIN_POSTINGS, CANDIDATE_SHARE * n_docs)
+            terms, df, idf = weighed.terms, weighed.df, weighed.idf
+            cap = max(MIN_POSTINGS, CANDIDATE_SHARE * weighed.n_docs)
             gather = [t for t in terms if df[t] <= cap] or [min(terms, key=lambda t: df[t])]
             rest = sorted((t for t in terms if t not in gather), key=lambda t: df[t])
             while sum(df[t] for t in gather) < k and rest:  # too few: widen with the next rarest
@@ -129,9 +127,8 @@ class PgSearch:
                     " FROM c JOIN memdir_memories m ON m.store = %s AND m.name = c.name",
                     (gather, [idf[t] for t in gather], sid, gather, limit, sid),
                 ).fetchall()
-        avgdl = g_tokens / max(1, g_docs)
         scored = sorted(
-            ((-bm25(cols, length, idf, avgdl), name) for name, length, *cols in rows),
+            ((-bm25(cols, length, idf, weighed.avgdl), name) for name, length, *cols in rows),
         )
         return [(name, -neg) for neg, name in scored[:k]]
 
