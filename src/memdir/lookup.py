@@ -45,7 +45,7 @@ HANDED_FOR = 60.0  # seconds after handing a backlog over during which searches 
 DEFER_AT = 256  # a backlog larger than this is left to the background, the model not loaded
 # more memories than this whose text is not indexed: a search ranks by the catalogue (names
 # and descriptions) and leaves indexing the bodies to the background (about 50 µs a memory)
-DEFER_TEXT_AT = 15_000
+DEFER_TEXT_AT = 5_000
 BY_CATALOG = "BM25 over names and descriptions alone"  # how ``describe`` says so
 
 
