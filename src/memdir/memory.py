@@ -237,18 +237,22 @@ def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_HEAD_END = re.compile(r"^(---|\.\.\.)[ \t]*$", re.MULTILINE)
+
+
 def split_frontmatter(text: str) -> tuple[str, str]:
     """Split a memory file into (frontmatter YAML, body); raise InvalidMemory if there is none."""
     if text.startswith("\ufeff"):
         text = text[1:]
-    text = text.replace("\r\n", "\n")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
     if not text.startswith("---\n"):
         raise InvalidMemory("no YAML frontmatter: the file must start with a '---' line")
-    end = re.search(r"^(---|\.\.\.)[ \t]*$", text[4:], re.MULTILINE)
+    end = _HEAD_END.search(text, 4)  # (position 4 follows a newline, so '^' matches there)
     if end is None:
         raise InvalidMemory("the frontmatter is not closed by a '---' line")
-    head = text[4 : 4 + end.start()]
-    rest = text[4 + end.end() :]
+    head = text[4 : end.start()]
+    rest = text[end.end() :]
     if rest.startswith("\n"):
         rest = rest[1:]
     if rest.endswith("\n"):

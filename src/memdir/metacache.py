@@ -33,7 +33,7 @@ class MetaCache:
         self.path = path
         self.log_path = path.with_suffix(".log")
         self.files: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
-        self.pending: list[list[Any]] = []
+        self.pending: dict[str, None] = {}  # files whose rows changed (made into rows when saved)
         self.log_rows = 0
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -86,12 +86,17 @@ class MetaCache:
             if force or self.log_rows + len(self.pending) > max(100, len(self.files) // 10):
                 self._write_snapshot()
             else:
-                lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.pending)
+                rows = (self._current_row(f) for f in self.pending)
+                lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
                 append_nofollow(self.log_path, lines.encode())
                 self.log_rows += len(self.pending)
         except OSError:
             return  # a read-only store still works, only slower
         self.pending.clear()
+
+    def _current_row(self, fname: str) -> list[Any]:
+        rec = self.files.get(fname)
+        return [fname] if rec is None else self._row(fname, *rec)
 
     def _write_snapshot(self) -> None:
         rows = [self._row(f, *rec) for f, rec in self.files.items()]
@@ -106,9 +111,9 @@ class MetaCache:
     ) -> None:
         """Record what a file with this identity parsed to."""
         self.files[file] = (key, entry, error)
-        self.pending.append(self._row(file, key, entry, error))
+        self.pending[file] = None
 
     def forget(self, file: str) -> None:
         """Drop a file that no longer exists."""
         del self.files[file]
-        self.pending.append([file])
+        self.pending[file] = None
