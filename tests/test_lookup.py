@@ -44,3 +44,59 @@ def test_a_cache_with_text_that_is_not_utf8_any_more_is_rebuilt(tmp_path: Path) 
     db.close()
     fresh = MemoryStore(tmp_path / ".memory")
     assert [h.memory.name for h in fresh.search("kappa")] == ["n"]
+
+
+def test_a_search_index_found_in_line_is_not_compared_again_until_a_file_changes(
+    tmp_path: Path,
+) -> None:
+    """A process whose files are the ones the search index was last found to match does not
+    compare every file with it (the catalogue's fingerprint says so); a file edited, added or
+    deleted by hand since, in place or not, is found by the next process all the same."""
+    import time
+
+    from memdir import MemoryStore
+    from memdir.cachedb import CacheDB
+    from memdir.config import Config
+
+    root = tmp_path / ".memory"
+    config = Config(dir=root, embedder="none")
+    store = MemoryStore(root, config)
+    for i in range(3):
+        store.write(f"n{i}", type="project_fact", description=f"Note {i}", body=f"alpha{i}")
+    store.close()
+    time.sleep(0.1)  # (older than the window in which an identity is not trusted)
+
+    compared: list[object] = []
+    real = CacheDB.compare
+
+    def counting(self: CacheDB, current: dict[str, str | None], only: list[str] | None) -> object:
+        compared.append(only)
+        return real(self, current, only)
+
+    def first_search(query: str) -> list[str]:
+        compared.clear()
+        fresh = MemoryStore(root, config)
+        try:
+            return [h.name for h in fresh.search(query)]
+        finally:
+            fresh.close()
+
+    CacheDB.compare = counting  # type: ignore[assignment,method-assign]
+    try:
+        assert first_search("alpha1") == ["n1"]
+        assert None in compared  # the first process after the writes compares all files
+        assert first_search("alpha1") == ["n1"] and compared == []  # then nobody needs to
+        path = root / "n1.md"
+        text = path.read_text()
+        with open(path, "r+", encoding="utf-8") as fh:  # edited in place, same size
+            fh.write(text.replace("alpha1", "omega1"))
+        (root / "n2.md").unlink()
+        (root / "hand.md").write_text(
+            "---\nname: hand\ntype: project_fact\ndescription: By hand\n---\nzeta\n"
+        )
+        time.sleep(0.1)
+        assert first_search("omega1") == ["n1"] and None in compared
+        assert first_search("alpha2") == [] and first_search("zeta") == ["hand"]
+        assert compared == []
+    finally:
+        CacheDB.compare = real  # type: ignore[method-assign]

@@ -15,6 +15,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+# The catalogue (names and identities of the files) the documents were last found to match;
+# any write to the documents forgets it, in every process.
+_IN_LINE = """
+    CREATE TABLE IF NOT EXISTS in_line (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT);
+    INSERT OR IGNORE INTO in_line VALUES (1, NULL);
+    CREATE TRIGGER IF NOT EXISTS docs_added AFTER INSERT ON docs
+        BEGIN UPDATE in_line SET token = NULL; END;
+    CREATE TRIGGER IF NOT EXISTS docs_changed AFTER UPDATE ON docs
+        BEGIN UPDATE in_line SET token = NULL; END;
+    CREATE TRIGGER IF NOT EXISTS docs_removed AFTER DELETE ON docs
+        BEGIN UPDATE in_line SET token = NULL; END;
+"""
+
 
 class CacheDB:
     """The SQLite side of a cache; ``_schema`` creates (or checks) its tables."""
@@ -48,6 +61,9 @@ class CacheDB:
         db.execute("BEGIN IMMEDIATE")  # fails now, not later, if the file cannot be written
         db.execute("ROLLBACK")
         self._schema(db)
+        db.executescript(_IN_LINE)
+        if self.rebuilt:
+            db.execute("UPDATE in_line SET token = NULL")
         return db
 
     def _schema(self, db: sqlite3.Connection) -> None:
@@ -70,6 +86,35 @@ class CacheDB:
         for i in range(0, len(values), 500):
             part = list(values[i : i + 500])
             yield from self.db.execute(sql.format(",".join("?" * len(part))), part)
+
+    def in_line_with(self, token: str) -> bool:
+        """Whether the documents were found to match the files whose catalogue ``token``
+        names, with no document written since (by any process: triggers forget the token)."""
+        row = self.db.execute("SELECT token FROM in_line").fetchone()
+        return row is not None and row[0] == token
+
+    def note_in_line(self, token: str, current: dict[str, str | None]) -> None:
+        """Remember that the documents match ``current`` (key -> identity), the files whose
+        catalogue ``token`` names: checked again inside one write transaction, so that no
+        other writer comes in between. Skipped when another process holds the cache's lock
+        now (the next process checks again) or an identity is not trusted yet."""
+        if None in current.values():
+            return
+        db = self.db
+        db.execute("PRAGMA busy_timeout = 0")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return
+        finally:
+            db.execute("PRAGMA busy_timeout = 10000")
+        try:
+            if dict(db.execute("SELECT key, identity FROM docs").fetchall()) == current:
+                db.execute("UPDATE in_line SET token = ?", (token,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def compare(
         self, current: dict[str, str | None], only: list[str] | None

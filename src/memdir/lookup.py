@@ -105,6 +105,14 @@ class Lookup:
         path = self.internal / name
         return ":memory:" if self.in_memory or path.is_symlink() else path
 
+    def _token(self) -> str | None:
+        """The catalogue's files as a cache notes them when it matches them all (their names
+        and identities, and the size limit that decides which are memories); None while an
+        identity is too recent to trust."""
+        if self.catalog.recheck:
+            return None
+        return f"{self.catalog.fingerprint:x}:{self.config.max_file_bytes}"
+
     def _identities(self, files: list[str] | None) -> dict[str, str | None]:
         current: dict[str, str | None] = {}
         state = self.catalog.state
@@ -167,8 +175,11 @@ class Lookup:
         from .search import Doc, SearchIndex
 
         files: list[str] | None = None  # None: compare every file by identity
+        token = self._token()
         if self.search is None:
             self.search = SearchIndex(self._path(SEARCH))
+            if token is not None and self.search.in_line_with(token):
+                files = []  # found to match these very files, and not written since
         else:
             files = list(self.catalog.changed | self.catalog.recheck)
         if self._pending is not None and files:
@@ -183,6 +194,8 @@ class Lookup:
                 ]
 
             self.search.sync(current, load, only=files)
+            if files is None and token is not None:
+                self.search.note_in_line(token, current)
         if dense or self.vectors is not None:
             self._sync_vectors()
         return self.search
@@ -215,9 +228,12 @@ class Lookup:
             return
         from .vectors import Text, VectorIndex, memory_text
 
+        token = self._token()
         if self.vectors is None:
             self.vectors = VectorIndex(self._path(VECTORS), self.embedder)
             self._pending = None
+            if token is not None and self.vectors.in_line_with(token):
+                self._pending, self.backlog, self.dense_error = set(), 0, None
         files = None if self._pending is None else sorted(self._pending)
         if files == []:
             return
@@ -242,6 +258,8 @@ class Lookup:
             return
         self.dense_error = None
         self.backlog = left
+        if files is None and not left and token is not None:
+            self.vectors.note_in_line(token, current)
         # what is left (a budget ran out) is looked at again by the next sync
         self._pending = set() if not left else set(current)
         if (
