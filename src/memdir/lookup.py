@@ -30,6 +30,7 @@ from .entry import Entry, Hit
 from .errors import InvalidMemory, MemdirError
 from .layout import EMBED_DOWN, EMBEDDING_LOCK, SEARCH, VECTORS
 from .memory import Memory
+from .metacache import CACHE_VERSION
 
 if TYPE_CHECKING:
     from .catalogtext import CatalogText
@@ -107,11 +108,11 @@ class Lookup:
 
     def _token(self) -> str | None:
         """The catalogue's files as a cache notes them when it matches them all (their names
-        and identities, and the size limit that decides which are memories); None while an
-        identity is too recent to trust."""
+        and identities, the size limit and the parsing rules that decide which are memories);
+        None while an identity is too recent to trust."""
         if self.catalog.recheck:
             return None
-        return f"{self.catalog.fingerprint:x}:{self.config.max_file_bytes}"
+        return f"{self.catalog.fingerprint:x}:{self.config.max_file_bytes}:{CACHE_VERSION}"
 
     def _identities(self, files: list[str] | None) -> dict[str, str | None]:
         current: dict[str, str | None] = {}

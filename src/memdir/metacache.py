@@ -17,7 +17,7 @@ from typing import Any
 from .atomic import append_nofollow, write_atomic
 from .entry import Entry
 
-CACHE_VERSION = 4
+CACHE_VERSION = 4  # raised when parsing rules change what a file parses to (`lookup` notes it too)
 
 
 class MetaCache:
