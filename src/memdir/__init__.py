@@ -4,7 +4,7 @@ Every name below is imported when first asked for, so that a command which needs
 hosts' hook client, ``memdir --version``) does not pay for the store it does not open.
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # (what ``typing`` says at run time, without importing it for the hooks)
 
 if TYPE_CHECKING:
     from .backend import open_store

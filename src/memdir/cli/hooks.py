@@ -6,6 +6,7 @@ log) and exit code 0. This module does NOT contain hook logic (``integrations.ho
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from ..layout import NESTED_ENV
 from .context import Ctx, F, pass_ctx
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
+LEARN_NICE = 5  # the learn worker's priority below the user's (as the resident's own work)
 
 
 @click.command("hook", short_help="Run as a Claude Code or Codex hook.")
@@ -38,6 +40,8 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
     host = host if host in HOST_CHOICE.choices else None  # never exit 2: that blocks the prompt
     try:
         if job is not None:
+            with contextlib.suppress(OSError):
+                os.nice(LEARN_NICE)  # learning in the background: below the user's own work
             hooks.learn_worker(job, c.config)
             return
         out, err = hooks.run(kind, host, sys.stdin.read())
