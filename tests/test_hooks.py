@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memdir import MemoryStore
+from memdir.cli.hooks import LEARN_NICE
 from memdir.integrations.transcripts import read_session
 
 from conftest import child_env, trust
@@ -96,7 +97,10 @@ def fake_host(bindir: Path, name: str, answer: dict[str, Any]) -> None:
             ]
         )
     script = bindir / name
-    script.write_text(f"#!/bin/sh\ncat > \"{bindir}/{name}.stdin\"\ncat <<'EOF'\n{out}\nEOF\n")
+    script.write_text(  # (it also says at which priority it was run)
+        f'#!/bin/sh\nnice > "{bindir}/{name}.nice"\ncat > "{bindir}/{name}.stdin"\n'
+        f"cat <<'EOF'\n{out}\nEOF\n"
+    )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
 
 
@@ -216,6 +220,9 @@ def test_learn_hook_extracts_in_the_background_with_the_host_cli(
     assert _wait_for(lambda: name in {e.name for e in store.entries()})
     sent = (bindir / f"{binary}.stdin").read_text()
     assert "<environment_context>" not in sent and "/clear" not in sent
+    # the worker learns below the user's own priority
+    started = os.getpriority(os.PRIO_PROCESS, 0)
+    assert int((bindir / f"{binary}.nice").read_text()) == max(started, LEARN_NICE)
     learned = [op for op in store.log() if op.changes]
     assert learned[-1].source == f"extract:hook:{host}"  # the activity page says who learned it
     log = project / ".memory" / ".memdir" / "hooks.jsonl"

@@ -17,7 +17,7 @@ from ..layout import NESTED_ENV
 from .context import Ctx, F, pass_ctx
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
-LEARN_NICE = 5  # the learn worker's priority below the user's (as the resident's own work)
+LEARN_NICE = 5  # the learn worker's priority at least this far below the user's
 
 
 @click.command("hook", short_help="Run as a Claude Code or Codex hook.")
@@ -40,8 +40,8 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
     host = host if host in HOST_CHOICE.choices else None  # never exit 2: that blocks the prompt
     try:
         if job is not None:
-            with contextlib.suppress(OSError):
-                os.nice(LEARN_NICE)  # learning in the background: below the user's own work
+            with contextlib.suppress(OSError):  # learning in the background: below the user's
+                os.nice(max(0, LEARN_NICE - os.nice(0)))  # work (the resident's share, if more)
             hooks.learn_worker(job, c.config)
             return
         out, err = hooks.run(kind, host, sys.stdin.read())

@@ -1,16 +1,16 @@
-"""The resident memdir: one background process per user (and environment) that answers the hosts'
-hooks with its stores, indexes, embedder and model client kept warm.
+"""The resident memdir: one background process per user (and environment) that answers the
+hosts' hooks with its stores, indexes, embedder and model client kept warm.
 
-Started detached by the first hook that finds none (``python -m
-memdir.integrations.resident``); its own work runs at a lower priority than the calls a hook
-waits on; one per socket (a lock decides), exits after ``MEMDIR_RESIDENT_IDLE`` seconds (600)
-without a call, when its socket is taken away, when the installed memdir changes (an upgrade:
-the hooks' next calls go to a new socket and a new resident), or on SIGTERM. It listens on a
-Unix socket in a folder only the user can enter (mode 0700, the socket 0600) and answers only
-callers of the same user (the peer's credentials, SO_PEERCRED). Every call runs the same code
-as a hook's own process: the configuration is read again for each call (an edited config.toml
-or trust list counts at once); stores stay open between calls, each with its file watcher, so a
-memory edited by hand is seen; a store whose configuration or presence changed is opened anew.
+Started detached by the first hook that finds none (``python -m memdir.integrations.resident``),
+at a lower priority; one per socket (a lock decides), exits after ``MEMDIR_RESIDENT_IDLE``
+seconds (600) without a call, when its socket is taken away, when the installed memdir
+changes (an upgrade: the hooks' next calls go to a new socket and a new resident), or on
+SIGTERM. It listens on a Unix socket in a folder only the user can enter (mode 0700, the
+socket 0600) and answers only callers of the same user (the peer's credentials,
+SO_PEERCRED). Every call runs the same code as a hook's own process: the configuration is
+read again for each call (an edited config.toml or trust list counts at once); stores stay
+open between calls, each with its file watcher, so a memory edited by hand is seen; a store
+whose configuration or presence changed is opened anew.
 This module does NOT decide what a hook answers (``hooks``) or how a hook reaches it
 (``hookclient``).
 """
@@ -25,7 +25,6 @@ import signal
 import socket
 import stat
 import struct
-import sys
 import threading
 import time
 from pathlib import Path
@@ -38,10 +37,7 @@ from .lease import Lease
 
 IDLE = 600.0  # seconds without a call before the resident leaves
 KEEP = 600.0  # seconds an unused store stays open
-NICE = 5  # the resident's own work, below the user's; not so far that it never gets done
-# Linux gives each thread a priority of its own: the calls a hook waits on run at the
-# priority the resident was started with (the hook's, the host's), its own work lower
-PER_THREAD = sys.platform.startswith("linux")
+NICE = 5  # below the user's own work, not so far that a busy machine starves a prompt
 RECHECK = 5.0  # seconds between two looks, when no call runs, at whether memdir was upgraded
 
 
@@ -208,13 +204,8 @@ def _same(path: Path, inode: int) -> bool:
 def warm() -> None:
     """Make the memory model's client once, off the calls' path, so that its SDK (a second
     or more to import) is loaded before the first prompt that asks the model; nothing when
-    no model is configured. Best effort: a failure here is met again, and said, by a call.
-    At a lower priority than the calls (on Linux, where a priority is a thread's own)."""
+    no model is configured. Best effort: a failure here is met again, and said, by a call."""
     from ..config import load_config
-
-    if PER_THREAD:
-        with contextlib.suppress(OSError):
-            os.nice(NICE)
 
     with contextlib.suppress(Exception):
         hooks._memory_model(load_config(), None)
@@ -232,9 +223,8 @@ def main() -> None:
         return
     if not private(home, kind=stat.S_IFDIR):
         return  # someone else's folder, or open to others: never listen there
-    if not PER_THREAD:
-        with contextlib.suppress(OSError):
-            os.nice(NICE)  # (a priority is the whole process's here: the calls' too)
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
     fd = os.open(where.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
