@@ -16,14 +16,17 @@ This module does NOT know what hooks do (``integrations.hooks``) or how the resi
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
 import stat
 import struct
 import sys
-from pathlib import Path
+
+try:  # (CPython's own BLAKE2: importing hashlib loads OpenSSL, a few ms of every prompt)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - another interpreter
+    from hashlib import blake2b
 
 from .layout import NESTED_ENV
 
@@ -37,10 +40,14 @@ _PREFIXES = ("MEMDIR_", "ANTHROPIC_", "OPENAI_", "XDG_")
 _NAMES = ("HOME", "PATH", "USER")
 
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = os.path.dirname(os.path.realpath(__file__))  # (no pathlib: a hook imports little)
 
 
-def code_identity(root: Path = _PACKAGE) -> str:
+def _digest(value: object) -> str:
+    return blake2b(json.dumps(value).encode(), digest_size=8).hexdigest()
+
+
+def code_identity(root: str | os.PathLike[str] = _PACKAGE) -> str:
     """A digest of the memdir that is installed: the interpreter and every file of the package
     (name, size, modification time), so that an upgrade or an edit gives another value. A
     stat per file, no reading: well under a millisecond."""
@@ -61,7 +68,7 @@ def code_identity(root: Path = _PACKAGE) -> str:
         except OSError:
             continue
     seen.sort()
-    return hashlib.sha256(json.dumps([sys.executable, seen]).encode()).hexdigest()[:16]
+    return _digest([sys.executable, seen])
 
 
 def environment_key(environ: dict[str, str] | os._Environ[str], code: str | None = None) -> str:
@@ -72,18 +79,18 @@ def environment_key(environ: dict[str, str] | os._Environ[str], code: str | None
         if (k.startswith(_PREFIXES) or k in _NAMES) and k != RESIDENT_ENV + "_IDLE"
     )
     where = code_identity() if code is None else code
-    return hashlib.sha256(json.dumps([seen, where]).encode()).hexdigest()[:16]
+    return _digest([seen, where])
 
 
-def folder() -> Path:
+def folder() -> str:
     """Where this user's resident sockets are (not checked: see ``private``)."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
-        return Path(runtime) / "memdir"
-    return Path("/tmp") / f"memdir-{os.getuid()}"
+        return os.path.join(runtime, "memdir")
+    return f"/tmp/memdir-{os.getuid()}"
 
 
-def private(path: Path, *, kind: int) -> bool:
+def private(path: str | os.PathLike[str], *, kind: int) -> bool:
     """Whether ``path`` is this user's own, of ``kind`` (S_IFDIR, S_IFSOCK), not a link, and
     open to nobody else."""
     try:
@@ -99,9 +106,9 @@ def private(path: Path, *, kind: int) -> bool:
 
 def socket_path(
     environ: dict[str, str] | os._Environ[str] | None = None, code: str | None = None
-) -> Path:
+) -> str:
     key = environment_key(os.environ if environ is None else environ, code)
-    return folder() / f"resident-{key}.sock"
+    return os.path.join(folder(), f"resident-{key}.sock")
 
 
 def send(conn: socket.socket, payload: bytes) -> None:
@@ -132,12 +139,14 @@ def ask(kind: str, host: str | None, raw: str) -> tuple[str, str] | None:
     """The resident's answer (stdout, stderr) to one hook call; None when no resident of this
     user's could answer it (the caller runs the hook itself)."""
     where = socket_path()
-    if not private(where.parent, kind=stat.S_IFDIR) or not private(where, kind=stat.S_IFSOCK):
+    if not private(os.path.dirname(where), kind=stat.S_IFDIR) or not private(
+        where, kind=stat.S_IFSOCK
+    ):
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(CONNECT_TIMEOUT)
-        conn.connect(str(where))
+        conn.connect(where)
         conn.settimeout(ANSWER_TIMEOUT)
         request = {"kind": kind, "host": host, "event": raw, "cwd": os.getcwd()}
         send(conn, json.dumps(request).encode())

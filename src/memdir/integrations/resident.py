@@ -215,8 +215,8 @@ def main() -> None:
     """Run this user's resident for this environment until it is idle; exit at once when one
     already runs or the folder is not the user's own."""
     code = code_identity()
-    where = socket_path(code=code)
-    home = folder()
+    where = Path(socket_path(code=code))
+    home = Path(folder())
     try:
         home.mkdir(mode=0o700, exist_ok=True)
     except OSError:
