@@ -4,7 +4,7 @@ hand-written memories that has never been embedded, with `memdir[embed]` install
 memdir: a first search over a store mostly not embedded (more than 256 memories to embed)
 ranks by BM25 without loading the model and hands the backlog to a background indexer; the
 searches after it embed only their question (BM25 alone until the store is nearly embedded).
-Over more than 15,000 memories not in the search index, it ranks by names and descriptions
+Over more than 5,000 memories not in the search index, it ranks by names and descriptions
 and leaves their text to the same background indexer. Baselines, same run, same files: each
 search embeds for its budget itself (what a library search did before the hand-over), and
 the first search indexes every memory's text itself (before the text was left to the
