@@ -829,7 +829,9 @@ def test_the_library_never_embeds_past_its_budget_nor_what_the_indexer_is_doing(
     assert len(emb.memories) > first  # on its own again, it carries on
 
 
-def test_vectors_found_in_line_are_trusted_until_a_file_changes(tmp_path: Path) -> None:
+def test_vectors_found_in_line_are_trusted_until_a_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A process whose files the vectors were last found to match embeds nothing and does not
     compare them file by file; after a hand edit the next process embeds just that memory."""
     import time
@@ -847,17 +849,14 @@ def test_vectors_found_in_line_are_trusted_until_a_file_changes(tmp_path: Path) 
         compared.append(kw.get("only"))
         return real(self, current, *a, **kw)
 
-    VectorIndex.sync = watched  # type: ignore[method-assign]
-    try:
-        emb = CountingEmbedder()
-        hits = MemoryStore(root, embedder=emb).search("postgresql", 1)
-        assert hits and hits[0].cosine is not None  # hybrid, from the vectors kept
-        assert compared == [] and emb.memories == []
-        path = root / "indentation.md"
-        path.write_text(path.read_text().replace("never spaces", "never spaces, zebra"))
-        time.sleep(0.1)
-        emb = CountingEmbedder()
-        assert MemoryStore(root, embedder=emb).search("zebra", 1)[0].memory.name == "indentation"
-        assert compared == [None] and len(emb.memories) == 1
-    finally:
-        VectorIndex.sync = real  # type: ignore[method-assign]
+    monkeypatch.setattr(VectorIndex, "sync", watched)
+    emb = CountingEmbedder()
+    hits = MemoryStore(root, embedder=emb).search("postgresql", 1)
+    assert hits and hits[0].cosine is not None  # hybrid, from the vectors kept
+    assert compared == [] and emb.memories == []
+    path = root / "indentation.md"
+    path.write_text(path.read_text().replace("never spaces", "never spaces, zebra"))
+    time.sleep(0.1)
+    emb = CountingEmbedder()
+    assert MemoryStore(root, embedder=emb).search("zebra", 1)[0].memory.name == "indentation"
+    assert compared == [None] and len(emb.memories) == 1

@@ -47,7 +47,7 @@ def test_a_cache_with_text_that_is_not_utf8_any_more_is_rebuilt(tmp_path: Path) 
 
 
 def test_a_search_index_found_in_line_is_not_compared_again_until_a_file_changes(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A process whose files are the ones the search index was last found to match does not
     compare every file with it (the catalogue's fingerprint says so); a file edited, added or
@@ -81,22 +81,19 @@ def test_a_search_index_found_in_line_is_not_compared_again_until_a_file_changes
         finally:
             fresh.close()
 
-    CacheDB.compare = counting  # type: ignore[assignment,method-assign]
-    try:
-        assert first_search("alpha1") == ["n1"]
-        assert None in compared  # the first process after the writes compares all files
-        assert first_search("alpha1") == ["n1"] and compared == []  # then nobody needs to
-        path = root / "n1.md"
-        text = path.read_text()
-        with open(path, "r+", encoding="utf-8") as fh:  # edited in place, same size
-            fh.write(text.replace("alpha1", "omega1"))
-        (root / "n2.md").unlink()
-        (root / "hand.md").write_text(
-            "---\nname: hand\ntype: project_fact\ndescription: By hand\n---\nzeta\n"
-        )
-        time.sleep(0.1)
-        assert first_search("omega1") == ["n1"] and None in compared
-        assert first_search("alpha2") == [] and first_search("zeta") == ["hand"]
-        assert compared == []
-    finally:
-        CacheDB.compare = real  # type: ignore[method-assign]
+    monkeypatch.setattr(CacheDB, "compare", counting)
+    assert first_search("alpha1") == ["n1"]
+    assert None in compared  # the first process after the writes compares all files
+    assert first_search("alpha1") == ["n1"] and compared == []  # then nobody needs to
+    path = root / "n1.md"
+    text = path.read_text()
+    with open(path, "r+", encoding="utf-8") as fh:  # edited in place, same size
+        fh.write(text.replace("alpha1", "omega1"))
+    (root / "n2.md").unlink()
+    (root / "hand.md").write_text(
+        "---\nname: hand\ntype: project_fact\ndescription: By hand\n---\nzeta\n"
+    )
+    time.sleep(0.1)
+    assert first_search("omega1") == ["n1"] and None in compared
+    assert first_search("alpha2") == [] and first_search("zeta") == ["hand"]
+    assert compared == []

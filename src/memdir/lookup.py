@@ -176,9 +176,10 @@ class Lookup:
         from .search import Doc, SearchIndex
 
         files: list[str] | None = None  # None: compare every file by identity
-        token = self._token()
+        token: str | None = None  # the files as the cache notes them, when it is first opened
         if self.search is None:
             self.search = SearchIndex(self._path(SEARCH))
+            token = self._token()
             if token is not None and self.search.in_line_with(token):
                 files = []  # found to match these very files, and not written since
         else:
@@ -229,10 +230,11 @@ class Lookup:
             return
         from .vectors import Text, VectorIndex, memory_text
 
-        token = self._token()
+        token: str | None = None
         if self.vectors is None:
             self.vectors = VectorIndex(self._path(VECTORS), self.embedder)
             self._pending = None
+            token = self._token()
             if token is not None and self.vectors.in_line_with(token):
                 self._pending, self.backlog, self.dense_error = set(), 0, None
         files = None if self._pending is None else sorted(self._pending)
