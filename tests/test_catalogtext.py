@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
+from memdir.background import indexed as _indexed
 from memdir.catalogtext import CatalogText
 from memdir.config import Config
-from memdir.lookup import indexed as _indexed
 from memdir.memory import Memory
 from memdir.plan import Put
 from memdir.search import Doc, SearchIndex, tokenize

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import index as idx
+from .background import cache_count, embed_in_background, indexed, indexer_at_work
 from .cachedb import damaged
 from .config import Config
 from .entry import Entry, Hit
@@ -286,7 +287,7 @@ class Lookup:
         from .embed import wanted
 
         total = len(self.catalog.entries)
-        left = total - min(_count(self._path(VECTORS), "SELECT count(*) FROM docs"), total)
+        left = total - min(cache_count(self._path(VECTORS), "SELECT count(*) FROM docs"), total)
         if left <= DEFER_AT or left * 10 <= total or not wanted(self.config):
             return False  # a few to embed, (nearly) all embedded, or BM25 by choice: as before
         self.backlog = left
@@ -454,54 +455,6 @@ class Lookup:
             return False
         self.discard(exc)
         return True
-
-
-def indexed(path: Path | str) -> int:
-    """How many memories the search index at ``path`` holds (0: none, or one to be rebuilt)."""
-    from .search import SCHEMA_VERSION
-
-    return _count(path, "SELECT docs FROM stats", SCHEMA_VERSION)
-
-
-def indexer_at_work(lock: Path) -> bool:
-    """Whether a background ``memdir index`` holds the embedding lock at ``lock``."""
-    if not lock.exists():
-        return False
-    import filelock
-
-    held = filelock.FileLock(str(lock), timeout=0)
-    try:
-        held.acquire()
-    except (filelock.Timeout, OSError):
-        return True
-    held.release()
-    return False
-
-
-def _count(path: Path | str, sql: str, version: int | None = None) -> int:
-    """A number a cache file holds, read without opening it for writing (0 when there is no
-    file, or one of another ``version``, which would be rebuilt)."""
-    if not isinstance(path, Path) or not path.is_file():
-        return 0
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            if version is not None and db.execute("PRAGMA user_version").fetchone()[0] != version:
-                return 0
-            return int(db.execute(sql).fetchone()[0])
-    except (sqlite3.Error, TypeError):
-        return 0
-
-
-def embed_in_background(root: Path) -> bool:
-    """Start ``memdir index --background`` for the store at ``root`` (it embeds at low
-    priority and exits at once if another one is at work); False if it could not start."""
-    from .spawn import start_memdir
-
-    try:
-        start_memdir(["--dir", str(root.absolute()), "index", "--background"])
-    except OSError:
-        return False
-    return True
 
 
 def to_hit(

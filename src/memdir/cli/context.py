@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from ..backend import open_store
+from ..background import embed_in_background
 from ..config import Config, ignored_notice, load_config
 from ..errors import MemdirError, MemoryNotFound, StoreNotFound
 from ..layout import USAGE
-from ..lookup import BY_CATALOG, embed_in_background
+from ..lookup import BY_CATALOG
 from ..scopes import PROJECT, USER, Scope, Scopes
 from ..store import Store
 

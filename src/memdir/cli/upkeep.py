@@ -32,8 +32,8 @@ def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> No
     user's, with --scope user), and embed every memory for search by meaning now (searches
     otherwise do it a few seconds at a time, and in the background)."""
     if background:
+        from ..background import indexer_at_work
         from ..layout import EMBEDDING_LOCK, INTERNAL
-        from ..lookup import indexer_at_work
 
         if scope == PROJECT and indexer_at_work(c.config.dir / INTERNAL / EMBEDDING_LOCK):
             return  # another one is at work: the store is not even opened (seconds, at scale)

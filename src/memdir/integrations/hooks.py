@@ -24,12 +24,12 @@ from typing import Any, TypedDict
 
 from ..atomic import append_nofollow, write_atomic
 from ..backend import open_store
+from ..background import embed_in_background
 from ..config import Config, find_store_dir, load_config
 from ..errors import LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import HOOK_SPOOL as SPOOL
 from ..layout import INTERNAL, NESTED_MARK
-from ..lookup import embed_in_background
 from ..providers import Message
 from ..recall import message_text
 from ..scopes import Scopes, open_user_store, user_store_dir
