@@ -6,7 +6,7 @@ This module does NOT read files.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -64,18 +64,19 @@ class Entry:
         }
 
     @classmethod
-    def from_row(cls, row: list[Any], fname: str) -> Entry:
-        """An entry from a metadata-cache row (the cold-start path: no per-field setattr)."""
+    def from_row(cls, row: Sequence[Any], fname: str, at: int = 4) -> Entry:
+        """An entry from a metadata-cache row, its fields from ``at`` on (the cold-start
+        path: no per-field setattr)."""
         entry = cls.__new__(cls)
         entry.__dict__.update(
-            name=row[4],
-            type=row[5],
-            description=row[6],
-            created=row[7],
-            updated=row[8],
-            pinned=row[9],
+            name=row[at],
+            type=row[at + 1],
+            description=row[at + 2],
+            created=row[at + 3],
+            updated=row[at + 4],
+            pinned=row[at + 5],
             file=fname,
-            warnings=tuple(row[10]),
+            warnings=tuple(row[at + 6]),
         )
         return entry
 

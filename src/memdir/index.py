@@ -16,8 +16,11 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
+from . import forked
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX
 from .entry import Entry
@@ -30,6 +33,7 @@ INDEX_FILE = "MEMORY.md"
 RACY_FINE_NS = 50_000_000  # files touched this recently are not cached (mtime granularity)
 RACY_COARSE_NS = 2_000_000_000
 PARSED_CHARS = 32_000_000  # bodies a catalogue keeps for the search index's first build
+FORK_AT = 20_000  # files to parse at once from which a forked copy parses half of them
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,24 @@ def read_memory(path: str | Path, max_bytes: int) -> memfmt.Memory:
     except UnicodeDecodeError:
         raise InvalidMemory("not UTF-8 text") from None
     return memfmt.loads(text, os.path.basename(path), memfmt.digest_of(data))
+
+
+def _fields_of(
+    root: str, fnames: list[str], max_bytes: int, types: tuple[str, ...]
+) -> list[tuple[Any, ...] | str]:
+    """What each of these files says as an entry's fields (``Entry.from_row``'s, from its
+    name on) and its line in MEMORY.md, or why it is not a memory: the work a forked copy
+    does for ``Catalog``."""
+    out: list[tuple[Any, ...] | str] = []
+    for fname in fnames:
+        try:
+            e = entry_from(read_memory(os.path.join(root, fname), max_bytes), fname, types)
+        except InvalidMemory as exc:
+            out.append(str(exc))
+            continue
+        row = (e.name, e.type, e.description, e.created, e.updated, e.pinned, e.warnings)
+        out.append((*row, e.index_line))
+    return out
 
 
 def read_file(path: str | Path, max_bytes: int) -> bytes:
@@ -181,11 +203,7 @@ class Catalog:
             for f, key in seen.items()
             if (old.get(f) or cached.get(f) or (None,))[0] != key or racy(key[1], now_ns)
         ]
-        fresh: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
-        for i, fname in enumerate(todo):
-            fresh[fname] = self._parse(fname, seen[fname], now_ns)
-            if progress is not None:
-                progress(i + 1, len(todo))
+        fresh = self._parse_many(todo, seen, now_ns, progress)
         state: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
         for fname, key in seen.items():
             prev = old.get(fname)
@@ -253,12 +271,58 @@ class Catalog:
                 self._parsed_chars += len(mem.body)
         except InvalidMemory as exc:
             entry, error = None, str(exc)
+        return self._noted(fname, key, entry, error, now_ns)
+
+    def _noted(
+        self, fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None, now_ns: int
+    ) -> tuple[tuple[int, ...], Entry | None, str | None]:
         if racy(key[1], now_ns):
             self.recheck.add(fname)
         else:
             self.recheck.discard(fname)
             self.cache.remember(fname, key, entry, error)
         return (key, entry, error)
+
+    def _parse_many(
+        self,
+        todo: list[str],
+        seen: dict[str, tuple[int, ...]],
+        now_ns: int,
+        progress: Callable[[int, int], None] | None,
+    ) -> dict[str, tuple[tuple[int, ...], Entry | None, str | None]]:
+        """Parse these files; very many, a forked copy of this process parses half of them
+        on another core meanwhile (``forked``: where that is safe)."""
+        child, mine, theirs = None, todo, []
+        if len(todo) >= FORK_AT:
+            half = len(todo) // 2
+            work = partial(_fields_of, str(self.root), todo[half:], self.max_bytes, self.types)
+            if (child := forked.start(work)) is not None:
+                mine, theirs = todo[:half], todo[half:]
+        fresh = {}
+        try:
+            for i, fname in enumerate(mine):
+                fresh[fname] = self._parse(fname, seen[fname], now_ns)
+                if progress is not None:
+                    progress((i + 1) * len(todo) // len(mine), len(todo))
+        except BaseException:
+            if child is not None:
+                child.abandon()
+            raise
+        fields = child.result() if child is not None else None
+        if theirs and (fields is None or len(fields) != len(theirs)):
+            fields = None  # (the child failed: parse its half here)
+        for i, fname in enumerate(theirs):
+            if fields is None:
+                fresh[fname] = self._parse(fname, seen[fname], now_ns)
+                continue
+            got = fields[i]
+            if isinstance(got, str):  # (why it is not a memory)
+                fresh[fname] = self._noted(fname, seen[fname], None, got, now_ns)
+                continue
+            entry = Entry.from_row(got, fname, 0)
+            entry.__dict__["index_line"] = got[7]  # (its cached line, made by the child)
+            fresh[fname] = self._noted(fname, seen[fname], entry, None, now_ns)
+        return fresh
 
     def note_written(self, fname: str, mem: memfmt.Memory, st: os.stat_result) -> None:
         """Record a file memdir itself just wrote (no need to read it back)."""
