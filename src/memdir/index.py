@@ -33,7 +33,7 @@ INDEX_FILE = "MEMORY.md"
 RACY_FINE_NS = 50_000_000  # files touched this recently are not cached (mtime granularity)
 RACY_COARSE_NS = 2_000_000_000
 PARSED_CHARS = 32_000_000  # bodies a catalogue keeps for the search index's first build
-FORK_AT = 20_000  # files to parse at once from which a forked copy parses half of them
+FORK_AT = 2_000  # files to parse at once from which a forked copy parses half of them
 
 
 @dataclass(frozen=True)
