@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memdir import MemoryStore
 from memdir.entry import Entry, Hit
-from memdir.index import entry_from
+from memdir.memfile import entry_from
 from memdir.memory import Memory
 
 TYPES = ("user_preference", "project_fact")

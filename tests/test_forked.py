@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memdir import MemoryStore, forked, index
+from memdir import MemoryStore, forked, index, memfile
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="memdir forks on Linux alone")
 
@@ -155,7 +155,7 @@ def _same_open(tmp: Path, child_fails: bool) -> None:
     forked.start = counted
     index.FORK_AT = 10
     if child_fails:
-        index._fields_of = killed  # type: ignore[assignment]
+        memfile.fields_of = killed  # type: ignore[assignment]
     got = _opened(tmp / "forked")
     assert len(children) == 1 and children[0] is not None  # a child was started
     assert children[0].status == (3 if child_fails else 0)

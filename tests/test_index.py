@@ -9,7 +9,8 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.errors import InvalidMemory
-from memdir.index import entry_from, read_file, render
+from memdir.index import render
+from memdir.memfile import entry_from, read_file
 from memdir.memory import Memory
 
 TYPES = ("user_preference", "project_fact")

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from memdir import MemoryStore
-from memdir.index import entry_from
+from memdir.memfile import entry_from
 from memdir.memory import Memory
 from memdir.metacache import MetaCache
 

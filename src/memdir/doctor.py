@@ -124,7 +124,7 @@ def adopt(store: Store, fname: str) -> Memory:
     every bare note follows (``notes.from_text``): its file name is the name, its words give
     the type, its first line the description; its text stays, as the body. The note's bytes
     are kept (``.memdir/adopted/``): undoing the adoption puts the file back as it was."""
-    from .index import read_file
+    from .memfile import read_file
     from .memory import validate_name
     from .notes import from_text
     from .plan import Put

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import index as idx
+from . import memfile
 from .atomic import TEMP_PREFIX, rewrite_atomic, write_atomic
 from .config import Config
 from .history import History
@@ -99,7 +100,7 @@ class Folder:
         """Whether MEMORY.md says what the catalogue says: one ``lstat`` when nothing moved,
         and on opening, a comparison with the fingerprint of the files it was written from."""
         try:
-            key = idx.stat_key(os.lstat(self.index_path))
+            key = memfile.stat_key(os.lstat(self.index_path))
         except OSError:
             return False
         catalog = self.catalog
@@ -178,4 +179,4 @@ class Folder:
                 write_atomic(self.index_path, b"".join(self.catalog.render()), sync=False)
             else:
                 rewrite_atomic(self.index_path, self.catalog.render(), self.internal / INDEX_SPARE)
-            self.note_index(idx.stat_key(os.lstat(self.index_path)), save=not log)
+            self.note_index(memfile.stat_key(os.lstat(self.index_path)), save=not log)

@@ -9,7 +9,6 @@ This module does NOT write memories, take the store lock or keep history.
 from __future__ import annotations
 
 import bisect
-import errno
 import os
 import stat
 import time
@@ -18,20 +17,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
-from . import forked
+from . import forked, memfile
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX
 from .entry import Entry
 from .errors import InvalidMemory
+from .memfile import entry_from, racy, read_memory, stat_key
 from .metacache import MetaCache
 from .safetext import for_markdown
 
 INDEX_FILE = "MEMORY.md"
 
-RACY_FINE_NS = 50_000_000  # files touched this recently are not cached (mtime granularity)
-RACY_COARSE_NS = 2_000_000_000
 PARSED_CHARS = 32_000_000  # bodies a catalogue keeps for the search index's first build
 FORK_AT = 2_000  # files to parse at once from which a forked copy parses half of them
 
@@ -43,89 +40,6 @@ class Problem:
     file: str
     reason: str
     severity: str = "error"  # "error": not listed; "warning": listed but bends a rule
-
-
-def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
-    return Entry(
-        name=mem.name,
-        type=mem.type,
-        description=mem.description,
-        created=mem.created,
-        updated=mem.updated,
-        pinned=mem.pinned,
-        file=file,
-        warnings=tuple(memfmt.check(mem, types)),
-    )
-
-
-def read_memory(path: str | Path, max_bytes: int) -> memfmt.Memory:
-    """Read and parse one memory file without following symlinks or blocking on a pipe;
-    raise InvalidMemory."""
-    data = read_file(path, max_bytes)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidMemory("not UTF-8 text") from None
-    return memfmt.loads(text, os.path.basename(path), memfmt.digest_of(data))
-
-
-def _fields_of(
-    root: str, fnames: list[str], max_bytes: int, types: tuple[str, ...]
-) -> list[tuple[Any, ...] | str]:
-    """What each of these files says as an entry's fields (``Entry.from_row``'s, from its
-    name on) and its line in MEMORY.md, or why it is not a memory: the work a forked copy
-    does for ``Catalog``."""
-    out: list[tuple[Any, ...] | str] = []
-    for fname in fnames:
-        try:
-            e = entry_from(read_memory(os.path.join(root, fname), max_bytes), fname, types)
-        except InvalidMemory as exc:
-            out.append(str(exc))
-            continue
-        row = (e.name, e.type, e.description, e.created, e.updated, e.pinned, e.warnings)
-        out.append((*row, e.index_line))
-    return out
-
-
-def read_file(path: str | Path, max_bytes: int) -> bytes:
-    """A memory file's bytes, read through the same handle that was checked: never through
-    a symbolic link, never from a pipe or device, at most ``max_bytes``; raise InvalidMemory."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise InvalidMemory("symbolic link, not followed") from None
-        raise InvalidMemory(f"cannot read the file ({exc.strerror})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InvalidMemory("not a regular file")
-        data = os.read(fd, min(st.st_size, max_bytes) + 1)  # the size it says, at most the limit
-        while len(data) <= max_bytes and (more := os.read(fd, max_bytes + 1 - len(data))):
-            data += more  # (it grew meanwhile)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise InvalidMemory(f"larger than the {max_bytes // 1024} KiB limit")
-    if b"\x00" in data:
-        raise InvalidMemory("the file is binary (contains NUL bytes)")
-    return data
-
-
-def stat_key(st: os.stat_result) -> tuple[int, ...]:
-    """A file's identity for the cache: size, modification time and inode."""
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
-
-
-def racy(mtime_ns: int, now_ns: int) -> bool:
-    """Whether a file changed so recently that a same-size edit could keep its mtime.
-
-    Timestamps with sub-millisecond digits come from a fine-grained filesystem, where a short
-    window suffices; coarse ones (FAT, HFS+, some network mounts) need seconds.
-    """
-    window = RACY_COARSE_NS if mtime_ns % 1_000_000 == 0 else RACY_FINE_NS
-    return now_ns - mtime_ns < window
 
 
 def _odd_file_name(fname: str) -> str | None:
@@ -295,7 +209,9 @@ class Catalog:
         child, mine, theirs = None, todo, []
         if len(todo) >= FORK_AT:
             half = len(todo) // 2
-            work = partial(_fields_of, str(self.root), todo[half:], self.max_bytes, self.types)
+            work = partial(
+                memfile.fields_of, str(self.root), todo[half:], self.max_bytes, self.types
+            )
             if (child := forked.start(work)) is not None:
                 mine, theirs = todo[:half], todo[half:]
         fresh = {}

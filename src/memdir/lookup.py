@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import index as idx
+from . import memfile
 from .background import cache_count, embed_in_background, indexed, indexer_at_work
 from .cachedb import damaged
 from .config import Config
@@ -132,7 +133,7 @@ class Lookup:
             mem = self.catalog.parsed(fname)  # just parsed by the catalogue: not read again
             try:
                 if mem is None:
-                    mem = idx.read_memory(self.root / fname, self.config.max_file_bytes)
+                    mem = memfile.read_memory(self.root / fname, self.config.max_file_bytes)
             except InvalidMemory:
                 continue  # changed since the scan; the next sync picks it up
             out.append((fname, mem))

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import index as idx
+from . import memfile
 from . import memory as memfmt
 from .atomic import clear_intent, fsync_dir, intent_pending, write_atomic
 from .config import Config
@@ -172,7 +172,7 @@ class Transaction:
     def plain_note(self, fname: str) -> bool:
         """Whether ``fname`` is a regular file without frontmatter (a note to adopt)."""
         try:
-            text = idx.read_file(self.root / fname, self.config.max_file_bytes)
+            text = memfile.read_file(self.root / fname, self.config.max_file_bytes)
         except InvalidMemory:
             return False
         return not text.lstrip(b"\xef\xbb\xbf").startswith(b"---")
@@ -203,7 +203,7 @@ class Transaction:
             )
 
     def current(self, entry: Entry) -> Memory:
-        return idx.read_memory(self.root / entry.file, self.config.max_file_bytes)
+        return memfile.read_memory(self.root / entry.file, self.config.max_file_bytes)
 
     def log(self, op: Operation, *, again: bool = False) -> None:
         """Append ``op`` to the log with the folder's time, so other processes can tell

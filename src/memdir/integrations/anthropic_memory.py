@@ -36,7 +36,7 @@ from anthropic.types.beta import (
 
 from ..config import Config
 from ..errors import MemdirError, MemoryNotFound, SecretFound
-from ..index import read_file
+from ..memfile import read_file
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_name
 from ..notes import first_line, from_text, guess_type
 from ..plan import Put, Remove

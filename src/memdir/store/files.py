@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import index as idx
+from .. import memfile
 from .. import memory as memfmt
 from ..atomic import write_atomic, write_intent
 from ..config import Config, store_config
@@ -395,7 +396,7 @@ class MemoryStore(StoreBase):
         """The memory's file text exactly as stored (``get`` parses it); MemoryNotFound."""
         mem = self.get(name)
         fname = self._catalog.entries[mem.name].file
-        return idx.read_file(self.root / fname, self.config.max_file_bytes).decode("utf-8")
+        return memfile.read_file(self.root / fname, self.config.max_file_bytes).decode("utf-8")
 
     def retired(self) -> _list[str]:
         """Names that have history but no current memory (deleted or renamed away)."""

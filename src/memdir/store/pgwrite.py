@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import index as idx
+from .. import memfile
 from .. import memory as memfmt
 from ..config import Config
 from ..entry import Entry
@@ -399,7 +399,7 @@ class Row:
         cols = columns_of(mem.name, mem.description, mem.body)
         terms = sorted(set(cols[0]) | set(cols[1]) | set(cols[2]))
         length = sum(map(len, cols))
-        entry = idx.entry_from(mem, memfmt.filename_for(name), types)
+        entry = memfile.entry_from(mem, memfmt.filename_for(name), types)
         embed = hashlib.blake2b(
             memory_text(mem.name, mem.description, mem.body).encode("utf-8", "surrogatepass"),
             digest_size=16,

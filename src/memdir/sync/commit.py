@@ -18,8 +18,9 @@ from .. import review as queue
 from ..errors import InvalidMemory, MemdirError, SecretFound
 from ..held import Hold, hold
 from ..history import Operation
-from ..index import INDEX_FILE, read_file
+from ..index import INDEX_FILE
 from ..instructions import screen as screen_instructions
+from ..memfile import read_file
 from ..plan import Put, screen
 from ..review import ItemData
 from ..store import MemoryStore
