@@ -187,6 +187,9 @@ def test_ctrl_c_stops_a_turn_not_the_session(llm_server: FakeLLMServer, tmp_path
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a person's terminal starts it: a suite run in the background (bash without job
+        # control) ignores SIGINT, and Python keeps a signal ignored that it was given so
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdin is not None
     proc.stdin.write("a slow question\n")
