@@ -192,10 +192,9 @@ class Catalog:
     ) -> tuple[tuple[int, ...], Entry | None, str | None]:
         if racy(key[1], now_ns):
             self.recheck.add(fname)
-        else:
-            self.recheck.discard(fname)
-            self.cache.remember(fname, key, entry, error)
-        return (key, entry, error)
+            return (key, entry, error)
+        self.recheck.discard(fname)
+        return self.cache.remember(fname, key, entry, error)
 
     def _parse_many(
         self,

@@ -108,10 +108,12 @@ class MetaCache:
 
     def remember(
         self, file: str, key: tuple[int, ...], entry: Entry | None, error: str | None
-    ) -> None:
-        """Record what a file with this identity parsed to."""
-        self.files[file] = (key, entry, error)
+    ) -> tuple[tuple[int, ...], Entry | None, str | None]:
+        """Record what a file with this identity parsed to; the record, which the catalogue
+        shares (one object a file, not two, for the collector to look at)."""
+        rec = self.files[file] = (key, entry, error)
         self.pending[file] = None
+        return rec
 
     def forget(self, file: str) -> None:
         """Drop a file that no longer exists."""
