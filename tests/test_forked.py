@@ -175,3 +175,66 @@ def test_a_forked_copy_parsing_half_the_files_opens_the_same_store(tmp_path: Pat
 
 def test_a_forked_copy_that_fails_leaves_its_half_to_this_process(tmp_path: Path) -> None:
     fresh(_same_open, tmp_path, True)
+
+
+def _edited_by_hand(root: Path) -> None:
+    (root / "note-05.md").write_text(
+        "---\nname: note-05\ntype: project_fact\ndescription: edited by hand\n---\nnew\n"
+    )
+    (root / "note-06.md").unlink()
+    (root / "added.md").write_text("---\nname: added\ntype: project_fact\ndescription: new\n---\n")
+    (root / "link.md").symlink_to(root / "note-07.md")
+    os.utime(root / "note-05.md", (1_700_000_000, 1_700_000_000))  # (old enough to trust)
+    os.utime(root / "added.md", (1_700_000_000, 1_700_000_000))
+
+
+def _listed_meanwhile(tmp: Path, child_fails: bool) -> None:
+    from memdir import metacache
+
+    for name in ("serial", "forked"):
+        _hand_written(tmp / name)
+        for path in (tmp / name).iterdir():  # (as old as a person's files: not racy)
+            os.utime(path, (1_600_000_000, 1_600_000_000))
+        MemoryStore(tmp / name).close()  # the metadata cache written
+        assert (tmp / name / ".memdir" / "meta.log").exists()
+        _edited_by_hand(tmp / name)
+    can_fork = forked.can_fork
+    forked.can_fork = lambda: False
+    serial = _opened(tmp / "serial")
+    forked.can_fork = can_fork
+    children: list[forked.Child | None] = []
+    start = forked.start
+
+    def counted(work: Callable[[], Any]) -> forked.Child | None:
+        children.append(start(work))
+        return children[-1]
+
+    parent, listing = os.getpid(), index.scan
+
+    def killed(root: str) -> Any:
+        if os.getpid() != parent:
+            os._exit(4)  # (a child killed mid-listing)
+        return listing(root)
+
+    forked.start = counted
+    metacache.OVERLAP_BYTES = 1  # (any snapshot is worth listing beside)
+    if child_fails:
+        index.scan = killed  # type: ignore[assignment]
+    got = _opened(tmp / "forked")
+    assert len(children) == 1 and children[0] is not None, children  # a child listed the folder
+    assert children[0].status == (4 if child_fails else 0)
+    assert got == serial  # the hand edits seen alike: the same entries, problems, MEMORY.md
+    text = got[2].decode()
+    assert "edited by hand" in text and "added" in text and "note-06" not in text
+    assert any("link.md" in p and "symbolic link" in p for p in got[1])
+
+
+def test_a_forked_copy_lists_the_folder_while_the_metadata_cache_loads(tmp_path: Path) -> None:
+    """A store seen before: a copy lists the folder (one lstat a file) while this process
+    reads the metadata cache; what changed by hand since is found as when one process does
+    both."""
+    fresh(_listed_meanwhile, tmp_path, False)
+
+
+def test_a_failed_listing_copy_leaves_the_listing_to_this_process(tmp_path: Path) -> None:
+    fresh(_listed_meanwhile, tmp_path, True)

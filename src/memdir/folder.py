@@ -29,9 +29,10 @@ from .watch import Tracker
 
 @contextlib.contextmanager
 def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection while a sweep makes an object or two for every file (at
-    100,000 files the collector's passes over them cost about a sixth of the first open);
-    what became garbage meanwhile is collected afterwards as usual."""
+    """No cyclic garbage collection while a sweep makes an object or two for every file, its
+    metadata cache's rows included (at 100,000 files the collector's passes over them cost
+    about a sixth of the first open); what became garbage meanwhile is collected afterwards
+    as usual."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -59,8 +60,7 @@ class Folder:
         self.root, self.internal, self.config, self.history = root, internal, config, history
         self.read_only = read_only
         self.try_locked = try_locked
-        with paused_gc():  # (a row, a tuple and an entry for every file)
-            self.cache = MetaCache((caches or internal) / META)
+        self.cache = MetaCache((caches or internal) / META)  # (read by the first sweep)
         self.catalog = idx.Catalog(root, self.cache, config.types, config.max_file_bytes)
         self.tracker = Tracker(
             root, internal / LOG, [internal / name for name in JOURNALS], watch=watch

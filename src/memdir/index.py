@@ -91,25 +91,12 @@ class Catalog:
     def sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Look at every file in the folder; parse the ones whose identity changed."""
         now_ns = time.time_ns()
-        seen: dict[str, tuple[int, ...]] = {}
-        odd: dict[str, str] = {}
-        temps: list[str] = []
-        with os.scandir(self.root) as it:
-            for de in it:
-                fname = de.name
-                if not _is_memory_file(fname):
-                    if fname.startswith(TEMP_PREFIX):
-                        temps.append(fname)
-                    continue
-                try:
-                    st = de.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # deleted since the listing
-                why = _classify(fname, st)
-                if why is not None:
-                    odd[fname] = why
-                    continue
-                seen[fname] = stat_key(st)
+        # a large metadata cache still to load: a forked copy lists the folder meanwhile
+        child = forked.start(partial(scan, str(self.root))) if self.cache.to_load() else None
+        if child is not None:
+            self.cache.load()
+        listed = child.result() if child is not None else None
+        seen, odd, temps = listed if listed is not None else scan(str(self.root))
         cached = self.cache.files
         old = self.state
         todo = [
@@ -419,6 +406,31 @@ class Catalog:
             parts.append(b"\n\n_No memories yet._")
         parts.append(b"\n")
         return parts
+
+
+def scan(root: str) -> tuple[dict[str, tuple[int, ...]], dict[str, str], list[str]]:
+    """A folder's memory files with their identities, the entries that cannot be memories and
+    why, and crashed writers' temporary files: one listing and one ``lstat`` a file."""
+    seen: dict[str, tuple[int, ...]] = {}
+    odd: dict[str, str] = {}
+    temps: list[str] = []
+    with os.scandir(root) as it:
+        for de in it:
+            fname = de.name
+            if not _is_memory_file(fname):
+                if fname.startswith(TEMP_PREFIX):
+                    temps.append(fname)
+                continue
+            try:
+                st = de.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # deleted since the listing
+            why = _classify(fname, st)
+            if why is not None:
+                odd[fname] = why
+                continue
+            seen[fname] = stat_key(st)
+    return seen, odd, temps
 
 
 def _file_hash(fname: str, key: tuple[int, ...]) -> int:

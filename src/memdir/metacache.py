@@ -18,6 +18,7 @@ from .atomic import append_nofollow, write_atomic
 from .entry import Entry
 
 CACHE_VERSION = 4  # raised when parsing rules change what a file parses to (`lookup` notes it too)
+OVERLAP_BYTES = 4_000_000  # rows this large (about 20,000 files) are read while a copy lists
 
 
 class MetaCache:
@@ -32,35 +33,61 @@ class MetaCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.log_path = path.with_suffix(".log")
-        self.files: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
+        self._files: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] | None = None
         self.pending: dict[str, None] = {}  # files whose rows changed (made into rows when saved)
         self.log_rows = 0
+
+    @property
+    def files(self) -> dict[str, tuple[tuple[int, ...], Entry | None, str | None]]:
+        """Each file's identity and what it parsed to (read from disk on first use)."""
+        if self._files is None:
+            self.load()
+        assert self._files is not None
+        return self._files
+
+    def to_load(self) -> bool:
+        """Whether the rows of many files are still to be read (worth doing something else
+        meanwhile: a forked copy lists the folder)."""
+        if self._files is not None:
+            return False
+        size = 0
+        for path in (self.path, self.log_path):
+            with contextlib.suppress(OSError):
+                size += os.stat(path).st_size
+        return size >= OVERLAP_BYTES
+
+    def load(self) -> None:
+        """Read the snapshot and the log (once; a damaged or older one reads as empty)."""
+        if self._files is not None:
+            return
+        self._files = {}
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(self.path.read_text(encoding="utf-8"))
             if data.get("version") == CACHE_VERSION:
                 for row in data["rows"]:
-                    self._load_row(row)
+                    self._load_row(self._files, row)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            self.files = {}
+            self._files = {}
         try:
             with open(self.log_path, encoding="utf-8") as fh:
                 for line in fh:
                     self.log_rows += 1
                     try:
-                        self._load_row(json.loads(line))
+                        self._load_row(self._files, json.loads(line))
                     except (ValueError, TypeError, KeyError, IndexError):
                         continue  # a torn line
         except OSError:
             pass
 
-    def _load_row(self, row: list[Any]) -> None:
+    @staticmethod
+    def _load_row(files: dict[str, Any], row: list[Any]) -> None:
         fname = row[0]
         if len(row) == 1:
-            self.files.pop(fname, None)
+            files.pop(fname, None)
         elif len(row) == 5:
-            self.files[fname] = (tuple(row[1:4]), None, row[4])
+            files[fname] = (tuple(row[1:4]), None, row[4])
         else:
-            self.files[fname] = (tuple(row[1:4]), Entry.from_row(row, fname), None)
+            files[fname] = (tuple(row[1:4]), Entry.from_row(row, fname), None)
 
     @staticmethod
     def _row(fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None) -> list[Any]:
