@@ -6,11 +6,12 @@ kept, nothing embedded).
 memdir pauses the cyclic garbage collector while a sweep parses files and while the metadata
 cache loads; the search index notes the catalogue fingerprint of the files it was last found
 to match, so that a later process with those very files does not compare them one by one;
-and when a sweep has very many files to parse, a forked copy of the process parses half of
-them on the other core (``memdir.forked``). The baseline in the same run is the same code
-with all three turned off (the collector left on, every first search comparing every file,
-every file parsed in one process), which is what opening did before; the middle row turns
-off the fork alone. Each figure is a fresh process; medians of the runs, the rows alternating.
+when a sweep has very many files to parse, a forked copy of the process parses half of them
+on the other core, and when the metadata cache is large, a forked copy lists the folder while
+the process reads the cache (``memdir.forked``). The baseline in the same run is the same
+code with all of these turned off (the collector left on, every first search comparing every
+file, every file listed and parsed in one process), which is what opening did before; the
+middle row turns off the forked copies alone. Each figure is a fresh process; medians of the runs, the rows alternating.
 
     python benchmarks/open_bench.py [--memories 100000] [--runs 3]
 """
@@ -41,7 +42,7 @@ def child(root: str, mode: str) -> None:
     if mode in ("baseline", "serial"):
         from memdir import forked
 
-        forked.can_fork = lambda: False  # (every file parsed in this process)
+        forked.can_fork = lambda: False  # (every file listed and parsed in this process)
     if mode == "baseline":
         from memdir import folder, lookup
 
@@ -119,7 +120,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|")
     labels = (
         "baseline: collector on, every file compared, all parsed here",
-        "memdir, every file parsed in this process",
+        "memdir without a forked copy (listed and parsed here)",
         "memdir",
     )
     for mode, label in zip(modes, labels, strict=True):
