@@ -11,7 +11,8 @@ on the other core, and when the metadata cache is large, a forked copy lists the
 the process reads the cache (``memdir.forked``). The baseline in the same run is the same
 code with all of these turned off (the collector left on, every first search comparing every
 file, every file listed and parsed in one process), which is what opening did before; the
-middle row turns off the forked copies alone. Each figure is a fresh process; medians of the runs, the rows alternating.
+middle row turns off the forked copies alone. Each figure is a fresh process; medians of
+the runs, the rows alternating.
 
     python benchmarks/open_bench.py [--memories 100000] [--runs 3]
 """
