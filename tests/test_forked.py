@@ -238,3 +238,27 @@ def test_a_forked_copy_lists_the_folder_while_the_metadata_cache_loads(tmp_path:
 
 def test_a_failed_listing_copy_leaves_the_listing_to_this_process(tmp_path: Path) -> None:
     fresh(_listed_meanwhile, tmp_path, True)
+
+
+def _handlers_left_behind() -> None:
+    import signal
+
+    ran = []
+    signal.signal(signal.SIGTERM, lambda *a: ran.append("parent's clean-up"))
+    started = os.pipe()
+
+    def wait() -> None:
+        os.write(started[1], b"x")
+        while True:
+            pass
+
+    child = forked.start(wait)
+    assert child is not None
+    assert os.read(started[0], 1) == b"x"
+    os.kill(child.pid, signal.SIGTERM)  # (the child's handler is the default one: it ends)
+    assert child.result() is None and child.status == -signal.SIGTERM
+    assert ran == []  # and the parent's own handler ran in neither process
+
+
+def test_a_signal_ends_the_child_without_the_parents_handler() -> None:
+    fresh(_handlers_left_behind)

@@ -6,7 +6,8 @@ no other thread, so a lock another thread held would stay held in the copy; a si
 holds none while it forks), with at least two cores to run on. Anything else, or a child
 that fails in any way, returns None and the caller does the work itself, losing only time.
 The child's answer comes back through a pipe as ``marshal`` data (strings, numbers, tuples),
-and the child leaves with ``os._exit``: no atexit handler, no buffered output flushed twice.
+and the child leaves with ``os._exit``: no atexit handler, no buffered output flushed twice;
+it runs none of the parent's signal handlers (a signal ends it).
 
 This module does NOT know what the work is; the caller gives it a function.
 """
@@ -72,6 +73,16 @@ class Child:
         self.status = os.waitstatus_to_exitcode(status)
 
 
+def _plain_signals() -> None:
+    """In the child: none of the parent's signal handlers (its clean-up is not the child's to
+    do; a signal simply ends the child, and the parent does the work itself), and no wake-up
+    of the parent's event loop."""
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def start(work: Callable[[], Any]) -> Child | None:
     """Run ``work()`` in a forked child; None when this process should not fork (then the
     caller does the work itself)."""
@@ -88,6 +99,7 @@ def start(work: Callable[[], Any]) -> Child | None:
         code = 1
         try:
             os.close(read_end)
+            _plain_signals()
             view = memoryview(marshal.dumps(work()))
             while view:
                 view = view[os.write(write_end, view) :]
