@@ -44,3 +44,20 @@ def test_the_ledger_agrees_with_the_whole_log_and_reads_back_only_what_it_needs(
         fh.write(', "time": "t", "source": "cli", "changes": []}\n')
         fh.write(_line(9999, [newest], "mcp:codex"))
     assert ledger.origin(newest, f"{newest}-9999").label == "mcp:codex"
+
+
+def test_a_log_line_longer_than_a_chunk_is_read_and_nothing_loops(tmp_path: Path) -> None:
+    """One operation with thousands of changes writes a log line of over a megabyte: the
+    ledger reads it (and the lines before it) and answers, where it once looped forever."""
+    log = tmp_path / "log.jsonl"
+    big = [f"bulk-{k:05d}" for k in range(9000)]
+    with log.open("w") as fh:
+        fh.write(_line(1, ["early"], "cli"))
+        fh.write(_line(2, big, "sync"))
+        fh.write(_line(3, big[:5000], "extract:agent"))
+    assert log.stat().st_size > 1_000_000 and max(map(len, log.open())) > 16 * CHUNK
+    ledger = Ledger(log)
+    assert ledger.origin("early", "early-1").label == "cli"
+    assert ledger.origin("bulk-08999", "bulk-08999-2").label == label_of("sync")
+    assert ledger.origin("bulk-00001", "bulk-00001-3").label == "learned"
+    assert ledger.origin("absent", None).label == HAND

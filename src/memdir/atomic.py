@@ -2,10 +2,11 @@
 
 A unique temporary file in the same folder is written, fsynced and renamed over the target;
 the folder is fsynced so the rename survives a power cut. Temporary files start with
-``TEMP_PREFIX`` so a crashed writer's leftovers are recognised and cleaned up. A large derived
-file rewritten at every change (``rewrite_atomic``) is written over its previous version and
-swapped in; an intent that must be durable first (the journal, ``write_intent``) is written in
-place and emptied when carried out.
+``TEMP_PREFIX`` so a crashed writer's leftovers are recognised and cleaned up. No file another
+process may have open is ever written in place (MEMORY.md included), and no lease is taken: a
+reader holds the old file or the new one. An intent that must be durable first (the journal,
+``write_intent``) is written in place in memdir's own state folder and blanked when carried
+out.
 This module does NOT lock: callers hold the store lock.
 """
 
@@ -15,9 +16,7 @@ import contextlib
 import errno
 import os
 import stat
-import sys
 import tempfile
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 TEMP_PREFIX = ".tmp-"
@@ -75,110 +74,13 @@ def write_atomic(
         fsync_dir(path.parent)
 
 
-def rewrite_atomic(
-    path: Path, data: bytes | Sequence[bytes], spare: Path, *, mode: int | None = None
-) -> None:
-    """``write_atomic(path, data, sync=False)`` for a large derived file rewritten at every
-    change (MEMORY.md): ``data`` is written in place over ``spare`` (the file's previous
-    version, kept for this) and the two names are swapped in one step, so no file is made and
-    none freed per write (on ext4 those cost a large file most of a millisecond). Readers
-    see the old file or the new one, never a mix: the spare is overwritten only while a
-    write lease proves nobody has it open (one who opened it as ``path`` before the last swap
-    and reads it still). Where the system cannot swap or lease (not Linux, another file
-    system), or the spare is not a plain file of ours, a new file is written instead.
-    ``data`` may come in pieces, written one after the other without being joined."""
-    if mode is None:
-        mode = 0o600 if private(path.parent) else FILE_MODE
-    swap = _exchange()
-    if swap is not None and os.path.isfile(path) and not os.path.islink(path):
-        try:
-            if _overwrite(spare, data, mode):
-                swap(spare, path)
-                return
-        except OSError as exc:
-            if exc.errno in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
-                _EXCHANGE[:] = [None]  # this system cannot: new files from now on
-    with contextlib.suppress(OSError):
-        os.unlink(spare)
-    whole = data if isinstance(data, bytes) else b"".join(data)
-    write_atomic(path, whole, sync=False, mode=mode, stage=spare.parent)
-
-
-def _overwrite(spare: Path, data: bytes | Sequence[bytes], mode: int) -> bool:
-    """Write ``data`` over ``spare`` in place (made if missing) while nobody else has it open;
-    False when someone does, or it is not a plain file of ours."""
-    import fcntl
-
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(spare, flags, mode)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
-            return False
-        try:
-            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EBUSY):
-                return False  # a reader has it open: leave it be
-            raise
-        try:
-            if stat.S_IMODE(st.st_mode) != mode:
-                os.fchmod(fd, mode)
-            _write_over(fd, data)
-        finally:
-            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
-        return True
-    finally:
-        os.close(fd)
-
-
-def _write_over(fd: int, data: bytes | Sequence[bytes]) -> None:
-    """Make the open file ``fd`` hold exactly ``data`` (or its pieces, one after the other),
-    written in place from its start."""
-    if not isinstance(data, bytes) and not hasattr(os, "pwritev"):
-        data = b"".join(data)  # (a system without vectored writes)
-    pieces = [memoryview(data)] if isinstance(data, bytes) else [memoryview(b) for b in data]
-    size = sum(len(p) for p in pieces)
-    at, first = 0, 0
-    while first < len(pieces):
-        batch = pieces[first : first + _IOV_MAX]
-        done = os.pwritev(fd, batch, at) if len(batch) > 1 else os.pwrite(fd, batch[0], at)
-        at += done
-        for piece in batch:  # drop what was written; a piece written in part keeps its rest
-            if done < len(piece):
-                pieces[first] = piece[done:]
-                break
-            done -= len(piece)
-            first += 1
-    os.ftruncate(fd, size)
-
-
-_IOV_MAX = 1024  # pieces per pwritev call (Linux's limit)
-
-
-_EXCHANGE: list[Callable[[Path, Path], None] | None] = []  # made on first use
-
-
-def _exchange() -> Callable[[Path, Path], None] | None:
-    """Linux's renameat2(RENAME_EXCHANGE): swap two names in one step; None elsewhere."""
-    if not _EXCHANGE:
-        _EXCHANGE.append(None)
-        if sys.platform.startswith("linux"):
-            import ctypes
-
-            try:
-                call = ctypes.CDLL(None, use_errno=True).renameat2
-            except (OSError, AttributeError):
-                return None
-            here, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
-
-            def swap(a: Path, b: Path) -> None:
-                if call(here, os.fsencode(a), here, os.fsencode(b), exchange) != 0:
-                    code = ctypes.get_errno()
-                    raise OSError(code, os.strerror(code), str(b))
-
-            _EXCHANGE[0] = swap
-    return _EXCHANGE[0]
+def _write_over(fd: int, data: bytes) -> None:
+    """Make the open file ``fd`` (memdir's own, never one a reader holds) hold exactly
+    ``data``, written in place from its start."""
+    view, at = memoryview(data), 0
+    while at < len(view):
+        at += os.pwrite(fd, view[at:], at)
+    os.ftruncate(fd, len(data))
 
 
 INTENT_BLOCK = 4096  # an intent is padded with blanks to whole blocks: its size rarely changes

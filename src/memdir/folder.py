@@ -19,10 +19,10 @@ from typing import Any
 
 from . import index as idx
 from . import memfile
-from .atomic import TEMP_PREFIX, rewrite_atomic, write_atomic
+from .atomic import TEMP_PREFIX, write_atomic
 from .config import Config
 from .history import History
-from .layout import INDEX_SPARE, INDEX_STATE, JOURNALS, LOG, META
+from .layout import INDEX_STATE, JOURNALS, LOG, META
 from .metacache import MetaCache
 from .watch import Tracker
 
@@ -174,9 +174,7 @@ class Folder:
         caller knows it changed; ``log``: the operation log will record what it was rendered
         from (so no separate record is written)."""
         if stale or not self.index_current():
-            # Derived data: no fsync; a stale MEMORY.md is repaired on the next open.
-            if self.read_only:
-                write_atomic(self.index_path, b"".join(self.catalog.render()), sync=False)
-            else:
-                rewrite_atomic(self.index_path, self.catalog.render(), self.internal / INDEX_SPARE)
+            # A new file renamed over the old one, as every file memdir writes: a reader keeps
+            # the whole file it opened, and nothing another process does can stop the writer.
+            write_atomic(self.index_path, b"".join(self.catalog.render()), sync=not self.read_only)
             self.note_index(memfile.stat_key(os.lstat(self.index_path)), save=not log)

@@ -15,7 +15,6 @@ LOG = "log.jsonl"  # every applied operation
 HISTORY = "history"  # history/<name>/NNNN.md and NNNN.json
 META = "meta.json"  # the metadata cache snapshot (meta.log beside it)
 INDEX_STATE = "index.json"  # what MEMORY.md was last rendered from, after a repair
-INDEX_SPARE = "index.spare"  # MEMORY.md's previous version, rewritten in place into the next
 SEARCH = "search.sqlite"  # the full-text index
 VECTORS = "vectors.sqlite"  # embedding vectors, by content hash (memdir[embed])
 EMBEDDING_LOCK = "embedding.lock"  # held by the background embedder (memdir index --background)

@@ -129,7 +129,9 @@ class Ledger:
                 data = fh.read(self._start - lo)
                 if lo == 0:
                     break
-                cut = data.find(b"\n")  # the first line may begin before ``lo``
+                # the first line may begin before ``lo``; the newline that ends the last line
+                # (at ``_start - 1``) is not a line's beginning
+                cut = data.find(b"\n", 0, len(data) - 1)
                 if cut >= 0:
                     lo, data = lo + cut + 1, data[cut + 1 :]
                     break

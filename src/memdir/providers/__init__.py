@@ -175,6 +175,7 @@ def make_model(config: Config, *, memory: bool = False, usage_log: Path | None =
     name = config.memory_model_name if memory else config.chat_model
     log = UsageLog(usage_log) if usage_log else None
     if provider in ("claude-code", "codex"):
+        from ..config import folder
         from .host_cli import HostCLIModel
 
         return HostCLIModel(
@@ -182,6 +183,7 @@ def make_model(config: Config, *, memory: bool = False, usage_log: Path | None =
             config.memory_model or config.model or "",
             log,
             timeout=max(config.timeout, 60.0),
+            workspace=folder(config, "cache") / "host-runs",
         )
     if provider == "anthropic":
         if not config.api_key:

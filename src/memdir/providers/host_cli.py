@@ -4,6 +4,10 @@ For people who run Claude Code or Codex on a subscription and have no API key: t
 model's prompt (system and messages, flattened to text) goes to the host's headless mode and
 its final answer comes back as the reply. Text only: no tools, no streaming. Each call starts
 the host's CLI, so it takes seconds and counts against the subscription like any other prompt.
+Each call runs in a fresh owner-only folder of its own under the user's cache folder (never the
+shared temporary folder, where any local user may plant ``CLAUDE.md``, ``AGENTS.md`` or a
+``.claude/settings.json`` with hooks), removed afterwards; Claude Code loads the user's settings
+only (``--setting-sources user``), Codex works in that folder (``-C``).
 This module does NOT find or install the host: its command must be on PATH.
 """
 
@@ -14,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from ..errors import LLMError, LLMUnavailable
@@ -49,9 +54,16 @@ class HostCLIModel(RecordingModel):
     """A model call answered by ``claude -p --output-format json`` or ``codex exec --json``."""
 
     def __init__(
-        self, host: str, model: str, usage_log: UsageLog | None, timeout: float = 120.0
+        self,
+        host: str,
+        model: str,
+        usage_log: UsageLog | None,
+        timeout: float = 120.0,
+        *,
+        workspace: Path,
     ) -> None:
         super().__init__(model, usage_log)
+        self.workspace = workspace  # each call's private folder is made in here
         if host not in HOSTS:
             raise LLMUnavailable(f"unknown host {host!r} — use one of {', '.join(HOSTS)}")
         self.provider = host
@@ -63,31 +75,46 @@ class HostCLIModel(RecordingModel):
                 " configure an API key for the memory model"
             )
 
-    def _argv(self) -> list[str]:
+    def _argv(self, where: str) -> list[str]:
         if self.provider == "claude-code":
-            argv = [self.command, "-p", "--output-format", "json"]
+            argv = [self.command, "-p", "--output-format", "json", "--setting-sources", "user"]
             return argv + (["--model", self.model] if self.model else [])
-        argv = [self.command, "exec", "--json", "--skip-git-repo-check"]
+        argv = [self.command, "exec", "--json", "--skip-git-repo-check", "-C", where]
         return argv + (["--model", self.model] if self.model else []) + ["-"]
 
+    def _private_folder(self) -> str:
+        """A new folder only this user may enter, for one call."""
+        try:
+            self.workspace.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.chmod(self.workspace, 0o700)
+            return tempfile.mkdtemp(prefix="call-", dir=self.workspace)  # made 0700
+        except OSError as exc:
+            raise LLMUnavailable(
+                f"cannot make a private folder for {self.command} in {self.workspace}"
+                f" ({exc.strerror})"
+            ) from None
+
     def _call(self, request: Request) -> Reply:
-        # a nested session runs no memdir hook (the marker), and starts in a folder of its
-        # own so that no project's hooks or instructions are loaded into it
+        # a nested session runs no memdir hook (the marker), and starts in a private folder of
+        # its own, so that no project's or other user's hooks or instructions are loaded
         env = {**os.environ, NESTED_ENV: "1"}
+        where = self._private_folder()
         try:
             proc = subprocess.run(
-                self._argv(),
+                self._argv(where),
                 input=_flatten(request),
                 capture_output=True,
                 text=True,
                 timeout=self.timeout,
                 env=env,
-                cwd=tempfile.gettempdir(),
+                cwd=where,
             )
         except subprocess.TimeoutExpired:
             raise LLMError(f"{self.command} did not answer within {self.timeout:.0f}s") from None
         except OSError as exc:
             raise LLMUnavailable(f"cannot run {self.command} ({exc.strerror})") from None
+        finally:
+            shutil.rmtree(where, ignore_errors=True)  # (whatever the host left there)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
             raise LLMError(f"{self.command} failed with exit code {proc.returncode}: {last}")
