@@ -39,6 +39,8 @@ def main() -> None:
         ("r2 (tuned on after its first run)", "injection_holdout_r2.json"),
         ("r3 (tuned on after its first run)", "injection_holdout_r3.json"),
         ("r4 (kept out: never tuned on)", "injection_holdout_r4.json"),
+        ("r5 tuning (other languages, two-step downloads, …)", "injection_tuning_r5.json"),
+        ("r5 (kept out: never tuned on)", "injection_holdout_r5.json"),
     ]
     data = [(label, json.loads((ROOT / "tests/data" / f).read_text("utf-8"))) for label, f in sets]
     print("| set | texts | held | rate |")

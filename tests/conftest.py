@@ -42,6 +42,7 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     # the user's configuration (trust list, token) and home are the test's own
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the stores' own state
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 

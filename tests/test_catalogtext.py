@@ -13,6 +13,7 @@ from memdir import MemoryStore
 from memdir.background import indexed as _indexed
 from memdir.catalogtext import CatalogText
 from memdir.config import Config
+from memdir.layout import state_dir
 from memdir.memory import Memory
 from memdir.plan import Put
 from memdir.search import Doc, SearchIndex, tokenize
@@ -77,7 +78,7 @@ def test_its_scores_are_the_search_index_s_over_names_and_descriptions() -> None
 
 def _indexer_done(root: Path, n: int, timeout: float = 120.0) -> None:
     end = time.monotonic() + timeout
-    while _indexed(root / ".memdir" / "search.sqlite") < n:
+    while _indexed(state_dir(root) / "search.sqlite") < n:
         if time.monotonic() > end:
             raise AssertionError("the background indexer never indexed the store")
         time.sleep(0.2)
@@ -98,7 +99,7 @@ def test_a_first_search_of_many_never_seen_files_is_left_to_the_background(
          for i in range(200)]
         + [Put(Memory("harbour", "project_fact", "Where the boats are", "Kept in Zanzibar."))]
     )  # fmt: skip
-    (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)  # never indexed
+    (state_dir(root) / "search.sqlite").unlink(missing_ok=True)  # never indexed
 
     store = MemoryStore(root, Config(dir=root, embedder="none"))
     hits = store.search("topic 5", k=3)
@@ -112,7 +113,7 @@ def test_a_first_search_of_many_never_seen_files_is_left_to_the_background(
     _indexer_done(root, 201)  # what the first search started (the write came after it)
     assert {h.name for h in store.search("zanzibar", k=5)} == {"harbour", "ferry"}
     assert "names and descriptions" not in store.ranking_note()
-    assert _indexed(root / ".memdir" / "search.sqlite") == 202
+    assert _indexed(state_dir(root) / "search.sqlite") == 202
     assert store.embedding_backlog == 0  # nothing left for a background indexer to do
 
 
@@ -126,15 +127,15 @@ def test_below_the_threshold_and_for_memdir_index_the_text_is_indexed_at_once(
     MemoryStore(root, Config(dir=root, embedder="none")).apply(
         [Put(Memory(f"n-{i}", "project_fact", f"Note {i}", f"Body word{i}.")) for i in range(80)]
     )
-    (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
+    (state_dir(root) / "search.sqlite").unlink(missing_ok=True)
     plain = Config(dir=root, embedder="none")
     assert [h.name for h in MemoryStore(root, plain).search("word7", k=1)] == ["n-7"]
 
-    (root / ".memdir" / "search.sqlite").unlink()
+    (state_dir(root) / "search.sqlite").unlink()
     monkeypatch.setattr("memdir.lookup.DEFER_TEXT_AT", 10)
     store = MemoryStore(root, plain)
     store.embed_all()
-    assert _indexed(root / ".memdir" / "search.sqlite") == 80
+    assert _indexed(state_dir(root) / "search.sqlite") == 80
     assert [h.name for h in store.search("word7", k=1)] == ["n-7"]
     assert "names and descriptions" not in store.ranking_note()
 
@@ -151,7 +152,7 @@ def test_the_command_says_the_text_is_indexed_in_the_background(
         [Put(Memory(f"n-{i}", "project_fact", f"Note {i} on port {8000 + i}", "x."))
          for i in range(60)]
     )  # fmt: skip
-    (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
+    (state_dir(root) / "search.sqlite").unlink(missing_ok=True)
     r = cli("search", "port 8007", "--explain")
     assert r.code == 0 and "n-7" in r.out
     assert "names and descriptions alone" in r.out + r.err
@@ -170,8 +171,8 @@ def test_an_index_kept_in_memory_is_built_by_the_search_itself(
     MemoryStore(root, Config(dir=root, embedder="none")).apply(
         [Put(Memory(f"n-{i}", "project_fact", f"Note {i}", f"Body word{i}.")) for i in range(40)]
     )
-    (root / ".memdir" / "search.sqlite").unlink(missing_ok=True)
-    (root / ".memdir" / "search.sqlite").symlink_to(tmp_path / "elsewhere.sqlite")
+    (state_dir(root) / "search.sqlite").unlink(missing_ok=True)
+    (state_dir(root) / "search.sqlite").symlink_to(tmp_path / "elsewhere.sqlite")
     store = MemoryStore(root, Config(dir=root, embedder="none"))
     assert [h.name for h in store.search("word7", k=1)] == ["n-7"]
     assert "names and descriptions" not in store.ranking_note()
@@ -201,11 +202,11 @@ def test_a_background_indexer_finding_another_at_work_leaves_without_opening_the
     )
     env = {**child_env(), "MEMDIR_EMBEDDER": "none"}
     command = [sys.executable, "-m", "memdir", "--dir", str(root), "index", "--background"]
-    with filelock.FileLock(str(root / ".memdir" / "embedding.lock"), timeout=0):
+    with filelock.FileLock(str(state_dir(root) / "embedding.lock"), timeout=0):
         r = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and r.stderr == ""
         assert "by-hand" not in (root / "MEMORY.md").read_text()  # not opened
     r = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0
     assert "by-hand" in (root / "MEMORY.md").read_text()
-    assert _indexed(root / ".memdir" / "search.sqlite") == 2
+    assert _indexed(state_dir(root) / "search.sqlite") == 2

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from memdir.layout import state_dir
+
 from conftest import CliFn, child_env
 
 # kept in the project's store (a user_preference would go to the user's own store)
@@ -377,7 +379,7 @@ def test_global_options_after_the_command(tmp_path: Path) -> None:
         env=env,
         cwd=tmp_path,
     )
-    assert r.returncode == 0 and (target / ".memdir").is_dir()
+    assert r.returncode == 0 and (state_dir(target)).is_dir()
     r = subprocess.run(
         [sys.executable, "-m", "memdir", "list", "--json", "--dir", str(target)],
         capture_output=True,

@@ -148,4 +148,4 @@ def test_an_unfinished_operation_is_reported_whichever_version_left_it(
     assert not [e for e in diagnose(store).errors if "unfinished" in e["reason"]]
     (store.internal / journal).write_text('{"id": "x", "steps": []}')
     (found,) = [e for e in diagnose(store).errors if "unfinished" in e["reason"]]
-    assert found["file"] == f".memdir/{journal}"
+    assert found["file"] == str(store.internal / journal)

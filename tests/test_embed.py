@@ -18,6 +18,7 @@ from memdir import MemoryStore
 from memdir.config import Config, load_config
 from memdir.embed import HttpEmbedder, MiniLM, from_config
 from memdir.errors import ConfigError
+from memdir.layout import state_dir
 
 from conftest import CliFn, trust
 from fakeserver import FakeLLMServer
@@ -112,7 +113,7 @@ def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Pa
         assert hits and hits[0].memory.name == name
     assert store.search("favourite pizza topping", 5) == []  # unrelated: no hit at all
     assert "hybrid" in store.ranking_note()
-    assert (tmp_path / ".memory" / ".memdir" / "vectors.sqlite").is_file()
+    assert (state_dir(tmp_path / ".memory") / "vectors.sqlite").is_file()
 
 
 def test_exact_names_still_win_through_bm25(tmp_path: Path) -> None:
@@ -136,7 +137,7 @@ def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> No
     fill(store)
     assert store.search(PARAPHRASES[0][3], 5) == []
     assert store.search("PostgreSQL", 5)[0].memory.name == "staging-database"
-    assert not (root / ".memdir" / "vectors.sqlite").exists()
+    assert not (state_dir(root) / "vectors.sqlite").exists()
     assert "BM25 alone" in store.ranking_note()
 
 
@@ -238,7 +239,7 @@ def test_vectors_from_another_model_are_rebuilt(tmp_path: Path) -> None:
     other.name = "another-model"
     MemoryStore(root, embedder=other).search("postgresql", 1)
     assert len(other.memories) == 4
-    db = sqlite3.connect(root / ".memdir" / "vectors.sqlite")
+    db = sqlite3.connect(state_dir(root) / "vectors.sqlite")
     assert db.execute("SELECT value FROM meta").fetchone()[0] == "another-model/64"
     rows = db.execute("SELECT vec FROM vecs").fetchall()
     assert len(rows) == 4 and all(len(v) == 64 * 2 for (v,) in rows)  # float16
@@ -248,7 +249,7 @@ def test_a_damaged_vectors_file_is_rebuilt(tmp_path: Path) -> None:
     """A damaged vectors file is rebuilt."""
     root = tmp_path / ".memory"
     fill(MemoryStore(root, embedder=CountingEmbedder()))
-    (root / ".memdir" / "vectors.sqlite").write_bytes(b"not a database" * 100)
+    (state_dir(root) / "vectors.sqlite").write_bytes(b"not a database" * 100)
     emb = CountingEmbedder()
     assert MemoryStore(root, embedder=emb).search("postgresql", 1)
     assert len(emb.memories) == 4
@@ -309,7 +310,7 @@ def test_read_only_store_keeps_vectors_in_memory(tmp_path: Path) -> None:
 
     root = tmp_path / ".memory"
     fill(MemoryStore(root, Config(dir=root, embedder="none")))
-    shutil.rmtree(root / ".memdir")
+    shutil.rmtree(state_dir(root))
 
     def immutable(on: bool) -> bool:
         return (
@@ -325,7 +326,7 @@ def test_read_only_store_keeps_vectors_in_memory(tmp_path: Path) -> None:
         store = MemoryStore(root, watch=False)
         assert store.read_only
         assert store.search(PARAPHRASES[0][3], 1)[0].memory.name == "staging-database"
-        assert not (root / ".memdir").exists()
+        assert not (state_dir(root)).exists()
     finally:
         immutable(False)
 
@@ -645,7 +646,7 @@ def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
 @pytest.mark.slow
 def _embedded(root: Path) -> int:
     """How many memories of the store at ``root`` have a vector (0 before the cache exists)."""
-    db = sqlite3.connect(str(root / ".memdir" / "vectors.sqlite"))
+    db = sqlite3.connect(str(state_dir(root) / "vectors.sqlite"))
     try:
         return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
     except sqlite3.Error:
@@ -757,7 +758,7 @@ def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Pa
     injected.search("note 5")
     assert injected.embedding_backlog > 0
     time.sleep(2)
-    assert not (other / ".memdir" / "embedding.lock").exists()  # no indexer was started
+    assert not (state_dir(other) / "embedding.lock").exists()  # no indexer was started
 
 
 def test_loaded_gives_only_an_embedder_this_process_made() -> None:
@@ -821,7 +822,7 @@ def test_the_library_never_embeds_past_its_budget_nor_what_the_indexer_is_doing(
     assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
     first = len(emb.memories)
     assert 0 < first < 201 and store.embedding_backlog  # the rest waits: nothing blocks
-    lock = filelock.FileLock(str(root / ".memdir" / "embedding.lock"), timeout=0)
+    lock = filelock.FileLock(str(state_dir(root) / "embedding.lock"), timeout=0)
     with lock:  # a background 'memdir index' at work
         assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
         assert len(emb.memories) == first

@@ -22,6 +22,7 @@ from memdir.agent.tools import Tools
 from memdir.config import Config
 from memdir.episodes import Episodes
 from memdir.errors import LLMError
+from memdir.layout import state_dir
 from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel
 from memdir.recall import load_memories, select
@@ -111,7 +112,7 @@ def test_episodes_off_keeps_nothing(tmp_path: Path) -> None:
 
 def test_old_and_oversized_episodes_go_and_the_index_follows(tmp_path: Path) -> None:
     """Old and oversized episodes go and the index follows."""
-    internal = tmp_path / ".memdir"
+    internal = state_dir(tmp_path)
     config = Config(episodes_keep_days=30, episodes_max_bytes=600)
     episodes = Episodes(internal, config)
     old = (datetime.date.today() - datetime.timedelta(days=400)).isoformat()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from memdir import MemoryStore, forked, index, memfile
+from memdir.layout import state_dir
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="memdir forks on Linux alone")
 
@@ -196,7 +197,7 @@ def _listed_meanwhile(tmp: Path, child_fails: bool) -> None:
         for path in (tmp / name).iterdir():  # (as old as a person's files: not racy)
             os.utime(path, (1_600_000_000, 1_600_000_000))
         MemoryStore(tmp / name).close()  # the metadata cache written
-        assert (tmp / name / ".memdir" / "meta.log").exists()
+        assert (state_dir(tmp / name) / "meta.log").exists()
         _edited_by_hand(tmp / name)
     can_fork = forked.can_fork
     forked.can_fork = lambda: False

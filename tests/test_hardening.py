@@ -19,7 +19,7 @@ from memdir import memory as memfmt
 from memdir.atomic import intent_pending
 from memdir.config import Config
 from memdir.errors import InvalidName, ReplyFormatError, SecretFound
-from memdir.layout import JOURNALS, LEGACY_JOURNAL
+from memdir.layout import JOURNALS, LEGACY_JOURNAL, state_dir
 from memdir.learn.consolidate import consolidate_memories
 from memdir.learn.extract import extract_memories
 from memdir.memory import Memory
@@ -152,12 +152,12 @@ def test_undo_after_crash_recovery_brings_back_deleted_memories(
     }
     store._history.archive("a", root / "a.md", "delete", "merged", op["id"])
     (root / "a.md").unlink()
-    (root / ".memdir" / journal).write_text(json.dumps(op))
+    (state_dir(root) / journal).write_text(json.dumps(op))
     recovered = MemoryStore(root)
     assert [e.name for e in recovered.entries()] == ["ab"]
-    assert not any(intent_pending(root / ".memdir" / n) for n in JOURNALS)  # finished
+    assert not any(intent_pending(state_dir(root) / n) for n in JOURNALS)  # finished
     if journal == LEGACY_JOURNAL:  # emptied, as the versions that read it expect
-        assert (root / ".memdir" / journal).stat().st_size == 0
+        assert (state_dir(root) / journal).stat().st_size == 0
     change = {c["name"]: c for c in recovered.log()[-1].changes}
     assert change["a"]["before"] is not None and change["b"]["before"] is not None
     undo(recovered)
@@ -216,14 +216,14 @@ def test_temp_files_in_history_are_reported_and_cleaned(store: MemoryStore, cli:
     stale ones, and the next archive of that memory removes its own."""
     store.write("n", type="reference", description="d", body="1")
     store.write("n", type="reference", description="d", body="2")
-    leftover = store.root / ".memdir" / "history" / "n" / ".tmp-dead.part"
+    leftover = state_dir(store.root) / "history" / "n" / ".tmp-dead.part"
     leftover.write_text("partial")
     old = time.time() - 7200
     os.utime(leftover, (old, old))
     r = cli("doctor")
     assert "1 temporary files of interrupted writers (1 older than an hour" in r.out
     r = cli("doctor", "--fix")
-    assert "removed stale temporary file .memdir/history/n/.tmp-dead.part" in r.out
+    assert f"removed stale temporary file {leftover}" in r.out
     assert not leftover.exists()
 
 
@@ -286,7 +286,7 @@ def test_read_only_store_serves_reads(tmp_path: Path) -> None:
     root = tmp_path / ".memory"
     store = MemoryStore(root)
     store.write("style", type="user_preference", description="Prefers tabs", body="tabs")
-    shutil.rmtree(root / ".memdir")
+    shutil.rmtree(state_dir(root))
     if not _immutable(root, True):
         pytest.skip("chattr +i is not available here")
     try:
@@ -480,7 +480,7 @@ def test_links_inside_memdir_are_never_written_through(
     store.write("n", type="reference", description="d", body="2")
     outside = tmp_path / "outside"
     outside.mkdir()
-    planted = root / ".memdir" / target
+    planted = state_dir(root) / target
     if planted.is_dir():
         shutil.rmtree(planted)
     elif planted.exists():
@@ -490,16 +490,16 @@ def test_links_inside_memdir_are_never_written_through(
     assert r.code == 1 and r.err.count("\n") == 1 and "symbolic link" in r.err
     assert list(outside.iterdir()) == []
     r = cli("doctor")
-    assert r.code == 1 and f".memdir/{target}: symbolic link inside .memdir" in r.out
+    assert r.code == 1 and f"{planted}: symbolic link inside memdir's state folder" in r.out
 
 
 def test_linked_internal_folder_is_refused(tmp_path: Path) -> None:
-    """`.memdir` itself as a link: opening the store says so in one line."""
+    """The state folder itself as a link: opening the store says so in one line."""
     root = tmp_path / ".memory"
     MemoryStore(root)
-    shutil.rmtree(root / ".memdir")
-    os.symlink(tmp_path, root / ".memdir")
-    with pytest.raises(ConflictError, match=r"\.memdir is a symbolic link"):
+    shutil.rmtree(state_dir(root))
+    os.symlink(tmp_path, state_dir(root))
+    with pytest.raises(ConflictError, match=r"-[0-9a-f]{16} is a symbolic link"):
         MemoryStore(root)
 
 

@@ -18,6 +18,7 @@ import pytest
 from memdir import MemoryStore
 from memdir.cli.hooks import LEARN_NICE
 from memdir.integrations.transcripts import read_session
+from memdir.layout import state_dir
 
 from conftest import child_env, trust
 
@@ -174,7 +175,7 @@ def test_missing_store_and_locked_store_never_break_the_host(tmp_path: Path) -> 
 
     # a recall that waited for the lock would outlive hook()'s 60 s: the lock is kept 600 s
     (tmp_path / ".memory" / "config.toml").write_text("lock_timeout = 600\n")
-    with filelock.FileLock(str(tmp_path / ".memory" / ".memdir" / "lock")):
+    with filelock.FileLock(str(state_dir(tmp_path / ".memory") / "lock")):
         r = hook(["prompt"], event, tmp_path, _env(tmp_path))
         assert r.returncode == 0 and "Say hi back" not in r.stderr and "hi" in r.stdout
 
@@ -225,7 +226,7 @@ def test_learn_hook_extracts_in_the_background_with_the_host_cli(
     assert int((bindir / f"{binary}.nice").read_text()) == max(started, LEARN_NICE)
     learned = [op for op in store.log() if op.changes]
     assert learned[-1].source == f"extract:hook:{host}"  # the activity page says who learned it
-    log = project / ".memory" / ".memdir" / "hooks.jsonl"
+    log = state_dir(project / ".memory") / "hooks.jsonl"
     assert _wait_for(lambda: log.exists() and '"status": "ok"' in log.read_text())
     r = hook(["learn", "--host", host], event, tmp_path, env)
     assert _wait_for(lambda: log.read_text().count('"status": "ok"') == 2)
@@ -274,7 +275,7 @@ def test_learn_failure_is_logged_not_raised(tmp_path: Path) -> None:
     }
     r = hook(["learn", "--host", "claude-code"], event, tmp_path, env)
     assert r.returncode == 0
-    log = project / ".memory" / ".memdir" / "hooks.jsonl"
+    log = state_dir(project / ".memory") / "hooks.jsonl"
     assert _wait_for(lambda: log.exists() and "error" in log.read_text())
     r = subprocess.run(
         [sys.executable, "-m", "memdir", "doctor"],
@@ -418,7 +419,7 @@ def test_stores_start_where_they_belong(tmp_path: Path, monkeypatch: pytest.Monk
     r = hook(["learn", "--host", "claude-code"], event, tmp_path, env)
     assert r.returncode == 0, r.stderr
     user_root = Path(env["MEMDIR_USER_DIR"])
-    assert _wait_for(lambda: (user_root / ".memdir" / "hooks.jsonl").exists())
+    assert _wait_for(lambda: (state_dir(user_root) / "hooks.jsonl").exists())
     assert not (other / ".memory").exists()
 
     anywhere = tmp_path / "desktop"
@@ -497,7 +498,7 @@ def test_learn_workers_refuse_pipes_and_devices(tmp_path: Path) -> None:
     fifo = tmp_path / "t.fifo"
     os.mkfifo(fifo)
     for path in (fifo, Path("/dev/zero")):
-        job = project / ".memory" / ".memdir" / "job.json"
+        job = state_dir(project / ".memory") / "job.json"
         job.parent.mkdir(exist_ok=True)
         job.write_text(
             json.dumps(
@@ -544,7 +545,7 @@ def test_concurrent_learns_ask_the_model_once(tmp_path: Path) -> None:
         ]
         for p in procs:
             p.communicate(json.dumps(event).encode(), timeout=60)
-        log = project / ".memory" / ".memdir" / "hooks.jsonl"
+        log = state_dir(project / ".memory") / "hooks.jsonl"
         assert _wait_for(
             lambda: log.exists() and log.read_text().count('"hook": "learn"') == 10, 120
         )
@@ -623,7 +624,7 @@ def test_learning_through_the_hosts_cli_never_starts_itself_again(
     assert hook(["learn", "--host", "claude-code"], event, project, env).returncode == 0
 
     def records() -> list[dict[str, Any]]:  # the project's log, and the user store's
-        logs = sorted(tmp_path.rglob(".memdir/hooks.jsonl"))
+        logs = sorted(tmp_path.rglob("hooks.jsonl"))
         lines = [x for log in logs for x in log.read_text().splitlines()]
         return [json.loads(x) for x in lines if '"learn"' in x]
 
@@ -663,7 +664,7 @@ def test_the_prompt_hook_answers_a_fresh_unembedded_store_by_bm25_and_exits_0(
     assert "terminate called" not in r.stderr
     context = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
     assert 'name="billing-db"' in context
-    vectors = root / ".memdir" / "vectors.sqlite"  # the background indexer's work
+    vectors = state_dir(root) / "vectors.sqlite"  # the background indexer's work
     assert _wait_for(lambda: len(_embedded(vectors)) == 301, 180), len(_embedded(vectors))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memdir.cachedb import damaged
+from memdir.layout import state_dir
 
 
 @pytest.mark.parametrize(
@@ -34,7 +35,7 @@ def test_a_cache_with_text_that_is_not_utf8_any_more_is_rebuilt(tmp_path: Path) 
     store.write("n", type="project_fact", description="Kappa note", body="kappa lambda")
     assert store.search("kappa")
     store.close()
-    db = sqlite3.connect(str(tmp_path / ".memory" / ".memdir" / "search.sqlite"))
+    db = sqlite3.connect(str(state_dir(tmp_path / ".memory") / "search.sqlite"))
     tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     for table in tables:
         columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]

@@ -18,6 +18,7 @@ from memdir.agent.loop import MAX_STEPS, agent_loop
 from memdir.agent.repl import Session
 from memdir.agent.tools import Tools
 from memdir.config import Config
+from memdir.layout import state_dir
 from memdir.learn.extract import extract_memories
 from memdir.providers import make_model
 from memdir.recall import catalogue_for
@@ -31,7 +32,7 @@ def test_a_held_lock_is_a_one_line_error(tmp_path: Path) -> None:
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, lock_timeout=0.2))
     with (
-        filelock.FileLock(str(root / ".memdir" / "lock")),
+        filelock.FileLock(str(state_dir(root) / "lock")),
         pytest.raises(StoreLocked, match=r"held .*lock for over 0s — wait for it"),
     ):
         store.write("x", type="reference", description="d", body="b")
@@ -130,7 +131,7 @@ def test_metadata_cache_log_is_folded_into_its_snapshot(tmp_path: Path) -> None:
 
         os.utime(root / f"n{i}.md", (old, old))  # out of the racy window: cacheable
     store.refresh()
-    meta, log = root / ".memdir" / "meta.json", root / ".memdir" / "meta.log"
+    meta, log = state_dir(root) / "meta.json", state_dir(root) / "meta.log"
     assert meta.exists()
     rows = json.loads(meta.read_text())["rows"]
     logged = log.read_text().splitlines() if log.exists() else []

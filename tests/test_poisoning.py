@@ -15,6 +15,7 @@ from memdir.config import Config
 from memdir.episodes import Episodes
 from memdir.instructions import screen
 from memdir.integrations.mcp_memory import MemoryServer
+from memdir.layout import state_dir
 from memdir.learn.extract import extract_memories
 from memdir.recall import render_block
 from memdir.review import proposals
@@ -91,7 +92,7 @@ def test_an_episode_that_repeats_a_web_pages_instruction_is_kept_but_not_recalle
 ) -> None:
     """What was said stays on disk (nothing lost), marked; search never returns it."""
     root = tmp_path / ".memory"
-    episodes = Episodes(root / ".memdir", Config(dir=root, embedder="none"))
+    episodes = Episodes(state_dir(root), Config(dir=root, embedder="none"))
     episodes.record(
         [
             ("user", "What does the deploy page say about the staging cluster?"),
@@ -143,9 +144,13 @@ def test_ordinary_memories_with_commands_are_not_held(text: str) -> None:
     assert screen(text) is None
 
 
-def test_the_tuning_corpus_is_held_and_its_ordinary_memories_are_not() -> None:
-    """A change to the screen that loses a sign it was tuned on, or starts holding ordinary
-    memories, fails here (the kept-out sets are measured in benchmarks/injection_bench.py)."""
-    data = json.loads((DATA / "injection_corpus.json").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("corpus", ["injection_corpus.json", "injection_tuning_r5.json"])
+def test_the_tuning_corpus_is_held_and_its_ordinary_memories_are_not(corpus: str) -> None:
+    """A change to the screen that loses a sign it was tuned on (other languages, two-step
+    downloads, decoders piped to a shell, credential files put where others read them, image
+    beacons, dropped safeguards, claims over the user's own instructions), or starts holding
+    ordinary memories, fails here (the kept-out sets are measured in
+    benchmarks/injection_bench.py)."""
+    data = json.loads((DATA / corpus).read_text(encoding="utf-8"))
     assert [t for t in data["injected"] if screen(t) is None] == []
     assert [t for t in data["ordinary"] if screen(t) is not None] == []

@@ -368,3 +368,79 @@ def test_an_upgraded_memdir_is_answered_by_a_new_resident_and_the_old_one_leaves
     answer = host.ask("which port does the API use?")
     assert answer is not None and "api-port" in answer[0]
     os.kill(new, signal.SIGKILL)
+
+
+def test_a_stopped_resident_leaves_the_hook_to_its_own_process(host: Host) -> None:
+    """A resident stopped mid-life (SIGSTOP) still accepts connections but answers nothing:
+    the hook waits less than the host's timeout, then answers from its own process."""
+    host.hook("warm up")
+    pid = host.running()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        r = host.hook("which port does the API use?")
+        assert r.returncode == 0 and "api-port" in r.stdout, r.stderr
+        assert "did not answer" not in r.stderr
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _serve(resident: object, path: Path) -> tuple[socket.socket, threading.Thread]:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(4)
+    serve = getattr(resident, "serve")  # noqa: B009 - (typed loosely: the helper takes any)
+    thread = threading.Thread(target=serve, args=(listener,), daemon=True)
+    thread.start()
+    return listener, thread
+
+
+def _send(path: Path, kind: str = "prompt") -> socket.socket:
+    from memdir.hookclient import send
+
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(30)
+    client.connect(str(path))
+    send(client, json.dumps({"kind": kind, "host": "claude-code", "event": "{}"}).encode())
+    return client
+
+
+def test_a_call_that_fails_is_logged_and_one_that_hangs_makes_the_resident_leave(
+    tmp_path: Path,
+) -> None:
+    """A call whose hook raises ends its connection (the client runs the hook itself) and is
+    written to the resident's log; a call that outlives the bound makes the resident leave
+    instead of answering nobody for ever."""
+    from memdir.hookclient import receive
+    from memdir.integrations.resident import Resident, failures
+
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+
+    def broken(*_: object, **__: object) -> tuple[str, str]:
+        raise RuntimeError("the index is gone")
+
+    failing = Resident(folder / "a.sock", idle=60, run=broken)
+    listener, thread = _serve(failing, folder / "a.sock")
+    with pytest.raises(ConnectionError):
+        receive(_send(folder / "a.sock"))
+    _until(lambda: failures(folder), "the failure logged")
+    assert "RuntimeError: the index is gone" in failures(folder)[-1]
+    failing.stopping.set()
+    thread.join(30)
+    listener.close()
+
+    release = threading.Event()
+
+    def hangs(*_: object, **__: object) -> tuple[str, str]:
+        release.wait(120)
+        return "", ""
+
+    stuck = Resident(folder / "b.sock", idle=60, bound=0.5, run=hangs)
+    listener, thread = _serve(stuck, folder / "b.sock")
+    client = _send(folder / "b.sock")
+    thread.join(60)
+    assert not thread.is_alive() and stuck.stuck
+    assert "a call ran past" in failures(folder)[-1]
+    release.set()
+    client.close()
+    listener.close()

@@ -20,6 +20,7 @@ from memdir import MemoryStore
 from memdir import memory as memfmt
 from memdir.agent.loop import MemoryWorker
 from memdir.config import Config
+from memdir.layout import state_dir
 from memdir.learn.consolidate import changed_since_last_run, consolidate_memories, is_due
 from memdir.memory import Memory
 from memdir.testing import FakeModel
@@ -118,7 +119,7 @@ def test_readers_never_wait_for_the_writers_lock(tmp_path: Path) -> None:
             "-c",
             (
                 "import filelock, sys, time\n"
-                f"l = filelock.FileLock({str(root / '.memdir' / 'lock')!r}); l.acquire()\n"
+                f"l = filelock.FileLock({str(state_dir(root) / 'lock')!r}); l.acquire()\n"
                 "print('held', flush=True); time.sleep(20)\n"
             ),
         ],
@@ -134,7 +135,7 @@ def test_readers_never_wait_for_the_writers_lock(tmp_path: Path) -> None:
         assert reader.search("beta")[0].memory.name == "b" and reader.get("a").body == "x"
         assert len(store.entries()) == 2 and store.problems() == []
         with pytest.raises(filelock.Timeout):
-            filelock.FileLock(str(root / ".memdir" / "lock"), timeout=0).acquire()
+            filelock.FileLock(str(state_dir(root) / "lock"), timeout=0).acquire()
     finally:
         holder.kill()
         holder.wait()
@@ -293,7 +294,7 @@ def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_
     assert r.returncode == 0 and "Noted." in r.stdout, r.stderr
     assert "handed over to the next session: memory extraction" in r.stderr
     assert "Traceback" not in r.stderr
-    assert len(list((tmp_path / ".memory" / ".memdir" / "pending").glob("*.json"))) == 1
+    assert len(list((state_dir(tmp_path / ".memory") / "pending").glob("*.json"))) == 1
     slow["on"] = False
     r = subprocess.run(
         [sys.executable, "-m", "memdir", "run", "hello"],
@@ -305,4 +306,4 @@ def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_
     )
     assert r.returncode == 0 and "resuming 1 extraction" in r.stderr, r.stderr
     assert "prefer-tabs" in {e.name for e in MemoryStore(tmp_path / "user-store").entries()}
-    assert not list((tmp_path / ".memory" / ".memdir" / "pending").iterdir())
+    assert not list((state_dir(tmp_path / ".memory") / "pending").iterdir())

@@ -13,6 +13,7 @@ import pytest
 
 from memdir import MemoryStore, ReadOnlyStore
 from memdir.config import Config, load_config
+from memdir.layout import state_dir
 from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel
 from memdir.recall import build_system, render_block, select
@@ -164,7 +165,7 @@ def test_read_only_store_is_recalled_and_never_touched(
     consolidate_memories(store, server_model, force=True, whole=True)
     undo(store)
     assert checksums(team.parent) == before
-    assert not (team / ".memdir").exists()  # not even caches: those are in the user's cache
+    assert not (state_dir(team)).exists()  # not even caches: those are in the user's cache
 
 
 def test_a_name_in_two_scopes(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
+from memdir.layout import state_dir
 from memdir.search import Doc, SearchIndex, tokenize
 
 from conftest import CliFn
@@ -168,7 +169,7 @@ def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> N
         ]
     )
     assert cli("search", "kappa").code == 0  # builds both caches
-    path = tmp_path / ".memory" / ".memdir" / cache
+    path = state_dir(tmp_path / ".memory") / cache
 
     def damage() -> None:
         import sqlite3
@@ -186,9 +187,9 @@ def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> N
 
     damage()
     r = cli("doctor")
-    assert f".memdir/{cache}: damaged cache" in r.out and "doctor --fix" in r.out
+    assert f"{path}: damaged cache" in r.out and "doctor --fix" in r.out
     r = cli("doctor", "--fix")
-    assert f"removed the damaged cache .memdir/{cache}" in r.out
+    assert f"removed the damaged cache {path}" in r.out
     assert "damaged cache" not in cli("doctor").out
     assert cli("search", "kappa").code == 0
     damage()

@@ -16,7 +16,7 @@ from memdir import ConflictError, MemoryNotFound, MemoryStore, Put, Remove
 from memdir import memory as memfmt
 from memdir.atomic import intent_pending
 from memdir.errors import InvalidMemory, PlanError
-from memdir.layout import JOURNALS
+from memdir.layout import JOURNALS, state_dir
 from memdir.memory import Memory
 
 from conftest import CliFn
@@ -292,9 +292,31 @@ def test_unicode_name_maps_to_safe_file(store: MemoryStore) -> None:
     assert index_names(store) == ["用户语言偏好"]
 
 
-def test_internal_folder_is_git_ignored(store: MemoryStore) -> None:
-    """The store writes a .gitignore that keeps .memdir/ out of git."""
-    assert (store.root / ".gitignore").read_text() == "/.memdir/\n"
+def test_memdirs_own_state_lives_outside_the_store_folder(store: MemoryStore) -> None:
+    """History, the log and the caches live in the user's state folder, keyed by the store's
+    real path: nothing of memdir's own is in the folder a repository holds."""
+    store.write("a", type="project_fact", description="A", body="one")
+    store.write("a", type="project_fact", description="A", body="two")
+    assert store.internal == state_dir(store.root) and store.internal.is_dir()
+    assert not store.root.joinpath(".memdir").exists()
+    assert not store.root.joinpath(".gitignore").exists()
+    assert sorted(p.name for p in store.root.iterdir()) == ["MEMORY.md", "a.md"]
+    assert (store.internal / "history" / "a" / "0001.md").is_file()
+    assert os.stat(store.internal).st_mode & 0o077 == 0
+
+
+def test_an_earlier_versions_state_in_the_folder_is_moved_out_once(tmp_path: Path) -> None:
+    """A store an earlier memdir kept its state in (``.memory/.memdir``) opens with its history
+    and log: the folder is moved to the state folder, nothing lost."""
+    root = tmp_path / ".memory"
+    with MemoryStore(root) as old:
+        old.write("a", type="project_fact", description="A", body="one")
+        old.write("a", type="project_fact", description="A", body="two")
+    os.rename(state_dir(root), root / ".memdir")  # as an earlier version left it
+    with MemoryStore(root) as store:
+        assert not (root / ".memdir").exists()
+        assert "one" in store.version_text("a", 1)
+        assert store.origin("a").label == "api"
 
 
 def test_memory_files_get_ordinary_permissions(store: MemoryStore) -> None:
@@ -398,8 +420,8 @@ def test_sigkill_at_random_points_loses_nothing(tmp_path: Path) -> None:
                 acked.update(inflight)
                 inflight = {}
         store = MemoryStore(root)  # recovery happens here
-        assert not any(intent_pending(root / ".memdir" / n) for n in JOURNALS)  # finished
-        leftovers = [p.name for d in (root, root / ".memdir") for p in d.iterdir()]
+        assert not any(intent_pending(state_dir(root) / n) for n in JOURNALS)  # finished
+        leftovers = [p.name for d in (root, state_dir(root)) for p in d.iterdir()]
         assert not [n for n in leftovers if n.startswith(".tmp-")]
         bodies = {m.name: m.body for m in store.list()}
         for name, body in acked.items():
@@ -419,9 +441,9 @@ def test_unreadable_journal_is_kept_aside(tmp_path: Path, journal: str) -> None:
     moved aside, not executed or deleted."""
     root = tmp_path / ".memory"
     MemoryStore(root)
-    (root / ".memdir" / journal).write_text("{not json")
+    (state_dir(root) / journal).write_text("{not json")
     MemoryStore(root)
-    kept = list((root / ".memdir").glob("journal.unreadable.*"))
+    kept = list((state_dir(root)).glob("journal.unreadable.*"))
     assert len(kept) == 1 and kept[0].read_text() == "{not json"
 
 

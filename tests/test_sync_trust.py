@@ -14,6 +14,7 @@ import pytest
 from machines import Machine, _git_env, git
 from memdir import memory as memfmt
 from memdir.config import PULLED_NOTE, load_config, store_config
+from memdir.layout import state_dir
 from memdir.sync import repo as syncrepo
 from memdir.trust import config_home
 
@@ -74,7 +75,7 @@ def test_a_pushed_gitignore_never_publishes_memdirs_own_files(
     the remote removes /.memdir/ from the store's .gitignore."""
     a, _ = machines
     attacker.push("loosen ignore", {".gitignore": "# nothing\n"})
-    episodes = a.user / ".memdir" / "episodes"
+    episodes = state_dir(a.user) / "episodes"
     episodes.mkdir(parents=True, exist_ok=True)
     (episodes / "2026-12-01-x.jsonl").write_text('{"text": "user: Private: my hearing"}\n')
     a.add("tabs", "Tabs for indentation")
@@ -95,6 +96,7 @@ def test_state_an_older_sync_published_is_untracked_and_kept_here(
     the repository at the next sync, and stays on disk."""
     a, _ = machines
     usage = a.user / ".memdir" / "usage.jsonl"
+    usage.parent.mkdir(exist_ok=True)
     usage.write_text('{"model": "x"}\n')
     git(a.user, "add", "-f", ".memdir/usage.jsonl")
     git(a.user, "commit", "-q", "-m", "oops")
@@ -177,7 +179,7 @@ def test_memdir_state_and_foreign_files_from_the_remote_are_refused(
     a, _ = machines
     a.add("hello-laptop", "edited here")
     a.ok("sync", "--scope", "user")
-    history = a.user / ".memdir" / "history"
+    history = state_dir(a.user) / "history"
     before = sorted((p.relative_to(history), p.read_bytes()) for p in history.rglob("*.md"))
     head = git(a.user, "rev-parse", "HEAD")
     attacker.push("state", write)
@@ -185,7 +187,7 @@ def test_memdir_state_and_foreign_files_from_the_remote_are_refused(
     assert res.code == 1 and says in res.err, res.err
     assert "by Mallory <mallory@example.com>" in res.err
     assert git(a.user, "rev-parse", "HEAD") == head
-    assert (a.user / ".memdir").is_dir()
+    assert (state_dir(a.user)).is_dir()
     after = sorted((p.relative_to(history), p.read_bytes()) for p in history.rglob("*.md"))
     assert after == before
     assert a.ok("list", "--scope", "user")  # every command still works

@@ -19,7 +19,7 @@ from typing import Any
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, write_atomic
 from .errors import MemdirError
-from .layout import ADOPTED, HISTORY, SEARCH, VECTORS
+from .layout import ADOPTED, HISTORY, INTERNAL, SEARCH, VECTORS
 from .memory import Memory, safe_repr
 from .safetext import plural
 from .store import Store
@@ -57,8 +57,30 @@ class Report:
         return out
 
 
+def _where(store: Store, path: str | os.PathLike[str]) -> str:
+    """A path as a report shows it: inside the store relative to it, else whole (memdir's
+    state folder is outside the store)."""
+    rel = os.path.relpath(path, store.root)
+    return str(path) if rel.startswith("..") else rel
+
+
+def _left_in_folder(store: Store, report: Report) -> None:
+    """A ``.memdir`` in the store's folder is not memdir's state (that is kept outside it):
+    one that came with the repository, or a file; memdir never reads it."""
+    legacy = store.root / INTERNAL
+    if store.internal != legacy and os.path.lexists(legacy):
+        report.warnings.append(
+            {
+                "file": INTERNAL,
+                "reason": "not memdir's state (kept in"
+                f" {store.internal}); it came from elsewhere, such as the repository, and is"
+                " never read — remove it ('git rm -r --cached .memdir' if git tracks it)",
+            }
+        )
+
+
 def _internal_links(store: Store) -> list[str]:
-    """Symbolic links inside ``.memdir`` (two levels: its files and history/<name>)."""
+    """Symbolic links inside the state folder (two levels: its files and history/<name>)."""
     found = []
     for folder in (store.internal, store.internal / HISTORY):
         try:
@@ -67,12 +89,10 @@ def _internal_links(store: Store) -> list[str]:
             continue
         for de in entries:
             if de.is_symlink():
-                found.append(os.path.relpath(de.path, store.root))
+                found.append(_where(store, de.path))
             elif folder != store.internal and de.is_dir(follow_symlinks=False):
                 found += [
-                    os.path.relpath(sub.path, store.root)
-                    for sub in os.scandir(de.path)
-                    if sub.is_symlink()
+                    _where(store, sub.path) for sub in os.scandir(de.path) if sub.is_symlink()
                 ]
     return found
 
@@ -237,7 +257,7 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
         report.errors.append(
             {
                 "file": link,
-                "reason": "symbolic link inside .memdir — memdir"
+                "reason": "symbolic link inside memdir's state folder — memdir"
                 " never writes through it; remove it (memdir recreates the file)",
             }
         )
@@ -249,7 +269,7 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
         for path in stale:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            report.fixed.append(f"removed stale temporary file {os.path.relpath(path, store.root)}")
+            report.fixed.append(f"removed stale temporary file {_where(store, path)}")
         report.fixed.append("rebuilt MEMORY.md and the metadata cache")
     elif temps:
         report.warnings.append(
@@ -264,30 +284,31 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
         if fix and not links:
             store.discard_caches()
             report.fixed.append(
-                f"removed the damaged cache .memdir/{name} (rebuilt from the"
+                f"removed the damaged cache {store.internal / name} (rebuilt from the"
                 " files at the next search)"
             )
         else:
             report.warnings.append(
                 {
-                    "file": f".memdir/{name}",
+                    "file": str(store.internal / name),
                     "reason": f"damaged cache ({why}) — 'memdir doctor --fix' rebuilds it",
                 }
             )
     for name in unfinished(store.internal):
         report.errors.append(
             {
-                "file": f".memdir/{name}",
+                "file": str(store.internal / name),
                 "reason": "an unfinished operation (reopen the store to finish it)",
             }
         )
     for leftover in sorted(store.internal.glob("journal.unreadable.*")):
         report.warnings.append(
             {
-                "file": f".memdir/{leftover.name}",
+                "file": str(leftover),
                 "reason": "an unreadable journal kept aside; inspect it, then delete it",
             }
         )
+    _left_in_folder(store, report)
     if store.read_only:
         report.warnings.append(
             {"file": ".", "reason": "the store is read-only: memdir reads it but cannot change it"}
@@ -309,7 +330,7 @@ def _file_problems(store: Store, report: Report, fix: bool) -> None:
                 _quote(store, p.file)
                 report.fixed.append(
                     f"{p.file}: quoted a value holding ': ' (YAML read it as a mapping); the"
-                    f" file as it was is in .memdir/{ADOPTED}/"
+                    f" file as it was is in {store.internal / ADOPTED}/"
                 )
             else:
                 report.warnings.append(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .layout import HELD, INTERNAL
+from .layout import HELD, state_dir
 from .statefile import StateFile
 
 
@@ -30,7 +30,7 @@ class Hold:
 
 
 def _file(root: Path) -> StateFile:
-    return StateFile(root / INTERNAL / HELD)
+    return StateFile(state_dir(root) / HELD)
 
 
 def holds(root: Path) -> dict[str, Hold]:

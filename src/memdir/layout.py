@@ -1,12 +1,43 @@
-"""The names of everything memdir keeps under a store's ``.memdir/`` folder, in one place.
+"""Where memdir keeps a store's own state, and the names of everything in it, in one place.
 
-Everything here except ``HISTORY`` can be rebuilt from the memory files or is disposable
-state; ARCHITECTURE.md says what each holds. This module does NOT read or write them.
+A folder store's state (history, the log, review and held lists, caches) lives outside the
+store's folder, in the user's state folder keyed by the store's real path
+(``state_dir``), where no ``git pull``, ``git clone`` or checkout can write or delete it and
+no file a repository brings can pass for it. Stores written by earlier versions kept it in
+the folder's ``.memdir`` (``INTERNAL``): that is moved out once, when it was this machine's
+(``lock.open_folder``). Everything here except ``HISTORY`` and ``LOG`` can be rebuilt from the
+memory files or is disposable state; ARCHITECTURE.md says what each holds.
+This module does NOT read or write them.
 """
 
 from __future__ import annotations
 
-INTERNAL = ".memdir"
+import hashlib
+import os
+import re
+from pathlib import Path
+
+INTERNAL = ".memdir"  # where earlier versions kept a store's state, inside its folder
+STORES = "stores"  # <user state folder>/stores/<folder name>-<digest of its real path>
+
+
+def state_home() -> Path:
+    """The user's state folder for memdir (``$XDG_STATE_HOME/memdir`` on Linux)."""
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("memdir", appauthor=False))
+
+
+def state_dir(root: Path) -> Path:
+    """The folder that holds the state of the store whose folder is ``root``: one per real
+    path, named for the folder (and its parent) so a person can tell which is which."""
+    real = os.path.realpath(root)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
+    parts = [p for p in real.split(os.sep) if p][-2:]
+    label = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)).strip("._-")[:48] or "root"
+    return state_home() / STORES / f"{label}-{digest}"
+
+
 LOCK = "lock"  # the writers' lock
 JOURNAL = "intent.json"  # the operation in flight (padded to whole blocks; blank: none)
 LEGACY_JOURNAL = "journal.json"  # what earlier versions write (emptied when done): read too
@@ -33,6 +64,7 @@ SYNC_LOCK = "sync.lock"  # held by the one sync of this store at work
 REVIEW = "review"  # review/<id>.json: learned changes waiting for a person (review = "ask")
 RECALL_LOG = "recall.jsonl"  # what was recalled for which prompt and why (recall.1.jsonl: older)
 HELD = "held.json"  # memories held back from recall until reviewed (arrivals, instructions)
+ACCEPTED = "accepted.json"  # texts of a standing kind the user accepted as their own
 ADOPTED = "adopted"  # adopted/<file>: a bare note as it was before doctor made it a memory
 
 # Set in the environment of a host CLI that memdir starts as its memory model (``claude -p``,

@@ -1,9 +1,10 @@
 """The writers' lock of a store, and opening its folder.
 
-One writer at a time holds ``.memdir/lock`` (``filelock``: re-entrant within one object);
-readers never take it, but may *try* it to finish a crashed writer's journal or repair
-MEMORY.md, never waiting. Opening a folder creates ``.memdir`` (owner-only in a private store)
-and its ``.gitignore``, and finds out whether the folder can be written at all.
+One writer at a time holds the ``lock`` file of the store's state folder (``filelock``:
+re-entrant within one object); readers never take it, but may *try* it to finish a crashed
+writer's journal or repair MEMORY.md, never waiting. Opening a folder creates its state folder
+(owner-only, outside the store's folder: ``layout.state_dir``), moving an earlier version's
+``.memdir`` there once, and finds out whether the folder can be written at all.
 This module does NOT write memories.
 """
 
@@ -12,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .atomic import private, write_atomic
 from .errors import ConflictError, ReadOnlyStore, StoreLocked, StoreNotFound
-from .layout import INTERNAL, LOCK
+from .layout import INTERNAL, LOCK, state_dir
 from .transaction import not_a_link
 
 if TYPE_CHECKING:
@@ -26,31 +28,65 @@ if TYPE_CHECKING:
 
 
 def open_folder(root: Path, *, create: bool, cache_dir: Path | None) -> bool:
-    """Make sure the store folder and its ``.memdir`` exist (``create``); whether the store is
-    read-only (a shared store, whose caches live in ``cache_dir``; a read-only mount)."""
+    """Make sure the store folder and its state folder (``layout.state_dir``, outside the
+    store's folder) exist (``create``); whether the store is read-only (a shared store, whose
+    caches live in ``cache_dir``; a read-only mount). The state an earlier version kept in the
+    folder's ``.memdir`` is moved out once, unless it came with a repository."""
     if root.is_symlink():
         raise ConflictError(f"{root} is a symbolic link — point memdir at the real folder")
-    internal = root / INTERNAL
     if not root.is_dir():
         if not create:
             raise StoreNotFound(
                 f"no memory store at {root} — run 'memdir init' there, or pass --dir"
             )
         root.mkdir(parents=True, exist_ok=True)
-    not_a_link(internal, "folder")
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         return True
-    try:
-        internal.mkdir(exist_ok=True, mode=0o700 if private(root) else 0o777)
-        gitignore = root / ".gitignore"
-        if not os.path.lexists(gitignore):
-            write_atomic(gitignore, f"/{INTERNAL}/\n".encode())
-    except OSError as exc:
-        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
-            raise
+    if not os.access(root, os.W_OK):
         return True  # a read-only mount or a checked-in store: reads work
+    state = state_dir(root)
+    not_a_link(state, "folder")
+    if not state.is_dir():
+        state.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        take_legacy_state(root, state)
+        state.mkdir(mode=0o700, exist_ok=True)
     return False
+
+
+def take_legacy_state(root: Path, state: Path) -> None:
+    """Move the ``.memdir`` an earlier memdir kept in the folder to ``state`` (new): this
+    machine's history, log and caches. One that git tracks came with the repository (a clone,
+    a pull) and is not this machine's: it is left where it is and never read
+    (``memdir doctor`` names it)."""
+    legacy = root / INTERNAL
+    if os.path.lexists(state) or legacy.is_symlink() or not legacy.is_dir():
+        return
+    if legacy_tracked(root):
+        return
+    try:
+        os.rename(legacy, state)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.copytree(legacy, state, symlinks=True)
+        shutil.rmtree(legacy)
+
+
+def legacy_tracked(root: Path) -> bool:
+    """Whether git tracks anything under the folder's ``.memdir`` (it came with the
+    repository). No git, or no repository: nothing is tracked."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--", INTERNAL],
+            capture_output=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and bool(out.stdout.strip(b"\0"))
 
 
 class WritersLock:

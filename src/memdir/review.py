@@ -24,7 +24,7 @@ from .errors import MemdirError, MemoryNotFound
 from .held import release
 from .history import Operation
 from .instructions import screen as screen_instructions
-from .layout import INTERNAL, REVIEW
+from .layout import REVIEW
 from .memory import Memory
 from .plan import Change, Put, Remove, screen
 from .store import Store
@@ -125,7 +125,7 @@ def held_why(change: Change) -> str | None:
 
 
 def _folder(store: Store) -> Path:
-    return store.root / INTERNAL / REVIEW
+    return store.internal / REVIEW
 
 
 def land(

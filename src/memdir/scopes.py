@@ -43,6 +43,7 @@ from .errors import (
     ReadOnlyStore,
     StoreNotFound,
 )
+from .layout import state_dir
 from .memory import Memory
 from .plan import Put
 from .provenance import Origin
@@ -183,7 +184,7 @@ class Scopes:
         user_root = user_store_dir(config)
         if USER in wanted and user_root is not None:
             store = None
-            if (user_root / ".memdir").is_dir() or any(user_root.glob("*.md")):
+            if state_dir(user_root).is_dir() or any(user_root.glob("*.md")):
                 make_private(user_root)
                 store = self._open(user_root, create=False)
             self.scopes.append(Scope(USER, user_root, True, store))

@@ -44,6 +44,13 @@ def unfinished(internal: Path) -> list[str]:
     return [name for name in JOURNALS if intent_pending(internal / name)]
 
 
+def _same_device(a: Path, b: Path) -> bool:
+    try:
+        return os.stat(a).st_dev == os.stat(b).st_dev
+    except OSError:
+        return False
+
+
 def not_a_link(path: Path, what: str) -> None:
     """Refuse to work through a symbolic link planted inside the store."""
     if path.is_symlink():
@@ -103,6 +110,9 @@ class Transaction:
     ) -> None:
         self.root, self.internal, self.config = root, internal, config
         self._history, self._folder, self._lookup = history, folder, lookup
+        # a file is staged in the state folder, so the store's watchers see one rename, where
+        # both are on one file system; in the store's own folder otherwise
+        self._stage = internal if _same_device(root, internal) else None
         self._catalog, self._cache, self._tracker = folder.catalog, folder.cache, folder.tracker
 
     def check(self, memory: Memory) -> Memory:
@@ -235,7 +245,7 @@ class Transaction:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
             else:
-                write_atomic(path, step["content"].encode(), stage=self.internal)
+                write_atomic(path, step["content"].encode(), stage=self._stage)
             written = (
                 None if step["content"] is None else memfmt.digest_of(step["content"].encode())
             )

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .layout import INTERNAL, SYNC_STATE
+from .layout import SYNC_STATE, state_dir
 from .statefile import StateFile
 
 TRUST_FILE = "trusted.json"
@@ -50,7 +50,7 @@ def digest(path: Path) -> str:
 def pulled(path: Path) -> bool:
     """Whether the store's ``config.toml`` at ``path`` is as a sync brought it from a remote
     and nobody here accepted it yet (``accept_pulled``) or edited it since."""
-    mark = StateFile(path.parent / INTERNAL / SYNC_STATE).read().get(PULLED_CONFIG)
+    mark = StateFile(state_dir(path.parent) / SYNC_STATE).read().get(PULLED_CONFIG)
     if not mark:
         return False
     try:
@@ -67,18 +67,18 @@ def settings_file(path: Path) -> Path | None:
     a sync's version waits to be accepted the one it replaced (None: there was none)."""
     if not pulled(path):
         return path
-    copy = path.parent / INTERNAL / ACCEPTED_COPY
+    copy = state_dir(path.parent) / ACCEPTED_COPY
     return copy if copy.is_file() else None
 
 
 def accept_pulled(path: Path) -> bool:
     """Accept a config.toml a sync brought (its settings apply from now on); whether it was
     waiting."""
-    state = StateFile(path.parent / INTERNAL / SYNC_STATE)
+    state = StateFile(state_dir(path.parent) / SYNC_STATE)
     if not state.read().get(PULLED_CONFIG):
         return False
     state.update(lambda s: s.pop(PULLED_CONFIG, None))
-    (path.parent / INTERNAL / ACCEPTED_COPY).unlink(missing_ok=True)
+    (state_dir(path.parent) / ACCEPTED_COPY).unlink(missing_ok=True)
     return True
 
 

@@ -15,7 +15,7 @@ import click
 
 from .. import memory as memfmt
 from ..errors import InvalidMemory, MemdirError
-from ..layout import INTERNAL
+from ..layout import state_dir
 from ..plan import Put
 from ..safetext import plural
 from ..scopes import PROJECT, route
@@ -99,7 +99,7 @@ def cli(
 def init(c: Ctx, with_git: bool) -> None:
     """Create the memory folder and its index."""
     c.create_store = True
-    existed = (c.config.dir / INTERNAL).is_dir() or (c.config.dir / "MEMORY.md").is_file()
+    existed = state_dir(c.config.dir).is_dir() or (c.config.dir / "MEMORY.md").is_file()
     if c.config.database_url:
         if with_git:
             raise click.UsageError("--git syncs a folder; a database store is shared already")

@@ -78,6 +78,17 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
         click.echo(for_terminal_text(memfmt.dumps(mem)), nl=False)
         when = f", {origin.at}" if origin.at else ""
         click.echo(f"(from: {for_terminal(origin.label)}{when})", err=True)
+        claims = sorted(k for k in mem.extra if k.lower() in ORIGIN_CLAIMS)
+        if claims:
+            fields = ", ".join(f"'{for_terminal(k)}:'" for k in claims)
+            click.echo(
+                f"(its own {fields} field is what the file claims, not where it came from)",
+                err=True,
+            )
+
+
+# frontmatter keys a file may use to claim an origin: shown as the file's claim, never taken
+ORIGIN_CLAIMS = frozenset({"origin", "from", "source", "author", "by", "provenance", "said_by"})
 
 
 def _origin(scopes: Scopes, shown: str) -> str | None:

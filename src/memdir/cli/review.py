@@ -49,12 +49,22 @@ def review_group(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([{**p.to_dict(), "scope": scope} for scope, _, p in rows])
         return
+    from ..standing import waiting
+
+    standing = waiting(c.scopes(require=False))
+    for name, origin in standing:
+        click.echo(
+            f"{for_terminal(name)}  from: {for_terminal(origin)}  — not your instruction until"
+            f" you accept it: 'memdir show {for_terminal(name)}', then 'memdir accept"
+            f" {for_terminal(name)}'"
+        )
     if not rows:
         mode = c.config.review
-        click.echo(
-            "Nothing waits for review."
-            + ("" if mode == "ask" else ' (review = "auto": what is learned is saved at once)')
-        )
+        if not standing:
+            click.echo(
+                "Nothing waits for review."
+                + ("" if mode == "ask" else ' (review = "auto": what is learned is saved at once)')
+            )
         return
     for scope, _, p in rows:
         click.echo(f"{p.id}  {scope}  {p.source}  {p.time}  {for_terminal(p.summary)}")
@@ -114,6 +124,27 @@ def reject(c: Ctx, specs: tuple[str, ...], every: bool) -> None:
     _decide(c, specs, every, approve=False)
 
 
+@click.command("accept", short_help="Make a rule from elsewhere your own instruction.")
+@click.argument("names", nargs=-1, metavar="NAME...")
+@click.option("--all", "every", is_flag=True, help="Every memory that waits ('memdir review').")
+@pass_ctx
+def accept(c: Ctx, names: tuple[str, ...], every: bool) -> None:
+    """Accept a preference, feedback or pinned memory that came from elsewhere (a repository,
+    a teammate, another agent, a hand edit) as your own instruction: from the next session
+    on it stands at session start. The acceptance is for its text as it is now; a later
+    change from elsewhere waits again."""
+    from ..standing import accept_as_users, waiting
+
+    scopes = c.scopes()
+    chosen = list(names) + ([n for n, _ in waiting(scopes)] if every else [])
+    if not chosen:
+        fail("name what to accept: NAME... or --all ('memdir review' lists them)")
+    for name in chosen:
+        mem = accept_as_users(scopes, name)
+        said = for_terminal((mem.body.strip() or mem.description).splitlines()[0][:200])
+        click.echo(f"Accepted {for_terminal(name)} as your instruction: {said}")
+
+
 @click.command("recall-log", short_help="What was recalled, for which question, and why.")
 @click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True)
 @json_option
@@ -147,4 +178,4 @@ def recall_log(c: Ctx, limit: int, as_json: bool) -> None:
             click.echo("    (nothing recalled)")
 
 
-COMMANDS = (review_group, recall_log)
+COMMANDS = (review_group, accept, recall_log)

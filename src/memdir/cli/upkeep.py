@@ -33,9 +33,9 @@ def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> No
     otherwise do it a few seconds at a time, and in the background)."""
     if background:
         from ..background import indexer_at_work
-        from ..layout import EMBEDDING_LOCK, INTERNAL
+        from ..layout import EMBEDDING_LOCK, state_dir
 
-        if scope == PROJECT and indexer_at_work(c.config.dir / INTERNAL / EMBEDDING_LOCK):
+        if scope == PROJECT and indexer_at_work(state_dir(c.config.dir) / EMBEDDING_LOCK):
             return  # another one is at work: the store is not even opened (seconds, at scale)
         _embed_quietly(existing_store(c, scope))
         return
@@ -68,18 +68,18 @@ def _embed_quietly(store: Store, *, nice: bool = True) -> None:
     embedded is kept if it is stopped)."""
     import filelock
 
-    from ..layout import EMBEDDING_LOCK, INTERNAL
+    from ..layout import EMBEDDING_LOCK
 
     if nice:
         os.nice(10)
     root = store.root
 
     def still_there(done: int, total: int) -> None:
-        if not (root / INTERNAL).is_dir():  # the store was deleted: nothing left to do
+        if not root.is_dir():  # the store was deleted: nothing left to do
             raise _Gone
 
     try:
-        with filelock.FileLock(str(root / INTERNAL / EMBEDDING_LOCK), timeout=0):
+        with filelock.FileLock(str(store.internal / EMBEDDING_LOCK), timeout=0):
             store.embed_all(still_there)
     except (filelock.Timeout, _Gone, FileNotFoundError):
         return  # another one is at work, or the store went away

@@ -29,7 +29,7 @@ from ..config import Config, find_store_dir, load_config
 from ..errors import LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import HOOK_SPOOL as SPOOL
-from ..layout import INTERNAL, NESTED_MARK
+from ..layout import NESTED_MARK, state_dir
 from ..providers import Message
 from ..recall import message_text
 from ..scopes import Scopes, open_user_store, user_store_dir
@@ -116,7 +116,7 @@ def run(
         if event is not None:
             try:
                 store_dir = _config_for(event).dir
-                if (store_dir / INTERNAL).is_dir():
+                if state_dir(store_dir).is_dir():
                     log_line(
                         store_dir,
                         {"hook": kind, "host": host, "status": "error", "error": str(exc)},
@@ -140,7 +140,7 @@ def log_line(store_dir: Path, record: LogRecord) -> None:
     """One line of ``.memdir/hooks.jsonl`` (best effort)."""
     try:
         append_nofollow(
-            store_dir / INTERNAL / LOG,
+            state_dir(store_dir) / LOG,
             (
                 json.dumps(
                     {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **record},
@@ -474,7 +474,7 @@ def _nested(messages: list[Message]) -> bool:
 def last_learn(store_dir: Path) -> LogRecord | None:
     """The newest learn record of the hook log (for ``memdir doctor``)."""
     try:
-        lines = (store_dir / INTERNAL / LOG).read_text(encoding="utf-8").splitlines()
+        lines = (state_dir(store_dir) / LOG).read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
     for line in reversed(lines):

@@ -251,7 +251,8 @@ def build_server(config: Config, team: Team | None = None) -> MCPServer:
         "memory://index",
         name="index",
         mime_type="text/markdown",
-        description="MEMORY.md of every scope: one line per memory, by type.",
+        description="The memory index of every scope: one line per memory, by type (what is"
+        " held for review left out).",
     )(bound("index"))
     server.resource(
         "memory://standing",

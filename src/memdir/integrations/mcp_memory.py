@@ -25,7 +25,15 @@ from ..memory import Memory, dumps, slugify
 from ..notes import guess_type
 from ..plan import Put
 from ..providers import Message
-from ..recall import estimate_tokens, log_recall, render_block, render_past, select
+from ..recall import (
+    estimate_tokens,
+    held_names,
+    index_section,
+    log_recall,
+    render_block,
+    render_past,
+    select,
+)
 from ..review import held_why, land
 from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
@@ -219,7 +227,8 @@ class MemoryServer:
 
         def run() -> str:
             scopes = self.scopes()
-            hits = scopes.search(wanted, k)
+            held = held_names(scopes)
+            hits = [h for h in scopes.search(wanted, k + len(held)) if h.name not in held][:k]
             if not hits:
                 return "No matching memories."
             return "\n".join(
@@ -237,7 +246,8 @@ class MemoryServer:
 
     def _page(self, type: str | None, cursor: str | None) -> str:
         scopes = self.scopes()
-        entries = [e for e in scopes.entries() if type in (None, "", e.type)]
+        held = held_names(scopes)
+        entries = [e for e in scopes.entries() if type in (None, "", e.type) and e.name not in held]
         try:
             start = int(cursor or 0)
         except ValueError:
@@ -271,6 +281,8 @@ class MemoryServer:
 
         def run() -> str:
             scopes = self.scopes()
+            if which in held_names(scopes):
+                return held_note(which)
             text = dumps(scopes.get(which))
             origin = scopes.origin(which)
             return text + f"\n(from: {origin.label}" + (f", {origin.at})" if origin.at else ")")
@@ -416,20 +428,12 @@ class MemoryServer:
     # -- the resources ------------------------------------------------------------------------
 
     def index(self) -> str:
-        """MEMORY.md of every scope, the project's first."""
-
-        def every_scope() -> str:
-            parts = []
-            for scope, store in self.scopes().stores():
-                text = store.index_path.read_text(encoding="utf-8")
-                parts.append(
-                    text
-                    if scope.name == PROJECT
-                    else f"<!-- {scope.name} memories ({scope.root}) -->\n{text}"
-                )
-            return "\n".join(parts)
-
-        return self.resource(every_scope)
+        """The memory index of every scope (names and descriptions, the project's first),
+        without what is held for review."""
+        cfg = self.config
+        return self.resource(
+            lambda: index_section(self.scopes(), cfg.index_max_lines, cfg.index_max_bytes)
+        )
 
     def standing(self) -> str:
         """The standing memories and the index, as a host gets them at session start."""
@@ -448,7 +452,11 @@ class MemoryServer:
         )
 
     def memory_file(self, name: str) -> str:
-        return self.resource(lambda: dumps(self.scopes().get(name)))
+        def run() -> str:
+            scopes = self.scopes()
+            return held_note(name) if name in held_names(scopes) else dumps(scopes.get(name))
+
+        return self.resource(run)
 
     def resource(self, fn: Callable[[], str]) -> str:
         try:
@@ -460,6 +468,14 @@ class MemoryServer:
             raise ResourceError(str(exc)) from None
         except OSError as exc:
             raise ResourceError(f"{exc.strerror or exc} — check the store folder") from None
+
+
+def held_note(name: str) -> str:
+    """What a client asking for a held memory by name gets instead of its text."""
+    return (
+        f"{name} is held for review: it came from elsewhere (a sync, a repository, another"
+        " author) and is not shown until the user approves it ('memdir review')."
+    )
 
 
 def pick(what: str, *values: Any) -> Any:

@@ -27,6 +27,7 @@ import stat
 import struct
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config
@@ -39,6 +40,9 @@ IDLE = 600.0  # seconds without a call before the resident leaves
 KEEP = 600.0  # seconds an unused store stays open
 NICE = 5  # below the user's own work, not so far that a busy machine starves a prompt
 RECHECK = 5.0  # seconds between two looks, when no call runs, at whether memdir was upgraded
+BOUND = 60.0  # seconds a call may take: a resident with a call past it is stuck, and leaves
+LOG = "resident.log"  # beside the sockets: each call that failed, and why
+LOG_LIMIT = 1 << 20  # bytes; the log starts again past it
 
 
 def _idle() -> float:
@@ -126,9 +130,20 @@ class Resident:
     """The listening socket, the calls in progress and the stores they share."""
 
     def __init__(
-        self, path: Path, *, idle: float, uid: int | None = None, code: str | None = None
+        self,
+        path: Path,
+        *,
+        idle: float,
+        uid: int | None = None,
+        code: str | None = None,
+        bound: float = BOUND,
+        run: Callable[..., tuple[str, str]] = hooks.run,
     ) -> None:
         self.path = path
+        self.bound = bound  # seconds a call may take before the resident counts as stuck
+        self.run = run  # what answers a call (the hooks)
+        self.calls: dict[int, float] = {}  # calls in progress: when each began
+        self.stuck = False  # it left because a call outlived its bound
         self.idle = idle
         self.code = code  # the installed memdir's identity it started with (None: not kept)
         self.upgraded = False  # it left because that changed
@@ -151,6 +166,11 @@ class Resident:
                 now = time.monotonic()
                 with self.lock:
                     free = self.busy == 0
+                    oldest = min(self.calls.values(), default=now)
+                if now - oldest > self.bound:
+                    self.stuck = True
+                    note_failure(self.path.parent, f"a call ran past {self.bound:.0f}s; leaving")
+                    break  # a hung call: the hooks run in their own processes until a new one
                 quiet = free and now - self.last > self.idle
                 if quiet or not _same(self.path, inode):
                     break  # idle, or the socket is gone or another's now
@@ -168,6 +188,9 @@ class Resident:
             threading.Thread(target=self._call, args=(conn,), daemon=True).start()
 
     def _call(self, conn: socket.socket) -> None:
+        me = threading.get_ident()
+        with self.lock:
+            self.calls[me] = time.monotonic()
         try:
             with conn:
                 if peer_uid(conn) != self.uid:
@@ -178,7 +201,7 @@ class Resident:
                 if kind not in ("start", "prompt", "learn"):
                     raise ValueError(f"unknown hook {kind!r}")
                 cwd = request.get("cwd")
-                out, err = hooks.run(
+                out, err = self.run(
                     kind,
                     host if isinstance(host, str) else None,
                     str(request["event"]),
@@ -186,12 +209,40 @@ class Resident:
                     stores=self.pool,
                 )
                 send(conn, json.dumps({"out": out, "err": err}, ensure_ascii=False).encode())
-        except Exception:  # a bad call ends its connection: the client runs the hook itself
-            pass
+        except Exception as exc:  # the call's connection ends: the client runs the hook itself
+            note_failure(self.path.parent, f"{type(exc).__name__}: {exc}")
         finally:
             with self.lock:
+                self.calls.pop(me, None)
                 self.busy -= 1
                 self.last = time.monotonic()
+
+
+def note_failure(where: Path, what: str) -> None:
+    """One line in the resident's log (beside its sockets, owner-only): a failure is never
+    silent, and never breaks the hook that met it."""
+    log = where / LOG
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    line = f"{stamp} {' '.join(what.split())}"[:4000] + "\n"
+    try:
+        if log.is_file() and log.stat().st_size > LOG_LIMIT:
+            log.unlink()
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        return  # nowhere to say it: the hook still falls back to its own process
+
+
+def failures(where: Path, last: int = 5) -> list[str]:
+    """The resident's last logged failures (for ``memdir doctor``)."""
+    try:
+        lines = (where / LOG).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return lines[-last:]
 
 
 def _same(path: Path, inode: int) -> bool:
@@ -255,6 +306,8 @@ def main() -> None:
         if resident.upgraded:  # nobody computes this socket's name any more: its lock goes too
             with contextlib.suppress(OSError):
                 where.with_suffix(".lock").unlink()
+        if resident.stuck:
+            os._exit(70)  # its hung call's thread and stores are left to the system
         resident.pool.close()
 
 

@@ -16,6 +16,7 @@ from .. import prompts
 from ..entry import Entry
 from ..errors import InvalidMemory, MemdirError
 from ..held import active, holds
+from ..instructions import screen
 from ..memory import CONFLICT_KEY, Memory
 from ..providers import Message
 from ..safetext import for_prompt, one_line
@@ -53,7 +54,7 @@ def render_block(
     for name in names:
         try:
             mem = store.get(name)
-            if held_back(store, name, mem):
+            if held_back(store, name, mem) or planted(store, name, mem):
                 continue
             scope = store.scope_of(name) if several else None
         except (InvalidMemory, LookupError):
@@ -138,6 +139,18 @@ def render_past(found: Sequence[tuple[str, Held]], when: str, budget_tokens: int
         + "\n".join(parts)
         + "\n</relevant_memories>"
     )
+
+
+def planted(store: Reader, shown: str, mem: Memory) -> bool:
+    """Whether a memory someone other than the user wrote (a repository, a teammate, another
+    agent, a hand edit) reads as an instruction planted for the agent (``instructions``):
+    screened again each time it would be shown, whatever was screened when it was written."""
+    try:
+        if Scopes.of(store).origin(shown).users:
+            return False
+    except (MemdirError, LookupError, OSError):
+        pass  # an origin that cannot be read is nobody's: screened
+    return screen(f"{mem.description}\n{mem.body}") is not None
 
 
 def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:

@@ -27,7 +27,7 @@ from ..entry import Entry
 from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
 from ..folder import Folder
 from ..history import History, Journal, Operation, Version
-from ..layout import HISTORY, INTERNAL, JOURNAL, LOG
+from ..layout import HISTORY, JOURNAL, LOG, state_dir
 from ..lock import WritersLock, open_folder
 from ..lookup import Lookup
 from ..memory import Memory
@@ -73,7 +73,7 @@ class MemoryStore(StoreBase):
         self.root = Path(path)
         self.config = config or store_config(self.root)
         self.read_only = open_folder(self.root, create=create, cache_dir=cache_dir)
-        self.internal = self.root / INTERNAL
+        self.internal = state_dir(self.root)
         self._writers = WritersLock(
             self.root, self.internal, self.config.lock_timeout, self.read_only
         )

@@ -35,7 +35,8 @@ from ..errors import (
     StoreNotFound,
 )
 from ..history import Operation, Version
-from ..layout import INTERNAL
+from ..layout import state_dir
+from ..lock import take_legacy_state
 from ..memory import Memory
 from ..plan import Change, Put, screen
 from ..provenance import HAND, Origin, label_of
@@ -92,7 +93,8 @@ class PgStore(StoreBase):
         self.session = tuple(session)
         self.member = bool(session)  # restricted by row-level security: owns nothing
         self.root = root or pgschema.state_dir(config)
-        self.internal = self.root / INTERNAL
+        self.internal = state_dir(self.root)
+        take_legacy_state(self.root, self.internal)
         self._mu = threading.RLock()
         self._conn = pgschema.connect(self.url, autocommit=True)
         self._used = time.monotonic()
@@ -109,6 +111,7 @@ class PgStore(StoreBase):
         self.sid = sid
         self._w = Writer(sid, self.store_name, config)
         self._w.member = self.member
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.internal.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._entries: dict[str, Entry] = {}
         self._names: list[str] | None = None

@@ -25,7 +25,7 @@ from ..atomic import private
 from ..config import SYNC_SETTINGS, Config, read_toml
 from ..errors import MemdirError, MemoryNotFound
 from ..index import INDEX_FILE
-from ..layout import INTERNAL, SYNC_STATE
+from ..layout import SYNC_STATE, state_dir
 from ..memory import CONFLICT_KEY
 from ..plan import Put
 from ..spawn import start_memdir
@@ -67,7 +67,7 @@ class Where:
 
 
 def state_of(root: Path) -> StateFile:
-    return StateFile(root / INTERNAL / SYNC_STATE)
+    return StateFile(state_dir(root) / SYNC_STATE)
 
 
 def locate(root: Path) -> Where | None:
@@ -104,7 +104,7 @@ def set_up(root: Path) -> bool:
             return True
     except (OSError, UnicodeDecodeError):
         pass
-    return (root / INTERNAL / SYNC_STATE).exists()
+    return (state_dir(root) / SYNC_STATE).exists()
 
 
 def setup_problems(root: Path) -> list[str]:
@@ -276,7 +276,7 @@ def kick(root: Path, config: Config, *, pull: bool = False) -> bool:
     """Start a background sync of the store at ``root`` when ``sync = "auto"`` (debounced;
     ``pull``: only if the last one is older than ``sync_interval``); whether one started."""
     config = settings(root, config)
-    if config.sync != "auto" or not (root / INTERNAL).is_dir() or locate(root) is None:
+    if config.sync != "auto" or not state_dir(root).is_dir() or locate(root) is None:
         return False
     if pull:
         last = str(status(root).get("last", ""))

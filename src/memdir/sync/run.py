@@ -26,7 +26,7 @@ from ..atomic import write_atomic
 from ..config import Config
 from ..errors import MemdirError
 from ..index import INDEX_FILE
-from ..layout import INTERNAL, SYNC_LOCK
+from ..layout import SYNC_LOCK, state_dir
 from ..store import MemoryStore
 from ..trust import ACCEPTED_COPY, PULLED_CONFIG
 from . import guard
@@ -287,7 +287,7 @@ def _push(where: Where, remote: str, branch: str, theirs: str) -> None:
 def _sync_lock(root: Path, wait: bool) -> Iterator[bool]:
     import filelock
 
-    lock = filelock.FileLock(str(root / INTERNAL / SYNC_LOCK))
+    lock = filelock.FileLock(str(state_dir(root) / SYNC_LOCK))
     try:
         lock.acquire(timeout=600 if wait else 0)
     except filelock.Timeout:
@@ -386,7 +386,7 @@ def _config_pulled(root: Path, before: bytes | None) -> None:
     now = read_nofollow(root / "config.toml")
     if now is None or now == before:
         return
-    copy = root / INTERNAL / ACCEPTED_COPY
+    copy = state_dir(root) / ACCEPTED_COPY
     waiting = state_of(root).read().get(PULLED_CONFIG)
     if before is None:
         copy.unlink(missing_ok=True)  # there were no settings to keep in force
