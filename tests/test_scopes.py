@@ -470,7 +470,7 @@ def test_mcp_routes_untyped_memories_and_restores_the_users(tmp_path: Path) -> N
             assert "in the user's own store" in r.content[0].text
             index = await client.read_resource("memory://index")
             text = "".join(getattr(c, "text", "") for c in index.contents)
-            assert "ci-runs-on-every-push" in text and "tabs" in text and "user memories" in text
+            assert "ci-runs-on-every-push" in text and "tabs" in text and "### user" in text
             r = await client.call_tool("forget", {"name": "tabs", "reason": "trying"})
             assert not r.is_error and "restore with name 'tabs'" in r.content[0].text
             r = await client.call_tool("history", {"name": "user:tabs"})
