@@ -388,7 +388,7 @@ README_TABS = {
     "name": "prefer-tabs",
     "type": "user_preference",
     "description": "User prefers tabs over spaces for indentation",
-    "body": "Indent Python with tabs, never spaces; keep lines under 100 characters.",
+    "body": "Indent with tabs, not spaces.",
 }
 
 

@@ -477,3 +477,32 @@ def test_a_corrected_rule_is_retired_and_its_correction_stands_in_its_place(
         store, [{"role": "user", "content": said}], FakeModel([{"memories": [item]}])
     )
     assert store.get("ci-buildkite").type == "project_fact"
+
+
+def test_a_rule_only_the_assistant_said_is_learned_as_the_assistants(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
+    """From "…I won't store the password in the repository", a feedback memory the assistant's
+    words alone carry is logged as learned from the assistant and does not stand; the user's
+    own rule from the same turn does."""
+    from memdir.standing import standing
+
+    talk = [
+        {"role": "user", "content": "Deploy staging. Always run the smoke tests after a deploy."},
+        {"role": "assistant", "content": "Deployed. I won't store the database password in"
+         " the repository; I'll keep credentials in the vault."},
+    ]  # fmt: skip
+    mine = {"action": "create", "name": "smoke-tests-after-deploy", "type": "feedback",
+            "description": "Run the smoke tests after every deploy",
+            "body": "Always run the smoke tests after a deploy."}  # fmt: skip
+    theirs = {"action": "create", "name": "keep-credentials-in-vault", "type": "feedback",
+              "description": "Keep credentials in the vault",
+              "body": "Never store the database password in the repository; keep credentials"
+              " in the vault."}  # fmt: skip
+    llm_server.queue(reply(answer(mine, theirs)))
+    extract_memories(store, talk, server_model)
+    assert store.origin("smoke-tests-after-deploy").label == "learned"
+    assert store.origin("keep-credentials-in-vault").label == "learned:assistant"
+    text = standing(store, 2000, 200, 25_000).text
+    assert "smoke tests" in text and "vault" not in text
+    assert "1 more memory of this kind came from elsewhere" in text

@@ -58,7 +58,7 @@ def label_of(source: str, by: str | None = None) -> str:
     if head == "sync":
         label = f"sync:{author(by)}" if by else base
     elif head == "extract":
-        label = "learned"
+        label = "learned:assistant" if base.endswith(":assistant") else "learned"
     elif base in ("cli", "edit", "flag", "user"):
         label = "cli"
     elif base in ("agent", "chat"):

@@ -37,6 +37,7 @@ from .proposal import (
     corrected,
     in_users_language,
     kind_of,
+    said_by_user,
     short_name,
     stale_by_correction,
 )
@@ -457,22 +458,40 @@ def extract_memories(
                 )
                 for c in changes
             ]
+    said_here = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
     if result.changes:
-        names = ", ".join(c.memory.name for c in result.changes)
-        landed = land(
-            store, [*result.changes, *result.retired], source=source, summary=f"extracted {names}"
-        )
-        result.operation = landed.operation
-        result.proposals += [landed.proposal] if landed.proposal else []
+        result.operation = _land(store, result, result.changes, result.retired, source, said_here)
     if result.user_changes and user_store is not None:
-        names = ", ".join(c.memory.name for c in result.user_changes)
-        landed = land(
-            user_store,
-            [*result.user_changes, *result.user_retired],
-            source=source,
-            summary=f"extracted {names}",
+        result.user_operation = _land(
+            user_store, result, result.user_changes, result.user_retired, source, said_here
         )
-        result.user_operation = landed.operation
-        result.proposals += [landed.proposal] if landed.proposal else []
     cursors.advance(messages)
     return result
+
+
+def _land(
+    store: Store,
+    result: Extraction,
+    changes: list[Put],
+    retired: list[Remove],
+    source: str,
+    said: str,
+) -> Operation | None:
+    """Apply what was learned for ``store``: a rule of a standing kind that the user's own
+    words do not carry (the assistant's promise or suggestion) is logged as the assistant's
+    (``learned:assistant``), so it never stands as the user's until the user accepts it."""
+    theirs = [
+        c
+        for c in changes
+        if (c.memory.type in STANDING_TYPES or c.memory.pinned) and not said_by_user(c.memory, said)
+    ]
+    mine = [c for c in changes if c not in theirs]
+    operation = None
+    for part, extra, where in ((mine, retired, source), (theirs, [], f"{source}:assistant")):
+        if not part:
+            continue
+        names = ", ".join(c.memory.name for c in part)
+        landed = land(store, [*part, *extra], source=where, summary=f"extracted {names}")
+        operation = operation or landed.operation
+        result.proposals += [landed.proposal] if landed.proposal else []
+    return operation

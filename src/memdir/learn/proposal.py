@@ -303,6 +303,34 @@ def in_users_language(mem: Memory, said: str) -> Memory:
     return mem.replace(body=f"{mem.body}\n\n> {words}")
 
 
+# words a memory uses to frame what its person said: never evidence of who said it
+_FRAME = frozenset(
+    tokenize(
+        "user users person people they prefers prefer preferred preference wants want likes"
+        " like always never should must use uses using asked asks said says project team"
+    )
+) | frozenset("用户希望喜欢偏好总是要求的了")
+
+
+def _evidence(text: str) -> set[str]:
+    """What a text is made of, for telling who said it: index terms, CJK characters one by
+    one (a restatement keeps the characters, not the pairs a word boundary makes)."""
+    out = {t for t in tokenize(text) if not CJK_CHAR.match(t)}
+    out.update(CJK_CHAR.findall(text))
+    return out - _FRAME
+
+
+def said_by_user(item: Memory, said: str) -> bool:
+    """Whether the user's own words (``said``: their messages in the learned part of the
+    conversation) carry ``item``: at least a third of what it says is in them (a model
+    restates what it heard in its own words). A memory of the assistant's words alone (its
+    promise, its suggestion) is not the user's."""
+    terms = _evidence(f"{item.description}\n{item.body}")
+    if not terms:
+        return bool(said.strip())
+    return 3 * len(terms & _evidence(said)) >= len(terms)
+
+
 def kind_of(raw_type: str) -> str:
     """A type as the model wrote it, in the store's spelling where an alias says so."""
     kind = raw_type.strip().lower().replace(" ", "_")
