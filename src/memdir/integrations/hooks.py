@@ -395,6 +395,37 @@ def learn(event: HookEvent, *, host: str | None) -> Path | None:
     return job
 
 
+WORKER_LOCK = "worker.lock"  # in the spool: held by the store's one learn worker at work
+
+
+def learn_jobs(first: Path, config: Config) -> int:
+    """Run the spooled job ``first`` and every other job spooled for the same store, oldest
+    first, as the store's one learn worker: a worker that finds another at work leaves its
+    job to that one, which looks at the spool again before it ends. How many jobs it ran."""
+    import filelock
+
+    spool = first.parent
+    lock = filelock.FileLock(str(spool / WORKER_LOCK), timeout=0)
+    ran = 0
+    while True:
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return ran  # the worker at work takes it
+        try:
+            while jobs := sorted(spool.glob("*.json")):  # named by time: oldest first
+                try:
+                    learn_worker(jobs[0], config)
+                except (OSError, ValueError, KeyError, TypeError, MemdirError) as exc:
+                    log_line(config.dir, {"hook": "learn", "status": "error", "error": str(exc)})
+                    jobs[0].unlink(missing_ok=True)  # an unreadable job is not tried for ever
+                ran += 1
+        finally:
+            lock.release()
+        if not any(spool.glob("*.json")):  # (one spooled as the lock was let go)
+            return ran
+
+
 def learn_worker(job: Path, config: Config) -> LogRecord:
     """Extract from the session a spooled event names, then consolidate when due; the record
     written to the hook log."""
