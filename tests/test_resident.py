@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -228,15 +230,29 @@ def test_a_resident_killed_mid_request_costs_the_hook_nothing(
 
 
 def test_a_folder_or_socket_that_is_not_the_users_own_is_never_used(host: Host) -> None:
-    """A socket folder open to others is neither listened in nor connected to; a caller of
-    another user gets no answer from the resident."""
+    """A socket folder open to others is neither listened in nor connected to: the resident
+    listens in the user's own cache instead, and doctor says so; a caller of another user
+    gets no answer from the resident."""
     host.folder.mkdir(mode=0o755)
     host.folder.chmod(0o755)
+    home = Path(tempfile.mkdtemp(prefix="h", dir="/tmp"))  # (a socket's path is short)
+    host.env["HOME"] = str(home)
     r = host.hook("which port does the API use?")
     assert r.returncode == 0 and "api-port" in r.stdout  # answered in its own process
-    time.sleep(1.0)  # (a resident would have started by now: none may)
-    assert host.sockets() == [] and host.ask("which port?") is None
+    fallback = home / ".cache" / "memdir" / "run"
+    _until(lambda: list(fallback.glob("*.sock")), f"a resident in {fallback}: {r.stderr}")
+    assert host.sockets() == []  # never in the open folder
+    answer = host.ask("which port does the API use?")
+    assert answer is not None and "api-port" in answer[0]
+    doctor = subprocess.run(
+        [sys.executable, "-m", "memdir", "doctor"], capture_output=True, text=True,
+        env=host.env, cwd=host.project, timeout=60,
+    )  # fmt: skip
+    assert f"the resident listens in {fallback} instead" in doctor.stdout, doctor.stdout
     host.folder.chmod(0o700)
+    for sock in fallback.glob("*.sock"):  # the resident leaves once its socket is gone
+        sock.unlink()
+    shutil.rmtree(home, ignore_errors=True)
 
     from memdir.integrations.resident import Resident
 

@@ -84,12 +84,25 @@ def environment_key(environ: dict[str, str] | os._Environ[str], code: str | None
     return _digest([seen, where])
 
 
-def folder() -> str:
-    """Where this user's resident sockets are (not checked: see ``private``)."""
+def usual_folder() -> str:
+    """Where this user's resident sockets are when that folder is free for them."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime):
         return os.path.join(runtime, "memdir")
     return f"/tmp/memdir-{os.getuid()}"
+
+
+def folder() -> str:
+    """Where this user's resident sockets are: the usual folder, or, when that one is taken
+    (another user made it, or it is open to others: never used), one in the user's own cache
+    (``memdir doctor`` says so). Not checked further: see ``private``."""
+    usual = usual_folder()
+    if not os.path.lexists(usual) or private(usual, kind=stat.S_IFDIR):
+        return usual
+    own = os.path.join(os.path.expanduser("~"), ".cache", "memdir", "run")
+    # a socket's path holds at most 107 bytes: where the home's is too long, no resident
+    # (every hook runs in its own process, as it would in the taken folder)
+    return own if len(os.fsencode(own)) + len("/0123456789abcdef.sock") <= 107 else usual
 
 
 def private(path: str | os.PathLike[str], *, kind: int) -> bool:

@@ -132,6 +132,24 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
         sys.exit(1)
 
 
+def _resident_report(report: Any) -> None:
+    """Where the resident listens when its usual folder is taken, and its last failures."""
+    from ..hookclient import folder, usual_folder
+    from ..integrations.resident import failures
+
+    where = folder()
+    if where != usual_folder():
+        report.warnings.append(
+            {
+                "file": usual_folder(),
+                "reason": "not yours alone (another user's, or open to others): never used;"
+                f" the resident listens in {where} instead — remove it if it is stale",
+            }
+        )
+    for line in failures(Path(where), last=3):
+        report.notes.append(f"resident: {line}")
+
+
 def _hook_report(store: Store, report: Any) -> None:
     """Which host hooks are installed, and how the last learn ended."""
     from ..integrations.hooks import installed, last_learn
@@ -140,6 +158,7 @@ def _hook_report(store: Store, report: Any) -> None:
     report.hooks = places
     if places:
         report.notes.append("hooks installed: " + "; ".join(places))
+    _resident_report(report)
     last = last_learn(store.root)
     if last is not None:
         how = (

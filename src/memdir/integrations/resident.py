@@ -269,6 +269,7 @@ def main() -> None:
     where = Path(socket_path(code=code))
     home = Path(folder())
     try:
+        home.parent.mkdir(parents=True, exist_ok=True)
         home.mkdir(mode=0o700, exist_ok=True)
     except OSError:
         return
@@ -290,6 +291,10 @@ def main() -> None:
     old = os.umask(0o177)
     try:
         listener.bind(str(where))
+    except OSError as exc:
+        note_failure(home, f"cannot listen at {where}: {exc.strerror or exc}")
+        os.close(fd)
+        return
     finally:
         os.umask(old)
     listener.listen(32)
