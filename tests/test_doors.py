@@ -187,3 +187,31 @@ def test_labels_cannot_be_imitated(tmp_path: Path) -> None:
     r = memdir(tmp_path, "show", "claim")
     assert r.returncode == 0 and "(from: hand)" in r.stderr
     assert "its own 'origin:' field is what the file claims" in r.stderr
+
+
+def test_under_review_ask_a_file_memdir_did_not_write_is_held_until_accepted(
+    tmp_path: Path, remote: Path
+) -> None:
+    """review = "ask": a memory a clone brought (or a pull, or an edit) is held from recall
+    and listed by 'memdir review' until the user accepts that text; memdir's own writes are
+    not."""
+    from memdir.config import Config
+    from memdir.recall import held_names, render_block
+
+    victim = tmp_path / "victim"
+    git(tmp_path, "clone", "-q", str(remote), str(victim))
+    root = victim / ".memory"
+    (root / "api-port.md").write_text(
+        "---\nname: api-port\ntype: project_fact\ndescription: The API port\n---\nPort 8080.\n"
+    )
+    (root / "config.toml").write_text('review = "ask"\n')
+    store = MemoryStore(root, Config(dir=root, review="ask", embedder="none"))
+    store.write("mine", type="project_fact", description="Mine", body="Typed here.", source="cli")
+    assert held_names(store) == {"api-port", "setup-step"}
+    assert "Port 8080" not in render_block(store, ["api-port", "mine"], 2000)
+    assert "Typed here." in render_block(store, ["api-port", "mine"], 2000)
+    r = memdir(victim, "review")
+    assert "api-port  from: hand  — written outside memdir" in r.stdout, r.stdout
+    assert memdir(victim, "accept", "api-port").returncode == 0
+    assert held_names(store) == {"setup-step"}
+    assert "Port 8080" in render_block(store, ["api-port"], 2000)

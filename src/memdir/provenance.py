@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 HAND = "hand"  # the file's text is not one memdir wrote: a person edited it here
+# frontmatter keys a file may use to claim an origin: shown as the file's claim, never taken
+ORIGIN_CLAIMS = frozenset({"origin", "from", "source", "author", "by", "provenance", "said_by"})
 # the origins that are this machine's user's own words (``Origin.users``)
 USERS = frozenset({"cli", "ui", "agent", "learned", "api"})
 

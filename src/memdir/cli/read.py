@@ -9,7 +9,7 @@ import click
 from .. import memory as memfmt
 from ..asof import moment, search_stores_at
 from ..errors import MemdirError
-from ..provenance import Origin
+from ..provenance import ORIGIN_CLAIMS, Origin
 from ..safetext import display_width, for_terminal, for_terminal_text, pad, plural
 from ..scopes import PROJECT, Scopes
 from .context import Ctx, emit_json, json_option, name_and_version, pass_ctx, scope_option
@@ -85,10 +85,6 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
                 f"(its own {fields} field is what the file claims, not where it came from)",
                 err=True,
             )
-
-
-# frontmatter keys a file may use to claim an origin: shown as the file's claim, never taken
-ORIGIN_CLAIMS = frozenset({"origin", "from", "source", "author", "by", "provenance", "said_by"})
 
 
 def _origin(scopes: Scopes, shown: str) -> str | None:

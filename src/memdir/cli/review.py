@@ -49,18 +49,32 @@ def review_group(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([{**p.to_dict(), "scope": scope} for scope, _, p in rows])
         return
+    from ..recall.block import unlogged
     from ..standing import waiting
 
-    standing = waiting(c.scopes(require=False))
+    scopes = c.scopes(require=False)
+    standing = waiting(scopes)
     for name, origin in standing:
         click.echo(
             f"{for_terminal(name)}  from: {for_terminal(origin)}  — not your instruction until"
             f" you accept it: 'memdir show {for_terminal(name)}', then 'memdir accept"
             f" {for_terminal(name)}'"
         )
+    listed = {name for name, _ in standing}
+    for sc, st in scopes.stores():
+        if not sc.writable or st.config.review != "ask":
+            continue
+        for e in st.entries():
+            if e.name not in listed and unlogged(st, e.name, st.get(e.name)):
+                listed.add(e.name)
+                click.echo(
+                    f"{for_terminal(e.name)}  from: hand  — written outside memdir (a pull, a"
+                    " clone, another program, an edit): held from recall until you accept it:"
+                    f" 'memdir accept {for_terminal(e.name)}'"
+                )
     if not rows:
         mode = c.config.review
-        if not standing:
+        if not listed:
             click.echo(
                 "Nothing waits for review."
                 + ("" if mode == "ask" else ' (review = "auto": what is learned is saved at once)')

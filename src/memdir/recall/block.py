@@ -13,14 +13,17 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
+from ..accepted import accepted
 from ..entry import Entry
 from ..errors import InvalidMemory, MemdirError
 from ..held import active, holds
 from ..instructions import screen
 from ..memory import CONFLICT_KEY, Memory
+from ..provenance import HAND
 from ..providers import Message
 from ..safetext import for_prompt, one_line
 from ..scopes import Reader, Scopes
+from ..store import Store
 
 if TYPE_CHECKING:
     from ..asof import Held
@@ -155,17 +158,33 @@ def planted(store: Reader, shown: str, mem: Memory) -> bool:
 
 def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:
     """Whether the memory shown as ``shown`` is held back from recall until a person reviews
-    it (``held``): an arrival from elsewhere, an instruction-shaped text."""
+    it (``held``): an arrival from elsewhere, an instruction-shaped text; and under
+    ``review = "ask"``, a text memdir did not write (a ``git pull``, a clone, a checkout,
+    another program, a hand edit) until the user accepts it (``memdir accept``)."""
     store = Scopes.of(store)
     scope, name = store.locate(shown)
     if scope.store is None:
         return False
     root = scope.store.root
-    if name not in holds(root):
+    asks = scope.writable and scope.store.config.review == "ask"
+    if name not in holds(root) and not asks:
         return False
     if mem is None:
         mem = store.get(shown)
-    return active(root, name, mem.digest) is not None
+    if name in holds(root) and active(root, name, mem.digest) is not None:
+        return True
+    return asks and unlogged(scope.store, name, mem)
+
+
+def unlogged(store: Store, name: str, mem: Memory) -> bool:
+    """Whether the text of ``name`` came through a door memdir did not log and the user has
+    not accepted it."""
+    try:
+        if store.origin(name).label != HAND:
+            return False
+    except (MemdirError, LookupError, OSError):
+        pass  # an origin that cannot be read is nobody's
+    return not accepted(store.root, name, mem.digest)
 
 
 def origin_label(store: Reader, name: str) -> str:
@@ -277,15 +296,21 @@ def held_names(store: Reader) -> set[str]:
     """The names (as the catalogue shows them) of every memory held back from recall."""
     out = set()
     scopes = Scopes.of(store)
-    pairs = [(scope.name, st) for scope, st in scopes.stores()]
     located = {(sc.name, e.name): shown for sc, e, shown in scopes.located()}
-    for scope, st in pairs:
+    for scope, st in scopes.stores():
         for name in holds(st.root):
             try:
                 if active(st.root, name, st.get(name).digest) is not None:
-                    out.add(located.get((scope, name), name))
+                    out.add(located.get((scope.name, name), name))
             except (InvalidMemory, LookupError):
                 continue
+        if scope.writable and st.config.review == "ask":
+            for e in st.entries():
+                try:
+                    if unlogged(st, e.name, st.get(e.name)):
+                        out.add(located.get((scope.name, e.name), e.name))
+                except (InvalidMemory, LookupError):
+                    continue
     return out
 
 

@@ -28,9 +28,12 @@ from .. import memory as memfmt
 from .. import review as queue
 from ..entry import Entry
 from ..errors import MemdirError
+from ..provenance import ORIGIN_CLAIMS
+from ..recall import held_names
 from ..recalllog import RecallEntry
 from ..recalllog import entries as recall_entries
 from ..scopes import Scopes
+from ..standing import accept_as_users, waiting
 from ..store import Store
 from ..usage import UsageLog
 from .access import Access
@@ -122,6 +125,8 @@ class UI:
                 rows = [Row(sc.name, e, shown) for sc, e, shown in self.scopes.located()]
                 rows.sort(key=lambda r: r.entry.updated or r.entry.created or "", reverse=True)
             types = sorted({r.entry.type for r in rows} | set(self.scopes.config.types))
+            held = held_names(self.scopes)
+            waits = {name for name, _ in waiting(self.scopes)}
         week = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 7 * 86400))
         rows = [
             r
@@ -139,6 +144,8 @@ class UI:
             request,
             "memories.html",
             rows=shown,
+            held=held,
+            waits=waits,
             total=len(rows),
             query=query,
             scope=scope,
@@ -179,6 +186,10 @@ class UI:
                 mem = None
             a, b = q.get("a", ""), q.get("b", "")
             diff = _diff(store, name, mem, a, b) if a and b else None
+            shown = self._shown(scope, name)
+            origin = self._origin(shown) if mem is not None else ""
+            held = mem is not None and shown in held_names(self.scopes)
+            waits = mem is not None and shown in {n for n, _ in waiting(self.scopes)}
         writable = [s for s, _ in self._writable() if s != scope]
         return self.page(
             request,
@@ -197,9 +208,28 @@ class UI:
             error=error,
             draft=draft,
             read_only=store.read_only,
+            origin=origin,
+            held=held,
+            waits=waits,
+            claims=sorted(k for k in mem.extra if k.lower() in ORIGIN_CLAIMS) if mem else [],
             move_to=writable,
             types=sorted(set(self.scopes.config.types) | ({mem.type} if mem else set())),
         )
+
+    def _shown(self, scope: str, name: str) -> str:
+        """The name the catalogue shows for ``name`` of ``scope`` (qualified when two scopes
+        hold different memories of that name)."""
+        for sc, e, shown in self.scopes.located():
+            if sc.name == scope and e.name == name:
+                return shown
+        return name
+
+    def _origin(self, shown: str) -> str:
+        """Where the memory's current text came from, as memdir's own log says."""
+        try:
+            return self.scopes.origin(shown).label
+        except (MemdirError, LookupError, OSError):
+            return "unknown"
 
     async def act(self, request: Request) -> Response:
         """A form on a memory's page: edit, pin, unpin, move, forget, restore."""
@@ -235,6 +265,9 @@ class UI:
                     to = form.get("to", "")
                     self.scopes.move(name, scope, to, source="ui")
                     return _back(f"/memory/{quote(to)}/{quote(name)}", f"Moved to {to}.")
+                elif action == "accept":
+                    accept_as_users(self.scopes, self._shown(scope, name))
+                    done = "Accepted as your own: it stands at the start of every session."
                 elif action == "forget":
                     store.delete(name, reason="forgotten in memdir ui", source="ui")
                     done = "Forgotten (kept in history: restore it below)."
