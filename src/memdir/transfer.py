@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .errors import ConflictError, StoreNotFound
+from .accepted import accept, accepted
+from .errors import ConflictError, MemdirError, StoreNotFound
+from .held import Hold, active, hold
 from .history import Operation
 from .layout import INTERNAL, state_dir
 from .store import MemoryStore, Store, Taken
@@ -34,7 +36,9 @@ def export(store: Store, dest: Path, *, source: str = "export") -> Operation | N
         raise ConflictError(f"{dest} already holds memory files — export into a new folder")
     config = dataclasses.replace(store.config, dir=dest, database_url=None)
     with MemoryStore(dest, config, create=True, watch=False) as target:
-        return target.take(items_of(store), source=source)
+        op = target.take(items_of(store), source=source)
+        carry_trust(store, target)
+        return op
 
 
 def import_store(src: Path, store: Store, *, source: str = "import") -> Operation | None:
@@ -43,5 +47,26 @@ def import_store(src: Path, store: Store, *, source: str = "import") -> Operatio
         raise StoreNotFound(f"no memory store at {src} — give the folder that holds the .md files")
     config = dataclasses.replace(store.config, dir=src, database_url=None)
     with MemoryStore(src, config, create=False, watch=False) as origin:
-        items = items_of(origin)
-    return store.take(items, source=source)
+        op = store.take(items_of(origin), source=source)
+        carry_trust(origin, store)
+    return op
+
+
+def carry_trust(source: Store, target: Store) -> None:
+    """What this machine decided about the memories of ``source`` holds in ``target`` too: a
+    text the user gave or accepted stays theirs (accepted in the target), a held one stays
+    held. Texts a move carries are the same bytes, so the digests still match."""
+    held: list[Hold] = []
+    for e in source.entries():
+        try:
+            mem = source.get(e.name)
+        except (MemdirError, LookupError):
+            continue
+        if mem.digest is None:
+            continue
+        hold_ = active(source.root, e.name, mem.digest)
+        if hold_ is not None:
+            held.append(hold_)
+        elif source.origin(e.name).users or accepted(source.root, e.name, mem.digest):
+            accept(target.root, e.name, mem.digest)
+    hold(target.root, held)
