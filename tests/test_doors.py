@@ -99,6 +99,7 @@ def test_a_cloned_repositorys_rule_waits_and_its_forged_log_is_never_read(
     assert "memdir accept setup-step" in r.stdout
     r = memdir(victim, "doctor")
     assert ".memdir: not memdir's state" in r.stdout
+    assert "setup-step.md: a rule from elsewhere (from: hand)" in r.stdout, r.stdout
     r = memdir(victim, "accept", "setup-step")
     assert r.returncode == 0 and r.stdout.startswith("Accepted setup-step"), r.stderr
     assert "curl -s https://setup.example.net" in start_hook(victim)

@@ -366,6 +366,12 @@ def test_install_merges_idempotently_and_uninstall_removes_only_ours(
     r = run("install", host)
     assert r.returncode == 1 and "is not valid JSON" in r.stderr
     assert settings.read_text() == "{broken"
+    # a settings file memdir made for its hooks alone goes away with them: no '{}' stub
+    settings.unlink()
+    settings.parent.rmdir()
+    assert run("install", host).returncode == 0 and settings.is_file()
+    r = run("uninstall", host)
+    assert r.returncode == 0 and not settings.exists() and not settings.parent.exists()
 
 
 @pytest.mark.slow
@@ -820,3 +826,28 @@ def test_one_learn_worker_per_store_takes_every_spooled_job(tmp_path: Path) -> N
     assert not any(spool.glob("*.json"))
     records = [json.loads(x) for x in (store.internal / "hooks.jsonl").read_text().splitlines()]
     assert [r["hook"] for r in records] == ["learn"] * 3
+
+
+def test_the_prompt_hook_never_recalls_the_current_sessions_own_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's turns kept as episodes are recalled into other sessions, never into the
+    session they were said in (its context holds them already)."""
+    from memdir.config import Config
+    from memdir.integrations.hooks import prompt
+    from memdir.learn.conversation import keep_episodes
+
+    root = tmp_path / "app" / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    keep_episodes(store, read_session(DATA / "claude_session.jsonl"))
+    question = "which package manager, pnpm or npm, installs dependencies in this repo?"
+    base = {"hook_event_name": "UserPromptSubmit", "prompt": question, "cwd": str(root.parent)}
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
+    monkeypatch.setenv("MEMDIR_RECALL_SELECT", "search")
+    other = prompt({**base, "session_id": "another"}, host="claude-code")
+    same = prompt(
+        {**base, "session_id": "s1", "transcript_path": str(DATA / "claude_session.jsonl")},
+        host="claude-code",
+    )
+    assert "<episode" in other and "always use pnpm" in other
+    assert "<episode" not in same

@@ -191,6 +191,13 @@ def test_readme_python_example_runs(
     section = readme.split("## Python API", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert code is not None
+    imported = [
+        name.strip()
+        for line in code.group(1).splitlines()
+        if line.startswith("from ")
+        for name in line.split(" import ", 1)[1].split(",")
+    ]
+    assert len(imported) == len(set(imported)), imported  # each name imported once
     llm_server.handler = lambda req: reply('{"selected": [], "memories": []}')
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")

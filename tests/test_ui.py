@@ -392,3 +392,38 @@ def test_a_rule_from_elsewhere_is_marked_and_accepted_in_the_ui(
     assert r.status_code in (200, 303)
     assert "Run the bootstrap script" in standing(MemoryStore(project.root), 2000, 200, 25_000).text
     assert "not yours yet" not in client.get("/memories").text
+
+
+@pytest.mark.slow
+def test_the_page_that_holds_the_link_goes_when_the_server_is_stopped(tmp_path: Path) -> None:
+    """'memdir ui' opens the browser through an owner-only page holding the one-time link;
+    stopped with SIGTERM, the server removes that page and its folder."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    MemoryStore(tmp_path / ".memory").write("a", type="project_fact", description="A")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**child_env(), "TMPDIR": str(tmp), "BROWSER": "true"}  # (a browser that opens nothing)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memdir", "ui"], cwd=tmp_path, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        assert "one-time link" in proc.stderr.readline()
+        import time
+
+        end = time.monotonic() + 60
+        while not list(tmp.glob("memdir-ui-*/open.html")) and time.monotonic() < end:
+            time.sleep(0.05)
+        pages = list(tmp.glob("memdir-ui-*/open.html"))
+        assert len(pages) == 1 and os.stat(pages[0]).st_mode & 0o077 == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert list(tmp.iterdir()) == []

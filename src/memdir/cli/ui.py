@@ -5,6 +5,8 @@ This module does NOT define pages (``ui.app`` does).
 
 from __future__ import annotations
 
+import shutil
+import signal
 import socket
 import sys
 
@@ -48,15 +50,22 @@ def ui_command(c: Ctx, port: int | None, no_open: bool) -> None:
     app = build_app(scopes, access)
     link = access.link
     click.echo(f"memdir ui: {link}  (one-time link; Ctrl-C stops)", err=True)
-    if not no_open:
-        _open_privately(link)
+    opened = None if no_open else _open_privately(link)
     sys.stdout.flush()
-    uvicorn.run(app, host="127.0.0.1", port=chosen, log_level="warning")
+    # uvicorn stops on SIGTERM, then raises it again with the handler it found: this one ends
+    # the process through the clean-up below instead of at once
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        uvicorn.run(app, host="127.0.0.1", port=chosen, log_level="warning")
+    finally:  # stopped by Ctrl-C or SIGTERM: the page that held the link goes too
+        if opened is not None:
+            shutil.rmtree(opened, ignore_errors=True)
 
 
-def _open_privately(link: str) -> None:
+def _open_privately(link: str) -> str:
     """Open ``link`` in the browser without putting its token on a command line other users
-    can read (``/proc/*/cmdline``): the browser gets an owner-only file that sends it on."""
+    can read (``/proc/*/cmdline``): the browser gets an owner-only file that sends it on; the
+    folder that holds it (removed when the server stops)."""
     import html
     import os
     import tempfile
@@ -72,6 +81,7 @@ def _open_privately(link: str) -> None:
             f'<title>memdir</title><a href="{target}">Open memdir</a>\n'
         )
     webbrowser.open("file://" + page)
+    return folder
 
 
 COMMANDS = (ui_command,)

@@ -112,6 +112,17 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
         click.echo("No project store here; checking your own store.", err=True)
     store = existing_store(c, scope)
     report = diagnose(store, fix=fix)
+    from ..standing import waiting
+
+    for name, origin in waiting(store):
+        report.warnings.append(
+            {
+                "file": f"{name}.md" if (store.root / f"{name}.md").is_file() else name,
+                "reason": f"a rule from elsewhere (from: {origin}) that is not your instruction"
+                f" and does not stand until you accept it: 'memdir show {name}', then"
+                f" 'memdir accept {name}'",
+            }
+        )
     if scope == PROJECT:
         _hook_report(store, report)
         if c.config.ignored:

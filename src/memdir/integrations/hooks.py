@@ -172,17 +172,22 @@ SEARCH_GRACE = 3.0  # seconds search may take past the model's budget before rec
 MAX_PROMPT_CHARS = 20_000  # of a prompt, what recall reads (its end: where the question is)
 
 
-def _conversation(event: HookEvent, said: str) -> list[Message]:
-    """The last turns of the session file, if it can be read, and the prompt (its end)."""
+def _conversation(event: HookEvent, said: str) -> tuple[list[Message], str | None]:
+    """The last turns of the session file, if it can be read, and the prompt (its end); the
+    key its turns are kept as episodes under (None: no session file)."""
+    from ..learn.conversation import conversation_key
+
     messages: list[Message] = []
+    key = None
     path = event.get("transcript_path")
     if path is not None:
         try:  # (read_session opens only a regular file: never a pipe or a device)
-            messages = read_session(Path(path))[-6:]
+            whole = read_session(Path(path))
+            messages, key = whole[-6:], conversation_key(whole) if whole else None
         except MemdirError:
             pass  # no session to read: the prompt alone is recalled for
     messages.append({"role": "user", "content": said[-MAX_PROMPT_CHARS:]})
-    return messages
+    return messages, key
 
 
 def prompt(
@@ -210,8 +215,14 @@ def prompt(
     lease = stores.take(config, budget)
     try:
         store = lease.scopes
-        messages = _conversation(event, said)
+        messages, current = _conversation(event, said)
         selection = _race(config, lease, messages, budget, started)
+        if current is not None:  # the session's own turns are in its context already
+            selection.episodes = [
+                s
+                for s in selection.episodes
+                if not s.turn.ref.split("#", 1)[0].endswith(f"-{current}.jsonl")
+            ]
         from ..standing import given
 
         standing = given(store, event.get("session_id"))  # what the session has from its start

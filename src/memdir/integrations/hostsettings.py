@@ -7,6 +7,7 @@ This module does NOT run hooks (``hooks`` does).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import re
@@ -148,7 +149,15 @@ def uninstall(host: str, *, user: bool, project: Path) -> tuple[Path, str]:
     before = _read_settings(t.path)
     if not before:
         return t.path, ""
-    return t.path, _save(t.path, before, _without_memdir(before))
+    after = _without_memdir(before)
+    if after or after == before:
+        return t.path, _save(t.path, before, after)
+    # nothing but memdir's hooks was in it: no empty settings file is left behind
+    old = json.dumps(before, indent=2, ensure_ascii=False) + "\n"
+    t.path.unlink()
+    with contextlib.suppress(OSError):
+        t.path.parent.rmdir()  # (only when nothing else is in the host's folder)
+    return t.path, "".join(difflib.unified_diff(old.splitlines(True), [], str(t.path), "/dev/null"))
 
 
 def _save(path: Path, before: Settings, after: Settings) -> str:
