@@ -21,6 +21,7 @@ from memdir.integrations.transcripts import read_session
 from memdir.layout import state_dir
 
 from conftest import child_env, trust
+from fakeserver import FakeLLMServer
 
 DATA = Path(__file__).parent / "data"
 # a preference, but about this repository: the model's scope keeps it in the project's store
@@ -843,7 +844,6 @@ def test_the_prompt_hook_never_recalls_the_current_sessions_own_turns(
     question = "which package manager, pnpm or npm, installs dependencies in this repo?"
     base = {"hook_event_name": "UserPromptSubmit", "prompt": question, "cwd": str(root.parent)}
     monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
-    monkeypatch.setenv("MEMDIR_RECALL_SELECT", "search")
     other = prompt({**base, "session_id": "another"}, host="claude-code")
     same = prompt(
         {**base, "session_id": "s1", "transcript_path": str(DATA / "claude_session.jsonl")},
@@ -851,3 +851,27 @@ def test_the_prompt_hook_never_recalls_the_current_sessions_own_turns(
     )
     assert "<episode" in other and "always use pnpm" in other
     assert "<episode" not in same
+
+
+def test_recall_select_search_in_the_hook_asks_no_model_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer
+) -> None:
+    """A model is configured and recall_select = "search": the prompt hook's first, cold
+    prompt asks the model nothing and the recall log says the setting chose search (never
+    "no model configured")."""
+    from memdir.integrations.hooks import prompt
+    from memdir.recalllog import entries
+
+    root = tmp_path / "app" / ".memory"
+    store = MemoryStore(root)
+    store.write("api-port", type="project_fact", description="The API port", body="8080")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
+    (root / "config.toml").write_text('recall_select = "search"\n')
+    event = {"hook_event_name": "UserPromptSubmit", "prompt": "which API port?",
+             "session_id": "s1", "cwd": str(root.parent)}  # fmt: skip
+    assert "api-port" in prompt(event, host="claude-code")
+    assert llm_server.requests == []
+    (last,) = entries(store.internal)
+    assert last["note"] == "recall_select = search", last

@@ -310,7 +310,8 @@ def _race(
         finally:
             lease.release()  # the search may outlive the hook's answer: its share ends here
 
-    picker = threading.Thread(target=choose, daemon=True) if budget > 0 else None
+    asks_model = budget > 0 and config.recall_select != "search"  # (no client made for nothing)
+    picker = threading.Thread(target=choose, daemon=True) if asks_model else None
     finder = threading.Thread(target=search, daemon=True)
     lease.share()
     if picker is not None:

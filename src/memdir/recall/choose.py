@@ -239,7 +239,7 @@ def _select(
     cfg = store.config
     query = search_query(messages)
     why = "no model configured"
-    if model is not None and cfg.recall_select == "search":
+    if cfg.recall_select == "search":  # a model given or not: search is the method asked for
         model, why = None, "recall_select = search"
     if not store.entries():
         return Selection([], "search" if model is None else "llm", note="the store is empty")
