@@ -506,3 +506,27 @@ def test_a_rule_only_the_assistant_said_is_learned_as_the_assistants(
     text = standing(store, 2000, 200, 25_000).text
     assert "smoke tests" in text and "vault" not in text
     assert "1 more memory of this kind came from elsewhere" in text
+
+
+def test_a_preference_in_the_users_words_goes_to_their_store_whatever_its_type(
+    tmp_path: Path, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
+    """ "I prefer 4-space indentation…" that a small model filed as a project fact with an
+    underscore name is the person's preference, in their own store, named lower-case-hyphens."""
+    project = MemoryStore(tmp_path / ".memory")
+    user = MemoryStore(tmp_path / "user")
+    talk = [
+        {"role": "user", "content": "I prefer 4-space indentation and Google-style docstrings"
+         " in Python."},
+        {"role": "assistant", "content": "Noted."},
+    ]  # fmt: skip
+    item = {"action": "create", "name": "python_indentation", "type": "project_fact",
+            "description": "Python code uses 4-space indentation and Google-style docstrings",
+            "body": "4-space indentation, Google-style docstrings."}  # fmt: skip
+    llm_server.queue(reply(answer(item)))
+    result = extract_memories(project, talk, server_model, user_store=user)
+    assert not result.changes and [c.memory.name for c in result.user_changes] == [
+        "python-indentation"
+    ]
+    assert user.get("python-indentation").type == "user_preference"
+    assert "python-indentation" not in project and "python_indentation" not in project

@@ -37,6 +37,7 @@ from .proposal import (
     corrected,
     in_users_language,
     kind_of,
+    preferred_by_user,
     said_by_user,
     short_name,
     stale_by_correction,
@@ -390,6 +391,8 @@ def plan_extraction(
         )
     )
     for raw in items:
+        if isinstance(raw, dict) and not _is_users(raw) and preferred_by_user(raw, said):
+            raw = {**raw, "type": "user_preference", "scope": "user"}  # the person's own
         if user_planner is not None and _is_users(raw):
             user_planner.add(raw)
         else:

@@ -216,6 +216,12 @@ def name_for(raw_name: str, description: str, types: tuple[str, ...], taken: set
     )
     if generic or len(words) > 8:
         return short_name(description if generic else name.replace("-", " "), taken)
+    if name not in taken:  # a new name is written as memdir writes names: lower-case-hyphens
+        plain = re.sub(r"[_\s]+", "-", name.lower()).strip("-")
+        try:
+            name = validate_name(plain)
+        except InvalidName:
+            pass  # the model's own name is valid: kept as it is
     return name
 
 
@@ -318,6 +324,27 @@ def _evidence(text: str) -> set[str]:
     out = {t for t in tokenize(text) if not CJK_CHAR.match(t)}
     out.update(CJK_CHAR.findall(text))
     return out - _FRAME
+
+
+# the user saying what they prefer, in their own words
+_PREFERS = re.compile(
+    r"\b(?:i|we)\s+(?:really\s+|always\s+|generally\s+)?(?:prefer|like|love|want|favou?r)\b|"
+    r"\bi'?d\s+rather\b|\bmy\s+(?:preference|preferred|favou?rite)\b|"
+    r"我(?:更|比较|一直)?(?:喜欢|偏好|倾向|习惯)|私は.{0,10}(?:好き|好む)",
+    re.IGNORECASE,
+)
+
+
+def preferred_by_user(raw: dict[str, Any], said: str) -> bool:
+    """Whether a proposed item restates a preference the user voiced ("I prefer 4-space
+    indentation…"): a sentence of theirs that says so carries a third of what the item says.
+    Such an item is the person's preference whatever kind a small model gave it."""
+    text = f"{raw.get('description') or ''}\n{raw.get('body') or ''}"
+    item = Memory("x", "project_fact", one_line(text) or "x", text)
+    for sentence in re.split(r"(?<=[.!?。！？])\s*|\n+", said):
+        if _PREFERS.search(sentence) and said_by_user(item, sentence):
+            return True
+    return False
 
 
 def said_by_user(item: Memory, said: str) -> bool:
