@@ -252,10 +252,13 @@ def test_exiting_agent_hands_slow_memory_work_over(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_path: Path) -> None:
-    """`memdir run` with a slow memory model replies, says what it handed over and exits in a
-    few seconds; the next run finishes the extraction."""
-    slow = {"on": True}
+def test_a_one_shot_run_finishes_learning_in_the_background(
+    llm_server: FakeLLMServer, tmp_path: Path
+) -> None:
+    """`memdir run` with a slow memory model replies and exits in a few seconds; what it
+    learned is saved by a background learner without another run; a run whose endpoint is
+    down keeps the user's words (an episode, an extraction waiting), learned by the next run
+    once the model answers."""
     tabs = {
         "action": "create",
         "name": "prefer-tabs",
@@ -263,13 +266,20 @@ def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_
         "description": "User prefers tabs",
         "body": "Indent with tabs.",
     }
+    ci = {
+        "action": "create",
+        "name": "ci-github-actions",
+        "type": "project_fact",
+        "description": "CI moved from Buildkite to GitHub Actions",
+        "body": "CI runs on GitHub Actions (moved from Buildkite this sprint).",
+    }
 
     def handler(req: dict[str, Any]) -> Scripted:
         system = json.dumps(req["body"].get("system", ""))
         if "You extract memories" in system:
-            return Scripted(
-                text=json.dumps({"memories": [tabs]}), delay=120 if slow["on"] else 0
-            )  # longer than run may take
+            talk = json.dumps(req["body"])
+            item = ci if "Buildkite" in talk else tabs
+            return Scripted(text=json.dumps({"memories": [item]}), delay=6)  # past run's wait
         if "You select memories" in system or "select relevant" in system:
             return reply('{"selected": []}')
         return reply("Noted.")
@@ -283,27 +293,37 @@ def test_run_hands_over_and_the_next_run_resumes(llm_server: FakeLLMServer, tmp_
         "MEMDIR_TIMEOUT": "60",
     }
     env.pop("MEMDIR_DIR", None)
-    r = subprocess.run(
-        [sys.executable, "-m", "memdir", "run", "I like tabs"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+
+    def run(words: str, **more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memdir", "run", words], cwd=tmp_path, env={**env, **more},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    r = run("I like tabs")
     assert r.returncode == 0 and "Noted." in r.stdout, r.stderr
-    assert "handed over to the next session: memory extraction" in r.stderr
+    assert "finishing in the background: memory extraction" in r.stderr
     assert "Traceback" not in r.stderr
-    assert len(list((state_dir(tmp_path / ".memory") / "pending").glob("*.json"))) == 1
-    slow["on"] = False
-    r = subprocess.run(
-        [sys.executable, "-m", "memdir", "run", "hello"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    pending = state_dir(tmp_path / ".memory") / "pending"
+    user = tmp_path / "user-store"
+    end = time.monotonic() + 60
+    while not (user.is_dir() and "prefer-tabs" in {e.name for e in MemoryStore(user).entries()}):
+        assert time.monotonic() < end, "the background learner never saved prefer-tabs"
+        time.sleep(0.1)
+    while list(pending.glob("*.json*")):
+        assert time.monotonic() < end, list(pending.iterdir())
+        time.sleep(0.1)
+
+    said = "We switched CI from Buildkite to GitHub Actions this sprint, remember that."
+    r = run(said, ANTHROPIC_BASE_URL="http://127.0.0.1:9")
+    assert r.returncode == 1 and "not reachable" in r.stderr
+    assert "what you said is kept" in r.stderr and r.stderr.count("\n") == 1
+    assert len(list(pending.glob("*.json"))) == 1
+    episodes = state_dir(tmp_path / ".memory") / "episodes"
+    assert "Buildkite" in "".join(p.read_text() for p in episodes.glob("*.jsonl"))
+    r = run("hello")
     assert r.returncode == 0 and "resuming 1 extraction" in r.stderr, r.stderr
-    assert "prefer-tabs" in {e.name for e in MemoryStore(tmp_path / "user-store").entries()}
-    assert not list((state_dir(tmp_path / ".memory") / "pending").iterdir())
+    end = time.monotonic() + 60
+    while "ci-github-actions" not in {e.name for e in MemoryStore(tmp_path / ".memory").entries()}:
+        assert time.monotonic() < end, "the kept words were never learned"
+        time.sleep(0.1)

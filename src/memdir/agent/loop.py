@@ -172,6 +172,41 @@ class MemoryWorker:
         return [j.label for j in left]
 
 
+def keep_for_later(store: Store, messages: list[Message]) -> None:
+    """What the user said in a turn whose model could not be reached: kept as an episode now
+    and handed over for extraction, which the next session, or the background learner, runs
+    once the model answers again."""
+    keep_episodes(store, messages)
+    spool = store.internal / PENDING
+    spool.mkdir(exist_ok=True)
+    handover: Handover = {"messages": messages}
+    write_atomic(
+        spool / f"{time.time_ns()}-{os.getpid()}.json",
+        json.dumps(redact_tree(handover), ensure_ascii=False).encode(),
+        mode=0o600,
+    )
+
+
+def finish_handed_over(store: Store, model: ChatModel, user_root: Path | None = None) -> int:
+    """Run every extraction handed over to this store now (the background learner a one-shot
+    run starts as it exits); how many were taken. One that fails goes back to the spool."""
+    import filelock
+
+    spool = store.internal / PENDING
+    spool.mkdir(exist_ok=True)
+    events: list[str] = []
+    try:
+        with filelock.FileLock(str(spool / "learner.lock"), timeout=0):
+            worker = MemoryWorker(lambda kind, text: events.append(f"{kind}: {text}"), None)
+            taken = resume_handed_over(store, worker, model, user_root)
+            worker.drain()
+    except filelock.Timeout:
+        return 0  # another learner is at work on this spool
+    for line in events:
+        log.info("%s", line)
+    return taken
+
+
 def resume_handed_over(
     store: Store, worker: MemoryWorker, model: ChatModel, user_root: Path | None = None
 ) -> int:
@@ -190,8 +225,15 @@ def resume_handed_over(
         except (OSError, ValueError, KeyError, TypeError):
             continue
 
-        def job(taken: Path = taken, messages: list[Message] = messages) -> str | None:
-            note = _extract_job(store, messages, model, user_root)()
+        def job(
+            taken: Path = taken, messages: list[Message] = messages, fname: str = fname
+        ) -> str | None:
+            try:
+                note = _extract_job(store, messages, model, user_root)()
+            except BaseException:
+                with contextlib.suppress(OSError):  # back in the spool: tried again later
+                    os.rename(taken, spool / fname)
+                raise
             taken.unlink(missing_ok=True)
             return note
 

@@ -21,6 +21,7 @@ from ..memory import slugify
 from ..providers import ChatModel, Message
 from ..safetext import plural
 from ..scopes import Scopes
+from ..spawn import start_memdir
 from ..store import Store
 from .loop import EXIT_WAIT, MemoryWorker, Turn, agent_loop, resume_handed_over
 from .permissions import Gate
@@ -154,9 +155,14 @@ class Session:
             )
         left = self.worker.close()
         if left:
+            try:  # finished in the background now, not one session late
+                start_memdir(["--dir", str(self.store.root), "learn-pending"])
+                where = "finishing in the background"
+            except OSError:
+                where = "handed over to the next session"
             print(
-                f"· handed over to the next session: {', '.join(left)} (nothing is lost:"
-                " it resumes when memdir chat or run starts here)",
+                f"· {where}: {', '.join(left)} (nothing is lost: what is not done resumes"
+                " when memdir chat or run starts here)",
                 file=self.err,
                 flush=True,
             )

@@ -4,13 +4,15 @@ This module does NOT define the agent (``agent``) or the server (``integrations.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..errors import MemdirError
+from ..errors import LLMUnavailable, MemdirError
 from .context import Ctx, build_model, emit_json, json_option, pass_ctx
 
 if TYPE_CHECKING:
@@ -67,6 +69,20 @@ def new_session(
     return session
 
 
+@click.command("learn-pending", hidden=True)
+@pass_ctx
+def learn_pending_cmd(c: Ctx) -> None:
+    """Run the extractions a one-shot run handed over (started detached as it exits)."""
+    from ..agent.loop import finish_handed_over
+    from ..scopes import user_store_dir
+
+    with contextlib.suppress(OSError):
+        os.nice(5)  # below the user's own work
+    model = build_model(c, memory=True)
+    if model is not None:
+        finish_handed_over(c.store, model, user_store_dir(c.config))
+
+
 @click.command("chat")
 @click.option(
     "--yes", "-y", is_flag=True, help="Let the agent run commands and write files without asking."
@@ -104,7 +120,15 @@ def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
     task = (words,)
     c.create_store = True
     before = {op.id for op in c.store.log(50)}
-    session = new_session(c, out=io.StringIO() if as_json else None, yes=yes)
+    try:
+        session = new_session(c, out=io.StringIO() if as_json else None, yes=yes)
+    except LLMUnavailable as exc:  # the user's words are not lost with the model
+        from ..agent.loop import keep_for_later
+
+        keep_for_later(c.store, [{"role": "user", "content": words}])
+        raise LLMUnavailable(
+            f"{exc} (what you said is kept and learned from once the model answers again)"
+        ) from None
     try:
         turn = session.turn(" ".join(task), stream=not as_json)
     finally:
@@ -188,4 +212,4 @@ def mcp_cmd(
     )
 
 
-COMMANDS = [chat_cmd, run_cmd, mcp_cmd]
+COMMANDS = [chat_cmd, run_cmd, mcp_cmd, learn_pending_cmd]
