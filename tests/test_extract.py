@@ -482,15 +482,14 @@ def test_a_corrected_rule_is_retired_and_its_correction_stands_in_its_place(
 def test_a_rule_only_the_assistant_said_is_learned_as_the_assistants(
     store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
 ) -> None:
-    """From "…I won't store the password in the repository", a feedback memory the assistant's
-    words alone carry is logged as learned from the assistant and does not stand; the user's
-    own rule from the same turn does."""
+    """A feedback memory the assistant's words alone carry (its advice) is logged as learned
+    from the assistant and does not stand; the user's own rule from the same turn does."""
     from memdir.standing import standing
 
     talk = [
         {"role": "user", "content": "Deploy staging. Always run the smoke tests after a deploy."},
-        {"role": "assistant", "content": "Deployed. I won't store the database password in"
-         " the repository; I'll keep credentials in the vault."},
+        {"role": "assistant", "content": "Deployed. The database password should never be"
+         " stored in the repository: credentials belong in the vault."},
     ]  # fmt: skip
     mine = {"action": "create", "name": "smoke-tests-after-deploy", "type": "feedback",
             "description": "Run the smoke tests after every deploy",
@@ -530,3 +529,28 @@ def test_a_preference_in_the_users_words_goes_to_their_store_whatever_its_type(
     ]
     assert user.get("python-indentation").type == "user_preference"
     assert "python-indentation" not in project and "python_indentation" not in project
+
+
+def test_the_assistants_promise_or_refusal_is_not_a_memory(
+    store: MemoryStore, llm_server: FakeLLMServer, server_model: ChatModel
+) -> None:
+    """From "…I won't store the password", a small model proposes won-store-password: the
+    assistant's promise is dropped, the user's fact is kept."""
+    talk = [
+        {"role": "user", "content": "The staging password is rotated every Monday."},
+        {"role": "assistant", "content": "Understood. I won't store the password."},
+    ]
+    promise = {
+        "action": "create",
+        "name": "won-store-password",
+        "type": "feedback",
+        "description": "Won't store the password",
+        "body": "Won't store the password.",
+    }
+    fact = {"action": "create", "name": "staging-password-rotation", "type": "project_fact",
+            "description": "The staging password is rotated every Monday",
+            "body": "Rotated every Monday."}  # fmt: skip
+    llm_server.queue(reply(answer(promise, fact)))
+    result = extract_memories(store, talk, server_model)
+    assert [c.memory.name for c in result.changes] == ["staging-password-rotation"]
+    assert any("the assistant's own promise" in d for d in result.dropped)

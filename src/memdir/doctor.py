@@ -98,7 +98,8 @@ def _internal_links(store: Store) -> list[str]:
 
 
 def _temp_files(store: Store) -> list[str]:
-    """Leftovers of killed writers: in the store, in .memdir and in every history folder."""
+    """Leftovers of killed writers: in the store, in its state folder and in every history
+    folder."""
     folders = [store.root, store.internal]
     with contextlib.suppress(OSError):
         folders += [
@@ -143,7 +144,7 @@ def adopt(store: Store, fname: str) -> Memory:
     """Make a Markdown note dropped into the folder without frontmatter a memory, by the rule
     every bare note follows (``notes.from_text``): its file name is the name, its words give
     the type, its first line the description; its text stays, as the body. The note's bytes
-    are kept (``.memdir/adopted/``): undoing the adoption puts the file back as it was."""
+    are kept (``<state>/adopted/``): undoing the adoption puts the file back as it was."""
     from .memfile import read_file
     from .memory import validate_name
     from .notes import from_text
@@ -200,7 +201,7 @@ def _quotable(store: Store, fname: str) -> bool:
 
 
 def _quote(store: Store, fname: str) -> None:
-    """Quote the values YAML misread, keeping the file as it was in ``.memdir/adopted/``."""
+    """Quote the values YAML misread, keeping the file as it was in ``<state>/adopted/``."""
     with store.locked():
         raw = (store.root / fname).read_bytes()
         fixed = _quoted(raw.decode("utf-8"))

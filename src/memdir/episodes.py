@@ -2,13 +2,13 @@
 
 Every conversation memdir learns from (its agent, the hooks, ``memdir extract``) is kept as
 dated turns — a user message with the replies that followed it — in
-``.memdir/episodes/<date>-<conversation>.jsonl``, one JSON line per turn: when it was said,
+``<state>/episodes/<date>-<conversation>.jsonl``, one JSON line per turn: when it was said,
 who spoke, the text (credentials redacted as for memories). They are never listed in
-MEMORY.md, never committed by sync (``.memdir`` is git-ignored), and a person reads or deletes
-them as plain files. A full-text index (``.memdir/episodes.sqlite``, a cache rebuilt from the
-files) lets recall find the turns a question is about. ``episodes = false`` turns them off;
-files last written more than ``episodes_keep_days`` ago go, and the oldest go first past
-``episodes_max_bytes``.
+MEMORY.md, never committed by sync (the state folder is outside the store), and a person
+reads or deletes them as plain files. A full-text index (``<state>/episodes.sqlite``, a
+cache rebuilt from the files) lets recall find the turns a question is about.
+``episodes = false`` turns them off; files last written more than ``episodes_keep_days`` ago
+go, and the oldest go first past ``episodes_max_bytes``.
 This module does NOT choose what to recall (``recall`` does) and knows nothing of models.
 """
 
@@ -75,7 +75,7 @@ class Said:
 
 
 class Episodes:
-    """The episodes of one store (kept in its ``.memdir``)."""
+    """The episodes of one store (kept in its state folder)."""
 
     def __init__(self, internal: Path, config: Config) -> None:
         self.folder = internal / FOLDER

@@ -3,7 +3,7 @@ under ``review = "ask"``, a pin set by another author, a look-alike of an existi
 instruction-shaped text) stays in the folder, as git and the remote have it, but is never
 shown to a model until it is approved in the review queue.
 
-A hold is kept in ``.memdir/held.json`` by name, with the digest of the text it holds: when
+A hold is kept in ``<state>/held.json`` by name, with the digest of the text it holds: when
 the text changes again (memdir writes it, or a person edits it by hand here) the hold lapses,
 since the new text is this machine's own. This module does NOT decide what to hold (``sync``
 and extraction do) and does NOT read memory files.

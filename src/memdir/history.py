@@ -1,8 +1,8 @@
 """History and the operation log of a store.
 
 Every overwritten or deleted memory is kept as a numbered version in
-``.memdir/history/<name>/NNNN.md`` with a ``NNNN.json`` sidecar (when, which action, why, and
-the operation that did it). Every applied plan is one line of ``.memdir/log.jsonl``.
+``<state>/history/<name>/NNNN.md`` with a ``NNNN.json`` sidecar (when, which action, why, and
+the operation that did it). Every applied plan is one line of ``<state>/log.jsonl``.
 This module does NOT lock or decide anything: the store calls it holding its lock.
 """
 
@@ -59,7 +59,7 @@ class Step(TypedDict):
 
 
 class Journal(TypedDict):
-    """An operation in flight (``.memdir/intent.json``)."""
+    """An operation in flight (``<state>/intent.json``)."""
 
     id: str
     time: str

@@ -1,7 +1,7 @@
 """Finding memories in a store: the full-text index and, when an embedder is configured, the
 vectors, both kept in step with the catalogue and fused into one ranking.
 
-Both indexes are caches under ``.memdir/`` (in memory for a read-only store), brought up to
+Both indexes are caches under ``<state>/`` (in memory for a read-only store), brought up to
 date incrementally: a sync compares just the files the catalogue saw change since the last
 one, and reads only those whose identity changed. An embedder that fails (an endpoint down)
 does not fail a search: ranking falls back to BM25 and ``dense_error`` says why. A query in

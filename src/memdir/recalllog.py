@@ -1,7 +1,7 @@
 """The recall log: what was recalled, for which question, from where, and why.
 
 Every recall that injects memories (the agent, the prompt hook, MCP's ``recall`` tool,
-``memdir recall``) adds one JSON line to ``.memdir/recall.jsonl``: when, the source (and the
+``memdir recall``) adds one JSON line to ``<state>/recall.jsonl``: when, the source (and the
 session), the question with secrets redacted, the path (the model's pick, or search) and each
 memory with its scope and search score. The log is bounded: past ``MAX_BYTES`` it is rotated to
 ``recall.1.jsonl`` (the one before that is dropped). ``recall_log = false`` turns it off.

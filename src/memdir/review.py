@@ -2,7 +2,7 @@
 
 Extraction, consolidation, the MCP ``remember`` tool and the agent's ``save_memory`` hand their
 plans to ``land``: applied at once by default (``review = "auto"``), or kept as a proposal in
-``.memdir/review/<id>.json`` (secrets already redacted) until a person approves, edits or
+``<state>/review/<id>.json`` (secrets already redacted) until a person approves, edits or
 rejects each change (``memdir review``, ``memdir ui``). An approved change is applied through
 ``Store.apply`` like any other write (history, log, MEMORY.md, undo); a rejection is
 logged. This module does NOT decide what to learn.

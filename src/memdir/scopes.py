@@ -46,7 +46,7 @@ from .errors import (
 from .layout import state_dir
 from .memory import Memory
 from .plan import Put
-from .provenance import Origin
+from .provenance import HAND, Origin
 from .store import MemoryStore, Store
 
 if TYPE_CHECKING:
@@ -392,13 +392,15 @@ class Scopes:
 
     @_serial
     def origin(self, shown: str) -> Origin:
-        """Where the memory shown as ``shown`` came from; a shared read-only store's memories
-        are that store's (written by whoever writes it)."""
+        """Where the memory shown as ``shown`` came from: the writer its store's log names
+        (a team's database store: ``mcp:alice``); a read-only store without a log of its own
+        (a checked-in folder) is that store's (written by whoever writes it)."""
         scope, name = self.locate(shown)
         assert scope.store is not None
-        if not scope.writable:
+        origin = scope.store.origin(name)
+        if not scope.writable and origin.label == HAND:
             return Origin(scope.name)
-        return scope.store.origin(name)
+        return origin
 
     @_serial
     def search(self, query: str, k: int = 5, *, explain: bool = False) -> list[Hit]:

@@ -3,7 +3,7 @@
 Text is tokenised here, not by SQLite: English (and other Latin-script) words are lower-cased,
 stop words dropped and Snowball-stemmed; runs of Chinese, Japanese or Korean characters become
 overlapping character bigrams, so any word of two or more characters is found without a
-dictionary. The index lives in ``.memdir/search.sqlite`` and is a cache: it is brought up to
+dictionary. The index lives in ``<state>/search.sqlite`` and is a cache: it is brought up to
 date incrementally from the files (by file identity) and rebuilt if deleted or unreadable.
 This module does NOT read memory files itself (the store hands it the texts).
 """

@@ -24,7 +24,7 @@ from .recall import estimate_tokens, held_names, index_section, origin_label
 from .safetext import one_line
 from .scopes import Reader, Scopes
 
-SESSIONS = "standing.json"  # .memdir: which memories each recent session was given
+SESSIONS = "standing.json"  # state folder: which memories each recent session was given
 KEEP_SESSIONS = 50
 # A plain list of rules under one imperative line: small models follow it where they passed
 # over the same rules as XML elements (benchmarks/README.md, "Standing rules"); each rule

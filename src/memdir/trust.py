@@ -59,7 +59,8 @@ def pulled(path: Path) -> bool:
         return False
 
 
-ACCEPTED_COPY = "config-accepted.toml"  # .memdir/: the config.toml before a sync replaced it
+# in the state folder: the config.toml as it was before a sync replaced it
+ACCEPTED_COPY = "config-accepted.toml"
 
 
 def settings_file(path: Path) -> Path | None:

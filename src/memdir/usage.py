@@ -1,7 +1,7 @@
 """The usage log: one JSON line per model call, and the sums ``memdir stats`` shows.
 
 Every call records its purpose (select, extract, consolidate, agent…), provider, model, tokens
-in and out, latency and whether it failed, in ``.memdir/usage.jsonl``. This module does NOT
+in and out, latency and whether it failed, in ``<state>/usage.jsonl``. This module does NOT
 talk to a model, so reading the log never imports an SDK.
 """
 

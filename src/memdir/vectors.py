@@ -1,6 +1,6 @@
 """Embedding vectors of memories, a cache like the search index, and hybrid ranking.
 
-Vectors live in ``.memdir/vectors.sqlite``: one float16 row per distinct content, keyed by a
+Vectors live in ``<state>/vectors.sqlite``: one float16 row per distinct content, keyed by a
 hash of the text embedded (name, description and body), so a memory renamed back, restored or
 copied costs no new embedding. A second table maps each memory file to its identity and hash,
 compared like the search index's to find what changed. The file records the embedder's name

@@ -50,7 +50,7 @@ log = logging.getLogger("memdir.agent")
 
 
 class Handover(TypedDict):
-    """Memory work an exiting agent leaves for the next session (``.memdir/pending/``)."""
+    """Memory work an exiting agent leaves for the next session (``<state>/pending/``)."""
 
     messages: list[Message]
 
@@ -90,7 +90,7 @@ class _Job:
 class MemoryWorker:
     """Runs memory upkeep on one background thread, one job at a time. An exiting agent waits
     a few seconds for it (``close``); work not finished by then is handed over to the next
-    session through ``.memdir/pending/`` (extraction is resumable; a half-applied change is
+    session through ``<state>/pending/`` (extraction is resumable; a half-applied change is
     finished from the journal when the store is next opened)."""
 
     def __init__(self, on_event: EventFn, spool: Path | None = None) -> None:

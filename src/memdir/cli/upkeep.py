@@ -189,7 +189,7 @@ def _hook_report(store: Store, report: Any) -> None:
         if last.get("status") != "ok":
             report.warnings.append(
                 {
-                    "file": ".memdir/hooks.jsonl",
+                    "file": str(store.internal / "hooks.jsonl"),
                     "reason": f"the last learn hook failed: {last.get('error')}",
                 }
             )

@@ -7,7 +7,7 @@ The memory model gets a fixed budget (``hook_budget``, 2 s); past it, search cho
 ``learn`` (Stop, SessionEnd, PreCompact) hands the session file to a detached process that
 extracts from where the last run stopped (the extraction cursor), then consolidates when due;
 the host is never held up. A hook never blocks or breaks its host: whatever goes wrong, it
-exits 0 with one line on stderr and a line in ``.memdir/hooks.jsonl``.
+exits 0 with one line on stderr and a line in ``<state>/hooks.jsonl``.
 ``install``/``uninstall`` merge memdir's entries into the host's settings file and take out
 exactly those. This module does NOT parse session files (``transcripts`` does).
 """
@@ -137,7 +137,7 @@ def _config_for(event: HookEvent) -> Config:
 
 
 def log_line(store_dir: Path, record: LogRecord) -> None:
-    """One line of ``.memdir/hooks.jsonl`` (best effort)."""
+    """One line of ``<state>/hooks.jsonl`` (best effort)."""
     try:
         append_nofollow(
             state_dir(store_dir) / LOG,

@@ -35,7 +35,7 @@ def _prefix_digest(messages: list[Message]) -> str:
 
 
 class Cursors:
-    """How many messages of each conversation were already extracted (``.memdir/cursors.json``)."""
+    """How many messages of each conversation were already extracted (``<state>/cursors.json``)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store

@@ -32,6 +32,7 @@ from ..store import Store
 from .conversation import Cursors, embed_episodes, keep_episodes, render_new
 from .proposal import (
     MAX_ITEMS,
+    assistants_promise,
     borrowed_description,
     coerce,
     corrected,
@@ -390,7 +391,11 @@ def plan_extraction(
             heard,
         )
     )
+    replied = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "assistant")
     for raw in items:
+        if isinstance(raw, dict) and assistants_promise(raw, said, replied):
+            result.dropped.append(f"the assistant's own promise: {str(raw.get('name'))[:60]}")
+            continue
         if isinstance(raw, dict) and not _is_users(raw) and preferred_by_user(raw, said):
             raw = {**raw, "type": "user_preference", "scope": "user"}  # the person's own
         if user_planner is not None and _is_users(raw):

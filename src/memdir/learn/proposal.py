@@ -347,6 +347,31 @@ def preferred_by_user(raw: dict[str, Any], said: str) -> bool:
     return False
 
 
+# the assistant refusing or promising not to do something: its own commitment, not a fact (a
+# promise to do what the user asked restates the user's request, and is kept)
+_PROMISE = re.compile(
+    r"\bi(?: won't| will not| can't| cannot| am not going to|'m not going to| shan't)\b|"
+    r"我(?:不会|不能|不要)",
+    re.IGNORECASE,
+)
+
+
+def assistants_promise(raw: dict[str, Any], said: str, replied: str) -> bool:
+    """Whether a proposed item is the assistant's refusal or promise not to ("…I won't store
+    the password"): such a sentence of the assistant's carries at least half of it, and more
+    of it than the user's own words (``said``) do."""
+    terms = _evidence(f"{raw.get('description') or ''}\n{raw.get('body') or ''}")
+    if not terms:
+        return False
+    users = len(terms & _evidence(said))
+    for sentence in re.split(r"(?<=[.!?。！？])\s*|\n+", replied):
+        if _PROMISE.search(sentence):
+            theirs = len(terms & _evidence(sentence))
+            if 2 * theirs >= len(terms) and theirs > users:
+                return True
+    return False
+
+
 def said_by_user(item: Memory, said: str) -> bool:
     """Whether the user's own words (``said``: their messages in the learned part of the
     conversation) carry ``item``: at least a third of what it says is in them (a model

@@ -2,7 +2,7 @@
 
 A store's git repository is shared with a remote and teammates, so whatever arrives from it
 is somebody else's: sync commits only memory files at the store's root and the few files
-memdir writes beside them (``OWNED``), never anything under ``.memdir/`` whatever a
+memdir writes beside them (``OWNED``), never anything under ``<state>/`` whatever a
 ``.gitignore`` says; before merging, it checks what the remote changed in the store (no
 ``.memdir`` entry of any kind, no link, submodule or other non-regular file, nothing in a
 subfolder or of another kind, nothing oversized, not too many files, not too many memories
