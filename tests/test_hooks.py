@@ -21,7 +21,7 @@ from memdir.integrations.transcripts import read_session
 from memdir.layout import state_dir
 
 from conftest import child_env, trust
-from fakeserver import FakeLLMServer
+from fakeserver import FakeLLMServer, reply
 
 DATA = Path(__file__).parent / "data"
 # a preference, but about this repository: the model's scope keeps it in the project's store
@@ -875,3 +875,31 @@ def test_recall_select_search_in_the_hook_asks_no_model_and_says_why(
     assert llm_server.requests == []
     (last,) = entries(store.internal)
     assert last["note"] == "recall_select = search", last
+
+
+def test_the_hooks_model_calls_are_in_the_stores_usage_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer
+) -> None:
+    """The prompt hook's selection call is recorded with its purpose and tokens, so that
+    'memdir llm stats' shows what memory cost."""
+    from memdir.integrations.hooks import prompt
+    from memdir.usage import UsageLog
+
+    root = tmp_path / "app" / ".memory"
+    store = MemoryStore(root)
+    store.write("api-port", type="project_fact", description="The API port", body="8080")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
+    llm_server.handler = lambda req: reply('{"selected": ["api-port"]}')
+    event = {"hook_event_name": "UserPromptSubmit", "prompt": "which API port?",
+             "session_id": "s1", "cwd": str(root.parent)}  # fmt: skip
+    assert "api-port" in prompt(event, host="claude-code", budget=30)
+    rows = UsageLog(store.internal / "usage.jsonl").rows()
+    assert [r["purpose"] for r in rows] == ["select"] and rows[0]["ok"]
+    monkeypatch.chdir(root.parent)
+    stats = subprocess.run(
+        [sys.executable, "-m", "memdir", "llm", "stats"], capture_output=True, text=True,
+        env={**child_env(), "HOME": str(tmp_path / "home")}, timeout=60,
+    )  # fmt: skip
+    assert stats.returncode == 0 and "select" in stats.stdout, stats.stdout

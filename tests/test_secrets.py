@@ -104,7 +104,7 @@ def test_a_secret_split_across_fields_is_caught(store: MemoryStore, cli: CliFn) 
             "body": "Tr0ub4dor&3",
         },
     )
-    text = (store.root / "staging_db_password.md").read_text()
+    text = (store.root / "staging-db-password.md").read_text()  # (names: lower-case-hyphens)
     assert "Tr0ub4dor" not in text and "[REDACTED:password]" in text
     store.write(
         "db",

@@ -29,7 +29,7 @@ from ..config import Config, find_store_dir, load_config
 from ..errors import LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import HOOK_SPOOL as SPOOL
-from ..layout import NESTED_MARK, state_dir
+from ..layout import NESTED_MARK, USAGE, state_dir
 from ..providers import Message
 from ..recall import message_text
 from ..scopes import Scopes, open_user_store, user_store_dir
@@ -153,19 +153,31 @@ def log_line(store_dir: Path, record: LogRecord) -> None:
         pass
 
 
-def _memory_model(config: Config, host: str | None) -> Any:
-    """The configured memory model; without one, the host's own CLI; else None."""
+def _memory_model(config: Config, host: str | None, usage: Path | None = None) -> Any:
+    """The configured memory model; without one, the host's own CLI; else None. Its calls
+    are logged in ``usage`` (the store's usage log: ``memdir llm stats``)."""
     from ..providers import make_model
 
     try:
-        return make_model(config, memory=True)
+        return make_model(config, memory=True, usage_log=usage)
     except LLMUnavailable:
         if host in HOSTS and config.provider is None:
             try:
-                return make_model(Config(**{**config.__dict__, "provider": host}), memory=True)
+                return make_model(
+                    Config(**{**config.__dict__, "provider": host}), memory=True, usage_log=usage
+                )
             except LLMUnavailable:
                 return None
         return None
+
+
+def _usage_of(scopes: Scopes) -> Path | None:
+    """Where the model calls a hook makes for these stores are logged: the first writable
+    store's usage log."""
+    for _, st in scopes.stores():
+        if not st.read_only:
+            return st.internal / USAGE
+    return None
 
 
 SEARCH_GRACE = 3.0  # seconds search may take past the model's budget before recall is skipped
@@ -294,7 +306,7 @@ def _race(
         try:
             if not lease.scopes.entries():
                 return  # nothing to choose from: no model client is made (its SDK loaded)
-            model = _memory_model(config, None)
+            model = _memory_model(config, None, _usage_of(lease.scopes))
             if model is not None:  # the same stores as search's, one reader at a time
                 chosen.append(
                     select(lease.scopes, messages, model, max_items=config.recall_max_items)
@@ -462,7 +474,7 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
         messages = read_session(Path(event["transcript_path"]))
         if _nested(messages):
             raise _Nothing("a session memdir started as its memory model: not learned from")
-        model = _memory_model(config, host)
+        model = _memory_model(config, host, store.internal / USAGE)
         if model is None:
             raise HookError("no memory model: set an API key, or install the host's CLI")
         root = user_store_dir(config)

@@ -21,6 +21,7 @@ from ..asof import moment, search_stores_at
 from ..backend import open_store
 from ..config import Config
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
+from ..layout import USAGE
 from ..memory import Memory, dumps, slugify
 from ..notes import guess_type
 from ..plan import Put
@@ -166,8 +167,12 @@ class MemoryServer:
         if self._model is None:
             from ..providers import make_model
 
+            usage = next(
+                (st.internal / USAGE for _, st in self.scopes().stores() if not st.read_only),
+                None,
+            )
             try:
-                self._model = make_model(self.config, memory=True)
+                self._model = make_model(self.config, memory=True, usage_log=usage)
             except LLMUnavailable:
                 self._model = False
         return self._model or None

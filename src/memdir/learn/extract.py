@@ -396,7 +396,12 @@ def plan_extraction(
         if isinstance(raw, dict) and assistants_promise(raw, said, replied):
             result.dropped.append(f"the assistant's own promise: {str(raw.get('name'))[:60]}")
             continue
-        if isinstance(raw, dict) and not _is_users(raw) and preferred_by_user(raw, said):
+        if (
+            isinstance(raw, dict)
+            and not str(raw.get("scope") or "").strip()  # (a scope the model gave stands)
+            and not _is_users(raw)
+            and preferred_by_user(raw, said)
+        ):
             raw = {**raw, "type": "user_preference", "scope": "user"}  # the person's own
         if user_planner is not None and _is_users(raw):
             user_planner.add(raw)
