@@ -144,3 +144,41 @@ def test_a_rule_given_at_session_start_is_not_listed_again_in_its_index(tmp_path
     # a rule left out for the budget is still in the index
     got = standing(store, 1, 200, 25_000)
     assert got.names == () and "- use-pnpm (user_preference)" in got.text
+
+
+def test_the_session_start_block_stays_within_one_budget_at_5000_memories(
+    tmp_path: Path,
+) -> None:
+    """5,000 memories, 300 of them rules: the whole session-start block stays within
+    session_token_budget, the rules first and the index shrunk to what is left (saying how
+    many it leaves out); the hook logs what stood, what the budget cut and the tokens."""
+    from memdir.recall import estimate_tokens
+    from memdir.recalllog import entries
+
+    root = tmp_path / "app" / ".memory"
+    root.mkdir(parents=True)
+    for i in range(5000):
+        kind = "feedback" if i < 300 else "project_fact"
+        (root / f"m-{i:04d}.md").write_text(
+            f"---\nname: m-{i:04d}\ntype: {kind}\ndescription: Memory number {i} about the"
+            f" build and deploy pipeline\n---\nRule {i}: run the checks for component {i}.\n"
+        )
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    from memdir.accepted import accept
+
+    for i in range(300):  # the user's own rules (accepted as 'memdir accept --all' would)
+        accept(root, f"m-{i:04d}", store.get(f"m-{i:04d}").digest or "")
+    got = standing(store, 1200, 200, 25_000, total_tokens=3000)
+    assert estimate_tokens(got.text) <= 3000 and got.tokens <= 3000
+    assert got.names and got.cut and "<memory_index>" in got.text
+    assert "more" in got.text.split("<memory_index>")[1]  # the index says what it left out
+    unbounded = standing(store, 1200, 200, 25_000)
+    assert estimate_tokens(unbounded.text) > 3000  # (the total is what kept it small)
+    r = hook("start", {"hook_event_name": "SessionStart", "source": "startup",
+                       "session_id": "s9", "cwd": str(root.parent)}, root.parent)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    context = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert estimate_tokens(context) <= 3000
+    (logged,) = [e for e in entries(store.internal) if e["source"] == "start:claude-code"]
+    assert logged["path"] == "standing" and logged["session"] == "s9"
+    assert 0 < len(logged["memories"]) <= 300 and "cut by the budget (m-" in logged["note"]

@@ -89,7 +89,9 @@ class Config:
     # the chat model's context window; 0: asked of its server, or known (a smaller window
     # refuses sooner: never sends more)
     context_tokens: int = setting(0, env="MEMDIR_CONTEXT_TOKENS", tighten=LOWER)
-    standing_token_budget: int = setting(1200, tighten=LOWER)  # a host's session start
+    standing_token_budget: int = setting(1200, tighten=LOWER)  # the rules at a session start
+    # the whole session-start block (rules and index): the index shrinks first
+    session_token_budget: int = setting(3000, tighten=LOWER)
     recall_history_chars: int = setting(4000, tighten=LOWER)
     select_catalogue_max: int = setting(200, tighten=LOWER)
     index_max_lines: int = setting(200, project=True)

@@ -46,15 +46,30 @@ WAITING = (
 
 @dataclass(frozen=True)
 class Standing:
-    """The session-start context: the text for the host, and the memories it holds."""
+    """The session-start context: the text for the host, the memories that stand in it, the
+    ones the budget left out, how many wait for the user, and its size in tokens."""
 
     text: str
     names: tuple[str, ...]
+    cut: tuple[str, ...] = ()
+    waiting: int = 0
+    tokens: int = 0
 
 
-def standing(store: Reader, budget_tokens: int, index_lines: int, index_bytes: int) -> Standing:
+BYTES_PER_TOKEN = 3  # the index's byte bound from a token budget: CJK text is ~3 bytes a token
+
+
+def standing(
+    store: Reader,
+    budget_tokens: int,
+    index_lines: int,
+    index_bytes: int,
+    *,
+    total_tokens: int | None = None,
+) -> Standing:
     """The standing memories (pinned first, then the newest), within ``budget_tokens``, and
-    the memory index after them."""
+    the memory index after them; with ``total_tokens``, the whole text stays within it, the
+    index shrinking first (then the rules)."""
     store = Scopes.of(store)
     held = held_names(store)
     several = len(store.scopes) > 1
@@ -69,6 +84,9 @@ def standing(store: Reader, budget_tokens: int, index_lines: int, index_bytes: i
     parts: list[str] = []
     names: list[str] = []
     waiting: list[str] = []
+    cut: list[str] = []
+    if total_tokens is not None:
+        budget_tokens = min(budget_tokens, total_tokens - INDEX_RESERVE)
     used = estimate_tokens(PREAMBLE) + 20
     for scope, _entry, shown in chosen:
         try:
@@ -87,6 +105,7 @@ def standing(store: Reader, budget_tokens: int, index_lines: int, index_bytes: i
         part = escape(f"- (from: {origin}{where}) {said}", quote=False)
         cost = estimate_tokens(part)
         if used + cost > budget_tokens:
+            cut.append(shown)
             continue  # a shorter one may still fit
         parts.append(part)
         names.append(shown)
@@ -111,12 +130,20 @@ def standing(store: Reader, budget_tokens: int, index_lines: int, index_bytes: i
     # weighs the words of the rule it is told to avoid: "never npm" became "npm install")
     hidden = set(names) | set(waiting)
     if not parts or any(shown not in held and shown not in hidden for _, _, shown in located):
+        if total_tokens is not None:  # what the rules left, for the index
+            left = total_tokens - estimate_tokens("\n\n".join(out)) - INDEX_RESERVE
+            index_bytes = min(index_bytes, max(0, left) * BYTES_PER_TOKEN)
         index = index_section(store, index_lines, index_bytes, omit=sorted(hidden))
         out.append(
             "<memory_index>\nWhat else is remembered (names and descriptions; the details come"
             " with the prompts they matter to):\n" + index + "\n</memory_index>"
         )
-    return Standing("\n\n".join(out), tuple(names))
+    text = "\n\n".join(out)
+    return Standing(text, tuple(names), tuple(cut), len(waiting), estimate_tokens(text))
+
+
+# tokens kept for the index's frame and its "N more" line when a total budget is given
+INDEX_RESERVE = 80
 
 
 def waiting(store: Reader) -> list[tuple[str, str]]:

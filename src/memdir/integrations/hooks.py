@@ -274,15 +274,42 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
     try:
         store = lease.scopes
         given = standing(
-            store, config.standing_token_budget, config.index_max_lines, config.index_max_bytes
+            store,
+            config.standing_token_budget,
+            config.index_max_lines,
+            config.index_max_bytes,
+            total_tokens=config.session_token_budget,
         )
         session = event.get("session_id")
         remember_session(store, session if isinstance(session, str) else "", given.names)
+        log_standing(store, given, host, event)
     finally:
         lease.release()
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": given.text}},
         ensure_ascii=False,
+    )
+
+
+def log_standing(store: Scopes, given: Any, host: str | None, event: HookEvent) -> None:
+    """What a session was given at its start, in the recall log beside the prompts' recalls:
+    the rules that stood, those the budget cut, how many wait, and the tokens."""
+    from ..recalllog import Recalled, record
+
+    internal = _usage_of(store)
+    if internal is None:
+        return
+    why = event.get("source")
+    record(
+        internal.parent,
+        source=f"start:{host or 'unknown'}",
+        question=f"(session start{f': {why}' if isinstance(why, str) and why else ''})",
+        path="standing",
+        memories=[Recalled(name=n, scope=None, score=None) for n in given.names],
+        note=f"{given.tokens} tokens; {len(given.cut)} cut by the budget"
+        + (f" ({', '.join(given.cut[:5])})" if given.cut else "")
+        + f"; {given.waiting} waiting for the user",
+        session=event.get("session_id") if isinstance(event.get("session_id"), str) else None,
     )
 
 

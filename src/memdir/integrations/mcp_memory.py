@@ -452,6 +452,7 @@ class MemoryServer:
                     cfg.standing_token_budget,
                     cfg.index_max_lines,
                     cfg.index_max_bytes,
+                    total_tokens=cfg.session_token_budget,
                 ).text
             )
         )
