@@ -328,3 +328,29 @@ def test_search_keeps_its_confident_hit_when_the_model_picks_nothing(tmp_path: P
     assert sel.names == ["tabs-style"] and "kept search's tabs-style" in sel.note
     weak = [{"role": "user", "content": "the user wants lunch"}]  # "user": a word, no meaning
     assert select(store, weak, FakeModel([{"selected": []}])).names == []
+
+
+def test_a_prompt_the_store_cannot_answer_recalls_nothing(tmp_path: Path, cli: CliFn) -> None:
+    """A store of personal chit-chat and a coding prompt: search's nearest neighbours share a
+    word or two with it by chance, and the relevance floor injects none of them; a question
+    the store can answer still gets its memory; recall_floor = false restores the old way."""
+    from memdir.recall import select
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    for name, text in [
+        ("drums", "Melanie set up a drum kit in the garage to play music on weekends."),
+        ("motivation", "Caroline finds motivation in running every morning before work."),
+        ("pottery", "Melanie took a pottery class and made a black bowl for her kids."),
+    ]:
+        store.write(name, type="project_fact", description=text, body=text)
+    coding = [{"role": "user", "content": "set up pre-commit with ruff and black"}]
+    unfloored = select(store, coding, None)
+    assert unfloored.names == []
+    assert "below the relevance floor" in unfloored.note and unfloored.candidates
+    asked = [{"role": "user", "content": "What did Melanie make in her pottery class?"}]
+    assert select(store, asked, None).names[:1] == ["pottery"]
+    r = cli("recall", "--no-llm", "set up pre-commit with ruff and black")
+    assert r.code == 0 and "<relevant_memories>" not in r.out
+    off = MemoryStore(root, Config(dir=root, embedder="none", recall_floor=False))
+    assert select(off, coding, None).names  # the nearest neighbours, relevant or not

@@ -132,6 +132,9 @@ class Config:
     review: str = setting("auto", choices=("auto", "ask"), tighten=("ask",))
     # keep a bounded log of what was recalled for which prompt and why
     recall_log: bool = setting(True, tighten=(True,))
+    # search recalls only what is evidence for the prompt (close in meaning, or holding its
+    # terms): nothing for a prompt the store cannot answer
+    recall_floor: bool = setting(True, tighten=(True,))
     # keep what was said (dated turns) beside what was learned from it
     episodes: bool = setting(True, project=True)
     episodes_keep_days: int = setting(90, tighten=LOWER)

@@ -291,6 +291,30 @@ def confident(hit: Hit) -> bool:
     return hit.close
 
 
+def floor(hits: list[Hit], query: str) -> list[Hit]:
+    """The hits that are evidence for the question, not merely its nearest neighbours: close
+    in meaning by the embedder's own bar, or holding enough of the question's own terms (two
+    of three or more, else one). Nothing when nothing is: silence over plausible noise."""
+    from ..search import tokenize
+
+    terms = {t for t in tokenize(query) if len(t) > 1 or not t.isascii()}  # ("x", "a": noise)
+    if not terms:
+        return []
+    need = 1 if len(terms) <= 2 else 2  # ("tell me about lambda": one word and its frame)
+    out = []
+    for h in hits:
+        if h.close:
+            out.append(h)
+            continue
+        try:
+            text = f"{h.name.replace('-', ' ')} {h.entry.description} {h.memory.body}"
+        except (MemdirError, LookupError, OSError):
+            text = f"{h.name.replace('-', ' ')} {h.entry.description}"
+        if len(terms & set(tokenize(text))) >= need:
+            out.append(h)
+    return out
+
+
 def _scope_tag(store: Scopes, entry: Entry) -> str:
     """ ", user" for a memory of the user's store in a catalogue of several scopes."""
     if len(store.scopes) < 2:
@@ -326,7 +350,11 @@ def _lexical_guard(store: Scopes, names: list[str], talk: str) -> tuple[list[str
 
 def _search_selection(store: Scopes, query: str, max_items: int, path: str, note: str) -> Selection:
     hits = store.search(query, max_items) if query.strip() else []
-    return Selection([h.name for h in hits], path, [(h.name, h.score) for h in hits], note)
+    kept = floor(hits, query) if store.config.recall_floor else hits
+    if len(kept) < len(hits):
+        below = len(hits) - len(kept)
+        note = (note + "; " if note else "") + f"{below} below the relevance floor"
+    return Selection([h.name for h in kept], path, [(h.name, h.score) for h in hits], note)
 
 
 def select_relevant_memories(
