@@ -88,9 +88,7 @@ def build(memories: list[dict[str, Any]], folder: Path) -> MemoryStore:
 
 def boot(values: list[float], runs: int = 1000) -> tuple[float, float]:
     rnd = random.Random(7)
-    means = sorted(
-        sum(rnd.choice(values) for _ in values) / len(values) for _ in range(runs)
-    )
+    means = sorted(sum(rnd.choice(values) for _ in values) / len(values) for _ in range(runs))
     return means[int(0.025 * runs)], means[int(0.975 * runs) - 1]
 
 
