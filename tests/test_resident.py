@@ -460,3 +460,17 @@ def test_a_call_that_fails_is_logged_and_one_that_hangs_makes_the_resident_leave
     release.set()
     client.close()
     listener.close()
+
+
+def test_hosts_that_differ_only_in_path_and_session_share_one_resident() -> None:
+    """Claude Code and Codex hooks (another PATH, another terminal session) reach the same
+    resident; a setting that changes memdir's answers gets one of its own."""
+    from memdir.hookclient import socket_path
+
+    claude = {"HOME": "/home/a", "PATH": "/usr/bin:/opt/claude/bin", "XDG_SESSION_ID": "3",
+              "ANTHROPIC_API_KEY": "k"}  # fmt: skip
+    codex = {"HOME": "/home/a", "PATH": "/usr/bin:/opt/codex/bin", "XDG_SESSION_ID": "7",
+             "CODEX_HOME": "/home/a/.codex", "ANTHROPIC_API_KEY": "k"}  # fmt: skip
+    assert socket_path(claude, code="c") == socket_path(codex, code="c")
+    assert socket_path(claude, code="c") != socket_path({**claude, "MEMDIR_MODEL": "m"}, code="c")
+    assert socket_path(claude, code="c") != socket_path({**claude, "HOME": "/home/b"}, code="c")

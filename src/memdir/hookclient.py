@@ -37,9 +37,19 @@ CONNECT_TIMEOUT = 0.5
 # hook itself when the resident is stuck or stopped
 ANSWER_TIMEOUT = 4.0
 MAX_MESSAGE = 64 << 20
-# What a hook's behaviour depends on, besides the files it reads: one resident per value.
-_PREFIXES = ("MEMDIR_", "ANTHROPIC_", "OPENAI_", "XDG_")
-_NAMES = ("HOME", "PATH", "USER")
+# What a hook's answer depends on, besides the files it reads: one resident per value. Not the
+# PATH or a terminal's session variables (XDG_SESSION_*…), which differ between Claude Code,
+# Codex and two terminals without changing what memdir answers: they share one resident.
+_PREFIXES = ("MEMDIR_", "ANTHROPIC_", "OPENAI_")
+_NAMES = (
+    "HOME",
+    "USER",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+)
 
 
 _PACKAGE = os.path.dirname(os.path.realpath(__file__))  # (no pathlib: a hook imports little)
