@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -903,3 +905,31 @@ def test_the_hooks_model_calls_are_in_the_stores_usage_log(
         env={**child_env(), "HOME": str(tmp_path / "home")}, timeout=60,
     )  # fmt: skip
     assert stats.returncode == 0 and "select" in stats.stdout, stats.stdout
+
+
+def test_the_readmes_claude_code_line_installs_working_hooks(tmp_path: Path) -> None:
+    """The README's two lines for Claude Code, as written (the venv's memdir being this
+    interpreter's): the user's settings get memdir's hooks, with this installation's Python,
+    and the session-start hook they name answers."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    quick = readme.split("**Memory in Claude Code, in every project**", 1)[1]
+    line = re.search(r"```bash\n(.*?)\n```", quick, re.DOTALL)
+    assert line is not None and line.group(1).startswith(".venv/bin/memdir hooks install")
+    args = shlex.split(line.group(1))[1:]
+    env = _env(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "memdir", *args], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    settings = json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
+    command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    assert command.startswith(sys.executable) and "hook start" in command
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory").write(
+        "tabs", type="user_preference", description="Tabs", body="Indent with tabs."
+    )
+    started = subprocess.run(
+        shlex.split(command), input=json.dumps({"hook_event_name": "SessionStart",
+        "source": "startup", "session_id": "s", "cwd": str(project)}),
+        env=env, cwd=project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "Indent with tabs." in started.stdout, started.stderr
