@@ -427,3 +427,39 @@ def test_the_page_that_holds_the_link_goes_when_the_server_is_stopped(tmp_path: 
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert list(tmp.iterdir()) == []
+
+
+def test_what_each_memory_was_used_for_and_what_sessions_were_given(
+    ui: tuple[TestClient, Access], project: MemoryStore
+) -> None:
+    """Per memory: how often recalled, how often it stood at a session start, and when last;
+    a filter for memories unused in N days and one for those that stand at session start;
+    the recall log shows session starts, whole session ids and the text of recalled turns."""
+    from memdir.learn.conversation import keep_episodes
+
+    client = signed_in(ui)
+    refs = keep_episodes(project, [
+        {"role": "user", "content": "We moved the API to port 8080 last week."},
+        {"role": "assistant", "content": "Noted."},
+    ])[1]  # fmt: skip
+    record(project.internal, source="start:claude-code", question="(session start: startup)",
+           path="standing", memories=[{"name": "tabs", "scope": None, "score": None}],
+           session="3f1c9a2e-77aa-4c1b-9d10-5b0e8d2f6a11", note="40 tokens; 0 cut")  # fmt: skip
+    record(project.internal, source="hook:claude-code", question="which port?", path="search",
+           memories=[{"name": "api-port", "scope": "project", "score": 2.0},
+                     {"name": refs[0], "scope": "episode", "score": 1.0}])  # fmt: skip
+    listing = client.get("/memories").text
+    row = next(line for line in listing.splitlines() if "/memory/project/api-port" in line)
+    following = listing.split(row, 1)[1].split("</tr>", 1)[0]
+    assert "1 · 0 · " in following  # recalled once, never stood
+    assert "api-port" not in client.get("/memories?stale=30").text  # used today
+    project.write("unused", type="project_fact", description="Never asked about")
+    assert "/memory/project/unused" in client.get("/memories?stale=30").text
+    assert "/memory/project/tabs" in client.get("/memories?stands=1").text
+    assert "/memory/project/api-port" not in client.get("/memories?stands=1").text
+    page = client.get("/memory/project/tabs").text
+    assert "stood at 1 session start;" in page
+    assert "Never recalled" in client.get("/memory/project/unused").text
+    recalls = client.get("/recalls").text
+    assert "start:claude-code" in recalls and "3f1c9a2e-77aa-4c1b-9d10-5b0e8d2f6a11" in recalls
+    assert "We moved the API to port 8080 last week." in recalls

@@ -27,11 +27,13 @@ from starlette.templating import Jinja2Templates
 from .. import memory as memfmt
 from .. import review as queue
 from ..entry import Entry
+from ..episodes import Turn
 from ..errors import MemdirError
 from ..provenance import ORIGIN_CLAIMS
 from ..recall import held_names
-from ..recalllog import RecallEntry
+from ..recalllog import RecallEntry, Use
 from ..recalllog import entries as recall_entries
+from ..recalllog import uses as recall_uses
 from ..scopes import Scopes
 from ..standing import accept_as_users, waiting
 from ..store import Store
@@ -114,6 +116,8 @@ class UI:
     async def memories(self, request: Request) -> Response:
         q = request.query_params
         query, scope, kind = q.get("q", "").strip(), q.get("scope", ""), q.get("type", "")
+        stale = q.get("stale", "")
+        stale_days = int(stale) if stale.isdigit() and int(stale) > 0 else 0
         explain = q.get("explain") == "1"
         with self.lock:
             if query:
@@ -127,6 +131,8 @@ class UI:
             types = sorted({r.entry.type for r in rows} | set(self.scopes.config.types))
             held = held_names(self.scopes)
             waits = {name for name, _ in waiting(self.scopes)}
+            used = self._uses()
+            stands = set(self._standing_names()) if q.get("stands") == "1" else set()
         week = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 7 * 86400))
         rows = [
             r
@@ -136,6 +142,8 @@ class UI:
             and (q.get("pinned") != "1" or r.entry.pinned)
             and (q.get("conflicted") != "1" or r.entry.conflicted)
             and (q.get("week") != "1" or (r.entry.updated or r.entry.created or "") >= week)
+            and (q.get("stands") != "1" or r.shown in stands)
+            and (not stale_days or _unused_since(used.get(r.shown), stale_days))
         ]
         number = max(1, int(q.get("page", "1") or 1)) if q.get("page", "1").isdigit() else 1
         shown = rows[(number - 1) * PAGE : number * PAGE]
@@ -146,6 +154,8 @@ class UI:
             rows=shown,
             held=held,
             waits=waits,
+            used=used,
+            stale=stale_days,
             total=len(rows),
             query=query,
             scope=scope,
@@ -189,6 +199,7 @@ class UI:
             shown = self._shown(scope, name)
             origin = self._origin(shown) if mem is not None else ""
             held = mem is not None and shown in held_names(self.scopes)
+            use = self._uses().get(shown)
             waits = mem is not None and shown in {n for n, _ in waiting(self.scopes)}
         writable = [s for s, _ in self._writable() if s != scope]
         return self.page(
@@ -209,12 +220,38 @@ class UI:
             draft=draft,
             read_only=store.read_only,
             origin=origin,
+            use=use,
             held=held,
             waits=waits,
             claims=sorted(k for k in mem.extra if k.lower() in ORIGIN_CLAIMS) if mem else [],
             move_to=writable,
             types=sorted(set(self.scopes.config.types) | ({mem.type} if mem else set())),
         )
+
+    def _uses(self) -> dict[str, Use]:
+        """How each memory was used, from the recall logs of the stores written here."""
+        out: dict[str, Use] = {}
+        for _, store in self._writable():
+            for name, use in recall_uses(store.internal).items():
+                mine = out.setdefault(name, {"recalled": 0, "stood": 0, "last": None})
+                mine["recalled"] += use["recalled"]
+                mine["stood"] += use["stood"]
+                if use["last"] and (mine["last"] is None or use["last"] > mine["last"]):
+                    mine["last"] = use["last"]
+        return out
+
+    def _standing_names(self) -> tuple[str, ...]:
+        """The memories that stand at a session start now."""
+        from ..standing import standing
+
+        cfg = self.scopes.config
+        return standing(
+            self.scopes,
+            cfg.standing_token_budget,
+            cfg.index_max_lines,
+            cfg.index_max_bytes,
+            total_tokens=cfg.session_token_budget,
+        ).names
 
     def _shown(self, scope: str, name: str) -> str:
         """The name the catalogue shows for ``name`` of ``scope`` (qualified when two scopes
@@ -368,8 +405,30 @@ class UI:
                 for scope, store in self._writable()
                 for e in recall_entries(store.internal, 300)
             ]
+            said = self._turns()
         rows.sort(key=lambda e: e["time"], reverse=True)
-        return self.page(request, "recalls.html", rows=rows[:300], how=HOW)
+        return self.page(request, "recalls.html", rows=rows[:300], how=HOW, said=said)
+
+    def _turns(self) -> dict[str, Turn]:
+        """The kept turns of the stores written here, by their ref (what a recall names)."""
+        from ..episodes import Episodes
+
+        out: dict[str, Turn] = {}
+        for _, store in self._writable():
+            kept = Episodes(store.internal, store.config)
+            try:
+                out.update((t.ref, t) for t in kept.turns())
+            finally:
+                kept.close()
+        return out
+
+
+def _unused_since(use: Use | None, days: int) -> bool:
+    """Neither recalled nor given at a session start in the last ``days`` days."""
+    if use is None or use["last"] is None:
+        return True
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days * 86400))
+    return use["last"] < since
 
 
 def _recalled(entry: RecallEntry) -> str:
