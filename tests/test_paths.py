@@ -186,9 +186,10 @@ def test_chat_consolidate_command(tmp_path: Path) -> None:
 def test_readme_python_example_runs(
     llm_server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's Python API example, as written, against the fake server."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Python API", 1)[1]
+    """The documented Python API example (docs/python-api.md), as written, against the fake
+    server."""
+    page = Path(__file__).parents[1] / "docs" / "python-api.md"
+    section = page.read_text(encoding="utf-8").split("# Python API", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert code is not None
     imported = [
