@@ -255,6 +255,8 @@ def test_the_command_line_on_a_database(cli: CliFn, pg_config: Config, tmp_path:
     r = cli(*db, "init")
     assert r.code == 0 and f"(store '{pg_config.store}')" in r.out
     assert cli(*db, "add", "port", "--type", "project_fact", "-d", "API on 8080").code == 0
+    r = cli(*db, "init")  # again, on a store that has a memory now
+    assert r.code == 0 and r.out.startswith("Memory store already exists") and "(1 memory)" in r.out
     assert "port" in cli(*db, "list").out
     assert "API on 8080" in cli(*db, "search", "api port").out
     assert "- [port](port.md) — API on 8080" in cli(*db, "index", "--print").out

@@ -103,7 +103,14 @@ def init(c: Ctx, with_git: bool) -> None:
     if c.config.database_url:
         if with_git:
             raise click.UsageError("--git syncs a folder; a database store is shared already")
-        existed = False
+        from ..backend import open_store
+        from ..errors import StoreNotFound
+
+        try:  # the database's own answer: a store another machine made exists already
+            open_store(c.config, create=False, watch=False).close()
+            existed = True
+        except StoreNotFound:
+            existed = False
     store = c.store
     verb = "Memory store already exists" if existed else "Created memory store"
     where = store.location if c.config.database_url else store.root
