@@ -489,6 +489,9 @@ def test_a_lost_connection_is_one_line_and_the_next_call_reconnects(
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
     kill_session()
+    pg._used -= 2.0  # a second or more unused, as between a server's restart and its next call
+    assert pg.get("tabs").body == "Tabs."  # the default check: a new connection, no failure
+    kill_session()
     pg.idle_check = 0.0  # as after a long idle time: looked at before it is used
     assert pg.get("tabs").body == "Tabs."
     kill_session()

@@ -59,7 +59,10 @@ class _Unchanged(Exception):
     """Raised inside a transaction to roll it back: the plan changed nothing."""
 
 
-IDLE_CHECK = 30.0  # seconds unused after which a connection is looked at before it is used
+# seconds unused after which a connection is looked at (one round trip) before it is used: a
+# server restarts in more than that, so a long-lived store's first call after a restart goes
+# out on a new connection instead of failing
+IDLE_CHECK = 1.0
 
 
 class PgStore(StoreBase):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,7 +120,14 @@ def driver() -> Any:
             "a database_url is set but the PostgreSQL driver is not installed — run"
             " pip install 'memdir[postgres]'"
         ) from None
+    if not _QUIET:  # the driver's own notes on connections it gave up ("error ignored
+        # terminating …") go nowhere: memdir says in one line what a failure means
+        logging.getLogger("psycopg").addHandler(logging.NullHandler())
+        _QUIET.append(True)
     return psycopg
+
+
+_QUIET: list[bool] = []
 
 
 def shown(url: str) -> str:
