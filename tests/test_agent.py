@@ -507,6 +507,24 @@ def test_save_memory_updates_the_memory_a_correction_corrects(tmp_path: Path) ->
     assert "8080" in store.get("api-port").description and store.history("api-port")
 
 
+def test_the_agents_tool_retires_what_the_users_correction_replaced(tmp_path: Path) -> None:
+    """ "Correction: we moved staging from Postgres 16 to Postgres 17 last week", and the model
+    saves a memory of its own wording under a new name: the Postgres 16 memory is retired in
+    the same operation (kept in history), as extraction would, not left beside it."""
+    store = MemoryStore(tmp_path / ".memory", Config(dir=tmp_path / ".memory", embedder="none"))
+    store.write("staging-database-runs-postgres-16", type="project_fact",
+                description="The staging database runs Postgres 16",
+                body="Staging runs Postgres 16.")  # fmt: skip
+    tools = Tools(tmp_path, store)
+    tools.said = "Correction: we moved staging from Postgres 16 to Postgres 17 last week."
+    args = {"name": "postgres-17", "type": "project_fact", "description": "Staging uses"
+            " Postgres 17", "body": "Postgres 17 on staging."}  # fmt: skip
+    assert not tools.run("save_memory", args).is_error
+    names = [e.name for e in store.entries()]
+    assert "staging-database-runs-postgres-16" not in names and len(names) == 1
+    assert "staging-database-runs-postgres-16" in store.retired()
+
+
 @pytest.mark.slow
 def test_readme_console_session(tmp_path: Path) -> None:
     """The README's console session, command by command, against the runnable fake server:

@@ -34,6 +34,7 @@ from ..recall import (
     build_system,
     estimate_tokens,
     log_recall,
+    message_text,
     render_block,
     search_query,
     select,
@@ -296,6 +297,9 @@ def agent_loop(
     emit = on_event or (lambda kind, text: None)
     turn = Turn()
     start = len(messages)
+    last = messages[-1] if messages else None
+    # what the user said this turn: save_memory retires what a correction of theirs replaced
+    tools.said = message_text(last) if last is not None and last.get("role") == "user" else ""
     reader: Store | Scopes = scopes if scopes is not None else store
     _recall(turn, reader, messages, memory_model, emit)
     system = build_system((base_system or BASE_SYSTEM).format(root=tools.root), reader)

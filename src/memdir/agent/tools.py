@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidName, MemdirError
-from ..learn.proposal import borrowed_description, coerce, corrected, kind_of
+from ..learn.proposal import (
+    borrowed_description,
+    coerce,
+    corrected,
+    kind_of,
+    stale_by_correction,
+)
 from ..memory import Memory, validate_name
 from ..plan import Put, Remove
 from ..providers import ToolInput, ToolSpec
@@ -138,6 +144,7 @@ class Tools:
         self.bash_timeout = bash_timeout
         self.gate = gate or Gate(yes=True)  # library use: the caller decided; the CLI asks
         self.memory_root = store.root.resolve()
+        self.said = ""  # the user's words this turn (set by the loop): corrections in them count
         self._handlers: dict[str, Callable[[ToolInput], ToolResult]] = {
             "bash": self.bash,
             "read_file": self.read_file,
@@ -313,7 +320,14 @@ class Tools:
             found = corrected(store, proposed)
             if found and not store.get(found[0]).pinned:
                 proposed, replaced = proposed.replace(name=found[0]), found[1:]
-        # and the other memories a correction replaces are retired with it (kept in history)
+        # and the other memories a correction replaces are retired with it (kept in history):
+        # those the model's wording matches, and those holding a value the user's own words
+        # said was replaced ("we moved staging from Postgres 16 to 17"), as extraction does
+        replaced += [
+            n
+            for n in stale_by_correction(store, proposed, self.said)
+            if n != proposed.name and n not in replaced
+        ]
         retire = [
             Remove(n, reason=f"superseded by {proposed.name}: {proposed.description}")
             for n in replaced
