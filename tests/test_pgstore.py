@@ -257,6 +257,12 @@ def test_the_command_line_on_a_database(cli: CliFn, pg_config: Config, tmp_path:
     assert cli(*db, "add", "port", "--type", "project_fact", "-d", "API on 8080").code == 0
     r = cli(*db, "init")  # again, on a store that has a memory now
     assert r.code == 0 and r.out.startswith("Memory store already exists") and "(1 memory)" in r.out
+    assert (
+        cli("add", "--scope", "user", "editor", "--type", "user_preference", "-d", "Vim").code == 0
+    )
+    listed = cli(*db, "list").out  # the database store by its name, beside the user's
+    assert f"{pg_config.store}  port" in listed and "\nuser " in listed
+    assert not any(line.startswith("project") for line in listed.splitlines())
     assert "port" in cli(*db, "list").out
     assert "API on 8080" in cli(*db, "search", "api port").out
     assert "- [port](port.md) — API on 8080" in cli(*db, "index", "--print").out

@@ -41,6 +41,8 @@ def list_(c: Ctx, type_: str | None, scope: str, as_json: bool) -> None:
         click.echo("No memories." if type_ is None else f"No memories of type {type_}.")
         return
     several = len({sc for sc, _, _ in rows}) > 1 or any(sc != PROJECT for sc, _, _ in rows)
+    if c.config.database_url and c.config.store != "default":  # a named database store: its name
+        rows = [(c.config.store if sc == PROJECT else sc, e, shown) for sc, e, shown in rows]
     width = min(40, max(display_width(shown) for _, _, shown in rows))
     twidth = min(30, max(display_width(for_terminal(e.type)) for _, e, _ in rows))
     swidth = max(len(sc) for sc, _, _ in rows)
