@@ -933,3 +933,37 @@ def test_the_readmes_claude_code_line_installs_working_hooks(tmp_path: Path) -> 
         env=env, cwd=project, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "Indent with tabs." in started.stdout, started.stderr
+
+
+def test_codex_trust_is_reported_and_goes_with_memdirs_hooks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codex skips a hook nobody trusted without a word: doctor's list of installed hooks says
+    whether Codex trusts memdir's, and uninstalling them takes their trusted hashes out of
+    ~/.codex/config.toml, leaving the person's own entries and settings as they were."""
+    from memdir.integrations.hostsettings import install, installed, uninstall
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    project = tmp_path / "app"
+    project.mkdir()
+    hooks_json, _ = install("codex", user=True, project=project)
+    (status,) = [s for s in installed(project) if s.startswith("codex")]
+    assert "NOT trusted in Codex yet" in status and "/hooks" in status
+    data = json.loads(hooks_json.read_text())
+    tables = "".join(
+        f'[hooks.state."{hooks_json}:{re.sub(r"(?<!^)(?=[A-Z])", "_", event).lower()}:0:0"]\n'
+        f'trusted_hash = "sha256:{i:064x}"\nenabled = true\n\n'
+        for i, event in enumerate(data["hooks"])
+    )
+    config = home / ".codex" / "config.toml"
+    mine = (
+        'model = "gpt-5.5"\n\n[projects."/repo"]\ntrust_level = "trusted"\n\n'
+        '[hooks.state."/elsewhere/hooks.json:stop:0:0"]\ntrusted_hash = "sha256:ab"\n\n'
+    )
+    config.write_text(mine + tables)
+    (status,) = [s for s in installed(project) if s.startswith("codex")]
+    assert status.endswith("trusted in Codex") and "NOT" not in status
+    uninstall("codex", user=True, project=project)
+    assert config.read_text() == mine

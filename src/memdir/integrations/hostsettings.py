@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import os
 import re
 import shlex
 import sys
@@ -149,6 +150,8 @@ def uninstall(host: str, *, user: bool, project: Path) -> tuple[Path, str]:
     before = _read_settings(t.path)
     if not before:
         return t.path, ""
+    if host == "codex":  # Codex's trust of memdir's entries goes with them
+        forget_codex_trust(_codex_keys(t.path, before))
     after = _without_memdir(before)
     if after or after == before:
         return t.path, _save(t.path, before, after)
@@ -183,8 +186,71 @@ def installed(project: Path) -> list[str]:
             except OSError:
                 continue
             if MARKER.search(text):
-                out.append(f"{host} ({'user' if user else 'project'}: {t.path})")
+                where = f"{host} ({'user' if user else 'project'}: {t.path})"
+                if host == "codex":
+                    keys = _codex_keys(t.path, _read_settings(t.path))
+                    where += (
+                        "; trusted in Codex"
+                        if keys and keys <= codex_trusted()
+                        else "; NOT trusted in Codex yet: Codex skips them silently — start"
+                        " codex, type /hooks and trust memdir's entries"
+                    )
+                out.append(where)
     return out
+
+
+# Codex keeps which hooks a person trusted in its config.toml, one table a hook:
+# [hooks.state."<hooks.json path>:<event in snake case>:<group>:<handler>"] trusted_hash = "…"
+_SNAKE = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def _codex_config() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
+
+
+def _codex_keys(path: Path, data: Settings) -> set[str]:
+    """The keys under which Codex records its trust of memdir's entries in ``path``."""
+    keys = set()
+    hooks = data.get("hooks")
+    for event, groups in (hooks.items() if isinstance(hooks, dict) else ()):
+        for g, group in enumerate(groups if isinstance(groups, list) else ()):
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for h, handler in enumerate(handlers if isinstance(handlers, list) else ()):
+                if isinstance(handler, dict) and MARKER.search(str(handler.get("command", ""))):
+                    keys.add(f"{path}:{_SNAKE.sub('_', event).lower()}:{g}:{h}")
+    return keys
+
+
+def codex_trusted() -> set[str]:
+    """The hook keys Codex's config.toml records a trusted hash for."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(_codex_config().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    state = data.get("hooks", {}).get("state", {}) if isinstance(data.get("hooks"), dict) else {}
+    return {k for k, v in state.items() if isinstance(v, dict) and v.get("trusted_hash")}
+
+
+def forget_codex_trust(keys: set[str]) -> None:
+    """Take the ``[hooks.state."KEY"]`` tables of ``keys`` out of Codex's config.toml, the rest
+    of the file as it is (a hook memdir no longer installs is trusted no more)."""
+    path = _codex_config()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except OSError:
+        return
+    out, skipping = [], False
+    for line in lines:
+        head = line.strip()
+        if head.startswith("["):
+            found = re.fullmatch(r'\[\s*hooks\.state\.("(?:[^"\\]|\\.)*")\s*\]', head)
+            skipping = found is not None and json.loads(found.group(1)) in keys
+        if not skipping:
+            out.append(line)
+    if len(out) != len(lines):
+        write_atomic(path, "".join(out).encode())
 
 
 # -- running ----------------------------------------------------------------------------------
