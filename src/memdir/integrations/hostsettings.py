@@ -212,7 +212,7 @@ def _codex_keys(path: Path, data: Settings) -> set[str]:
     """The keys under which Codex records its trust of memdir's entries in ``path``."""
     keys = set()
     hooks = data.get("hooks")
-    for event, groups in (hooks.items() if isinstance(hooks, dict) else ()):
+    for event, groups in hooks.items() if isinstance(hooks, dict) else ():
         for g, group in enumerate(groups if isinstance(groups, list) else ()):
             handlers = group.get("hooks") if isinstance(group, dict) else None
             for h, handler in enumerate(handlers if isinstance(handlers, list) else ()):
