@@ -554,3 +554,46 @@ def test_the_assistants_promise_or_refusal_is_not_a_memory(
     result = extract_memories(store, talk, server_model)
     assert [c.memory.name for c in result.changes] == ["staging-password-rotation"]
     assert any("the assistant's own promise" in d for d in result.dropped)
+
+
+def test_a_corrected_facts_turn_is_not_recalled_beside_its_correction(tmp_path: Path) -> None:
+    """ "Remember: staging runs Postgres 16", later "Correction: we moved staging from Postgres
+    16 to Postgres 17": the 16 memory is retired, and the turn it was learned from is kept on
+    disk but no longer recalled; the correction's turn is."""
+    from memdir.config import Config
+    from memdir.episodes import Episodes
+    from memdir.recall import episodes_for
+    from memdir.testing import FakeModel
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none", extract_style="memories"))
+    first = [
+        {"role": "user", "content": "Remember: the staging database runs Postgres 16."},
+        {"role": "assistant", "content": "Saved."},
+    ]
+    sixteen = {"action": "create", "name": "staging-database-runs-postgres-16",
+               "type": "project_fact", "description": "The staging database runs Postgres 16",
+               "body": "Staging runs Postgres 16."}  # fmt: skip
+    extract_memories(store, first, FakeModel([{"memories": [sixteen]}]))
+    assert store.get("staging-database-runs-postgres-16").extra.get("episode")
+    second = [
+        {"role": "user", "content": "Correction: we moved staging from Postgres 16 to"
+         " Postgres 17 last week."},
+        {"role": "assistant", "content": "Noted."},
+    ]  # fmt: skip
+    seventeen = {
+        "action": "create",
+        "name": "staging-postgres-17",
+        "type": "project_fact",
+        "description": "Staging runs Postgres 17",
+        "body": "Postgres 17 on staging.",
+    }
+    extract_memories(store, second, FakeModel([{"memories": [seventeen]}]))
+    assert "staging-database-runs-postgres-16" in store.retired()
+    said = [s.turn.text for s in episodes_for(store, "which Postgres does staging run?")]
+    assert any("Postgres 17" in t for t in said)
+    assert not any("runs Postgres 16" in t for t in said)
+    kept = Episodes(store.internal, store.config)
+    held = [t.held for t in kept.turns() if "runs Postgres 16" in t.text]
+    kept.close()
+    assert held and held[0].startswith("superseded by staging-postgres-17")

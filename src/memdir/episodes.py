@@ -146,6 +146,35 @@ class Episodes:
         self.prune()
         return refs
 
+    def supersede(self, refs: Sequence[str], why: str) -> int:
+        """Keep the turns ``refs`` (``file#n``) but never recall them again: what they said was
+        corrected since (``why``: by which memory). How many were marked."""
+        wanted: dict[str, set[int]] = {}
+        for ref in refs:
+            name, _, n = ref.partition("#")
+            if _FILE.fullmatch(name) and n.isdigit():
+                wanted.setdefault(name, set()).add(int(n))
+        marked = 0
+        for name, numbers in wanted.items():
+            path = self.folder / name
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except FileNotFoundError:
+                continue
+            out = []
+            for line in lines:
+                try:
+                    rec = json.loads(line)
+                    if int(rec["n"]) in numbers and not rec.get("held"):
+                        rec["held"] = why
+                        line = json.dumps(rec)
+                        marked += 1
+                except (ValueError, KeyError, TypeError):
+                    pass  # a torn or hand-edited line stays as it is
+                out.append(line)
+            write_atomic(path, ("\n".join(out) + "\n").encode(), mode=0o600)
+        return marked
+
     def prune(self) -> int:
         """Drop episode files past ``episodes_keep_days``, then the oldest past the size cap;
         how many went."""

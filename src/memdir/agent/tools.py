@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidName, MemdirError
+from ..learn.conversation import said_in, supersede_episodes
 from ..learn.proposal import (
     borrowed_description,
     coerce,
@@ -372,11 +373,13 @@ class Tools:
             description=fields["description"],
             body=fields["body"],
         )
+        corrected_in = said_in(store, [r.name for r in retire])  # (read before they go)
         store.apply(
             [Put(saved, reason="saved by the agent"), *retire],
             source="agent",
             secrets="redact",
         )
+        supersede_episodes(store, corrected_in, saved.name)  # not recalled beside the fix
         mem = store.get(saved.name)
         if existed and mem.digest == before and not retire:
             return ToolResult(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import MemdirError
@@ -90,6 +91,37 @@ def _spoken(message: Message) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+def said_in(store: Store, names: Sequence[str]) -> list[str]:
+    """The kept turns (``file#n``) the memories ``names`` were learned from (their
+    ``episode`` key: one ref, or ``file#a-b``)."""
+    refs: list[str] = []
+    for name in names:
+        try:
+            where = str(store.get(name).extra.get("episode") or "")
+        except (MemdirError, LookupError):
+            continue
+        fname, _, span = where.partition("#")
+        first, _, last = span.partition("-")
+        if fname and first.isdigit():
+            end = int(last) if last.isdigit() else int(first)
+            refs += [f"{fname}#{n}" for n in range(int(first), end + 1)]
+    return refs
+
+
+def supersede_episodes(store: Store, refs: Sequence[str], by: str) -> None:
+    """The turns a corrected memory was learned from are kept but no longer recalled beside
+    its correction."""
+    from ..episodes import Episodes
+
+    if not refs:
+        return
+    episodes = Episodes(store.internal, store.config)
+    try:
+        episodes.supersede(refs, f"superseded by {by}")
+    finally:
+        episodes.close()
 
 
 def keep_episodes(

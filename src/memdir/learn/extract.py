@@ -29,7 +29,14 @@ from ..safetext import for_body, for_prompt
 from ..scopes import USER_TYPES
 from ..search import tokenize
 from ..store import Store
-from .conversation import Cursors, embed_episodes, keep_episodes, render_new
+from .conversation import (
+    Cursors,
+    embed_episodes,
+    keep_episodes,
+    render_new,
+    said_in,
+    supersede_episodes,
+)
 from .proposal import (
     MAX_ITEMS,
     assistants_promise,
@@ -504,7 +511,10 @@ def _land(
         if not part:
             continue
         names = ", ".join(c.memory.name for c in part)
+        corrected_in = said_in(store, [r.name for r in extra])  # (read before they go)
         landed = land(store, [*part, *extra], source=where, summary=f"extracted {names}")
+        if landed.operation is not None:  # what the corrected memories were learned from
+            supersede_episodes(store, corrected_in, names)  # is not recalled beside the fix
         operation = operation or landed.operation
         result.proposals += [landed.proposal] if landed.proposal else []
     return operation
