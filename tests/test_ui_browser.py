@@ -50,6 +50,11 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             f"---\nname: fact-{i:02d}\ntype: {kind}\ndescription: Build fact {i}\n"
             f"created: {day}\nupdated: {day}\n---\nx\n"
         )
+    from memdir.accepted import accept
+
+    store.refresh()
+    for i in range(30):  # the person's own notes: accepted, as 'memdir accept --all' would
+        accept(store.root, f"fact-{i:02d}", store.get(f"fact-{i:02d}").digest or "")
     usage = UsageLog(store.internal / "usage.jsonl")
     for purpose, tokens in (
         ("select", 900),
@@ -79,6 +84,13 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         text=True, capture_output=True, env=env, cwd=project,
     )  # fmt: skip
     assert "api-port" in hook.stdout  # a real recall, logged
+    start = subprocess.run(
+        [sys.executable, "-m", "memdir", "hook", "start", "--host", "claude-code"],
+        input=json.dumps({"hook_event_name": "SessionStart", "source": "startup",
+                          "session_id": "3f1c9a2e-77aa-4c1b", "cwd": str(project)}),
+        text=True, capture_output=True, env=env, cwd=project,
+    )  # fmt: skip
+    assert start.returncode == 0, start.stderr  # a session start, logged beside the recalls
     proc = subprocess.Popen(
         [sys.executable, "-m", "memdir", "ui", "--no-open"],
         cwd=project, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
@@ -159,6 +171,7 @@ def test_a_person_sees_corrects_and_reviews_memories(server: tuple[str, Path]) -
         page.get_by_role("link", name="Recall log").click()
         expect(page.locator("td.question")).to_contain_text(["which port does the API listen on?"])
         expect(page.locator("table.recalls").get_by_role("link", name="api-port")).to_be_visible()
+        expect(page.locator("table.recalls")).to_contain_text("start:claude-code")
         shot(page, "recalls")
         page.get_by_role("link", name="Activity").click()
         expect(page.locator("polyline").first).to_be_attached()
