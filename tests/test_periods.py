@@ -164,3 +164,57 @@ def test_only_the_hits_that_can_reach_the_best_once_weighed_are_read() -> None:
     best = in_period_first(hits, Period(None, 5), 2)
     assert [(h.name, h.weight) for h in best] == [("a", 1.0), ("c", 1.2)]
     assert read == ["a", "b", "c"]  # 9 / 1.2 = 7.5: "d" (5) and "e" (1) cannot reach the two
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "end"),
+    [
+        ("what did we ship today?", D(2026, 12, 3), D(2026, 12, 3)),
+        ("the bug from the day before yesterday", D(2026, 12, 1), D(2026, 12, 1)),
+        ("what changed this week", D(2026, 11, 30), D(2026, 12, 6)),
+        ("what did we decide this month", D(2026, 12, 1), D(2026, 12, 31)),
+        ("three days ago we moved the API", D(2026, 11, 29), D(2026, 12, 1)),
+        ("a few weeks ago Maria said", D(2026, 11, 9), D(2026, 11, 15)),
+        ("昨天我们决定了什么？", D(2026, 12, 2), D(2026, 12, 2)),
+        ("上周部署失败的原因", D(2026, 11, 23), D(2026, 11, 29)),
+        ("上个月的计划", D(2026, 11, 1), D(2026, 11, 30)),
+        ("三天前说的端口", D(2026, 11, 29), D(2026, 12, 1)),
+        ("几周前提到的数据库", D(2026, 11, 9), D(2026, 11, 15)),
+    ],
+)
+def test_relative_periods_in_english_and_chinese(question: str, start: D, end: D) -> None:
+    """Relative periods count from the reference date given (a Thursday here), in English
+    and in Chinese; "a few" and 几 read as three."""
+    got = named_period(question, D(2026, 12, 3))
+    assert got is not None and (got.start, got.end) == (start, end)
+
+
+@pytest.mark.parametrize(
+    ("question", "period"),
+    [
+        ("去年的旅行", Period(2025)),
+        ("this year's roadmap", Period(2026)),
+        ("last year we used Jenkins", Period(2025)),
+        ("2023年5月的会议", Period(2023, 5)),
+        ("五月说了什么", Period(None, 5)),
+        ("2023年的预算", Period(2023)),
+        ("6月16日的新闻", Period(None, 6, 16)),
+    ],
+)
+def test_named_years_months_and_days_in_chinese(question: str, period: Period) -> None:
+    assert named_period(question, D(2026, 12, 3)) == period
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "set up pre-commit with ruff and black",
+        "which port does the API use?",
+        "我喜欢用制表符缩进",
+        "请用简体中文回复我",
+        "what did Caroline paint?",
+        "the 2 of us went hiking",
+    ],
+)
+def test_date_free_text_names_no_period(text: str) -> None:
+    assert named_period(text, D(2026, 12, 3)) is None

@@ -42,7 +42,31 @@ _DAY_MONTH = re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\b\.?,?(?:\s+{_YEAR}\b)?
 _MONTH_DAY = re.compile(rf"\b{_MONTH}\.?\s+{_DAY}\b,?(?:\s+{_YEAR}\b)?", re.I)
 _MONTH_YEAR = re.compile(rf"\b{_MONTH}\.?,?(?:\s+{_YEAR}\b)?", re.I)
 _YEAR_ALONE = re.compile(rf"\b(?:in|of|during|since|for)\s+{_YEAR}\b", re.I)
-_RELATIVE = re.compile(r"\b(yesterday|last week|last month)\b", re.I)
+_RELATIVE = re.compile(
+    r"\b(the day before yesterday|yesterday|today|this week|last week|this month|last month|"
+    r"this year|last year)\b",
+    re.I,
+)
+_NUMBERS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3,
+            "several": 3}  # fmt: skip
+_AGO = re.compile(
+    r"\b(\d{1,3}|a couple of|a few|several|a|one|two|three|four|five|six|seven|eight|nine|"
+    r"ten)\s+(day|week|month|year)s?\s+ago\b",
+    re.I,
+)
+# Chinese: 昨天, 上周, 上个月, 去年, 三天前, 几周前, 五月, 2023年, 2023年5月, 5月16日
+_ZH_RELATIVE = re.compile(
+    r"(前天|昨天|今天|本周|这周|这个星期|上周|上个星期|上星期|本月|这个月|上个月|上月|今年|去年|前年)"
+)
+_ZH_DIGITS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8,
+              "九": 9, "十": 10, "十一": 11, "十二": 12, "几": 3}  # fmt: skip
+_ZH_NUMBER = r"(\d{1,3}|十[一二]?|[一二两三四五六七八九几])"
+_ZH_AGO = re.compile(_ZH_NUMBER + r"\s*(天|周|个星期|星期|个月|年)前")
+_ZH_DATE = re.compile(
+    r"(?:((?:19|20)\d\d)\s*年)?\s*(?:(1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])\s*月)?"
+    r"(?:\s*(3[01]|[12]\d|0?[1-9])\s*[日号])?"
+)
 _ISO = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)\b")
 
 
@@ -150,19 +174,80 @@ def named_period(text: str, today: datetime.date | None = None) -> Period | None
     alone = _YEAR_ALONE.search(text)
     if alone:
         return Period(int(alone[1]))
+    now = today or datetime.date.today()
     rel = _RELATIVE.search(text)
     if rel:
-        now = today or datetime.date.today()
-        said = rel[1].lower()
-        if said == "yesterday":
-            day = now - datetime.timedelta(days=1)
-            return Period(None, start=day, end=day)
-        if said == "last week":
-            monday = now - datetime.timedelta(days=now.weekday() + 7)
-            return Period(None, start=monday, end=monday + datetime.timedelta(days=6))
-        first = (now.replace(day=1) - datetime.timedelta(days=1)).replace(day=1)
-        last = now.replace(day=1) - datetime.timedelta(days=1)
-        return Period(None, start=first, end=last)
+        return _relative(_EN_KIND[rel[1].lower()], now)
+    ago = _AGO.search(text)
+    if ago:
+        return _ago(_NUMBERS.get(ago[1].lower()) or int(ago[1]), ago[2].lower(), now)
+    return _chinese(text, now) if _CJK.search(text) else None
+
+
+_EN_KIND = {"the day before yesterday": "-2d", "yesterday": "-1d", "today": "0d",
+            "this week": "0w", "last week": "-1w", "this month": "0m", "last month": "-1m",
+            "this year": "0y", "last year": "-1y"}  # fmt: skip
+_ZH_KIND = {"前天": "-2d", "昨天": "-1d", "今天": "0d", "本周": "0w", "这周": "0w",
+            "这个星期": "0w", "上周": "-1w", "上个星期": "-1w", "上星期": "-1w", "本月": "0m",
+            "这个月": "0m", "上个月": "-1m", "上月": "-1m", "今年": "0y", "去年": "-1y",
+            "前年": "-2y"}  # fmt: skip
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _relative(kind: str, now: datetime.date) -> Period:
+    """A day, week (Monday to Sunday), month or year counted back from ``now``: ``-1w`` is
+    last week."""
+    back, unit = int(kind[:-1]), kind[-1]
+    if unit == "d":
+        day = now + datetime.timedelta(days=back)
+        return Period(None, start=day, end=day)
+    if unit == "w":
+        monday = now - datetime.timedelta(days=now.weekday() - 7 * back)
+        return Period(None, start=monday, end=monday + datetime.timedelta(days=6))
+    if unit == "m":
+        first = now.replace(day=1)
+        for _ in range(-back):
+            first = (first - datetime.timedelta(days=1)).replace(day=1)
+        last = calendar.monthrange(first.year, first.month)[1]
+        return Period(None, start=first, end=first.replace(day=last))
+    return Period(now.year + back)
+
+
+def _ago(n: int, unit: str, now: datetime.date) -> Period:
+    """ "Three weeks ago": the stretch it names, as wide as its unit (a week, a month…), so a
+    loose "a few weeks ago" still finds what was said around then."""
+    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit]
+    centre = now - datetime.timedelta(days=n * days)
+    half = datetime.timedelta(days=max(1, days // 2))  # ("three days ago": give or take one)
+    return Period(None, start=centre - half, end=min(now, centre + half))
+
+
+def _zh_number(word: str) -> int:
+    return int(word) if word.isdigit() else _ZH_DIGITS.get(word, 0)
+
+
+def _chinese(text: str, now: datetime.date) -> Period | None:
+    """The first period a Chinese question names: 昨天, 上周, 去年, 三天前, 2023年5月, 五月…"""
+    rel = _ZH_RELATIVE.search(text)
+    if rel:
+        return _relative(_ZH_KIND[rel[1]], now)
+    ago = _ZH_AGO.search(text)
+    if ago:
+        unit = {"天": "day", "周": "week", "个星期": "week", "星期": "week", "个月": "month",
+                "年": "year"}[ago[2]]  # fmt: skip
+        return _ago(_zh_number(ago[1]), unit, now)
+    for m in _ZH_DATE.finditer(text):
+        year, month, day = m[1], m[2], m[3]
+        if not (year or month):
+            continue
+        if month is None:
+            return Period(int(year))
+        number = _zh_number(month)
+        if day is None:
+            return Period(int(year) if year else None, number)
+        if _day(int(year) if year else 2000, number, int(day)) is None:
+            continue  # no such day
+        return Period(int(year) if year else None, number, int(day))
     return None
 
 
