@@ -538,3 +538,24 @@ def test_undo_goes_back_through_its_own_restores(store: MemoryStore) -> None:
     next_second()
     undo(store)  # the add of "n": undone, although its file is no longer the add's bytes
     assert "n" not in store
+
+
+def test_processes_opening_an_older_store_at_once_lose_nothing(tmp_path: Path) -> None:
+    """Eight processes open a store an earlier version left with its .memdir at the same
+    moment: one moves the state, none fails, and the history is there afterwards."""
+    import subprocess
+    import sys
+
+    root = tmp_path / ".memory"
+    with MemoryStore(root) as old:
+        old.write("a", type="project_fact", description="A", body="one")
+        old.write("a", type="project_fact", description="A", body="two")
+    os.rename(state_dir(root), root / ".memdir")
+    code = "import sys; from memdir import MemoryStore; MemoryStore(sys.argv[1]).close()"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(root)], stderr=subprocess.PIPE,
+                              text=True) for _ in range(8)]  # fmt: skip
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    with MemoryStore(root) as store:
+        assert "one" in store.version_text("a", 1)

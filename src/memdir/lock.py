@@ -66,7 +66,11 @@ def take_legacy_state(root: Path, state: Path) -> None:
         return
     try:
         os.rename(legacy, state)
+    except FileNotFoundError:
+        return  # another process opening the store moved it first
     except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return  # another process made the state folder meanwhile: .memdir stays as it is
         if exc.errno != errno.EXDEV:
             raise
         shutil.copytree(legacy, state, symlinks=True)
