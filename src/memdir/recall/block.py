@@ -8,6 +8,8 @@ This module does NOT choose memories (``choose``) and does NOT write them.
 from __future__ import annotations
 
 import dataclasses
+import os
+import weakref
 from collections.abc import Collection, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,7 @@ from ..entry import Entry
 from ..errors import InvalidMemory, MemdirError
 from ..held import active, holds
 from ..instructions import screen
+from ..layout import ACCEPTED, state_dir
 from ..memory import CONFLICT_KEY, Memory
 from ..provenance import HAND
 from ..providers import Message
@@ -305,13 +308,35 @@ def held_names(store: Reader) -> set[str]:
             except (InvalidMemory, LookupError):
                 continue
         if scope.writable and st.config.review == "ask":
-            for e in st.entries():
-                try:
-                    if unlogged(st, e.name, st.get(e.name)):
-                        out.add(located.get((scope.name, e.name), e.name))
-                except (InvalidMemory, LookupError):
-                    continue
+            out |= {located.get((scope.name, n), n) for n in _unlogged_names(st)}
     return out
+
+
+# per store: the names whose text memdir did not write, as of the store's version and the
+# acceptances file (each memory's file is read to know: once per change, not once per prompt)
+_UNLOGGED: weakref.WeakKeyDictionary[Store, tuple[tuple[int, int], set[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _unlogged_names(st: Store) -> set[str]:
+    try:
+        stamp = os.stat(state_dir(st.root) / ACCEPTED).st_mtime_ns
+    except OSError:
+        stamp = 0
+    key = (st.version, stamp)
+    known = _UNLOGGED.get(st)
+    if known is not None and known[0] == key:
+        return known[1]
+    names = set()
+    for e in st.entries():
+        try:
+            if unlogged(st, e.name, st.get(e.name)):
+                names.add(e.name)
+        except (InvalidMemory, LookupError):
+            continue
+    _UNLOGGED[st] = (key, names)
+    return names
 
 
 _SCOPE_NOTES = {
