@@ -351,9 +351,9 @@ def test_the_browser_is_opened_without_the_token_on_its_command_line(tmp_path: P
     browser.write_text(f'#!/bin/sh\necho "$@" > {seen}\n')
     browser.chmod(0o755)
     code = (
-        "from memdir.cli.ui import _open_privately; _open_privately("
+        "import tempfile; from memdir.cli.ui import _open_privately; _open_privately("
         + repr(f"http://127.0.0.1:{PORT}/?token=SECRET-TOKEN")
-        + ")"
+        + ", tempfile.mkdtemp(prefix='memdir-ui-'))"
     )
     env = dict(os.environ, BROWSER=f"{browser} %s")
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)

@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 
 import click
 
@@ -50,28 +51,28 @@ def ui_command(c: Ctx, port: int | None, no_open: bool) -> None:
     app = build_app(scopes, access)
     link = access.link
     click.echo(f"memdir ui: {link}  (one-time link; Ctrl-C stops)", err=True)
-    opened = None if no_open else _open_privately(link)
-    sys.stdout.flush()
     # uvicorn stops on SIGTERM, then raises it again with the handler it found: this one ends
-    # the process through the clean-up below instead of at once
+    # the process through the clean-up below instead of at once (set before the page exists)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    folder = None if no_open else tempfile.mkdtemp(prefix="memdir-ui-")  # 0700
     try:
+        if folder is not None:
+            _open_privately(link, folder)
+        sys.stdout.flush()
         uvicorn.run(app, host="127.0.0.1", port=chosen, log_level="warning")
     finally:  # stopped by Ctrl-C or SIGTERM: the page that held the link goes too
-        if opened is not None:
-            shutil.rmtree(opened, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-def _open_privately(link: str) -> str:
+def _open_privately(link: str, folder: str) -> None:
     """Open ``link`` in the browser without putting its token on a command line other users
-    can read (``/proc/*/cmdline``): the browser gets an owner-only file that sends it on; the
-    folder that holds it (removed when the server stops)."""
+    can read (``/proc/*/cmdline``): the browser gets an owner-only file in ``folder`` (removed
+    when the server stops) that sends it on."""
     import html
     import os
-    import tempfile
     import webbrowser
 
-    folder = tempfile.mkdtemp(prefix="memdir-ui-")  # 0700
     page = os.path.join(folder, "open.html")
     fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -81,7 +82,6 @@ def _open_privately(link: str) -> str:
             f'<title>memdir</title><a href="{target}">Open memdir</a>\n'
         )
     webbrowser.open("file://" + page)
-    return folder
 
 
 COMMANDS = (ui_command,)
