@@ -967,3 +967,43 @@ def test_codex_trust_is_reported_and_goes_with_memdirs_hooks(
     assert status.endswith("trusted in Codex") and "NOT" not in status
     uninstall("codex", user=True, project=project)
     assert config.read_text() == mine
+
+
+def test_a_learn_whose_model_was_down_is_kept_and_learned_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer
+) -> None:
+    """A headless one-turn session ends while the model's endpoint is down: its spooled learn
+    is kept (not dropped), and the next worker, once the model answers, learns from it."""
+    from memdir.config import load_config
+    from memdir.integrations.hooks import SPOOL, learn_jobs
+
+    root = tmp_path / "app" / ".memory"
+    store = MemoryStore(root)
+    spool = store.internal / SPOOL
+    spool.mkdir()
+    event = {"hook_event_name": "Stop", "transcript_path": str(DATA / "claude_session.jsonl"),
+             "cwd": str(root.parent), "session_id": "headless"}  # fmt: skip
+    job = spool / "1000-1.json"
+    job.write_text(json.dumps({"event": event, "host": "claude-code"}))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("MEMDIR_MAX_RETRIES", "0")
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nobody listens
+    assert learn_jobs(job, load_config({"dir": root})) == 1
+    assert json.loads(job.read_text())["tries"] == 1  # kept for the next worker
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
+    pnpm = {
+        "action": "create",
+        "name": "use-pnpm",
+        "type": "user_preference",
+        "description": "Use pnpm, never npm",
+        "body": "Always use pnpm, never npm.",
+    }
+    llm_server.handler = lambda req: reply(json.dumps({"memories": [pnpm]}))
+    assert learn_jobs(job, load_config({"dir": root})) == 1
+    assert not job.exists()
+    user = tmp_path / "user-store"
+    learned = {e.name for e in MemoryStore(root).entries()} | (
+        {e.name for e in MemoryStore(user).entries()} if user.is_dir() else set()
+    )
+    assert "use-pnpm" in learned

@@ -26,7 +26,7 @@ from ..atomic import append_nofollow, write_atomic
 from ..backend import open_store
 from ..background import embed_in_background
 from ..config import Config, find_store_dir, load_config
-from ..errors import LLMUnavailable, MemdirError, StoreNotFound
+from ..errors import LLMError, LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import HOOK_SPOOL as SPOOL
 from ..layout import NESTED_MARK, USAGE, state_dir
@@ -447,6 +447,7 @@ def learn(event: HookEvent, *, host: str | None) -> Path | None:
 
 
 WORKER_LOCK = "worker.lock"  # in the spool: held by the store's one learn worker at work
+MAX_TRIES = 5  # a learn whose model was down is kept for the next worker this many times
 
 
 def learn_jobs(first: Path, config: Config) -> int:
@@ -458,22 +459,25 @@ def learn_jobs(first: Path, config: Config) -> int:
     spool = first.parent
     lock = filelock.FileLock(str(spool / WORKER_LOCK), timeout=0)
     ran = 0
+    tried: set[str] = set()  # a job kept for later (its model was down) waits for another worker
     while True:
         try:
             lock.acquire()
         except filelock.Timeout:
             return ran  # the worker at work takes it
         try:
-            while jobs := sorted(spool.glob("*.json")):  # named by time: oldest first
+            while jobs := [j for j in sorted(spool.glob("*.json")) if j.name not in tried]:
+                tried.add(jobs[0].name)
                 try:
                     learn_worker(jobs[0], config)
-                except (OSError, ValueError, KeyError, TypeError, MemdirError) as exc:
-                    log_line(config.dir, {"hook": "learn", "status": "error", "error": str(exc)})
-                    jobs[0].unlink(missing_ok=True)  # an unreadable job is not tried for ever
+                except Exception as exc:  # the worker's boundary: logged, and the next job runs
+                    error = f"{type(exc).__name__}: {exc}"
+                    log_line(config.dir, {"hook": "learn", "status": "error", "error": error})
+                    jobs[0].unlink(missing_ok=True)  # a job that fails is not tried for ever
                 ran += 1
         finally:
             lock.release()
-        if not any(spool.glob("*.json")):  # (one spooled as the lock was let go)
+        if all(j.name in tried for j in spool.glob("*.json")):  # (one spooled meanwhile?)
             return ran
 
 
@@ -534,6 +538,11 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
         record.update(status="ok", new_messages=0, saved=[], note="no transcript")
     except (MemdirError, OSError, KeyError, ValueError, filelock.Timeout) as exc:
         record.update(status="error", error=str(exc))
+        tries = int(data.get("tries", 0)) + 1
+        if isinstance(exc, LLMError) and tries < MAX_TRIES:  # the model was down: kept, and
+            record["note"] = f"kept for the next learn (try {tries} of {MAX_TRIES})"  # retried
+            write_atomic(job, json.dumps({**data, "tries": tries}).encode(), mode=0o600)
+            job = job.with_suffix(".keep")  # (nothing to remove below)
     finally:
         turn.release()
         job.unlink(missing_ok=True)
