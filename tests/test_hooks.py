@@ -855,6 +855,22 @@ def test_the_prompt_hook_never_recalls_the_current_sessions_own_turns(
     assert "<episode" not in same
 
 
+def _configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer
+) -> tuple[MemoryStore, dict[str, Any]]:
+    """A project with one memory, a memory model configured (the fake server) and a prompt
+    event in it."""
+    root = tmp_path / "app" / ".memory"
+    store = MemoryStore(root)
+    store.write("api-port", type="project_fact", description="The API port", body="8080")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
+    event = {"hook_event_name": "UserPromptSubmit", "prompt": "which API port?",
+             "session_id": "s1", "cwd": str(root.parent)}  # fmt: skip
+    return store, event
+
+
 def test_recall_select_search_in_the_hook_asks_no_model_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer
 ) -> None:
@@ -864,15 +880,8 @@ def test_recall_select_search_in_the_hook_asks_no_model_and_says_why(
     from memdir.integrations.hooks import prompt
     from memdir.recalllog import entries
 
-    root = tmp_path / "app" / ".memory"
-    store = MemoryStore(root)
-    store.write("api-port", type="project_fact", description="The API port", body="8080")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
-    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
-    (root / "config.toml").write_text('recall_select = "search"\n')
-    event = {"hook_event_name": "UserPromptSubmit", "prompt": "which API port?",
-             "session_id": "s1", "cwd": str(root.parent)}  # fmt: skip
+    store, event = _configured(tmp_path, monkeypatch, llm_server)
+    (store.root / "config.toml").write_text('recall_select = "search"\n')
     assert "api-port" in prompt(event, host="claude-code")
     assert llm_server.requests == []
     (last,) = entries(store.internal)
@@ -887,19 +896,12 @@ def test_the_hooks_model_calls_are_in_the_stores_usage_log(
     from memdir.integrations.hooks import prompt
     from memdir.usage import UsageLog
 
-    root = tmp_path / "app" / ".memory"
-    store = MemoryStore(root)
-    store.write("api-port", type="project_fact", description="The API port", body="8080")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
-    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
+    store, event = _configured(tmp_path, monkeypatch, llm_server)
     llm_server.handler = lambda req: reply('{"selected": ["api-port"]}')
-    event = {"hook_event_name": "UserPromptSubmit", "prompt": "which API port?",
-             "session_id": "s1", "cwd": str(root.parent)}  # fmt: skip
     assert "api-port" in prompt(event, host="claude-code", budget=30)
     rows = UsageLog(store.internal / "usage.jsonl").rows()
     assert [r["purpose"] for r in rows] == ["select"] and rows[0]["ok"]
-    monkeypatch.chdir(root.parent)
+    monkeypatch.chdir(store.root.parent)
     stats = subprocess.run(
         [sys.executable, "-m", "memdir", "llm", "stats"], capture_output=True, text=True,
         env={**child_env(), "HOME": str(tmp_path / "home")}, timeout=60,

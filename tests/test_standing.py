@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memdir import MemoryStore
 from memdir.config import Config
 from memdir.standing import standing
 
-from conftest import child_env
+from conftest import child_env, trust
 
 
 def hook(kind: str, event: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -182,3 +184,21 @@ def test_the_session_start_block_stays_within_one_budget_at_5000_memories(
     (logged,) = [e for e in entries(store.internal) if e["source"] == "start:claude-code"]
     assert logged["path"] == "standing" and logged["session"] == "s9"
     assert 0 < len(logged["memories"]) <= 300 and "cut by the budget (m-" in logged["note"]
+
+
+def test_recall_log_false_keeps_session_starts_out_of_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """recall_log = false: a session start is not logged either."""
+    from memdir.integrations.hooks import start
+    from memdir.recalllog import entries
+
+    app, store = project(tmp_path)
+    monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
+    event = {"hook_event_name": "SessionStart", "session_id": "s", "cwd": str(app)}
+    assert "never npm" in start(event, host="claude-code")  # type: ignore[arg-type]
+    assert [e["source"] for e in entries(store.internal)] == ["start:claude-code"]
+    (store.root / "config.toml").write_text("recall_log = false\n")
+    trust(store.root / "config.toml")  # (the person's own setting)
+    assert "never npm" in start(event, host="claude-code")  # type: ignore[arg-type]
+    assert len(entries(store.internal)) == 1

@@ -248,6 +248,12 @@ class Scopes:
         """The scopes that have a store, project first."""
         return [(s, s.store) for s in self.scopes if s.store is not None]
 
+    def home(self) -> Store | None:
+        """The first store written here (the project's, else the user's): where a read of
+        several stores keeps its own notes (the recall log, the usage log, what each session
+        was given); None when every store is read-only."""
+        return next((st for _, st in self.stores() if not st.read_only), None)
+
     def scope(self, name: str) -> Scope:
         """The scope called ``name`` (``project``, ``user`` or ``shared:…``)."""
         for s in self.scopes:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .accepted import accept, accepted
 from .atomic import write_atomic
-from .config import STANDING_TYPES
+from .config import STANDING_TYPES, Config
 from .errors import InvalidMemory
 from .memory import CONFLICT_KEY, Memory
 from .recall import estimate_tokens, held_names, index_section, origin_label
@@ -146,6 +146,18 @@ def standing(
 INDEX_RESERVE = 80
 
 
+def session_start(store: Reader, config: Config) -> Standing:
+    """What a host gets at a session start, within ``config``'s budgets (the hook, MCP's
+    ``memory://standing`` and the UI alike)."""
+    return standing(
+        store,
+        config.standing_token_budget,
+        config.index_max_lines,
+        config.index_max_bytes,
+        total_tokens=config.session_token_budget,
+    )
+
+
 def waiting(store: Reader) -> list[tuple[str, str]]:
     """The memories of a standing kind that are not the user's own yet (shown name, where
     they came from): they stand once the user accepts them (``accept``)."""
@@ -217,10 +229,8 @@ def given(store: Reader, session: str | None) -> set[str]:
 
 
 def _home(store: Reader) -> Path | None:
-    for _, st in Scopes.of(store).stores():
-        if not st.read_only:
-            return st.internal
-    return None
+    home = Scopes.of(store).home()
+    return None if home is None else home.internal
 
 
 def _read(path: Path) -> dict[str, list[str]]:

@@ -49,7 +49,7 @@ def review_group(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([{**p.to_dict(), "scope": scope} for scope, _, p in rows])
         return
-    from ..recall.block import unlogged
+    from ..recall.block import unlogged_names
     from ..standing import waiting
 
     scopes = c.scopes(require=False)
@@ -64,14 +64,13 @@ def review_group(ctx: click.Context, as_json: bool) -> None:
     for sc, st in scopes.stores():
         if not sc.writable or st.config.review != "ask":
             continue
-        for e in st.entries():
-            if e.name not in listed and unlogged(st, e.name, st.get(e.name)):
-                listed.add(e.name)
-                click.echo(
-                    f"{for_terminal(e.name)}  from: hand  — written outside memdir (a pull, a"
-                    " clone, another program, an edit): held from recall until you accept it:"
-                    f" 'memdir accept {for_terminal(e.name)}'"
-                )
+        for name in sorted(unlogged_names(st) - listed):
+            listed.add(name)
+            click.echo(
+                f"{for_terminal(name)}  from: hand  — written outside memdir (a pull, a"
+                " clone, another program, an edit): held from recall until you accept it:"
+                f" 'memdir accept {for_terminal(name)}'"
+            )
     if not rows:
         mode = c.config.review
         if not listed:

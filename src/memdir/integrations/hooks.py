@@ -172,12 +172,10 @@ def _memory_model(config: Config, host: str | None, usage: Path | None = None) -
 
 
 def _usage_of(scopes: Scopes) -> Path | None:
-    """Where the model calls a hook makes for these stores are logged: the first writable
-    store's usage log."""
-    for _, st in scopes.stores():
-        if not st.read_only:
-            return st.internal / USAGE
-    return None
+    """Where the model calls a hook makes for these stores are logged: the usage log of the
+    store written here (``Scopes.home``)."""
+    home = scopes.home()
+    return None if home is None else home.internal / USAGE
 
 
 SEARCH_GRACE = 3.0  # seconds search may take past the model's budget before recall is skipped
@@ -264,7 +262,7 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
     """The hook's stdout for a SessionStart event (startup, resume, clear, compact): the
     standing memories and the memory index, as context the host adds to the session; ''
     when there is no store."""
-    from ..standing import remember_session, standing
+    from ..standing import remember_session, session_start
 
     config = _config_for(event)
     try:
@@ -273,13 +271,7 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
         return ""
     try:
         store = lease.scopes
-        given = standing(
-            store,
-            config.standing_token_budget,
-            config.index_max_lines,
-            config.index_max_bytes,
-            total_tokens=config.session_token_budget,
-        )
+        given = session_start(store, config)
         session = event.get("session_id")
         remember_session(store, session if isinstance(session, str) else "", given.names)
         log_standing(store, given, host, event)
@@ -296,12 +288,12 @@ def log_standing(store: Scopes, given: Any, host: str | None, event: HookEvent) 
     the rules that stood, those the budget cut, how many wait, and the tokens."""
     from ..recalllog import Recalled, record
 
-    internal = _usage_of(store)
-    if internal is None:
+    home = store.home()
+    if home is None or not home.config.recall_log:
         return
     why = event.get("source")
     record(
-        internal.parent,
+        home.internal,
         source=f"start:{host or 'unknown'}",
         question=f"(session start{f': {why}' if isinstance(why, str) and why else ''})",
         path="standing",

@@ -167,10 +167,8 @@ class MemoryServer:
         if self._model is None:
             from ..providers import make_model
 
-            usage = next(
-                (st.internal / USAGE for _, st in self.scopes().stores() if not st.read_only),
-                None,
-            )
+            home = self.scopes().home()
+            usage = None if home is None else home.internal / USAGE
             try:
                 self._model = make_model(self.config, memory=True, usage_log=usage)
             except LLMUnavailable:
@@ -442,20 +440,9 @@ class MemoryServer:
 
     def standing(self) -> str:
         """The standing memories and the index, as a host gets them at session start."""
-        from ..standing import standing
+        from ..standing import session_start
 
-        cfg = self.config
-        return self.resource(
-            lambda: (
-                standing(
-                    self.scopes(),
-                    cfg.standing_token_budget,
-                    cfg.index_max_lines,
-                    cfg.index_max_bytes,
-                    total_tokens=cfg.session_token_budget,
-                ).text
-            )
-        )
+        return self.resource(lambda: session_start(self.scopes(), self.config).text)
 
     def memory_file(self, name: str) -> str:
         def run() -> str:

@@ -339,12 +339,8 @@ def preferred_by_user(raw: dict[str, Any], said: str) -> bool:
     """Whether a proposed item restates a preference the user voiced ("I prefer 4-space
     indentation…"): a sentence of theirs that says so carries a third of what the item says.
     Such an item is the person's preference whatever kind a small model gave it."""
-    text = f"{raw.get('description') or ''}\n{raw.get('body') or ''}"
-    item = Memory("x", "project_fact", one_line(text) or "x", text)
-    for sentence in re.split(r"(?<=[.!?。！？])\s*|\n+", said):
-        if _PREFERS.search(sentence) and said_by_user(item, sentence):
-            return True
-    return False
+    terms = _evidence(f"{raw.get('description') or ''}\n{raw.get('body') or ''}")
+    return any(_PREFERS.search(s) and _carried(terms, s) for s in _sentences(said))
 
 
 # the assistant refusing or promising not to do something: its own commitment, not a fact (a
@@ -364,7 +360,7 @@ def assistants_promise(raw: dict[str, Any], said: str, replied: str) -> bool:
     if not terms:
         return False
     users = len(terms & _evidence(said))
-    for sentence in re.split(r"(?<=[.!?。！？])\s*|\n+", replied):
+    for sentence in _sentences(replied):
         if _PROMISE.search(sentence):
             theirs = len(terms & _evidence(sentence))
             if 2 * theirs >= len(terms) and theirs > users:
@@ -377,10 +373,19 @@ def said_by_user(item: Memory, said: str) -> bool:
     conversation) carry ``item``: at least a third of what it says is in them (a model
     restates what it heard in its own words). A memory of the assistant's words alone (its
     promise, its suggestion) is not the user's."""
-    terms = _evidence(f"{item.description}\n{item.body}")
+    return _carried(_evidence(f"{item.description}\n{item.body}"), said)
+
+
+def _carried(terms: set[str], said: str) -> bool:
+    """Whether ``said`` holds at least a third of ``terms`` (any words at all, for none)."""
     if not terms:
         return bool(said.strip())
     return 3 * len(terms & _evidence(said)) >= len(terms)
+
+
+def _sentences(text: str) -> list[str]:
+    """``text`` cut after each sentence's end (Latin or CJK) and at line breaks."""
+    return re.split(r"(?<=[.!?。！？])\s*|\n+", text)
 
 
 def kind_of(raw_type: str) -> str:

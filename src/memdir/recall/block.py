@@ -308,7 +308,7 @@ def held_names(store: Reader) -> set[str]:
             except (InvalidMemory, LookupError):
                 continue
         if scope.writable and st.config.review == "ask":
-            out |= {located.get((scope.name, n), n) for n in _unlogged_names(st)}
+            out |= {located.get((scope.name, n), n) for n in unlogged_names(st)}
     return out
 
 
@@ -319,7 +319,8 @@ _UNLOGGED: weakref.WeakKeyDictionary[Store, tuple[tuple[int, int], set[str]]] = 
 )
 
 
-def _unlogged_names(st: Store) -> set[str]:
+def unlogged_names(st: Store) -> set[str]:
+    """The names of ``st`` whose text memdir did not write and the user did not accept."""
     try:
         stamp = os.stat(state_dir(st.root) / ACCEPTED).st_mtime_ns
     except OSError:

@@ -389,11 +389,8 @@ def log_recall(
     from ..recalllog import Recalled, record
 
     scopes = Scopes.of(store)
-    pairs = [(sc, st) for sc, st in scopes.stores() if not st.read_only]
-    if not pairs:
-        return
-    target = pairs[0][1]
-    if not target.config.recall_log:
+    target = scopes.home()
+    if target is None or not target.config.recall_log:
         return
     scores = dict(sel.candidates)
     memories: list[Recalled] = [

@@ -242,16 +242,9 @@ class UI:
 
     def _standing_names(self) -> tuple[str, ...]:
         """The memories that stand at a session start now."""
-        from ..standing import standing
+        from ..standing import session_start
 
-        cfg = self.scopes.config
-        return standing(
-            self.scopes,
-            cfg.standing_token_budget,
-            cfg.index_max_lines,
-            cfg.index_max_bytes,
-            total_tokens=cfg.session_token_budget,
-        ).names
+        return session_start(self.scopes, self.scopes.config).names
 
     def _shown(self, scope: str, name: str) -> str:
         """The name the catalogue shows for ``name`` of ``scope`` (qualified when two scopes
