@@ -4,11 +4,8 @@ hand-written memories that has never been embedded, with `memdir[embed]` install
 memdir: a first search over a store mostly not embedded (more than 256 memories to embed)
 ranks by BM25 without loading the model and hands the backlog to a background indexer; the
 searches after it embed only their question (BM25 alone until the store is nearly embedded).
-Over more than 5,000 memories not in the search index, it ranks by names and descriptions
-and leaves their text to the same background indexer. Baselines, same run, same files: each
-search embeds for its budget itself (what a library search did before the hand-over), and
-the first search indexes every memory's text itself (before the text was left to the
-background). Medians of the searches that follow the first. The files are left two seconds
+Baseline, same run, same files: each search embeds for its budget itself (what a library
+search did before the hand-over). Medians of the searches that follow the first. The files are left two seconds
 after copying, so that they are as old as a person's files are (not racy).
 
     python benchmarks/library_bench.py [--memories 10000] [--searches 10]
@@ -39,8 +36,6 @@ def run(root: Path, searches: int, mode: str) -> tuple[float, float, list[float]
     began = time.monotonic()
     store = MemoryStore(root)
     opened = time.monotonic() - began
-    if mode != "memdir":  # the first search indexes the text of every memory itself
-        store._lookup.defer_text_at = 10**12
     if mode == "embed":  # the baseline: every search loads the model and embeds for its budget
         store._lookup.hand_over = store._lookup.background = False
     began = time.monotonic()
@@ -67,13 +62,12 @@ def main() -> None:
     print("| | open | first search | searches after it (median / max) |")
     print("|---|---:|---:|---:|")
     for label, mode in (("baseline: each search embeds its budget", "embed"),
-                        ("baseline: the first search indexes all text", "text"),
-                        ("memdir: the backlogs handed to the background", "memdir")):  # fmt: skip
+                        ("memdir: the backlog handed to the store's worker", "memdir")):  # fmt: skip
         root = work / mode
         shutil.copytree(source, root)
         time.sleep(2)
         opened, first, after = run(root, args.searches, mode)
-        subprocess.run(["pkill", "-f", f"{root} index --background"], check=False)
+        subprocess.run(["pkill", "-f", f"{root} work"], check=False)
         print(
             f"| {label} | {opened:.2f} s | {first:.2f} s |"
             f" {statistics.median(after) * 1000:.0f} ms / {max(after) * 1000:.0f} ms |"

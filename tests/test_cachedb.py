@@ -59,65 +59,83 @@ def test_an_unwritable_place_keeps_the_cache_in_memory(tmp_path: Path) -> None:
         ro.chmod(0o700)
 
 
-def test_a_noted_match_holds_until_any_process_writes_a_document(tmp_path: Path) -> None:
-    """A cache found to match the files says so to the next process, until a document is
-    written, changed or removed through any connection (the others' writes included)."""
-    path = tmp_path / "c.sqlite"
-    db = Docs(path)
-    db.db.executemany("INSERT INTO docs VALUES (?, ?)", [("a.md", "1"), ("b.md", "2")])
-    assert not db.in_line_with("fp")
-    db.note_in_line("fp", {"a.md": "1", "b.md": "2"})
-    assert db.in_line_with("fp") and not db.in_line_with("other")
-    assert Docs(path).in_line_with("fp")  # another process reads it
-    for change in (
-        "INSERT INTO docs VALUES ('c.md', '3')",
-        "UPDATE docs SET identity = '9' WHERE key = 'a.md'",
-        "DELETE FROM docs WHERE key = 'b.md'",
-    ):
-        db.note_in_line("fp", dict(db.db.execute("SELECT key, identity FROM docs").fetchall()))
-        assert db.in_line_with("fp")
-        other = Docs(path)
-        other.db.execute(change)  # a write by another process
-        assert not db.in_line_with("fp"), change
-        other.close()
+class Part(CacheDB):
+    DOCS = "part_docs"
+    schema = "1"
+
+    def _schema(self, db: sqlite3.Connection) -> None:
+        self.built(
+            db,
+            "part",
+            self.schema,
+            "DROP TABLE IF EXISTS part_docs;"
+            " CREATE TABLE part_docs (key TEXT PRIMARY KEY, identity TEXT)",
+        )
 
 
-def test_a_match_is_noted_only_when_the_documents_match(tmp_path: Path) -> None:
-    """What a caller compared a moment ago is checked again inside the write lock: documents
-    another process wrote in between, an untrusted identity, or a held lock note nothing."""
+def test_parts_of_one_file_change_in_one_transaction(tmp_path: Path) -> None:
+    """Two parts sharing one file: a transaction that fails changes neither; one that ends
+    changes both, for every process that opens the file."""
     path = tmp_path / "c.sqlite"
-    db = Docs(path)
-    db.db.execute("INSERT INTO docs VALUES ('a.md', '1')")
-    db.note_in_line("fp", {"a.md": "2"})  # (the document says otherwise)
-    assert not db.in_line_with("fp")
-    db.note_in_line("fp", {"a.md": None})  # (changed too recently to trust)
-    assert not db.in_line_with("fp")
+    docs = Docs(path)
+    part = Part(shared=docs)
+    try:
+        with docs.transaction() as db:
+            db.execute("INSERT INTO docs VALUES ('a.md', '1')")
+            with part.transaction():  # (a part's own transaction inside: the same one)
+                db.execute("INSERT INTO part_docs VALUES ('a.md', '1')")
+            raise RuntimeError("stopped half way")
+    except RuntimeError:
+        pass
+    assert docs.db.execute("SELECT count(*) FROM docs").fetchone()[0] == 0
+    assert part.db.execute("SELECT count(*) FROM part_docs").fetchone()[0] == 0
+    with docs.transaction() as db:
+        db.execute("INSERT INTO docs VALUES ('a.md', '1')")
+        db.execute("INSERT INTO part_docs VALUES ('a.md', '1')")
     other = Docs(path)
-    other.db.execute("BEGIN IMMEDIATE")  # another writer at work: no wait, nothing noted
-    db.note_in_line("fp", {"a.md": "1"})
-    other.db.execute("ROLLBACK")
-    assert not db.in_line_with("fp")
-    db.note_in_line("fp", {"a.md": "1"})
-    assert db.in_line_with("fp")
+    assert other.db.execute("SELECT key FROM docs").fetchall() == [("a.md",)]
+    assert Part(shared=other).db.execute("SELECT key FROM part_docs").fetchall() == [("a.md",)]
 
 
-def test_a_rebuilt_cache_forgets_its_match(tmp_path: Path) -> None:
-    """A cache rebuilt (damaged, or of another schema) holds nothing it was found to match."""
-
-    class Versioned(Docs):
-        version = 1
-
-        def _schema(self, db: sqlite3.Connection) -> None:
-            if db.execute("PRAGMA user_version").fetchone()[0] != self.version:
-                self.rebuilt = True
-                db.execute("DROP TABLE IF EXISTS docs")
-                db.execute(f"PRAGMA user_version = {self.version}")
-            super()._schema(db)
-
+def test_a_part_of_another_schema_is_rebuilt_alone(tmp_path: Path) -> None:
+    """A part whose recorded schema differs is emptied and says it was rebuilt; the other
+    parts of the file keep what they hold."""
     path = tmp_path / "c.sqlite"
-    db = Versioned(path)
-    db.note_in_line("fp", {})
+    docs = Docs(path)
+    part = Part(shared=docs)
+    assert part.rebuilt  # (new)
+    docs.db.execute("INSERT INTO docs VALUES ('a.md', '1')")
+    docs.db.execute("INSERT INTO part_docs VALUES ('a.md', '1')")
+    docs.close()
+    again = Docs(path)
+    assert not Part(shared=again).rebuilt
+    Part.schema = "2"
+    try:
+        newer = Part(shared=Docs(path))
+    finally:
+        Part.schema = "1"
+    assert newer.rebuilt
+    assert newer.db.execute("SELECT count(*) FROM part_docs").fetchone()[0] == 0
+    assert newer.db.execute("SELECT key FROM docs").fetchall() == [("a.md",)]
+
+
+def test_a_store_index_whose_parts_differ_in_age_is_rebuilt_whole(tmp_path: Path) -> None:
+    """The catalogue rows and the full-text documents are of one age: when either part was
+    built again (another schema), both are emptied, and the catalogue reads every file."""
+    from memdir.entry import Entry
+    from memdir.memory import Memory
+    from memdir.storeindex import Parsed, StoreIndex
+
+    path = tmp_path / "index.sqlite"
+    index = StoreIndex(path)
+    mem = Memory("n", "project_fact", "A note", "alpha beta")
+    entry = Entry("n", "project_fact", "A note", None, None, False, "n.md")
+    index.write({"n.md": Parsed((10, 1_000, 7), entry, None, mem)})
+    assert list(index.rows()) == ["n.md"] and index.text.search("alpha")[0][0] == "n.md"
+    index.close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = 'older' WHERE key = 'search'")
+    db.commit()
     db.close()
-    assert Versioned(path).in_line_with("fp")
-    Versioned.version = 2
-    assert not Versioned(path).in_line_with("fp")
+    again = StoreIndex(path)
+    assert again.rebuilt and again.rows() == {} and again.text.search("alpha") == []

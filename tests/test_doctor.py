@@ -51,7 +51,7 @@ def test_temporary_files_of_interrupted_writers_are_reported_and_removed_by_fix(
     assert "2 temporary files" in warning and "1 older than an hour" in warning
     report = diagnose(store, fix=True)  # holding the lock: no writer is half-way, all go
     assert not stale.exists() and not fresh.exists()
-    assert "rebuilt MEMORY.md and the metadata cache" in report.fixed
+    assert "rebuilt MEMORY.md and the store's index" in report.fixed
     assert not diagnose(store).warnings
 
 
@@ -70,7 +70,7 @@ def test_a_damaged_cache_is_reported_and_rebuilt(store: MemoryStore) -> None:
     store.write("tabs", type="user_preference", description="Tabs", body="x")
     store.search("tabs")
     store.close()
-    (store.internal / "search.sqlite").write_bytes(b"this is not a database" * 100)
+    (store.internal / "index.sqlite").write_bytes(b"this is not a database" * 100)
     fresh = MemoryStore(store.root)
     report = diagnose(fresh)
     assert any("damaged cache" in w["reason"] for w in report.warnings) or [

@@ -113,7 +113,7 @@ def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Pa
         assert hits and hits[0].memory.name == name
     assert store.search("favourite pizza topping", 5) == []  # unrelated: no hit at all
     assert "hybrid" in store.ranking_note()
-    assert (state_dir(tmp_path / ".memory") / "vectors.sqlite").is_file()
+    assert _vector_rows(state_dir(tmp_path / ".memory") / "index.sqlite") > 0
 
 
 def test_exact_names_still_win_through_bm25(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> No
     fill(store)
     assert store.search(PARAPHRASES[0][3], 5) == []
     assert store.search("PostgreSQL", 5)[0].memory.name == "staging-database"
-    assert not (state_dir(root) / "vectors.sqlite").exists()
+    assert _vector_rows(state_dir(root) / "index.sqlite") == 0
     assert "BM25 alone" in store.ranking_note()
 
 
@@ -239,8 +239,9 @@ def test_vectors_from_another_model_are_rebuilt(tmp_path: Path) -> None:
     other.name = "another-model"
     MemoryStore(root, embedder=other).search("postgresql", 1)
     assert len(other.memories) == 4
-    db = sqlite3.connect(state_dir(root) / "vectors.sqlite")
-    assert db.execute("SELECT value FROM meta").fetchone()[0] == "another-model/64"
+    db = sqlite3.connect(state_dir(root) / "index.sqlite")
+    model = db.execute("SELECT value FROM meta WHERE key = 'vectors'").fetchone()[0]
+    assert model.endswith("/another-model/64")
     rows = db.execute("SELECT vec FROM vecs").fetchall()
     assert len(rows) == 4 and all(len(v) == 64 * 2 for (v,) in rows)  # float16
 
@@ -249,7 +250,7 @@ def test_a_damaged_vectors_file_is_rebuilt(tmp_path: Path) -> None:
     """A damaged vectors file is rebuilt."""
     root = tmp_path / ".memory"
     fill(MemoryStore(root, embedder=CountingEmbedder()))
-    (state_dir(root) / "vectors.sqlite").write_bytes(b"not a database" * 100)
+    (state_dir(root) / "index.sqlite").write_bytes(b"not a database" * 100)
     emb = CountingEmbedder()
     assert MemoryStore(root, embedder=emb).search("postgresql", 1)
     assert len(emb.memories) == 4
@@ -646,9 +647,9 @@ def test_an_endpoint_that_failed_is_left_alone_by_the_next_process(
 @pytest.mark.slow
 def _embedded(root: Path) -> int:
     """How many memories of the store at ``root`` have a vector (0 before the cache exists)."""
-    db = sqlite3.connect(str(state_dir(root) / "vectors.sqlite"))
+    db = sqlite3.connect(str(state_dir(root) / "index.sqlite"))
     try:
-        return int(db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        return int(db.execute("SELECT count(*) FROM vec_docs").fetchone()[0])
     except sqlite3.Error:
         return 0
     finally:
@@ -758,7 +759,9 @@ def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Pa
     injected.search("note 5")
     assert injected.embedding_backlog > 0
     time.sleep(2)
-    assert not (state_dir(other) / "embedding.lock").exists()  # no indexer was started
+    from memdir import jobs
+
+    assert not jobs.queued(state_dir(other), running=True)  # no index job was queued
 
 
 def test_loaded_gives_only_an_embedder_this_process_made() -> None:
@@ -774,11 +777,11 @@ def test_loaded_gives_only_an_embedder_this_process_made() -> None:
 
 
 def test_the_background_embedder_stops_when_its_store_is_deleted(tmp_path: Path) -> None:
-    """A store deleted while 'memdir index --background' embeds it: the embedder stops at its
-    next look instead of embedding what it read before (minutes of CPU for nothing)."""
+    """A store deleted while its worker embeds it: the embedder stops at its next look
+    instead of embedding what it read before (minutes of CPU for nothing)."""
     import shutil
 
-    from memdir.cli.upkeep import _embed_quietly
+    from memdir.cli.work import embed_while_there
 
     root = tmp_path / ".memory"
     with MemoryStore(root, Config(dir=root, embedder="none")) as plain:
@@ -792,7 +795,7 @@ def test_the_background_embedder_stops_when_its_store_is_deleted(tmp_path: Path)
             return super().embed(texts)
 
     emb = Deleting()
-    _embed_quietly(MemoryStore(root, embedder=emb), nice=False)
+    embed_while_there(MemoryStore(root, embedder=emb))
     assert 0 < len(emb.memories) <= 16  # one small chunk, then it noticed
 
 
@@ -800,11 +803,11 @@ def test_the_library_never_embeds_past_its_budget_nor_what_the_indexer_is_doing(
     tmp_path: Path,
 ) -> None:
     """MemoryStore(path).search on a store nobody embedded answers within embed_budget (the
-    rest by BM25, later searches carry on), and while the background indexer holds the
-    store's lock a search embeds only its question."""
+    rest by BM25, later searches carry on), and while the store's worker has an index job a
+    search embeds only its question."""
     import time as clock
 
-    import filelock
+    from memdir import jobs
 
     class Slow(CountingEmbedder):
         def embed(self, texts: Sequence[str]) -> Any:
@@ -822,19 +825,20 @@ def test_the_library_never_embeds_past_its_budget_nor_what_the_indexer_is_doing(
     assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
     first = len(emb.memories)
     assert 0 < first < 201 and store.embedding_backlog  # the rest waits: nothing blocks
-    lock = filelock.FileLock(str(state_dir(root) / "embedding.lock"), timeout=0)
-    with lock:  # a background 'memdir index' at work
-        assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
-        assert len(emb.memories) == first
+    job = jobs.enqueue(state_dir(root), "index")  # queued for the worker (not started here)
+    assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
+    assert len(emb.memories) == first
+    job.unlink()  # done
     store.search("postgresql staging", 1)
     assert len(emb.memories) > first  # on its own again, it carries on
 
 
-def test_vectors_found_in_line_are_trusted_until_a_file_changes(
+def test_vectors_kept_are_used_and_only_a_changed_file_is_embedded_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A process whose files the vectors were last found to match embeds nothing and does not
-    compare them file by file; after a hand edit the next process embeds just that memory."""
+    """A process whose files all have their vectors embeds nothing (one comparison of the
+    files with the vectors, then only what changes); after a hand edit the next process
+    embeds just that memory."""
     import time
 
     from memdir.vectors import VectorIndex
@@ -854,10 +858,22 @@ def test_vectors_found_in_line_are_trusted_until_a_file_changes(
     emb = CountingEmbedder()
     hits = MemoryStore(root, embedder=emb).search("postgresql", 1)
     assert hits and hits[0].cosine is not None  # hybrid, from the vectors kept
-    assert compared == [] and emb.memories == []
+    assert compared == [None] and emb.memories == []
+    compared.clear()
     path = root / "indentation.md"
     path.write_text(path.read_text().replace("never spaces", "never spaces, zebra"))
     time.sleep(0.1)
     emb = CountingEmbedder()
     assert MemoryStore(root, embedder=emb).search("zebra", 1)[0].memory.name == "indentation"
     assert compared == [None] and len(emb.memories) == 1
+
+
+def _vector_rows(path: Path) -> int:
+    """How many memories have a vector in the store's index at ``path`` (0: no vectors part)."""
+    db = sqlite3.connect(str(path))
+    try:
+        return int(db.execute("SELECT count(*) FROM vec_docs").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        db.close()

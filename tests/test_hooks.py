@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from memdir import MemoryStore
-from memdir.cli.hooks import LEARN_NICE
+from memdir.cli.work import NICE as LEARN_NICE
 from memdir.integrations.transcripts import read_session
 from memdir.layout import state_dir
 
-from conftest import child_env, trust
+from conftest import CliFn, child_env, trust
 from fakeserver import FakeLLMServer, reply
 
 DATA = Path(__file__).parent / "data"
@@ -499,7 +499,7 @@ def test_the_prompt_hook_never_waits_on_the_model(tmp_path: Path) -> None:
 def test_learn_workers_refuse_pipes_and_devices(tmp_path: Path) -> None:
     """A transcript that is a FIFO or /dev/zero ends the worker with an error, not a hang."""
     from memdir.config import load_config
-    from memdir.integrations.hooks import learn_worker
+    from memdir.integrations.hooks import learn_job
 
     project = tmp_path / "app"
     MemoryStore(project / ".memory")
@@ -507,14 +507,8 @@ def test_learn_workers_refuse_pipes_and_devices(tmp_path: Path) -> None:
     fifo = tmp_path / "t.fifo"
     os.mkfifo(fifo)
     for path in (fifo, Path("/dev/zero")):
-        job = state_dir(project / ".memory") / "job.json"
-        job.parent.mkdir(exist_ok=True)
-        job.write_text(
-            json.dumps(
-                {"event": {"transcript_path": str(path), "hook_event_name": "Stop"}, "host": None}
-            )
-        )
-        record = learn_worker(job, config)
+        data = {"event": {"transcript_path": str(path), "hook_event_name": "Stop"}, "host": None}
+        record = learn_job(data, config)
         assert record["status"] == "error" and "not a regular file" in record["error"]
 
 
@@ -673,7 +667,7 @@ def test_the_prompt_hook_answers_a_fresh_unembedded_store_by_bm25_and_exits_0(
     assert "terminate called" not in r.stderr
     context = json.loads(r.stdout)["hookSpecificOutput"]["additionalContext"]
     assert 'name="billing-db"' in context
-    vectors = state_dir(root) / "vectors.sqlite"  # the background indexer's work
+    vectors = state_dir(root) / "index.sqlite"  # the background indexer's work
     assert _wait_for(lambda: len(_embedded(vectors)) == 301, 180), len(_embedded(vectors))
 
 
@@ -682,7 +676,7 @@ def _embedded(path: Path) -> list[Any]:
 
     try:
         with sqlite3.connect(path) as db:
-            return db.execute("SELECT key FROM docs").fetchall()
+            return db.execute("SELECT key FROM vec_docs").fetchall()
     except sqlite3.DatabaseError:
         return []
 
@@ -802,33 +796,88 @@ def test_with_nothing_stored_the_hook_makes_no_model_client(
     assert "deploy-days" in out
 
 
-def test_one_learn_worker_per_store_takes_every_spooled_job(tmp_path: Path) -> None:
-    """Three sessions end at once: the worker that holds the store's worker lock runs every
-    spooled job, oldest first; a worker that finds it held leaves its job to that one."""
+def test_one_worker_per_store_takes_every_queued_job(tmp_path: Path) -> None:
+    """Three sessions end at once and an index is asked for twice: a worker that finds the
+    store's worker lock held leaves the jobs to that one; 'memdir work' runs every queued
+    job, oldest first (one index job stands for both asks), and the queue is empty after."""
     import filelock
 
-    from memdir.config import load_config
-    from memdir.integrations.hooks import SPOOL, WORKER_LOCK, learn_jobs
+    from memdir import jobs
 
-    root = tmp_path / "app" / ".memory"
+    root = tmp_path / ".memory"
     store = MemoryStore(root)
-    spool = store.internal / SPOOL
-    spool.mkdir()
-    jobs = []
     for i in range(3):
         transcript = tmp_path / f"session-{i}.jsonl"
         transcript.write_text("")
         event = {"hook_event_name": "Stop", "transcript_path": str(transcript), "cwd": str(root)}
-        jobs.append(spool / f"{1000 + i}-1.json")
-        jobs[-1].write_text(json.dumps({"event": event, "host": "claude-code"}))
-    config = load_config({"dir": root})
-    with filelock.FileLock(str(spool / WORKER_LOCK), timeout=0):
-        assert learn_jobs(jobs[1], config) == 0  # another worker is at work
-    assert all(j.exists() for j in jobs)
-    assert learn_jobs(jobs[2], config) == 3
-    assert not any(spool.glob("*.json"))
+        jobs.enqueue(store.internal, "learn", {"event": event, "host": "claude-code"})
+    jobs.enqueue(store.internal, "index")
+    jobs.enqueue(store.internal, "index")
+    assert len(jobs.queued(store.internal)) == 4
+    lock = jobs.folder(store.internal) / jobs.WORKER_LOCK
+    with filelock.FileLock(str(lock), timeout=0):
+        assert jobs.at_work(store.internal)
+        assert jobs.work(store.internal, {}) == 0  # another worker is at work
+    assert len(jobs.queued(store.internal)) == 4
+    assert _work(root).returncode == 0
+    assert jobs.queued(store.internal, running=True) == []
     records = [json.loads(x) for x in (store.internal / "hooks.jsonl").read_text().splitlines()]
     assert [r["hook"] for r in records] == ["learn"] * 3
+    assert jobs.failures(store.internal) == []
+
+
+def test_a_job_that_fails_is_logged_once_and_shown_by_doctor(tmp_path: Path, cli: CliFn) -> None:
+    """A job the worker cannot do (here a learn whose event is not one) is dropped with its
+    reason in the store's failure log, and 'memdir doctor' shows it; the next job still runs."""
+    from memdir import jobs
+
+    store = MemoryStore(tmp_path / ".memory")
+    jobs.enqueue(store.internal, "learn", {"host": None})  # no event
+    jobs.enqueue(store.internal, "index")
+    assert _work(store.root).returncode == 0
+    assert jobs.queued(store.internal, running=True) == []
+    failed = jobs.failures(store.internal)
+    assert [f["kind"] for f in failed] == ["learn"] and "KeyError" in failed[0]["error"]
+    r = cli("doctor")
+    assert "a learn job failed" in r.out and "KeyError" in r.out
+
+
+def _work(root: Path) -> subprocess.CompletedProcess[str]:
+    """``memdir work`` for the store at ``root``, as jobs.enqueue starts it (BM25 alone)."""
+    env = {**child_env(), "MEMDIR_EMBEDDER": "none"}
+    return subprocess.run(
+        [sys.executable, "-m", "memdir", "--dir", str(root), "work"],
+        env=env,
+        cwd=root.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_worker_killed_mid_job_leaves_the_job_for_the_next(tmp_path: Path, cli: CliFn) -> None:
+    """The job a killed worker was running (renamed .run, never removed) is run first by the
+    next worker, once."""
+    from memdir import jobs
+
+    store = MemoryStore(tmp_path / ".memory")
+    done: list[str] = []
+
+    def stop(data: dict[str, Any]) -> None:
+        raise KeyboardInterrupt  # the worker dies in the middle of it
+
+    jobs.enqueue(store.internal, "sync")
+    jobs.enqueue(store.internal, "index")
+    with pytest.raises(KeyboardInterrupt):
+        jobs.work(store.internal, {"sync": stop})
+    left = jobs.queued(store.internal, running=True)
+    assert [p.suffix for p in left] == [".run", ".json"]
+    ran = jobs.work(
+        store.internal,
+        {"sync": lambda d: done.append("sync"), "index": lambda d: done.append("index")},
+    )
+    assert ran == 2 and done == ["sync", "index"]
+    assert jobs.queued(store.internal, running=True) == []
 
 
 def test_the_prompt_hook_never_recalls_the_current_sessions_own_turns(
@@ -974,24 +1023,26 @@ def test_codex_trust_is_reported_and_goes_with_memdirs_hooks(
 def test_a_learn_whose_model_was_down_is_kept_and_learned_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: FakeLLMServer
 ) -> None:
-    """A headless one-turn session ends while the model's endpoint is down: its spooled learn
-    is kept (not dropped), and the next worker, once the model answers, learns from it."""
+    """A headless one-turn session ends while the model's endpoint is down: its learn job is
+    kept (not dropped), and the next worker, once the model answers, learns from it."""
+    from memdir import jobs
     from memdir.config import load_config
-    from memdir.integrations.hooks import SPOOL, learn_jobs
+    from memdir.integrations.hooks import learn_job
 
     root = tmp_path / "app" / ".memory"
     store = MemoryStore(root)
-    spool = store.internal / SPOOL
-    spool.mkdir()
     event = {"hook_event_name": "Stop", "transcript_path": str(DATA / "claude_session.jsonl"),
              "cwd": str(root.parent), "session_id": "headless"}  # fmt: skip
-    job = spool / "1000-1.json"
-    job.write_text(json.dumps({"event": event, "host": "claude-code"}))
+    job = jobs.enqueue(store.internal, "learn", {"event": event, "host": "claude-code"})
+
+    def learn(data: dict[str, Any]) -> None:
+        learn_job(data, load_config({"dir": root}))
+
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
     monkeypatch.setenv("MEMDIR_MAX_RETRIES", "0")
     monkeypatch.setenv("MEMDIR_EMBEDDER", "none")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nobody listens
-    assert learn_jobs(job, load_config({"dir": root})) == 1
+    assert jobs.work(store.internal, {"learn": learn}) == 1
     assert json.loads(job.read_text())["tries"] == 1  # kept for the next worker
     monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
     pnpm = {
@@ -1002,8 +1053,8 @@ def test_a_learn_whose_model_was_down_is_kept_and_learned_later(
         "body": "Always use pnpm, never npm.",
     }
     llm_server.handler = lambda req: reply(json.dumps({"memories": [pnpm]}))
-    assert learn_jobs(job, load_config({"dir": root})) == 1
-    assert not job.exists()
+    assert jobs.work(store.internal, {"learn": learn}) == 1
+    assert not job.exists() and jobs.failures(store.internal) == []
     user = tmp_path / "user-store"
     learned = {e.name for e in MemoryStore(root).entries()} | (
         {e.name for e in MemoryStore(user).entries()} if user.is_dir() else set()

@@ -35,7 +35,7 @@ def test_a_cache_with_text_that_is_not_utf8_any_more_is_rebuilt(tmp_path: Path) 
     store.write("n", type="project_fact", description="Kappa note", body="kappa lambda")
     assert store.search("kappa")
     store.close()
-    db = sqlite3.connect(str(state_dir(tmp_path / ".memory") / "search.sqlite"))
+    db = sqlite3.connect(str(state_dir(tmp_path / ".memory") / "index.sqlite"))
     tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
     for table in tables:
         columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
@@ -47,16 +47,16 @@ def test_a_cache_with_text_that_is_not_utf8_any_more_is_rebuilt(tmp_path: Path) 
     assert [h.memory.name for h in fresh.search("kappa")] == ["n"]
 
 
-def test_a_search_index_found_in_line_is_not_compared_again_until_a_file_changes(
+def test_a_new_process_reads_only_the_files_changed_since_the_index_saw_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A process whose files are the ones the search index was last found to match does not
-    compare every file with it (the catalogue's fingerprint says so); a file edited, added or
-    deleted by hand since, in place or not, is found by the next process all the same."""
+    """The store's index keeps what each file parsed to with its text: a new process reads
+    no file that is unchanged, and a file edited in place (same size), added or deleted by
+    hand since is read (only it) and found by the next search, the deleted one gone."""
     import time
 
     from memdir import MemoryStore
-    from memdir.cachedb import CacheDB
+    from memdir import index as catalog_module
     from memdir.config import Config
 
     root = tmp_path / ".memory"
@@ -67,25 +67,27 @@ def test_a_search_index_found_in_line_is_not_compared_again_until_a_file_changes
     store.close()
     time.sleep(0.1)  # (older than the window in which an identity is not trusted)
 
-    compared: list[object] = []
-    real = CacheDB.compare
+    read: list[str] = []
+    real = catalog_module.read_memory
 
-    def counting(self: CacheDB, current: dict[str, str | None], only: list[str] | None) -> object:
-        compared.append(only)
-        return real(self, current, only)
+    def counting(path: str, max_bytes: int) -> object:
+        read.append(Path(path).name)
+        return real(path, max_bytes)
 
     def first_search(query: str) -> list[str]:
-        compared.clear()
+        read.clear()
         fresh = MemoryStore(root, config)
         try:
             return [h.name for h in fresh.search(query)]
         finally:
             fresh.close()
 
-    monkeypatch.setattr(CacheDB, "compare", counting)
+    monkeypatch.setattr(catalog_module, "read_memory", counting)
     assert first_search("alpha1") == ["n1"]
-    assert None in compared  # the first process after the writes compares all files
-    assert first_search("alpha1") == ["n1"] and compared == []  # then nobody needs to
+    # written a moment before: their identity was too recent to trust, so read once more
+    assert sorted(read) == ["n0.md", "n1.md", "n2.md"]
+    assert first_search("alpha1") == ["n1"]
+    assert read == []  # every file as the index saw it: none read again
     path = root / "n1.md"
     text = path.read_text()
     with open(path, "r+", encoding="utf-8") as fh:  # edited in place, same size
@@ -95,6 +97,7 @@ def test_a_search_index_found_in_line_is_not_compared_again_until_a_file_changes
         "---\nname: hand\ntype: project_fact\ndescription: By hand\n---\nzeta\n"
     )
     time.sleep(0.1)
-    assert first_search("omega1") == ["n1"] and None in compared
-    assert first_search("alpha2") == [] and first_search("zeta") == ["hand"]
-    assert compared == []
+    assert first_search("omega1") == ["n1"]
+    assert sorted(read) == ["hand.md", "n1.md"]
+    assert first_search("alpha1") == [] and first_search("alpha2") == []
+    assert first_search("zeta") == ["hand"] and read == []

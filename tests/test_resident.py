@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
-from memdir.cli.hooks import LEARN_NICE
+from memdir.cli.work import NICE as LEARN_NICE
 from memdir.integrations.resident import NICE
 
 from conftest import child_env

@@ -88,7 +88,7 @@ def test_index_follows_writes_hand_edits_and_deletes(zh: MemoryStore) -> None:
 
 def test_deleted_or_damaged_index_rebuilds_itself(zh: MemoryStore) -> None:
     """The SQLite file is a cache: deleting or corrupting it loses nothing."""
-    db = zh.internal / "search.sqlite"
+    db = zh.internal / "index.sqlite"
     assert zh.search("pytest", 1)
     for suffix in ("", "-wal", "-shm"):
         Path(str(db) + suffix).unlink(missing_ok=True)
@@ -146,7 +146,7 @@ def test_search_cli(cli: CliFn) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cache", ["search.sqlite", "vectors.sqlite"])
+@pytest.mark.parametrize("cache", ["index.sqlite"])
 def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> None:
     """Random bytes over the middle of a cache (a power cut with synchronous=OFF): doctor
     says so and --fix rebuilds it; a search that meets it rebuilds it and answers."""

@@ -1,10 +1,13 @@
-"""A derived cache in one SQLite file: the search index and the vectors are both one.
+"""SQLite files of derived data: a store's index (its catalogue rows, full-text index and
+vectors, in one file) and the episodes' indexes are each one.
 
-The file is opened in WAL mode without fsync (losing its tail costs a rebuild only); one that
+A file is opened in WAL mode without fsync (losing its tail costs a rebuild only); one that
 cannot be written (a read-only store) is replaced by an in-memory database for the process,
-and a damaged one is deleted and rebuilt. Documents are tracked in a ``docs`` table with
-``key`` and ``identity`` columns, compared with the files' identities to find what changed.
-This module does NOT know what a cache holds (subclasses create their tables).
+and a damaged one is deleted and rebuilt. Each part kept in a file (the catalogue rows, the
+full-text index, the vectors) records its own schema in the ``meta`` table and builds its
+tables again when that differs; parts may share one file (``shared``), and then one
+transaction (``transaction``) changes them together.
+This module does NOT know what a part holds (subclasses create their tables).
 """
 
 from __future__ import annotations
@@ -15,29 +18,25 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-# The catalogue (names and identities of the files) the documents were last found to match;
-# any write to the documents forgets it, in every process.
-_IN_LINE = """
-    CREATE TABLE IF NOT EXISTS in_line (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT);
-    INSERT OR IGNORE INTO in_line VALUES (1, NULL);
-    CREATE TRIGGER IF NOT EXISTS docs_added AFTER INSERT ON docs
-        BEGIN UPDATE in_line SET token = NULL; END;
-    CREATE TRIGGER IF NOT EXISTS docs_changed AFTER UPDATE ON docs
-        BEGIN UPDATE in_line SET token = NULL; END;
-    CREATE TRIGGER IF NOT EXISTS docs_removed AFTER DELETE ON docs
-        BEGIN UPDATE in_line SET token = NULL; END;
-"""
-
 
 class CacheDB:
-    """The SQLite side of a cache; ``_schema`` creates (or checks) its tables."""
+    """One part of a derived SQLite file; ``_schema`` creates (or checks) its tables.
+    ``shared``: another part whose file (and connection) this one lives in."""
 
-    def __init__(self, path: Path | str) -> None:
+    DOCS = "docs"  # the table of what is kept: key, identity (compared with the files')
+
+    def __init__(self, path: Path | str = ":memory:", *, shared: CacheDB | None = None) -> None:
+        # True while the part holds nothing it was not given in this process: the file was
+        # new, damaged or of another schema — what a caller noted about it no longer holds
+        self.rebuilt = False
+        self.path: Path | str
+        self.db: sqlite3.Connection
+        if shared is not None:
+            self.path, self.db = shared.path, shared.db
+            self._schema(self.db)
+            return
         self.path = path
-        # True while the cache holds nothing it was not given in this process: the file was
-        # new, damaged or of another schema (a subclass's ``_schema`` says so) — what a
-        # caller noted elsewhere about its contents no longer holds
-        self.rebuilt = not Path(str(path)).exists()
+        self.rebuilt = path == ":memory:" or not Path(str(path)).exists()
         try:
             self.db = self._open()
         except sqlite3.OperationalError:
@@ -47,7 +46,7 @@ class CacheDB:
             self.db = self._open()
         except sqlite3.DatabaseError:
             # A damaged cache: it holds nothing that cannot be rebuilt from the files.
-            self._discard()
+            self.discard()
             self.rebuilt = True
             self.db = self._open()
 
@@ -55,21 +54,66 @@ class CacheDB:
         db = sqlite3.connect(
             str(self.path), timeout=10, isolation_level=None, check_same_thread=False
         )
-        if self.path != ":memory:":
-            db.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
-        db.execute("PRAGMA synchronous=OFF")  # a cache: losing the tail costs a rebuild only
-        db.execute("BEGIN IMMEDIATE")  # fails now, not later, if the file cannot be written
-        db.execute("ROLLBACK")
-        self._schema(db)
-        db.executescript(_IN_LINE)
-        if self.rebuilt:
-            db.execute("UPDATE in_line SET token = NULL")
+        try:
+            if self.path != ":memory:":
+                db.execute("PRAGMA journal_mode=WAL")  # readers do not wait for a writer
+            db.execute("PRAGMA synchronous=OFF")  # a cache: losing the tail costs a rebuild only
+            db.execute("BEGIN IMMEDIATE")  # fails now, not later, if the file cannot be written
+            db.execute("ROLLBACK")
+            db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            self._schema(db)
+        except BaseException:
+            db.close()
+            raise
         return db
 
     def _schema(self, db: sqlite3.Connection) -> None:
         raise NotImplementedError
 
-    def _discard(self) -> None:
+    @staticmethod
+    def schema_of(db: sqlite3.Connection, part: str) -> str | None:
+        """The schema a part of the file was built with (None: not built yet)."""
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (part,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def built(self, db: sqlite3.Connection, part: str, schema: str, script: str) -> None:
+        """Make sure ``part`` has tables of ``schema``: else run ``script`` (dropping and
+        creating them) and record the schema, in one transaction."""
+        if self.schema_of(db, part) == schema:
+            return
+        self.rebuilt = True
+        outer = db.in_transaction
+        if not outer:
+            db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in script.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (part, schema))
+            if not outer:
+                db.execute("COMMIT")
+        except BaseException:
+            if not outer:
+                db.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (within one already open on this file: part of it)."""
+        db = self.db
+        if db.in_transaction:
+            yield db
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def discard(self) -> None:
+        """Delete the file (damaged): it is built again from the files."""
         if self.path == ":memory:":
             return
         for suffix in ("", "-wal", "-shm"):
@@ -87,45 +131,17 @@ class CacheDB:
             part = list(values[i : i + 500])
             yield from self.db.execute(sql.format(",".join("?" * len(part))), part)
 
-    def in_line_with(self, token: str) -> bool:
-        """Whether the documents were found to match the files whose catalogue ``token``
-        names, with no document written since (by any process: triggers forget the token)."""
-        row = self.db.execute("SELECT token FROM in_line").fetchone()
-        return row is not None and row[0] == token
-
-    def note_in_line(self, token: str, current: dict[str, str | None]) -> None:
-        """Remember that the documents match ``current`` (key -> identity), the files whose
-        catalogue ``token`` names: checked again inside one write transaction, so that no
-        other writer comes in between. Skipped when another process holds the cache's lock
-        now (the next process checks again) or an identity is not trusted yet."""
-        if None in current.values():
-            return
-        db = self.db
-        db.execute("PRAGMA busy_timeout = 0")
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError:
-            return
-        finally:
-            db.execute("PRAGMA busy_timeout = 10000")
-        try:
-            if dict(db.execute("SELECT key, identity FROM docs").fetchall()) == current:
-                db.execute("UPDATE in_line SET token = ?", (token,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
     def compare(
         self, current: dict[str, str | None], only: list[str] | None
     ) -> tuple[list[str], list[str]]:
-        """The keys of ``current`` (key -> file identity) to read again, and the cached keys
+        """The keys of ``current`` (key -> file identity) to read again, and the kept keys
         to drop. A None identity is always read again (the file changed too recently for its
         identity to be trusted). With ``only``, just those keys are compared."""
+        sql = f"SELECT key, identity FROM {self.DOCS}"
         if only is None:
-            indexed = dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
+            indexed = dict(self.db.execute(sql).fetchall())
         else:
-            indexed = dict(self.select_in("SELECT key, identity FROM docs WHERE key IN ({})", only))
+            indexed = dict(self.select_in(sql + " WHERE key IN ({})", only))
         stale = [k for k, ident in current.items() if ident is None or indexed.get(k) != ident]
         removed = [k for k in indexed if k not in current]
         return stale, removed

@@ -19,7 +19,7 @@ from typing import Any
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, write_atomic
 from .errors import MemdirError
-from .layout import ADOPTED, HISTORY, INTERNAL, SEARCH, VECTORS
+from .layout import ADOPTED, HISTORY, INDEX_DB, INTERNAL
 from .memory import Memory, safe_repr
 from .safetext import plural
 from .store import Store
@@ -123,7 +123,7 @@ def _damaged_caches(store: Store) -> list[tuple[str, str]]:
     import sqlite3
 
     found = []
-    for name in (SEARCH, VECTORS):
+    for name in (INDEX_DB,):
         path = store.internal / name
         if not path.is_file() or path.is_symlink():
             continue
@@ -265,13 +265,14 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
     now = time.time()
     temps = _temp_files(store)
     stale = [p for p in temps if now - os.lstat(p).st_mtime > STALE_TEMP_SECONDS]
+    damaged = _damaged_caches(store)
     if fix and not links:
-        store.rebuild()
+        store.rebuild()  # (the store's index too: thrown away and built from the files)
         for path in stale:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
             report.fixed.append(f"removed stale temporary file {_where(store, path)}")
-        report.fixed.append("rebuilt MEMORY.md and the metadata cache")
+        report.fixed.append("rebuilt MEMORY.md and the store's index")
     elif temps:
         report.warnings.append(
             {
@@ -281,12 +282,10 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
                 " 'memdir doctor --fix' removes those)",
             }
         )
-    for name, why in _damaged_caches(store):
+    for name, why in damaged:
         if fix and not links:
-            store.discard_caches()
             report.fixed.append(
-                f"removed the damaged cache {store.internal / name} (rebuilt from the"
-                " files at the next search)"
+                f"removed the damaged cache {store.internal / name} (rebuilt from the files)"
             )
         else:
             report.warnings.append(

@@ -1,49 +1,40 @@
-"""The live view of a store's folder: the catalogue of files kept current, and MEMORY.md.
+"""The live view of a store's folder: the catalogue of files kept current, the store's one
+derived index (``storeindex``) in step with it, and MEMORY.md.
 
 ``Folder`` sweeps once, then asks the tracker (``watch``) what changed and looks at just that;
-it verifies MEMORY.md against the fingerprint of the files it was rendered from and rewrites
-it when the writers' lock is free (``try_locked`` never waits). It also removes temporary
-files crashed writers left behind.
+what changed goes into the index in one transaction. It verifies MEMORY.md against the
+fingerprint of the files it was rendered from and rewrites it when the writers' lock is free
+(``try_locked`` never waits). It also removes temporary files crashed writers left behind.
+An index found damaged is deleted and built again from the files.
 This module does NOT change memory files or take the lock itself: the store does both.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
+import logging
 import os
-from collections.abc import Callable, Iterator
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from . import index as idx
 from . import memfile
 from .atomic import TEMP_PREFIX, write_atomic
+from .cachedb import damaged
 from .config import Config
 from .history import History
-from .layout import INDEX_STATE, JOURNALS, LOG, META
-from .metacache import MetaCache
+from .layout import INDEX_DB, INDEX_STATE, JOURNALS, LEGACY_CACHES, LOG
+from .storeindex import StoreIndex
 from .watch import Tracker
 
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection while a sweep makes an object or two for every file, its
-    metadata cache's rows included (at 100,000 files the collector's passes over them cost
-    about a sixth of the first open); what became garbage meanwhile is collected afterwards
-    as usual."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+log = logging.getLogger("memdir")
 
 
 class Folder:
-    """The catalogue, metadata cache and change tracker of one store folder."""
+    """The catalogue, the store's index and the change tracker of one store folder."""
 
     def __init__(
         self,
@@ -60,8 +51,18 @@ class Folder:
         self.root, self.internal, self.config, self.history = root, internal, config, history
         self.read_only = read_only
         self.try_locked = try_locked
-        self.cache = MetaCache((caches or internal) / META)  # (read by the first sweep)
-        self.catalog = idx.Catalog(root, self.cache, config.types, config.max_file_bytes)
+        where = (caches or internal) / INDEX_DB
+        # another's store with nowhere of its own to keep an index: one in memory
+        self.index_db: Path | str = (
+            ":memory:" if (read_only and caches is None) or where.is_symlink() else where
+        )
+        self.catalog = idx.Catalog(
+            root, StoreIndex(self.index_db), config.types, config.max_file_bytes
+        )
+        if self.catalog.db.rebuilt and not read_only:  # the caches earlier versions kept
+            for name in LEGACY_CACHES:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(internal / name)
         self.tracker = Tracker(
             root, internal / LOG, [internal / name for name in JOURNALS], watch=watch
         )
@@ -72,13 +73,46 @@ class Folder:
     def index_path(self) -> Path:
         return self.root / idx.INDEX_FILE
 
+    @property
+    def db(self) -> StoreIndex:
+        return self.catalog.db
+
     def sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
         self.tracker.mark()
-        with paused_gc():
+        try:
             self.catalog.sweep(progress)
-            self.cache.save()
-            self.repair()
+        except sqlite3.DatabaseError as exc:
+            if not damaged(exc):
+                raise
+            self.rebuild_index(exc)
+            self.catalog.sweep(progress)
+        self.save()
+        self.repair()
         self.tracker.swept()  # (after MEMORY.md too: opening is not a sign of a long run)
+
+    def rebuild_index(self, why: Exception | None) -> None:
+        """Throw the store's index away (damaged, ``why``, or asked) and open an empty one:
+        the next sweep parses every file again and fills it."""
+        with contextlib.suppress(sqlite3.Error):
+            self.catalog.db.close()
+        self.catalog.db.discard()
+        self.catalog.start_over(StoreIndex(self.index_db))
+        if why is not None:
+            log.warning(
+                "memdir: the index of %s was damaged (%s); rebuilt from the files", self.root, why
+            )
+
+    def save(self) -> None:
+        """Write what the catalogue parsed into the store's index (a damaged one is built
+        again from the files)."""
+        try:
+            self.catalog.save()
+        except sqlite3.DatabaseError as exc:
+            if not damaged(exc):
+                raise
+            self.rebuild_index(exc)
+            self.catalog.sweep()
+            self.catalog.save()
 
     def catch_up(self) -> None:
         """Bring the catalogue up to date with what changed since this object last looked."""
@@ -91,8 +125,7 @@ class Folder:
         if changes.files or changes.logged:
             self.catalog.update(changes.files | changes.logged)
         self.catalog.recheck_recent()
-        if changes:
-            self.cache.save()
+        self.save()
         if changes.names or changes.files:  # not only memdir's own writes: MEMORY.md may lag
             self.repair()
 

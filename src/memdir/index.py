@@ -1,8 +1,11 @@
-"""What is in a store folder: scanning the memory files, the metadata cache, and ``MEMORY.md``.
+"""What is in a store folder: scanning the memory files, keeping the store's index in step,
+and ``MEMORY.md``.
 
 A scan lists every ``*.md`` file, stats it, and re-parses only files whose identity (size,
-mtime, inode) changed since the cached scan. It reports files that are not valid memories
-instead of failing. ``render`` turns the entries into the text of ``MEMORY.md``.
+mtime, inode) changed since the store's index last saw them; what a file parsed to goes into
+the index (``storeindex``: its row and its full-text document, together). It reports files
+that are not valid memories instead of failing. ``render`` turns the entries into the text of
+``MEMORY.md``.
 This module does NOT write memories, take the store lock or keep history.
 """
 
@@ -15,22 +18,19 @@ import time
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
-from . import forked, memfile
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX
 from .entry import Entry
 from .errors import InvalidMemory
 from .memfile import entry_from, racy, read_memory, stat_key
-from .metacache import MetaCache
 from .safetext import for_markdown
+from .storeindex import Parsed, StoreIndex
 
 INDEX_FILE = "MEMORY.md"
 
-PARSED_CHARS = 32_000_000  # bodies a catalogue keeps for the search index's first build
-FORK_AT = 2_000  # files to parse at once from which a forked copy parses half of them
+WRITE_EVERY = 2_000  # parsed files a first sweep writes into the index at a time
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,18 @@ class Catalog:
     """What the memory files of a folder say, kept up to date change by change.
 
     ``sweep`` looks at every file (one ``lstat`` each, re-parsing only files whose identity
-    changed since the metadata cache); ``update`` looks again at just the files named, which is
-    how writes, the operation log and file-system events keep it current without a sweep.
-    ``entries`` maps each name to the file that wins it; names claimed by several files are
-    reported by ``problems``. The type groups stay sorted, so ``render`` is a join.
+    changed since the store's index saw them); ``update`` looks again at just the files named,
+    which is how writes, the operation log and file-system events keep it current without a
+    sweep. What was parsed is written into the index by ``save`` (rows and full-text
+    documents in one transaction). ``entries`` maps each name to the file that wins it; names
+    claimed by several files are reported by ``problems``. The type groups stay sorted, so
+    ``render`` is a join.
     This class does NOT watch the folder or decide when to look: the store does.
     """
 
-    def __init__(
-        self, root: Path, cache: MetaCache, types: tuple[str, ...], max_bytes: int
-    ) -> None:
+    def __init__(self, root: Path, db: StoreIndex, types: tuple[str, ...], max_bytes: int) -> None:
         self.root = root
-        self.cache = cache
+        self.db = db
         self.types = types
         self.max_bytes = max_bytes
         self.state: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
@@ -75,48 +75,50 @@ class Catalog:
         self.groups: dict[str, list[str]] = {}  # type -> sorted names
         self.recheck: set[str] = set()  # changed too recently for the identity to be trusted
         self.changed: set[str] = set()  # files changed since a consumer (search) last asked
+        self.pending: dict[str, Parsed | None] = {}  # what ``save`` writes into the index
         self._skeletons: dict[str, str] | None = None  # look-alike key -> name, when asked
         self.version = 0  # bumped whenever the listed entries change
         self.names: list[str] = []  # listed names, sorted
         self.fingerprint = 0  # of every file's identity: equal fingerprints, equal MEMORY.md
         self._lines: dict[str, list[bytes]] = {}  # type -> its MEMORY.md lines, UTF-8
         self._chunks: dict[str, bytes] = {}  # type -> those lines, joined
-        # memories just parsed, kept for the search index's first build (``parsed``) so a
-        # store's first search does not read and parse every file a second time
-        self._parsed: dict[str, tuple[tuple[int, ...], memfmt.Memory]] = {}
-        self._parsed_chars = 0
+        self._known: dict[str, tuple[tuple[int, ...] | None, Entry | None, str | None]] | None
+        self._known = None  # the index's rows, read by the first sweep
 
     # -- looking at files -----------------------------------------------------------------
 
     def sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
         """Look at every file in the folder; parse the ones whose identity changed."""
         now_ns = time.time_ns()
-        # a large metadata cache still to load: a forked copy lists the folder meanwhile
-        child = forked.start(partial(scan, str(self.root))) if self.cache.to_load() else None
-        if child is not None:
-            self.cache.load()
-        listed = child.result() if child is not None else None
-        seen, odd, temps = listed if listed is not None else scan(str(self.root))
-        cached = self.cache.files
+        seen, odd, temps = scan(str(self.root))
         old = self.state
+        if self._known is None:  # a first sweep: what the index says of each file
+            self._known = self.db.rows()
+        known = self._known
         todo = [
             f
             for f, key in seen.items()
-            if (old.get(f) or cached.get(f) or (None,))[0] != key or racy(key[1], now_ns)
+            if (old.get(f) or known.get(f) or (None,))[0] != key or racy(key[1], now_ns)
         ]
-        fresh = self._parse_many(todo, seen, now_ns, progress)
+        fresh = {}
+        for i, fname in enumerate(todo):
+            fresh[fname] = self._parse(fname, seen[fname], now_ns)
+            if progress is not None:
+                progress(i + 1, len(todo))
+            if len(self.pending) >= WRITE_EVERY:
+                self.save()  # (a first build: its bodies are not all held at once)
         state: dict[str, tuple[tuple[int, ...], Entry | None, str | None]] = {}
         for fname, key in seen.items():
             prev = old.get(fname)
-            state[fname] = (
-                fresh[fname]
-                if fname in fresh
-                else prev
-                if prev is not None and prev[0] == key
-                else cached[fname]
-            )
-        for fname in [f for f in cached if f not in seen]:
-            self.cache.forget(fname)
+            if fname in fresh:
+                state[fname] = fresh[fname]
+            elif prev is not None and prev[0] == key:
+                state[fname] = prev
+            else:
+                state[fname] = (key, *known[fname][1:])
+        for fname in (known.keys() | old.keys()) - seen.keys():
+            self.pending[fname] = None
+        self._known = {}  # (read once: later sweeps compare with what this one found)
         self.changed.update(f for f in old if f not in state)
         self.changed.update(f for f in state if old.get(f) != state[f])
         same = len(state) == len(old) and all(old.get(f) is v for f, v in state.items())
@@ -124,6 +126,19 @@ class Catalog:
         self.recheck &= state.keys()
         if not same:  # (nothing moved: names, winners and fingerprint are still right)
             self._rebuild()
+
+    def start_over(self, db: StoreIndex) -> None:
+        """Forget every file (the next sweep parses them all again), with a new index."""
+        self.db = db
+        self.state.clear()
+        self.pending.clear()
+        self._known = {}
+
+    def save(self) -> None:
+        """Write what was parsed since into the store's index (one transaction)."""
+        if self.pending:
+            pending, self.pending = self.pending, {}
+            self.db.write(pending)
 
     def update(self, fnames: Iterable[str]) -> None:
         """Look again at these files only (created, changed, deleted or renamed)."""
@@ -163,86 +178,49 @@ class Catalog:
     def _parse(
         self, fname: str, key: tuple[int, ...], now_ns: int
     ) -> tuple[tuple[int, ...], Entry | None, str | None]:
+        mem: memfmt.Memory | None = None
         try:
             mem = read_memory(os.path.join(self.root, fname), self.max_bytes)  # (no Path made)
             entry: Entry | None = entry_from(mem, fname, self.types)
             error = None
-            if self._parsed_chars + len(mem.body) <= PARSED_CHARS:
-                self._parsed[fname] = (key, mem)
-                self._parsed_chars += len(mem.body)
         except InvalidMemory as exc:
             entry, error = None, str(exc)
-        return self._noted(fname, key, entry, error, now_ns)
+        return self._noted(fname, key, entry, error, mem, now_ns)
 
     def _noted(
-        self, fname: str, key: tuple[int, ...], entry: Entry | None, error: str | None, now_ns: int
-    ) -> tuple[tuple[int, ...], Entry | None, str | None]:
-        if racy(key[1], now_ns):
-            self.recheck.add(fname)
-            return (key, entry, error)
-        self.recheck.discard(fname)
-        return self.cache.remember(fname, key, entry, error)
-
-    def _parse_many(
         self,
-        todo: list[str],
-        seen: dict[str, tuple[int, ...]],
+        fname: str,
+        key: tuple[int, ...],
+        entry: Entry | None,
+        error: str | None,
+        mem: memfmt.Memory | None,
         now_ns: int,
-        progress: Callable[[int, int], None] | None,
-    ) -> dict[str, tuple[tuple[int, ...], Entry | None, str | None]]:
-        """Parse these files; very many, a forked copy of this process parses half of them
-        on another core meanwhile (``forked``: where that is safe)."""
-        child, mine, theirs = None, todo, []
-        if len(todo) >= FORK_AT:
-            half = len(todo) // 2
-            work = partial(
-                memfile.fields_of, str(self.root), todo[half:], self.max_bytes, self.types
-            )
-            if (child := forked.start(work)) is not None:
-                mine, theirs = todo[:half], todo[half:]
-        fresh = {}
-        try:
-            for i, fname in enumerate(mine):
-                fresh[fname] = self._parse(fname, seen[fname], now_ns)
-                if progress is not None:
-                    progress((i + 1) * len(todo) // len(mine), len(todo))
-        except BaseException:
-            if child is not None:
-                child.abandon()
-            raise
-        fields = child.result() if child is not None else None
-        if theirs and (fields is None or len(fields) != len(theirs)):
-            fields = None  # (the child failed: parse its half here)
-        for i, fname in enumerate(theirs):
-            if fields is None:
-                fresh[fname] = self._parse(fname, seen[fname], now_ns)
-                continue
-            got = fields[i]
-            if isinstance(got, str):  # (why it is not a memory)
-                fresh[fname] = self._noted(fname, seen[fname], None, got, now_ns)
-                continue
-            entry = Entry.from_row(got, fname, 0)
-            entry.__dict__["index_line"] = got[7]  # (its cached line, made by the child)
-            fresh[fname] = self._noted(fname, seen[fname], entry, None, now_ns)
-        return fresh
+    ) -> tuple[tuple[int, ...], Entry | None, str | None]:
+        """What a file holds, recorded for the index (without its identity while that is too
+        recent to trust: every process reads the file again then)."""
+        trusted = not racy(key[1], now_ns)
+        if trusted:
+            self.recheck.discard(fname)
+        else:
+            self.recheck.add(fname)
+        self.pending[fname] = Parsed(key if trusted else None, entry, error, mem)
+        return (key, entry, error)
 
     def note_written(self, fname: str, mem: memfmt.Memory, st: os.stat_result) -> None:
         """Record a file memdir itself just wrote (no need to read it back)."""
         self.odd.pop(fname, None)
         key = stat_key(st)
         entry = entry_from(mem.replace(path=fname), fname, self.types)
-        self.recheck.discard(fname)  # what memdir wrote under the lock is known; a racy
-        if not racy(key[1], time.time_ns()):  # identity is only kept out of the shared cache
-            self.cache.remember(fname, key, entry, None)
-        self._replace(fname, (key, entry, None))
+        rec = self._noted(fname, key, entry, None, mem, time.time_ns())
+        self.recheck.discard(fname)  # what memdir wrote under the lock is known here
+        self._replace(fname, rec)
 
     def _drop(self, fname: str) -> None:
         self.odd.pop(fname, None)
         self.recheck.discard(fname)
         if fname in self.state:
             self._replace(fname, None)
-        if fname in self.cache.files:
-            self.cache.forget(fname)
+        self.pending[fname] = None
 
     # -- names and winners ----------------------------------------------------------------
 
@@ -356,15 +334,6 @@ class Catalog:
         return self._skeletons
 
     # -- reports and rendering ------------------------------------------------------------
-
-    def parsed(self, fname: str) -> memfmt.Memory | None:
-        """The memory ``fname`` held when this catalogue last parsed it, if the file is
-        unchanged since (each is handed out once; None: read the file)."""
-        kept = self._parsed.pop(fname, None)
-        if kept is None:
-            return None
-        self._parsed_chars -= len(kept[1].body)
-        return kept[1] if kept[0] == self.key_of(fname) else None
 
     def key_of(self, fname: str) -> tuple[int, ...] | None:
         """The identity of a listed file, or None while it is too recent to be trusted."""

@@ -44,10 +44,13 @@ LEGACY_JOURNAL = "journal.json"  # what earlier versions write (emptied when don
 JOURNALS = (LEGACY_JOURNAL, JOURNAL)  # where an unfinished operation may be
 LOG = "log.jsonl"  # every applied operation
 HISTORY = "history"  # history/<name>/NNNN.md and NNNN.json
-META = "meta.json"  # the metadata cache snapshot (meta.log beside it)
+INDEX_DB = "index.sqlite"  # the store's index: each file's row, full-text document and vector
 INDEX_STATE = "index.json"  # what MEMORY.md was last rendered from, after a repair
-SEARCH = "search.sqlite"  # the full-text index
-VECTORS = "vectors.sqlite"  # embedding vectors, by content hash (memdir[embed])
+# the caches earlier versions kept, which the index replaces (deleted when it is first built)
+LEGACY_CACHES = tuple(
+    [f"{db}{end}" for db in ("search.sqlite", "vectors.sqlite") for end in ("", "-wal", "-shm")]
+    + ["meta.json", "meta.log"]
+)
 EMBEDDING_LOCK = "embedding.lock"  # held by the background embedder (memdir index --background)
 EMBED_DOWN = "embed_down.json"  # an embedder that just failed, and until when to leave it be
 USAGE = "usage.jsonl"  # model calls

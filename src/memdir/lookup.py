@@ -1,11 +1,13 @@
 """Finding memories in a store: the full-text index and, when an embedder is configured, the
-vectors, both kept in step with the catalogue and fused into one ranking.
+vectors, both parts of the store's one index (``storeindex``), fused into one ranking.
 
-Both indexes are caches under ``<state>/`` (in memory for a read-only store), brought up to
-date incrementally: a sync compares just the files the catalogue saw change since the last
-one, and reads only those whose identity changed. An embedder that fails (an endpoint down)
-does not fail a search: ranking falls back to BM25 and ``dense_error`` says why. A query in
-Chinese, Japanese or Korean is ranked by BM25 alone when the embedder is English-only.
+The full-text part is written with the catalogue's rows, in the same transaction, so it is
+always in step with the files the catalogue saw. The vectors follow: a search embeds the
+memories whose text changed since they were embedded, within its time budget (the rest rank
+by BM25 until a later search, ``memdir index`` or the background indexer embeds them). An
+embedder that fails (an endpoint down) does not fail a search: ranking falls back to BM25 and
+``dense_error`` says why. A query in Chinese, Japanese or Korean is ranked by BM25 alone when
+the embedder is English-only.
 
 This module does NOT write memories and does NOT decide which embedder to use
 (``embed.from_config`` does).
@@ -13,7 +15,6 @@ This module does NOT write memories and does NOT decide which embedder to use
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sqlite3
@@ -23,22 +24,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import index as idx
 from . import memfile
-from .background import cache_count, embed_in_background, indexed, indexer_at_work
 from .cachedb import damaged
 from .config import Config
 from .entry import Entry, Hit
 from .errors import InvalidMemory, MemdirError
-from .layout import EMBED_DOWN, EMBEDDING_LOCK, SEARCH, VECTORS
+from .jobs import index_in_background, indexing
+from .layout import EMBED_DOWN
 from .memory import Memory
-from .metacache import CACHE_VERSION
 
 if TYPE_CHECKING:
-    from .catalogtext import CatalogText
     from .embed import Embedder, Vectors
+    from .folder import Folder
+    from .index import Catalog
     from .search import SearchIndex
-    from .vectors import Dense, Ranked, VectorIndex
+    from .vectors import Dense, Ranked
 
 log = logging.getLogger("memdir")
 
@@ -46,14 +46,10 @@ log = logging.getLogger("memdir")
 LIBRARY_EMBED_BUDGET = 0.5  # seconds a library search embeds (commands set embed_budget)
 HANDED_FOR = 60.0  # seconds after handing a backlog over during which searches leave it be
 DEFER_AT = 256  # a backlog larger than this is left to the background, the model not loaded
-# more memories than this whose text is not indexed: a search ranks by the catalogue (names
-# and descriptions) and leaves indexing the bodies to the background (about 50 µs a memory)
-DEFER_TEXT_AT = 5_000
-BY_CATALOG = "BM25 over names and descriptions alone"  # how ``describe`` says so
 
 
 class Lookup:
-    """The search index and vectors of one store's folder."""
+    """The search side of one store's folder: its index's full-text part and vectors."""
 
     RETRY_AFTER = 30.0  # seconds before an embedder that failed is asked again
 
@@ -62,16 +58,14 @@ class Lookup:
         root: Path,
         internal: Path,
         config: Config,
-        catalog: idx.Catalog,
+        folder: Folder,
         *,
         in_memory: bool,
         embedder: Embedder | None = None,
     ) -> None:
         self.root, self.internal, self.config = root, internal, config
-        self.catalog = catalog
+        self.folder = folder
         self.in_memory = in_memory
-        self.search: SearchIndex | None = None
-        self.vectors: VectorIndex | None = None
         self.embedder: Embedder | None = embedder
         self.dense_error: str | None = None  # why ranking is BM25 alone this time
         self._pending: set[str] | None = None  # files the vectors must look at; None: all
@@ -81,7 +75,7 @@ class Lookup:
         self.embed_budget: float | None = min(config.embed_budget, LIBRARY_EMBED_BUDGET)
         self.progress: Callable[[int, int], None] | None = None
         # a library search hands a backlog its budget cannot finish to a background indexer
-        # (``memdir index --background``) and embeds only its question from then on; the
+        # (an index job for the store's worker) and embeds only its question from then on; the
         # commands and hooks, which pace embedding themselves, turn this off
         self.hand_over = embedder is None and not in_memory
         # a store whose backlog a background indexer may embed (not another's store)
@@ -89,60 +83,56 @@ class Lookup:
         self._handed_at: float | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
         self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
-        self.defer_text_at = DEFER_TEXT_AT
-        self.text_backlog = 0  # memories whose text the background indexes (the last search)
-        self._by_catalog: tuple[int, CatalogText] | None = None  # for that search, by version
-        self.repaired = False  # a damaged cache was rebuilt
+        self.repaired = False  # a damaged index was rebuilt
         self._retry_at = 0.0
+        self._vectors_open = False  # the vectors were asked for in this process
         # an agent's memory worker and its main thread may search at once
         self._mutex = threading.RLock()
 
+    @property
+    def catalog(self) -> Catalog:
+        return self.folder.catalog
+
+    @property
+    def search(self) -> SearchIndex:
+        """The full-text part of the store's index."""
+        return self.folder.db.text
+
     def close(self) -> None:
-        for index in (self.search, self.vectors):
-            if index is not None:
-                index.close()
-        self.search = self.vectors = None
         self._pending = None
+        self._vectors_open = False
 
-    def _path(self, name: str) -> Path | str:
-        path = self.internal / name
-        return ":memory:" if self.in_memory or path.is_symlink() else path
-
-    def _token(self) -> str | None:
-        """The catalogue's files as a cache notes them when it matches them all (their names
-        and identities, the size limit and the parsing rules that decide which are memories);
-        None while an identity is too recent to trust."""
-        if self.catalog.recheck:
-            return None
-        return f"{self.catalog.fingerprint:x}:{self.config.max_file_bytes}:{CACHE_VERSION}"
+    def _path(self, name: str) -> Path | None:
+        return None if self.in_memory else self.internal / name
 
     def _identities(self, files: list[str] | None) -> dict[str, str | None]:
+        """The identities of these files (all: None) as the index keeps them; None for one
+        too recent to trust (read again)."""
+        from .storeindex import identity
+
         current: dict[str, str | None] = {}
         state = self.catalog.state
         for f in state if files is None else files:
             rec = state.get(f)
             if rec is None or rec[1] is None:
                 continue  # gone, or not a valid memory: not indexed
-            key = self.catalog.key_of(f)
-            current[f] = None if key is None else f"{key[0]}:{key[1]}:{key[2]}"
+            current[f] = identity(self.catalog.key_of(f))
         return current
 
     def _read(self, fnames: list[str]) -> list[tuple[str, Memory]]:
         out = []
         for fname in fnames:
-            mem = self.catalog.parsed(fname)  # just parsed by the catalogue: not read again
             try:
-                if mem is None:
-                    mem = memfile.read_memory(self.root / fname, self.config.max_file_bytes)
+                mem = memfile.read_memory(self.root / fname, self.config.max_file_bytes)
             except InvalidMemory:
                 continue  # changed since the scan; the next sync picks it up
             out.append((fname, mem))
         return out
 
     def sync(self, dense: bool = False) -> SearchIndex:
-        """Bring the full-text index up to date with the files, and the vectors if they are
-        open or ``dense`` asks for them (the embedder is loaded on first need only). A cache
-        found damaged is thrown away and built again from the files."""
+        """The full-text part, with the vectors brought up to date too if they are open or
+        ``dense`` asks for them (the embedder is loaded on first need only). An index found
+        damaged is thrown away and built again from the files."""
         with self._mutex:
             try:
                 return self._sync(dense)
@@ -153,54 +143,20 @@ class Lookup:
                 return self._sync(dense)
 
     def discard(self, why: Exception | None = None) -> None:
-        """Throw the caches away (damaged): the next sync builds them again from the files."""
+        """Throw the store's index away (damaged): built again from the files now."""
         with self._mutex:
-            for index in (self.search, self.vectors):
-                if index is not None:
-                    with contextlib.suppress(sqlite3.Error):
-                        index.close()
-            for name in (SEARCH, VECTORS):
-                path = self._path(name)
-                for suffix in ("", "-wal", "-shm"):
-                    if isinstance(path, Path):
-                        with contextlib.suppress(FileNotFoundError):
-                            Path(str(path) + suffix).unlink()
-            self.search = self.vectors = None
+            self.folder.rebuild_index(why)
+            self.folder.sweep()
             self._pending = None
             self.repaired = True
-            log.warning(
-                "memdir: the search cache of %s was damaged (%s); rebuilt from the files",
-                self.root,
-                why,
-            )
 
     def _sync(self, dense: bool = True) -> SearchIndex:
-        from .search import Doc, SearchIndex
-
-        files: list[str] | None = None  # None: compare every file by identity
-        token: str | None = None  # the files as the cache notes them, when it is first opened
-        if self.search is None:
-            self.search = SearchIndex(self._path(SEARCH))
-            token = self._token()
-            if token is not None and self.search.in_line_with(token):
-                files = []  # found to match these very files, and not written since
-        else:
-            files = list(self.catalog.changed | self.catalog.recheck)
+        self.folder.save()
+        files = list(self.catalog.changed | self.catalog.recheck)
         if self._pending is not None and files:
             self._pending.update(files)
         self.catalog.changed.clear()
-        if files != []:
-            current = self._identities(files)
-
-            def load(stale: list[str]) -> list[Doc]:
-                return [
-                    Doc(f, current[f], m.name, m.description, m.body) for f, m in self._read(stale)
-                ]
-
-            self.search.sync(current, load, only=files)
-            if files is None and token is not None:
-                self.search.note_in_line(token, current)
-        if dense or self.vectors is not None:
+        if dense or self._vectors_open:
             self._sync_vectors()
         return self.search
 
@@ -230,15 +186,13 @@ class Lookup:
         if down is not None:
             self.dense_error, self._retry_at = down, time.monotonic() + 1.0
             return
-        from .vectors import Text, VectorIndex, memory_text
+        from .vectors import Text, memory_text
 
-        token: str | None = None
-        if self.vectors is None:
-            self.vectors = VectorIndex(self._path(VECTORS), self.embedder)
-            self._pending = None
-            token = self._token()
-            if token is not None and self.vectors.in_line_with(token):
-                self._pending, self.backlog, self.dense_error = set(), 0, None
+        if not self._vectors_open:
+            self._vectors_open, self._pending = True, None  # compared file by file once
+        vectors = self.folder.db.vectors(self.embedder)
+        if vectors.rebuilt:  # (emptied: another embedder's, or new)
+            vectors.rebuilt, self._pending = False, None
         files = None if self._pending is None else sorted(self._pending)
         if files == []:
             return
@@ -254,17 +208,13 @@ class Lookup:
         if budget is not None and budget > 0 and (self._handed() or self._indexer_at_work()):
             budget = 0.0  # it embeds this backlog: a search embeds only its question
         try:
-            left = self.vectors.sync(
-                current, load, only=files, budget=budget, progress=self.progress
-            )
+            left = vectors.sync(current, load, only=files, budget=budget, progress=self.progress)
         except MemdirError as exc:
             self.failed(exc)
             self._pending = set(current) if files is None else set(files)
             return
         self.dense_error = None
         self.backlog = left
-        if files is None and not left and token is not None:
-            self.vectors.note_in_line(token, current)
         # what is left (a budget ran out) is looked at again by the next sync
         self._pending = set() if not left else set(current)
         if (
@@ -272,7 +222,7 @@ class Lookup:
             and self.hand_over
             and budget
             and not self._handed()
-            and embed_in_background(self.root)
+            and index_in_background(self.root)
         ):
             self._handed_at = time.monotonic()
 
@@ -288,7 +238,7 @@ class Lookup:
         from .embed import wanted
 
         total = len(self.catalog.entries)
-        left = total - min(cache_count(self._path(VECTORS), "SELECT count(*) FROM docs"), total)
+        left = total - min(self.folder.db.vector_count(), total)
         if left <= DEFER_AT or left * 10 <= total or not wanted(self.config):
             return False  # a few to embed, (nearly) all embedded, or BM25 by choice: as before
         self.backlog = left
@@ -307,7 +257,7 @@ class Lookup:
             self.hand_over
             and not self._handed()
             and not self._indexer_at_work()
-            and embed_in_background(self.root)
+            and index_in_background(self.root)
         ):
             self._handed_at = time.monotonic()
 
@@ -317,9 +267,8 @@ class Lookup:
         return self._handed_at is not None and time.monotonic() - self._handed_at < HANDED_FOR
 
     def _indexer_at_work(self) -> bool:
-        """Whether a background ``memdir index`` holds this store's embedding lock now."""
-        path = self._path(EMBEDDING_LOCK)
-        return isinstance(path, Path) and indexer_at_work(path)
+        """Whether the store's worker has an index job queued or at work."""
+        return not self.in_memory and indexing(self.internal)
 
     def failed(self, exc: MemdirError) -> None:
         """The embedder failed: BM25 alone until ``RETRY_AFTER`` seconds have passed, in this
@@ -329,7 +278,7 @@ class Lookup:
         self._retry_at = time.monotonic() + self.RETRY_AFTER
         log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
         path = self._path(EMBED_DOWN)
-        if isinstance(path, Path) and self.embedder is not None:
+        if path is not None and self.embedder is not None:
             import json
 
             from .atomic import write_atomic
@@ -348,7 +297,7 @@ class Lookup:
     def _down(self) -> str | None:
         """Why the embedder is being left alone, if another process saw it fail just now."""
         path = self._path(EMBED_DOWN)
-        if not isinstance(path, Path) or self.embedder is None:
+        if path is None or self.embedder is None:
             return None
         import json
 
@@ -366,11 +315,6 @@ class Lookup:
 
     def describe(self) -> str:
         """One line: how the last ranking was made (or the next will be)."""
-        if self.text_backlog:
-            return (
-                f"ranking: {BY_CATALOG} ({self.text_backlog} memories are not in the search"
-                " index yet: the background indexes their text)"
-            )
         with self._mutex:
             if self._embedder_made or self.dense_error is None:  # deferred: not loaded for this
                 self._make_embedder()
@@ -399,7 +343,7 @@ class Lookup:
 
     def dense_ready(self, query: str) -> bool:
         """Whether this query can be ranked with vectors here (else BM25 alone)."""
-        if self.vectors is None or self.dense_error is not None or self.embedder is None:
+        if not self._vectors_open or self.dense_error is not None or self.embedder is None:
             return False
         from .embed import reads
 
@@ -411,45 +355,15 @@ class Lookup:
     def held(self) -> threading.RLock:
         return self._mutex
 
-    def prepare(self, dense: bool) -> SearchIndex | CatalogText:
-        if self.search is None and self._defer_text():
-            return self._catalog_text()
-        if self.text_backlog:  # indexed now: what is left to embed, the vectors' sync says
-            self.text_backlog = self.backlog = 0
-            self._by_catalog = None
+    def prepare(self, dense: bool) -> SearchIndex:
         return self._sync(dense)
-
-    def _defer_text(self) -> bool:
-        """Whether this search ranks by the catalogue alone and leaves the text of the store
-        to the background: more than ``defer_text_at`` memories are not in the search index
-        yet (never-seen files, seconds of indexing past any search's budget). Not for ``memdir
-        index`` (no budget) or a store nobody indexes in the background."""
-        path = self._path(SEARCH)
-        if self.embed_budget is None or not self.background or not isinstance(path, Path):
-            return False  # (an index kept in memory is built by nobody else)
-        left = len(self.catalog.entries) - indexed(path)
-        if left <= self.defer_text_at:
-            return False
-        self.text_backlog = self.backlog = left
-        self._hand_over()
-        return True
-
-    def _catalog_text(self) -> CatalogText:
-        from .catalogtext import CatalogText
-
-        version = self.catalog.version
-        if self._by_catalog is None or self._by_catalog[0] != version:
-            entries = self.catalog.entries.values()
-            text = CatalogText((e.file, e.name, e.description) for e in entries)
-            self._by_catalog = (version, text)
-        return self._by_catalog[1]
 
     def size(self) -> int:
         return len(self.catalog.entries)
 
     def dense(self, qvec: Vectors, names: list[str]) -> Dense[str]:
-        assert self.vectors is not None
-        return self.vectors.cosines(qvec)
+        assert self.embedder is not None
+        return self.folder.db.vectors(self.embedder).cosines(qvec)
 
     def repair(self, exc: Exception) -> bool:
         if not isinstance(exc, sqlite3.DatabaseError) or not damaged(exc):

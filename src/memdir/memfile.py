@@ -1,7 +1,6 @@
 """One memory file on disk: reading it safely (never through a link, never from a pipe or a
-device, within the size limit), its identity for the caches (size, mtime, inode) and whether
-that identity is too recent to trust, and the entry it parses to — one file at a time, or a
-list of them as the fields a forked copy of the process sends back (``fields_of``).
+device, within the size limit), its identity for the store's index (size, mtime, inode) and
+whether that identity is too recent to trust, and the entry it parses to.
 
 This module does NOT look at a folder or keep a catalogue (``index`` does).
 """
@@ -12,7 +11,6 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 from . import memory as memfmt
 from .entry import Entry
@@ -85,21 +83,3 @@ def racy(mtime_ns: int, now_ns: int) -> bool:
     """
     window = RACY_COARSE_NS if mtime_ns % 1_000_000 == 0 else RACY_FINE_NS
     return now_ns - mtime_ns < window
-
-
-def fields_of(
-    root: str, fnames: list[str], max_bytes: int, types: tuple[str, ...]
-) -> list[tuple[Any, ...] | str]:
-    """What each of these files says as an entry's fields (``Entry.from_row``'s, from its
-    name on) and its line in MEMORY.md, or why it is not a memory: the work a forked copy
-    does for ``Catalog``."""
-    out: list[tuple[Any, ...] | str] = []
-    for fname in fnames:
-        try:
-            e = entry_from(read_memory(os.path.join(root, fname), max_bytes), fname, types)
-        except InvalidMemory as exc:
-            out.append(str(exc))
-            continue
-        row = (e.name, e.type, e.description, e.created, e.updated, e.pinned, e.warnings)
-        out.append((*row, e.index_line))
-    return out

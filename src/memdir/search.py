@@ -176,12 +176,14 @@ class Doc:
 
 
 class SearchIndex(CacheDB):
-    """An FTS5 index of documents, kept in one SQLite file (or in memory)."""
+    """An FTS5 index of documents, kept in a SQLite file (or in memory), alone or beside the
+    other parts of a store's index (``shared``)."""
 
     def __init__(
         self,
         path: Path | str = ":memory:",
         *,
+        shared: CacheDB | None = None,
         candidate_share: float = CANDIDATE_SHARE,
         min_postings: int = MIN_POSTINGS,
         candidates: int = CANDIDATES,
@@ -189,13 +191,14 @@ class SearchIndex(CacheDB):
         self.candidate_share = candidate_share
         self.min_postings = min_postings
         self.candidates = candidates
-        super().__init__(path)
+        super().__init__(path, shared=shared)
 
     def _schema(self, db: sqlite3.Connection) -> None:
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            self.rebuilt = True
-            db.executescript(f"""
+        self.built(
+            db,
+            "search",
+            str(SCHEMA_VERSION),
+            """
                 DROP TABLE IF EXISTS docs;
                 DROP TABLE IF EXISTS fts;
                 DROP TABLE IF EXISTS fts_vocab;
@@ -207,19 +210,18 @@ class SearchIndex(CacheDB):
                 INSERT INTO stats VALUES (1, 0, 0);
                 CREATE VIRTUAL TABLE fts USING fts5(name, description, body,
                     tokenize = 'unicode61 remove_diacritics 0', detail = 'column');
-                CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row');
-                PRAGMA user_version = {SCHEMA_VERSION};
-            """)
+                CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row')
+            """,
+        )
 
     def identities(self) -> dict[str, str | None]:
         """What is indexed: key -> identity."""
         return dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
 
     def update(self, docs: Iterable[Doc], removed: Iterable[str] = ()) -> None:
-        """Add or replace documents and drop removed keys, in one transaction."""
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        """Add or replace documents and drop removed keys, in one transaction (or as part of
+        the one open on the file)."""
+        with self.transaction() as db:
             for key in removed:
                 self._delete(key)
             # a first build has nothing to replace: no look-up per document
@@ -242,10 +244,6 @@ class SearchIndex(CacheDB):
                 )
                 count, tokens = count + 1, tokens + length
             db.execute("UPDATE stats SET docs = docs + ?, tokens = tokens + ?", (count, tokens))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def _delete(self, key: str) -> None:
         row = self.db.execute("SELECT id, length FROM docs WHERE key = ?", (key,)).fetchone()

@@ -26,7 +26,6 @@ from .errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound, P
 from .folder import Folder
 from .history import ChangeRecord, History, Journal, Operation, Step
 from .layout import HISTORY, JOURNAL, JOURNALS, LOG
-from .lookup import Lookup
 from .memory import Memory
 from .plan import Change, Put, Remove
 from .secrets import redact_tree
@@ -106,14 +105,13 @@ class Transaction:
         config: Config,
         history: History,
         folder: Folder,
-        lookup: Lookup,
     ) -> None:
         self.root, self.internal, self.config = root, internal, config
-        self._history, self._folder, self._lookup = history, folder, lookup
+        self._history, self._folder = history, folder
         # a file is staged in the state folder, so the store's watchers see one rename, where
         # both are on one file system; in the store's own folder otherwise
         self._stage = internal if _same_device(root, internal) else None
-        self._catalog, self._cache, self._tracker = folder.catalog, folder.cache, folder.tracker
+        self._catalog, self._tracker = folder.catalog, folder.tracker
 
     def check(self, memory: Memory) -> Memory:
         """Validate a memory as a write would (name, type, description, size) without
@@ -285,9 +283,7 @@ class Transaction:
             fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
         self.log(record, again=not incremental)
         clear_intent(self.internal / journal, empty=journal != JOURNAL)
-        self._cache.save()
-        if self._lookup.search is not None:  # keep open indexes in step, incrementally
-            self._lookup.sync()
+        self._folder.save()  # the files' rows and documents, in one transaction
         return record
 
     def adopt(
@@ -342,14 +338,12 @@ class Transaction:
         self._folder.tracker.mark()
         self._folder.catalog.update(before)
         self._folder.catalog.names_changed()
-        self._folder.cache.save()
+        self._folder.save()
         self._folder.write_index()
         if not changes and not others:
             return None
         op = Operation(op_id, memfmt.now(), source, summary, tuple(changes), None)
         self.log(op, again=True)  # a sync run again after a crash adopts the same commit
-        if self._lookup.search is not None:
-            self._lookup.sync()
         return op
 
     def recover(self) -> None:

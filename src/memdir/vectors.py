@@ -71,40 +71,38 @@ def memory_text(name: str, description: str, body: str) -> str:
 
 
 class VectorIndex(CacheDB):
-    """The vectors of a store's memories, persisted in SQLite (or kept in memory)."""
+    """The vectors of a store's memories, persisted in SQLite (or kept in memory), alone or
+    beside the other parts of a store's index (``shared``)."""
 
-    def __init__(self, path: Path | str, embedder: Embedder) -> None:
+    DOCS = "vec_docs"
+
+    def __init__(
+        self, path: Path | str, embedder: Embedder, *, shared: CacheDB | None = None
+    ) -> None:
         self.embedder = embedder
         self._keys: list[str] = []
         self._row: dict[str, int] = {}
         self._matrix: Vectors | None = None
-        super().__init__(path)
+        super().__init__(path, shared=shared)
 
     def _schema(self, db: sqlite3.Connection) -> None:
-        model = f"{self.embedder.name}/{self.embedder.dim}"
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        stored = None
-        if version == SCHEMA_VERSION:
-            row = db.execute("SELECT value FROM meta WHERE key = 'model'").fetchone()
-            stored = row[0] if row else None
-        if stored != model:
-            self.rebuilt = True
-            db.executescript(f"""
-                DROP TABLE IF EXISTS meta;
+        self.built(
+            db,
+            "vectors",
+            f"{SCHEMA_VERSION}/{self.embedder.name}/{self.embedder.dim}",
+            """
                 DROP TABLE IF EXISTS vecs;
-                DROP TABLE IF EXISTS docs;
-                CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+                DROP TABLE IF EXISTS vec_docs;
                 CREATE TABLE vecs (hash BLOB PRIMARY KEY, vec BLOB NOT NULL);
-                CREATE TABLE docs (key TEXT PRIMARY KEY, identity TEXT, hash BLOB NOT NULL);
-                PRAGMA user_version = {SCHEMA_VERSION};
-            """)
-            db.execute("INSERT INTO meta VALUES ('model', ?)", (model,))
+                CREATE TABLE vec_docs (key TEXT PRIMARY KEY, identity TEXT, hash BLOB NOT NULL)
+            """,
+        )
 
     def __len__(self) -> int:
         return (
             len(self._keys)
             if self._matrix is not None
-            else int(self.db.execute("SELECT count(*) FROM docs").fetchone()[0])
+            else int(self.db.execute("SELECT count(*) FROM vec_docs").fetchone()[0])
         )
 
     # -- keeping up with the files ----------------------------------------------------------
@@ -123,9 +121,8 @@ class VectorIndex(CacheDB):
         ``budget`` seconds ran out first: they are embedded by a later sync)."""
         stale, removed = self.compare(current, only)
         if removed:
-            self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany("DELETE FROM docs WHERE key = ?", [(k,) for k in removed])
-            self.db.execute("COMMIT")
+            with self.transaction() as db:
+                db.executemany("DELETE FROM vec_docs WHERE key = ?", [(k,) for k in removed])
             self._drop(removed)
         if not stale:
             return 0
@@ -152,23 +149,21 @@ class VectorIndex(CacheDB):
             for at in range(0, len(todo), BATCH):
                 batch = todo[at : at + BATCH]
                 vectors = self.embedder.embed([text for _, text in batch])
-                self.db.execute("BEGIN IMMEDIATE")
-                self.db.executemany(
-                    "INSERT OR REPLACE INTO vecs VALUES (?, ?)",
-                    [
-                        (d, v.astype("float16").tobytes())
-                        for (d, _), v in zip(batch, vectors, strict=True)
-                    ],
-                )
-                self.db.execute("COMMIT")
+                with self.transaction() as db:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO vecs VALUES (?, ?)",
+                        [
+                            (d, v.astype("float16").tobytes())
+                            for (d, _), v in zip(batch, vectors, strict=True)
+                        ],
+                    )
                 have.update(d for d, _ in batch)
             ready = [(t, d) for t, d in zip(texts, digests, strict=True) if d in have]
-            self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany(
-                "INSERT OR REPLACE INTO docs VALUES (?, ?, ?)",
-                [(t.key, t.identity, d) for t, d in ready],
-            )
-            self.db.execute("COMMIT")
+            with self.transaction() as db:
+                db.executemany(
+                    "INSERT OR REPLACE INTO vec_docs VALUES (?, ?, ?)",
+                    [(t.key, t.identity, d) for t, d in ready],
+                )
             if self._matrix is not None:
                 self._put([t.key for t, _ in ready], self._vectors([d for _, d in ready]))
             left -= len(chunk) - len(texts) + len(ready)  # a file that cannot be read is not left
@@ -179,9 +174,8 @@ class VectorIndex(CacheDB):
 
     def forget_unused(self) -> None:
         """Drop the vectors no key maps to any more (texts that are gone for good)."""
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.execute("DELETE FROM vecs WHERE hash NOT IN (SELECT hash FROM docs)")
-        self.db.execute("COMMIT")
+        with self.transaction() as db:
+            db.execute("DELETE FROM vecs WHERE hash NOT IN (SELECT hash FROM vec_docs)")
 
     def _have(self, digests: set[bytes]) -> set[bytes]:
         return {
@@ -204,11 +198,11 @@ class VectorIndex(CacheDB):
             import numpy as np
 
             # row by row into one float32 matrix: no list of every blob held at once
-            n = self.db.execute("SELECT count(*) FROM docs").fetchone()[0]
+            n = self.db.execute("SELECT count(*) FROM vec_docs").fetchone()[0]
             matrix = np.empty((n, self.embedder.dim), dtype=np.float32)
             keys: list[str] = []
             for key, vec in self.db.execute(
-                "SELECT docs.key, vecs.vec FROM docs JOIN vecs ON vecs.hash = docs.hash"
+                "SELECT vec_docs.key, vecs.vec FROM vec_docs JOIN vecs ON vecs.hash = vec_docs.hash"
             ):
                 if len(keys) == n:
                     break  # a row added meanwhile: the next sync brings it

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from .. import jobs
 from ..errors import MemdirError
 from ..layout import CHAT_HISTORY, PENDING, USAGE
 from ..memory import slugify
 from ..providers import ChatModel, Message
 from ..safetext import plural
 from ..scopes import Scopes
-from ..spawn import start_memdir
 from ..store import Store
 from .loop import EXIT_WAIT, MemoryWorker, Turn, agent_loop, resume_handed_over
 from .permissions import Gate
@@ -156,7 +156,7 @@ class Session:
         left = self.worker.close()
         if left:
             try:  # finished in the background now, not one session late
-                start_memdir(["--dir", str(self.store.root), "learn-pending"])
+                jobs.enqueue(self.store.internal, "pending", start=self.store.root)
                 where = "finishing in the background"
             except OSError:
                 where = "handed over to the next session"

@@ -4,7 +4,6 @@ This module does NOT define the agent (``agent``) or the server (``integrations.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -67,20 +66,6 @@ def new_session(
     )
     session.window = context_window(c.config, model.model)
     return session
-
-
-@click.command("learn-pending", hidden=True)
-@pass_ctx
-def learn_pending_cmd(c: Ctx) -> None:
-    """Run the extractions a one-shot run handed over (started detached as it exits)."""
-    from ..agent.loop import finish_handed_over
-    from ..scopes import user_store_dir
-
-    with contextlib.suppress(OSError):
-        os.nice(5)  # below the user's own work
-    model = build_model(c, memory=True)
-    if model is not None:
-        finish_handed_over(c.store, model, user_store_dir(c.config))
 
 
 @click.command("chat")
@@ -196,7 +181,6 @@ def mcp_cmd(
         raise MemdirError(
             "the MCP server needs the mcp package — install memdir[mcp] (pip install 'memdir[mcp]')"
         ) from None
-    import os
 
     from ..trust import config_home
 
@@ -212,4 +196,4 @@ def mcp_cmd(
     )
 
 
-COMMANDS = [chat_cmd, run_cmd, mcp_cmd, learn_pending_cmd]
+COMMANDS = [chat_cmd, run_cmd, mcp_cmd]

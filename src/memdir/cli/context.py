@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from ..backend import open_store
-from ..background import embed_in_background
 from ..config import Config, ignored_notice, load_config
 from ..errors import MemdirError, MemoryNotFound, StoreNotFound
+from ..jobs import index_in_background
 from ..layout import USAGE
-from ..lookup import BY_CATALOG
 from ..scopes import PROJECT, USER, Scope, Scopes
 from ..store import Store
 
@@ -83,15 +82,8 @@ class Ctx:
         for store in self._paced:
             left = store.embedding_backlog
             if left and not store.read_only:
-                started = embed_in_background(store.root)
-                if started and BY_CATALOG in store.ranking_note():
-                    click.echo(
-                        f"memdir: {left} memories are being indexed in the background; until"
-                        " then search finds them by their names and descriptions ('memdir"
-                        " index' indexes them now)",
-                        err=True,
-                    )
-                elif started:
+                started = index_in_background(store.root)
+                if started:
                     click.echo(
                         f"memdir: {left} memories are being embedded in the background;"
                         " until then search finds them by their words ('memdir index'"

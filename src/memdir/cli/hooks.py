@@ -6,7 +6,6 @@ log) and exit code 0. This module does NOT contain hook logic (``integrations.ho
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,6 @@ from ..layout import NESTED_ENV
 from .context import Ctx, F, pass_ctx
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
-LEARN_NICE = 5  # the learn worker's priority at least this far below the user's
 
 
 @click.command("hook", short_help="Run as a Claude Code or Codex hook.")
@@ -26,9 +24,8 @@ LEARN_NICE = 5  # the learn worker's priority at least this far below the user's
     "--host",
     help="The host that runs the hook: claude-code or codex (another name is used as no host).",
 )
-@click.option("--worker", "job", type=click.Path(path_type=Path), hidden=True)
 @pass_ctx
-def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
+def hook(c: Ctx, kind: str, host: str | None) -> None:
     """Run as a host hook: KIND is prompt (UserPromptSubmit) or learn (Stop, SessionEnd,
     PreCompact). Reads the event JSON on stdin; always exits 0."""
     import os
@@ -39,11 +36,6 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
 
     host = host if host in HOST_CHOICE.choices else None  # never exit 2: that blocks the prompt
     try:
-        if job is not None:
-            with contextlib.suppress(OSError):  # learning in the background: below the user's
-                os.nice(max(0, LEARN_NICE - os.nice(0)))  # work (the resident's share, if more)
-            hooks.learn_jobs(job, c.config)
-            return
         out, err = hooks.run(kind, host, sys.stdin.read())
         if out:
             click.echo(out)
@@ -52,7 +44,7 @@ def hook(c: Ctx, kind: str, host: str | None, job: Path | None) -> None:
     except Exception as exc:  # a hook must never break its host: report and go on
         click.echo(f"memdir hook {kind}: {exc}".splitlines()[0], err=True)
     finally:
-        if kind in ("prompt", "start") and job is None:
+        if kind in ("prompt", "start"):
             _leave()  # a search or model call still at work must not keep the host waiting
 
 

@@ -310,7 +310,7 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
 
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import agent, hooks, llm, read, review, sync, tokens, trust, ui, upkeep, versions
+    from . import agent, hooks, llm, read, review, sync, tokens, trust, ui, upkeep, versions, work
 
     for command in (
         *read.COMMANDS,
@@ -323,6 +323,7 @@ def _register_optional() -> None:
         *sync.COMMANDS,
         *review.COMMANDS,
         *ui.COMMANDS,
+        *work.COMMANDS,
         *tokens.COMMANDS,
     ):
         cli.add_command(command)

@@ -57,7 +57,6 @@ def _store(c: Ctx, scope: str | None, *, create: bool = False) -> tuple[Store, s
     is_flag=True,
     help="Take a remote that retires more memories than a sync takes without asking.",
 )
-@click.option("--background", is_flag=True, hidden=True)
 @json_option
 @pass_ctx
 def sync_command(
@@ -68,7 +67,6 @@ def sync_command(
     no_push: bool,
     skip: tuple[str, ...],
     allow_retire: bool,
-    background: bool,
     as_json: bool,
 ) -> None:
     """Sync the memory store through git: commit what changed (only the store's folder), fetch,
@@ -81,9 +79,6 @@ def sync_command(
     from ..sync import repo as syncrepo
     from ..sync import run as sync
 
-    if background:
-        sync.background(as_folder(c.store), c.config)
-        return
     if init_url is not None and scope != USER:
         c.create_store = True  # the user's store is created alone: never a .memory here
     store_, scope = _store(c, scope, create=init_url is not None)

@@ -5,7 +5,6 @@ adopts notes without frontmatter).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,33 +18,27 @@ from ..store import Store
 from .context import Ctx, emit_json, existing_store, json_option, pass_ctx, scope_option
 
 
-@click.command(short_help="Rebuild MEMORY.md and the search index, and embed every memory.")
+@click.command(short_help="Bring MEMORY.md and the store's index up to date, and embed all.")
 @scope_option(PROJECT, writes=True)
-@click.option("--background", is_flag=True, hidden=True)
 @click.option(
     "--print", "show", is_flag=True, help="Print MEMORY.md as rendered now; change nothing."
 )
 @json_option
 @pass_ctx
-def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> None:
-    """Rebuild MEMORY.md (and the caches) from the files of the project's store (or the
-    user's, with --scope user), and embed every memory for search by meaning now (searches
-    otherwise do it a few seconds at a time, and in the background)."""
-    if background:
-        from ..background import indexer_at_work
-        from ..layout import EMBEDDING_LOCK, state_dir
-
-        if scope == PROJECT and indexer_at_work(state_dir(c.config.dir) / EMBEDDING_LOCK):
-            return  # another one is at work: the store is not even opened (seconds, at scale)
-        _embed_quietly(existing_store(c, scope))
-        return
+def index(c: Ctx, scope: str, show: bool, as_json: bool) -> None:
+    """Bring MEMORY.md and the store's index up to date with the files of the project's store
+    (or the user's, with --scope user): every file memdir has not seen is read and indexed,
+    with a progress bar on a terminal (the one-off of a large folder of new files). Then embed
+    every memory for search by meaning now (searches otherwise do it a few seconds at a time,
+    and the store's worker in the background)."""
     store = existing_store(c, scope)
     if show:
         from ..index import render
 
         click.echo(render(store.entries(), store.config.types), nl=False)
         return
-    count = len(store.rebuild())
+    store.refresh()
+    count = len(store)
     from .context import _Progress
 
     progress = _Progress("Embedding memories for search") if sys.stderr.isatty() else None
@@ -61,32 +54,6 @@ def index(c: Ctx, scope: str, background: bool, show: bool, as_json: bool) -> No
             f"Indexed {count} memories in {store.index_path}"
             + (f"; {embedded} embedded for search by meaning." if embedded else ".")
         )
-
-
-def _embed_quietly(store: Store, *, nice: bool = True) -> None:
-    """The background embedder: low priority, one at a time per store, resumable (what it
-    embedded is kept if it is stopped)."""
-    import filelock
-
-    from ..layout import EMBEDDING_LOCK
-
-    if nice:
-        os.nice(10)
-    root = store.root
-
-    def still_there(done: int, total: int) -> None:
-        if not root.is_dir():  # the store was deleted: nothing left to do
-            raise _Gone
-
-    try:
-        with filelock.FileLock(str(store.internal / EMBEDDING_LOCK), timeout=0):
-            store.embed_all(still_there)
-    except (filelock.Timeout, _Gone, FileNotFoundError):
-        return  # another one is at work, or the store went away
-
-
-class _Gone(Exception):
-    """The store the background embedder works for is no longer there."""
 
 
 @click.command(short_help="Check the store and report problems.")
@@ -161,6 +128,24 @@ def _resident_report(report: Any) -> None:
         report.notes.append(f"resident: {line}")
 
 
+def _worker_report(store: Store, report: Any) -> None:
+    """What the store's worker has queued, and the last jobs that failed."""
+    from .. import jobs
+
+    waiting = jobs.queued(store.internal, running=True)
+    if waiting:
+        at = "at work" if jobs.at_work(store.internal) else "not at work"
+        report.notes.append(f"worker: {len(waiting)} jobs queued ({at})")
+    for failed in jobs.failures(store.internal, 3):
+        report.warnings.append(
+            {
+                "file": str(store.internal / jobs.FAILURES),
+                "reason": f"a {failed.get('kind')} job failed at {failed.get('time')}:"
+                f" {failed.get('error')}",
+            }
+        )
+
+
 def _hook_report(store: Store, report: Any) -> None:
     """Which host hooks are installed, and how the last learn ended."""
     from ..integrations.hooks import installed, last_learn
@@ -170,6 +155,7 @@ def _hook_report(store: Store, report: Any) -> None:
     if places:
         report.notes.append("hooks installed: " + "; ".join(places))
     _resident_report(report)
+    _worker_report(store, report)
     last = last_learn(store.root)
     if last is not None:
         how = (

@@ -4,10 +4,10 @@
 turns of the session file it names) and prints the ``<relevant_memories>`` block as
 ``hookSpecificOutput.additionalContext`` — the field both hosts add to the model's context.
 The memory model gets a fixed budget (``hook_budget``, 2 s); past it, search chooses.
-``learn`` (Stop, SessionEnd, PreCompact) hands the session file to a detached process that
-extracts from where the last run stopped (the extraction cursor), then consolidates when due;
-the host is never held up. A hook never blocks or breaks its host: whatever goes wrong, it
-exits 0 with one line on stderr and a line in ``<state>/hooks.jsonl``.
+``learn`` (Stop, SessionEnd, PreCompact) queues a learn job for the store's one worker
+(``jobs``), which extracts from where the last run stopped (the extraction cursor), then
+consolidates when due; the host is never held up. A hook never blocks or breaks its host:
+whatever goes wrong, it exits 0 with one line on stderr and a line in ``<state>/hooks.jsonl``.
 ``install``/``uninstall`` merge memdir's entries into the host's settings file and take out
 exactly those. This module does NOT parse session files (``transcripts`` does).
 """
@@ -22,18 +22,16 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..atomic import append_nofollow, write_atomic
+from .. import jobs
+from ..atomic import append_nofollow
 from ..backend import open_store
-from ..background import embed_in_background
 from ..config import Config, find_store_dir, load_config
 from ..errors import LLMError, LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
-from ..layout import HOOK_SPOOL as SPOOL
 from ..layout import NESTED_MARK, USAGE, state_dir
 from ..providers import Message
 from ..recall import message_text
 from ..scopes import Scopes, open_user_store, user_store_dir
-from ..spawn import start_memdir
 from ..store import Store
 from ..sync import repo as syncrepo
 from .hostsettings import HOSTS as HOSTS
@@ -247,7 +245,7 @@ def prompt(
         )
         for _, opened in store.stores():
             if opened.embedding_backlog and not opened.read_only:
-                embed_in_background(opened.root)  # the rest, at low priority, not in this hook
+                jobs.index_in_background(opened.root)  # the rest, at low priority, not here
     finally:
         lease.release()
     if not block:
@@ -428,72 +426,23 @@ def learn(event: HookEvent, *, host: str | None) -> Path | None:
         store = open_user_store(root, config)
     else:
         store = open_store(config, create=True, watch=False)
-    spool = store.internal / SPOOL
-    spool.mkdir(exist_ok=True)
-    job = spool / f"{time.time_ns()}-{os.getpid()}.json"
-    write_atomic(job, json.dumps({"event": event, "host": host}).encode(), mode=0o600)
-    start_memdir(
-        ["--dir", str(config.dir), "hook", "learn", "--worker", str(job)], cwd=config.dir.parent
-    )
-    return job
+    return jobs.enqueue(store.internal, "learn", {"event": event, "host": host}, start=config.dir)
 
 
-WORKER_LOCK = "worker.lock"  # in the spool: held by the store's one learn worker at work
-MAX_TRIES = 5  # a learn whose model was down is kept for the next worker this many times
-
-
-def learn_jobs(first: Path, config: Config) -> int:
-    """Run the spooled job ``first`` and every other job spooled for the same store, oldest
-    first, as the store's one learn worker: a worker that finds another at work leaves its
-    job to that one, which looks at the spool again before it ends. How many jobs it ran."""
-    import filelock
-
-    spool = first.parent
-    lock = filelock.FileLock(str(spool / WORKER_LOCK), timeout=0)
-    ran = 0
-    tried: set[str] = set()  # a job kept for later (its model was down) waits for another worker
-    while True:
-        try:
-            lock.acquire()
-        except filelock.Timeout:
-            return ran  # the worker at work takes it
-        try:
-            while jobs := [j for j in sorted(spool.glob("*.json")) if j.name not in tried]:
-                tried.add(jobs[0].name)
-                try:
-                    learn_worker(jobs[0], config)
-                except Exception as exc:  # the worker's boundary: logged, and the next job runs
-                    error = f"{type(exc).__name__}: {exc}"
-                    log_line(config.dir, {"hook": "learn", "status": "error", "error": error})
-                    jobs[0].unlink(missing_ok=True)  # a job that fails is not tried for ever
-                ran += 1
-        finally:
-            lock.release()
-        if all(j.name in tried for j in spool.glob("*.json")):  # (one spooled meanwhile?)
-            return ran
-
-
-def learn_worker(job: Path, config: Config) -> LogRecord:
-    """Extract from the session a spooled event names, then consolidate when due; the record
-    written to the hook log."""
+def learn_job(data: dict[str, Any], config: Config) -> LogRecord:
+    """The store worker's learn job: extract from the session a hook's event names, then
+    consolidate when due; the record written to the hook log. ``jobs.Later`` when the memory
+    model could not be reached (the job is kept and tried again by a later worker)."""
     from ..learn.consolidate import consolidate_memories, is_due
     from ..learn.conversation import embed_episodes
     from ..learn.extract import extract_memories
 
-    data = json.loads(job.read_text(encoding="utf-8"))
     event, host = data["event"], data.get("host")
     record: LogRecord = {"hook": "learn", "host": host, "event": event.get("hook_event_name")}
     store = open_store(config, create=True, watch=False)
-    import hashlib
-
-    import filelock
-
-    session = hashlib.sha256(str(event.get("transcript_path")).encode()).hexdigest()[:16]
-    # workers for one session take turns: the later ones find the cursor moved on and ask
-    # no model about what the first one already learned
-    turn = filelock.FileLock(str(store.internal / SPOOL / f"{session}.lock"), timeout=600)
-    try:
-        turn.acquire()
+    later: LLMError | None = None
+    try:  # (the store's one worker runs its jobs one at a time: a later one for this session
+        # finds the cursor moved on and asks no model about what this one learned)
         messages = read_session(Path(event["transcript_path"]))
         if _nested(messages):
             raise _Nothing("a session memdir started as its memory model: not learned from")
@@ -528,17 +477,14 @@ def learn_worker(job: Path, config: Config) -> LogRecord:
         record.update(status="ok", new_messages=0, saved=[], note=str(nothing))
     except FileNotFoundError:  # the transcript went: nothing to learn
         record.update(status="ok", new_messages=0, saved=[], note="no transcript")
-    except (MemdirError, OSError, KeyError, ValueError, filelock.Timeout) as exc:
+    except (MemdirError, OSError, KeyError, ValueError) as exc:
         record.update(status="error", error=str(exc))
-        tries = int(data.get("tries", 0)) + 1
-        if isinstance(exc, LLMError) and tries < MAX_TRIES:  # the model was down: kept, and
-            record["note"] = f"kept for the next learn (try {tries} of {MAX_TRIES})"  # retried
-            write_atomic(job, json.dumps({**data, "tries": tries}).encode(), mode=0o600)
-            job = job.with_suffix(".keep")  # (nothing to remove below)
-    finally:
-        turn.release()
-        job.unlink(missing_ok=True)
+        if isinstance(exc, LLMError):  # the model was down: the job is kept for later
+            record["note"] = "kept for a later learn"
+            later = exc
     log_line(store.root, record)
+    if later is not None:
+        raise jobs.Later(str(later))
     if record.get("status") == "ok":
         syncrepo.kick_all([store.root, user_store_dir(config)], config)
     return record

@@ -89,22 +89,20 @@ class MemoryStore(StoreBase):
             try_locked=self._try_locked,
             caches=cache_dir,
         )
-        self._cache, self._catalog = self._folder.cache, self._folder.catalog
+        self._catalog = self._folder.catalog
         self._tracker = self._folder.tracker
         self._lookup = Lookup(
             self.root,
             cache_dir or self.internal,
             self.config,
-            self._catalog,
+            self._folder,
             in_memory=self.read_only and cache_dir is None,
             embedder=embedder,
         )
         if self.read_only:
             self._lookup.hand_over = False  # another's store: nothing started on its behalf
             self._lookup.background = False
-        self._tx = Transaction(
-            self.root, self.internal, self.config, self._history, self._folder, self._lookup
-        )
+        self._tx = Transaction(self.root, self.internal, self.config, self._history, self._folder)
         if unfinished(self.internal):
             try:
                 self._try_locked(self._tx.recover)
@@ -135,13 +133,12 @@ class MemoryStore(StoreBase):
         self._folder.sweep()
 
     def rebuild(self) -> dict[str, Entry]:
-        """Forget the metadata cache, re-parse every file and rewrite MEMORY.md if needed."""
+        """Forget the store's index, re-parse every file and rewrite MEMORY.md if needed."""
         with self.locked():
-            self._cache.files.clear()
-            self._catalog.state.clear()
+            self._folder.rebuild_index(None)
             self._tracker.mark()
             self._catalog.sweep()
-            self._cache.save(force=True)
+            self._folder.save()
             self._folder.remove_temp_files()
             self._folder.write_index()
         return dict(self._catalog.entries)
@@ -152,7 +149,7 @@ class MemoryStore(StoreBase):
         return MemoryStore(self.root, self.config, watch=False)
 
     def close(self) -> None:
-        """Stop the file-system watcher and close the search index (the store stays usable)."""
+        """Stop the file-system watcher (the store stays usable)."""
         self._tracker.close()
         self._lookup.close()
 
@@ -249,11 +246,13 @@ class MemoryStore(StoreBase):
             self._lookup.sync(dense=True)
         finally:
             self._lookup.progress, self._lookup.embed_budget = saved
-        vectors = self._lookup.vectors
-        return 0 if vectors is None or self._lookup.dense_error else len(self._catalog.entries)
+        lookup = self._lookup
+        if lookup.embedder is None or lookup.dense_error:
+            return 0
+        return len(self._catalog.entries)
 
     def discard_caches(self) -> None:
-        """Throw away the search index and the vectors (damaged): rebuilt from the files."""
+        """Throw away the store's index (damaged): rebuilt from the files."""
         self._lookup.discard(None)
 
     @property
@@ -428,7 +427,10 @@ class MemoryStore(StoreBase):
         return self._ledger.origin(mem.name, mem.digest)
 
     def _drop_versions(self, name: str, version: int | None) -> int:
-        return self._history.purge(name, version)
+        gone = self._history.purge(name, version)
+        if gone:  # nothing of the purged text left in the index's free pages either
+            self.rebuild()
+        return gone
 
     def _carry_history(self, old: str, new: str) -> None:
         self._tx.check_new_name(new, memfmt.filename_for(new), {old})

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import jobs
 from .. import memory as memfmt
 from ..atomic import private
 from ..config import SYNC_SETTINGS, Config, read_toml
@@ -28,7 +29,6 @@ from ..index import INDEX_FILE
 from ..layout import SYNC_STATE, state_dir
 from ..memory import CONFLICT_KEY
 from ..plan import Put
-from ..spawn import start_memdir
 from ..statefile import StateFile
 from ..store import MemoryStore
 from ..trust import settings_file
@@ -283,7 +283,7 @@ def kick(root: Path, config: Config, *, pull: bool = False) -> bool:
         if last and last > _ago(config.sync_interval):
             return False
     try:
-        start_memdir(["--dir", str(root), "sync", "--background"])
+        jobs.enqueue(state_dir(root), "sync", start=root)
     except OSError:
         return False
     return True

@@ -1,0 +1,205 @@
+"""A store's background work as jobs in one queue, done by one worker.
+
+Hooks and commands never do slow work while a person waits: they ``enqueue`` a job (learn
+from a session, embed the memories not embedded yet, sync, finish what an exiting agent
+handed over) and start the store's worker if none is at work. A job is one JSON file in the
+store's state folder (``jobs/``), removed only once done, so a worker killed mid-job leaves
+it for the next one (a job at work is renamed ``.run``; the next worker takes it first).
+One worker per store (``worker.lock``, released by the system when its process ends) takes
+every job, oldest first, and looks at the queue again before it ends. A job that fails is
+logged once with its reason (``failures``, shown by ``memdir doctor``) and dropped, except
+one that asks to be tried again later (``Later``), kept up to ``MAX_TRIES`` times.
+This module does NOT know what a job does: the command that runs the worker hands it one
+function per kind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .atomic import append_nofollow, write_atomic
+from .layout import state_dir
+
+log = logging.getLogger("memdir")
+
+KINDS = ("learn", "index", "sync", "pending")
+JOBS = "jobs"  # <state>/jobs/<time>-<pid>-<kind>.json
+WORKER_LOCK = "worker.lock"  # in jobs/: held by the store's one worker at work
+FAILURES = "jobs.jsonl"  # one line per job that failed: when, which kind, why
+MAX_TRIES = 5  # a job that asked to be tried later is kept this many times
+ONCE = ("index", "sync", "pending")  # kinds one queued job stands for any number asked
+
+
+class Later(Exception):
+    """Raised by a job that could not be done now (its model was down): it is kept and tried
+    again by a later worker, up to ``MAX_TRIES`` times."""
+
+
+def folder(state: Path) -> Path:
+    """The queue of the store whose state folder is ``state`` (``Store.internal``)."""
+    return state / JOBS
+
+
+def enqueue(
+    state: Path, kind: str, data: Mapping[str, Any] | None = None, *, start: Path | None = None
+) -> Path:
+    """Queue a job of ``kind`` for the store whose state folder is ``state`` (one of a kind
+    in ``ONCE`` is not queued twice) and, with ``start`` (the ``--dir`` that opens the store),
+    start its worker unless one is at work; the job's file. OSError when the queue cannot
+    be written or the worker cannot start."""
+    if kind not in KINDS:
+        raise ValueError(f"no job kind {kind!r}")
+    jobs = folder(state)
+    jobs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    waiting = queued(state, kind) if kind in ONCE else []  # (not one at work: it may be late)
+    if waiting:
+        path = waiting[0]
+    else:
+        path = jobs / f"{time.time_ns()}-{os.getpid()}-{kind}.json"
+        body = {"kind": kind, "data": dict(data or {}), "tries": 0}
+        write_atomic(path, json.dumps(body).encode(), mode=0o600)
+    if start is not None and not at_work(state):
+        from .spawn import start_memdir
+
+        where = start.absolute()
+        start_memdir(["--dir", str(where), "work"], cwd=where.parent)
+    return path
+
+
+def index_in_background(root: Path) -> bool:
+    """Queue embedding what is not embedded yet of the folder store at ``root`` and start its
+    worker; False when that could not be done (searches embed a little at a time then)."""
+    try:
+        enqueue(state_dir(root), "index", start=root)
+    except OSError as exc:
+        log.warning("memdir: cannot queue the background index of %s: %s", root, exc)
+        return False
+    return True
+
+
+def indexing(state: Path) -> bool:
+    """Whether an index job is queued or at work for the store whose state folder is
+    ``state`` (its worker embeds the backlog: a search embeds only its question)."""
+    return bool(queued(state, "index", running=True))
+
+
+def queued(state: Path, kind: str | None = None, *, running: bool = False) -> list[Path]:
+    """The jobs waiting for the store whose state folder is ``state`` (with ``running``:
+    those at work, or left at work by a worker that was killed, too, first), oldest first."""
+    try:
+        names = sorted(os.listdir(folder(state)))
+    except OSError:
+        return []
+    ends = (".run", ".json") if running else (".json",)
+    return [
+        folder(state) / n
+        for end in ends
+        for n in names
+        if n.endswith(end) and (kind is None or n[: -len(end)].endswith(f"-{kind}"))
+    ]
+
+
+def at_work(state: Path) -> bool:
+    """Whether the store's worker is at work now."""
+    import filelock
+
+    lock = folder(state) / WORKER_LOCK
+    if not lock.exists():
+        return False
+    held = filelock.FileLock(str(lock), timeout=0)
+    try:
+        held.acquire()
+    except (filelock.Timeout, OSError):
+        return True
+    held.release()
+    return False
+
+
+def work(state: Path, handlers: Mapping[str, Callable[[dict[str, Any]], None]]) -> int:
+    """Be the store's worker: run every queued job, oldest first, until none is left (a job
+    queued meanwhile included); a worker that finds another at work leaves at once. How
+    many jobs it ran."""
+    import filelock
+
+    jobs = folder(state)
+    jobs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = filelock.FileLock(str(jobs / WORKER_LOCK), timeout=0)
+    ran = 0
+    tried: set[str] = set()  # a job kept for later waits for another worker
+    while True:
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return ran  # the worker at work takes what is queued
+        try:
+            while todo := [j for j in queued(state, running=True) if j.stem not in tried]:
+                tried.add(todo[0].stem)
+                _run(state, todo[0], handlers)
+                ran += 1
+        finally:
+            lock.release()
+        if all(j.stem in tried for j in queued(state)):  # (one queued meanwhile?)
+            return ran
+
+
+def _run(state: Path, job: Path, handlers: Mapping[str, Callable[[dict[str, Any]], None]]) -> None:
+    if job.suffix == ".json":
+        at_work = job.with_suffix(".run")
+        os.replace(job, at_work)  # (a later request of its kind is queued anew)
+        job = at_work
+    try:
+        body = json.loads(job.read_text(encoding="utf-8"))
+        kind, data, tries = body["kind"], body["data"], int(body.get("tries", 0))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        _failed(state, "?", f"unreadable job {job.name}: {exc}")
+        job.unlink(missing_ok=True)
+        return
+    handler = handlers.get(kind)
+    try:
+        if handler is None:
+            raise ValueError(f"no worker for jobs of kind {kind!r}")
+        handler(data)
+    except Later as exc:
+        if tries + 1 < MAX_TRIES:
+            write_atomic(
+                job.with_suffix(".json"),
+                json.dumps({**body, "tries": tries + 1}).encode(),
+                mode=0o600,
+            )
+            job.unlink(missing_ok=True)
+            return
+        _failed(state, kind, f"{exc} (tried {MAX_TRIES} times)")
+    except Exception as exc:  # the worker's boundary: logged once, and the next job runs
+        _failed(state, kind, f"{type(exc).__name__}: {exc}")
+    job.unlink(missing_ok=True)
+
+
+def _failed(state: Path, kind: str, why: str) -> None:
+    log.warning("memdir: a %s job failed: %s", kind, why)
+    line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kind": kind, "error": why}
+    try:
+        append_nofollow(state / FAILURES, (json.dumps(line) + "\n").encode())
+    except OSError as exc:
+        log.warning("memdir: cannot record the failure in %s: %s", state, exc)
+
+
+def failures(state: Path, limit: int = 5) -> list[dict[str, Any]]:
+    """The last jobs that failed for the store whose state folder is ``state``, newest
+    last."""
+    try:
+        lines = (state / FAILURES).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines[-limit:]:
+        try:
+            out.append(dict(json.loads(line)))
+        except ValueError:
+            continue  # a torn line
+    return out

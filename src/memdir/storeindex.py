@@ -1,0 +1,179 @@
+"""A folder store's one derived index: a SQLite file in the store's state folder holding, per
+memory file, its identity and what it parsed to (the catalogue's row), its full-text
+document, and its vector — each change to them made in one transaction.
+
+It is a cache: the folder is the truth. Deleted, damaged or of an older schema, it is built
+again from the files (the catalogue's sweep parses each file and writes its row and document
+together); rows are trusted only for a file whose identity (size, mtime, inode) is unchanged.
+A row for a file changed too recently for its identity to be trusted is kept without one, so
+every process reads that file again.
+This module does NOT read memory files or look at the folder (``index.Catalog`` does).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .cachedb import CacheDB
+from .entry import Entry
+from .memory import Memory
+
+if TYPE_CHECKING:
+    from .embed import Embedder
+    from .search import SearchIndex
+    from .vectors import VectorIndex
+
+# raised when parsing rules change what a file parses to, or the rows' shape changes
+ROWS_VERSION = 5
+
+Key = tuple[int, ...]  # a file's identity: size, mtime (ns), inode
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one file held when it was read: its identity (None: too recent to trust), its
+    entry or why it is not a memory, and the memory itself (for its full-text document)."""
+
+    key: Key | None
+    entry: Entry | None
+    error: str | None
+    memory: Memory | None
+
+
+def identity(key: Key | None) -> str | None:
+    """A file's identity as the index's tables keep it."""
+    return None if key is None else f"{key[0]}:{key[1]}:{key[2]}"
+
+
+class StoreIndex(CacheDB):
+    """The catalogue rows of a store's files, with its full-text index (``text``) and its
+    vectors (``vectors``) in the same file."""
+
+    DOCS = "files"
+
+    def __init__(self, path: Path | str = ":memory:") -> None:
+        self._vectors: VectorIndex | None = None
+        super().__init__(path)
+        from .search import SearchIndex
+
+        self.text: SearchIndex = SearchIndex(shared=self)
+        if self.rebuilt != self.text.rebuilt:  # one part of another age: both from the files
+            with self.transaction() as db:
+                db.execute("DELETE FROM meta WHERE key = 'search'")
+                db.execute("DELETE FROM files")
+                self.text = SearchIndex(shared=self)
+            self.rebuilt = True
+
+    def _schema(self, db: sqlite3.Connection) -> None:
+        self.built(
+            db,
+            "files",
+            str(ROWS_VERSION),
+            """
+                DROP TABLE IF EXISTS files;
+                CREATE TABLE files (key TEXT PRIMARY KEY, identity TEXT, name TEXT, type TEXT,
+                    description TEXT, created TEXT, updated TEXT, pinned INTEGER,
+                    warnings TEXT, error TEXT)
+            """,
+        )
+
+    def rows(self) -> dict[str, tuple[Key | None, Entry | None, str | None]]:
+        """Every file's row: its identity (None: read it again), its entry or why it is not
+        a memory."""
+        out: dict[str, tuple[Key | None, Entry | None, str | None]] = {}
+        for (
+            fname,
+            ident,
+            name,
+            type_,
+            desc,
+            created,
+            updated,
+            pinned,
+            warnings,
+            error,
+        ) in self.db.execute("SELECT * FROM files"):
+            key = None if ident is None else tuple(int(p) for p in ident.split(":"))
+            entry = None
+            if name is not None:
+                entry = Entry.from_row(
+                    (name, type_, desc, created, updated, bool(pinned), _warnings(warnings)),
+                    fname,
+                    0,
+                )
+            out[fname] = (key, entry, error)
+        return out
+
+    def write(self, changed: Mapping[str, Parsed | None]) -> None:
+        """Record what these files hold now (None: gone), rows and documents, in one
+        transaction; a file whose row already has this identity (another process saw it
+        first) is left as it is."""
+        if not changed:
+            return
+        with self.transaction() as db:
+            known = dict(
+                self.select_in("SELECT key, identity FROM files WHERE key IN ({})", list(changed))
+            )
+            from .search import Doc
+
+            gone: list[str] = []  # files no longer there
+            undocumented: list[str] = []  # files that are not memories (no document)
+            docs: list[Doc] = []
+            rows = []
+            for fname, got in changed.items():
+                if got is None:
+                    if fname in known:
+                        gone.append(fname)
+                    continue
+                ident = identity(got.key)
+                if ident is not None and known.get(fname) == ident:
+                    continue
+                e = got.entry
+                rows.append(
+                    (fname, ident, None, None, None, None, None, None, None, got.error)
+                    if e is None
+                    else (
+                        fname,
+                        ident,
+                        e.name,
+                        e.type,
+                        e.description,
+                        e.created,
+                        e.updated,
+                        int(e.pinned),
+                        json.dumps(list(e.warnings)) if e.warnings else None,
+                        None,
+                    )
+                )
+                if e is None or got.memory is None:
+                    undocumented.append(fname)
+                else:
+                    m = got.memory
+                    docs.append(Doc(fname, ident, m.name, m.description, m.body))
+            db.executemany("DELETE FROM files WHERE key = ?", [(f,) for f in gone])
+            db.executemany("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+            self.text.update(docs, gone + undocumented)
+
+    def vectors(self, embedder: Embedder) -> VectorIndex:
+        """The vectors part, for this embedder (emptied when the file holds another's)."""
+        if self._vectors is None or self._vectors.embedder is not embedder:
+            from .vectors import VectorIndex
+
+            self._vectors = VectorIndex(self.path, embedder, shared=self)
+        return self._vectors
+
+    def vector_count(self) -> int:
+        """How many files have a vector (of whichever embedder made them)."""
+        try:
+            return int(self.db.execute("SELECT count(*) FROM vec_docs").fetchone()[0])
+        except sqlite3.OperationalError:  # (no vectors part yet)
+            return 0
+
+
+def _warnings(text: str | None) -> list[str]:
+    return [] if not text else list(json.loads(text))
