@@ -37,11 +37,12 @@ QUERIES = ["database index query flag", "on-call alert policy", "release branch 
 def child(root: str, what: str) -> None:
     """One process: ``what`` on the store at ``root``; prints its timings as JSON."""
     from memdir import MemoryStore
+    from memdir.config import Config
     from memdir.plan import Put
 
     out: dict[str, object] = {}
     began = time.monotonic()
-    store = MemoryStore(root)
+    store = MemoryStore(root, Config(dir=Path(root), embedder="none"))
     out["open"] = time.monotonic() - began
     store._lookup.hand_over = False  # (no background indexer left running after it)
     if what == "index":
@@ -102,7 +103,7 @@ def measure(src: str, state: Path, root: Path, what: str) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--before", required=True, help="the src folder of the code before")
+    ap.add_argument("--before", help="the src folder of the code before (required)")
     ap.add_argument("--memories", type=int, default=10000)
     ap.add_argument("--large", type=int, default=100000)
     ap.add_argument("--runs", type=int, default=3)
@@ -111,6 +112,8 @@ def main() -> None:
     if args.child:
         child(*args.child)
         return
+    if not args.before:
+        ap.error("--before is required")
     sides = {"before": str(Path(args.before).resolve()), "now": str(HERE.parent / "src")}
     work = Path(tempfile.mkdtemp())
     small, large = work / "small", work / "large"

@@ -5,8 +5,9 @@ memdir: a first search over a store mostly not embedded (more than 256 memories 
 ranks by BM25 without loading the model and hands the backlog to a background indexer; the
 searches after it embed only their question (BM25 alone until the store is nearly embedded).
 Baseline, same run, same files: each search embeds for its budget itself (what a library
-search did before the hand-over). Medians of the searches that follow the first. The files are left two seconds
-after copying, so that they are as old as a person's files are (not racy).
+search did before the hand-over). Medians of the searches that follow the first. The files
+are left two seconds after copying, so that they are as old as a person's files are (not
+racy).
 
     python benchmarks/library_bench.py [--memories 10000] [--searches 10]
 """
@@ -62,7 +63,7 @@ def main() -> None:
     print("| | open | first search | searches after it (median / max) |")
     print("|---|---:|---:|---:|")
     for label, mode in (("baseline: each search embeds its budget", "embed"),
-                        ("memdir: the backlog handed to the store's worker", "memdir")):  # fmt: skip
+                        ("memdir: the backlog left to the store's worker", "memdir")):  # fmt: skip
         root = work / mode
         shutil.copytree(source, root)
         time.sleep(2)

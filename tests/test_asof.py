@@ -184,3 +184,19 @@ def test_mcp_recall_as_of(tmp_path: Path) -> None:
     assert 'replaced="' in past
     assert "Postgres 17" in now and "Postgres 16" not in now
     assert refused
+
+
+def test_a_relative_period_counts_back_from_the_moment_asked_about(tmp_path: Path) -> None:
+    """As of 15 November 2026 (a Sunday), "last week" is 2–8 November (and what was told a
+    few days after): the release decided then outranks an older one the question matches as
+    well; asked as of today, the same words name another week, and the order is BM25's."""
+    root = tmp_path / ".memory"
+    _by_hand(root, "release-plan-one", "Release plan is to ship the editor", "2026-10-01T09:00:00Z")
+    _by_hand(root, "release-plan-two", "Release plan is to ship the editor", "2026-11-05T09:00:00Z")
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    query = "what release plan did we settle on last week"
+    ranked = search_at(store, query, moment("2026-11-15"))
+    assert ranked[0][0].memory.name == "release-plan-two"
+    assert ranked[0][1] > ranked[1][1]  # weighed: not a tie broken by name
+    later = search_at(store, query, moment("2027-06-15"))
+    assert later[0][1] == later[1][1]  # neither in that "last week"

@@ -837,9 +837,9 @@ def test_a_job_that_fails_is_logged_once_and_shown_by_doctor(tmp_path: Path, cli
     assert _work(store.root).returncode == 0
     assert jobs.queued(store.internal, running=True) == []
     failed = jobs.failures(store.internal)
-    assert [f["kind"] for f in failed] == ["learn"] and "KeyError" in failed[0]["error"]
+    assert [f["kind"] for f in failed] == ["learn"] and "no hook event" in failed[0]["error"]
     r = cli("doctor")
-    assert "a learn job failed" in r.out and "KeyError" in r.out
+    assert "a learn job failed" in r.out and "no hook event" in r.out
 
 
 def _work(root: Path) -> subprocess.CompletedProcess[str]:

@@ -68,9 +68,9 @@ def test_a_new_process_reads_only_the_files_changed_since_the_index_saw_them(
     time.sleep(0.1)  # (older than the window in which an identity is not trusted)
 
     read: list[str] = []
-    real = catalog_module.read_memory
+    real = catalog_module.read_file
 
-    def counting(path: str, max_bytes: int) -> object:
+    def counting(path: str, max_bytes: int) -> bytes:
         read.append(Path(path).name)
         return real(path, max_bytes)
 
@@ -82,7 +82,7 @@ def test_a_new_process_reads_only_the_files_changed_since_the_index_saw_them(
         finally:
             fresh.close()
 
-    monkeypatch.setattr(catalog_module, "read_memory", counting)
+    monkeypatch.setattr(catalog_module, "read_file", counting)
     assert first_search("alpha1") == ["n1"]
     # written a moment before: their identity was too recent to trust, so read once more
     assert sorted(read) == ["n0.md", "n1.md", "n2.md"]

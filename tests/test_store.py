@@ -486,8 +486,30 @@ def test_log_keeps_the_order_within_a_second(cli: CliFn, store: MemoryStore) -> 
     assert [ln.split()[0] for ln in lines] == ["create"] + ["update"] * 5
 
 
-def test_undo_does_not_run_over_a_later_hand_edit(cli: CliFn, store: MemoryStore) -> None:
-    """Undo does not run over a later hand edit."""
+def test_undo_after_a_hand_edit_takes_back_the_hand_edit_first(
+    cli: CliFn, store: MemoryStore
+) -> None:
+    """A hand edit is a change of its own (recorded when memdir notices it): undo takes it
+    back first, keeping its text in history, then memdir's write before it."""
+    store.write("db", type="project_fact", description="Postgres", body="v1")
+    store.write("db", type="project_fact", description="Postgres", body="v2")
+    path = store.root / "db.md"
+    path.write_text(path.read_text().replace("v2", "v3 by hand"))
+    r = cli("undo")
+    assert r.code == 0 and "Reverted hand" in r.out and "v2" in path.read_text()
+    assert any("v3 by hand" in store.version_text("db", v.version) for v in store.history("db"))
+    r = cli("undo")
+    assert r.code == 0 and "v1" in path.read_text()
+
+
+def test_undo_does_not_run_over_a_hand_edit_not_recorded_yet(
+    cli: CliFn, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hand edit memdir has not recorded (its lock was busy when it looked) is never run
+    over by undo without --force, and is kept in history when forced."""
+    from memdir.store.files import MemoryStore as Folder
+
+    monkeypatch.setattr(Folder, "_record_hand", lambda self, before: None)
     store.write("db", type="project_fact", description="Postgres", body="v1")
     store.write("db", type="project_fact", description="Postgres", body="v2")
     path = store.root / "db.md"

@@ -55,6 +55,9 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     store.refresh()
     for i in range(30):  # the person's own notes: accepted, as 'memdir accept --all' would
         accept(store.root, f"fact-{i:02d}", store.get(f"fact-{i:02d}").digest or "")
+    time.sleep(0.1)
+    edited = store.root / "fact-03.md"  # then edited in an editor: memdir records it
+    edited.write_text(edited.read_text().replace("\nx\n", "\nx, and y since the review\n"))
     usage = UsageLog(store.internal / "usage.jsonl")
     for purpose, tokens in (
         ("select", 900),
@@ -174,6 +177,7 @@ def test_a_person_sees_corrects_and_reviews_memories(server: tuple[str, Path]) -
         expect(page.locator("table.recalls")).to_contain_text("start:claude-code")
         shot(page, "recalls")
         page.get_by_role("link", name="Activity").click()
+        expect(page.locator("body")).to_contain_text("changed outside memdir: fact-03")
         expect(page.locator("polyline").first).to_be_attached()
         bars = page.locator('svg[aria-label="model tokens by purpose"]')
         expect(bars.locator("text").first).to_have_text("extract:hook:claude-code")

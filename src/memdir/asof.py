@@ -4,17 +4,20 @@ replaced, and each version's text carries the time it was written), and a search
 
 A correction updates or retires what it replaces, so recall answers with the present fact
 only; ``memdir search --as-of DATE`` and MCP ``recall(as_of=…)`` answer with what was true
-then. Works through the ``Store`` protocol alone (any backend). This module does NOT rank
-the present store (``ranking`` does) or change anything.
+then; a period the question names relative to a day ("last week", "三天前") counts back from
+that moment, not from today. Works through the ``Store`` protocol alone (any backend).
+This module does NOT rank the present store (``ranking`` does) or change anything.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import memory as memfmt
+from . import periods
 from .errors import ConfigError, InvalidMemory, MemoryNotFound
 from .memory import Memory
 from .search import bm25, columns_of, idf_of, tokenize
@@ -82,7 +85,8 @@ def _version_at(store: Store, name: str, when: str) -> Held | None:
 
 def search_at(store: Store, query: str, when: str, k: int = 5) -> list[tuple[Held, float]]:
     """The ``k`` memories best matching ``query`` among what the store held at ``when``,
-    ranked by BM25 (the same scoring as the present store's)."""
+    ranked by BM25 (the same scoring as the present store's); a period the question names
+    weighs what was said in it (``periods.weight``), counted back from ``when``."""
     held = held_at(store, when)
     terms = list(dict.fromkeys(tokenize(query)))
     if not held or not terms:
@@ -99,10 +103,19 @@ def search_at(store: Store, query: str, when: str, k: int = 5) -> list[tuple[Hel
         return []
     idf = idf_of(found, df, len(docs))
     avgdl = sum(n for _, _, n in docs) / len(docs)
+    period = periods.named_period(query, datetime.date.fromisoformat(when[:10]))
     scored = [(h, bm25(cols, n, idf, avgdl)) for h, cols, n in docs]
-    scored = [(h, s) for h, s in scored if s > 0]
+    scored = [(h, s * _weight(period, h.memory)) for h, s in scored if s > 0]
     scored.sort(key=lambda pair: (-pair[1], pair[0].memory.name))
     return scored[:k]
+
+
+def _weight(period: periods.Period | None, mem: Memory) -> float:
+    """What being said in the period the question names counts for (1: no period)."""
+    if period is None:
+        return 1.0
+    said = mem.extra.get("said")
+    return periods.weight(period, said if isinstance(said, str) else mem.created)
 
 
 def search_stores_at(

@@ -5,7 +5,11 @@ derived index (``storeindex``) in step with it, and MEMORY.md.
 what changed goes into the index in one transaction. It verifies MEMORY.md against the
 fingerprint of the files it was rendered from and rewrites it when the writers' lock is free
 (``try_locked`` never waits). It also removes temporary files crashed writers left behind.
-An index found damaged is deleted and built again from the files.
+An index found damaged is deleted and built again from the files. A file that changed
+without memdir writing it (edited or deleted by hand, a program, a plain ``git pull``) is
+recorded when the lock is free: the text it replaced goes to history and one operation from
+``hand`` to the log (``record_hand``), so it shows in ``memdir history`` and the UI's Activity
+and ``memdir restore`` brings the old text back.
 This module does NOT change memory files or take the lock itself: the store does both.
 """
 
@@ -67,6 +71,9 @@ class Folder:
             root, internal / LOG, [internal / name for name in JOURNALS], watch=watch
         )
         self.index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version
+        # how the store records changes memdir did not make (set by the store: its journal)
+        self.record_hand: Callable[[dict[str, bytes]], None] | None = None
+        self.hand: dict[str, bytes] = {}  # texts such changes replaced, not recorded yet
         self.index_record: Any = None  # what INDEX_STATE says, once read
 
     @property
@@ -104,15 +111,26 @@ class Folder:
 
     def save(self) -> None:
         """Write what the catalogue parsed into the store's index (a damaged one is built
-        again from the files)."""
+        again from the files), and record the changes memdir did not make."""
         try:
-            self.catalog.save()
+            replaced = self.catalog.save()
         except sqlite3.DatabaseError as exc:
             if not damaged(exc):
                 raise
             self.rebuild_index(exc)
             self.catalog.sweep()
-            self.catalog.save()
+            replaced = self.catalog.save()
+        for fname, text in replaced.items():
+            self.hand.setdefault(fname, text)  # (the oldest text not recorded yet)
+        if self.hand and self.record_hand is not None and not self.read_only:
+            self.try_locked(self._record_hand)
+
+    def _record_hand(self) -> None:
+        """Under the lock: hand the texts that changes memdir did not make replaced to the
+        store (a change a memdir writer made meanwhile is told apart by its log there)."""
+        hand, self.hand = self.hand, {}
+        assert self.record_hand is not None
+        self.record_hand(hand)
 
     def catch_up(self) -> None:
         """Bring the catalogue up to date with what changed since this object last looked."""
@@ -122,6 +140,7 @@ class Folder:
             return
         if changes.names:
             self.catalog.names_changed()
+        self.catalog.own |= changes.logged
         if changes.files or changes.logged:
             self.catalog.update(changes.files | changes.logged)
         self.catalog.recheck_recent()

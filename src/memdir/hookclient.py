@@ -22,6 +22,7 @@ import socket
 import stat
 import struct
 import sys
+from typing import TypedDict
 
 try:  # (CPython's own BLAKE2: importing hashlib loads OpenSSL, a few ms of every prompt)
     from _blake2 import blake2b
@@ -160,6 +161,48 @@ def _exactly(conn: socket.socket, size: int) -> bytes:
     return b"".join(parts)
 
 
+class Request(TypedDict):
+    """A hook call as the resident receives it: the hook, its host, the event as the host
+    sent it, and the folder the hook ran in."""
+
+    kind: str
+    host: str | None
+    event: str
+    cwd: str | None
+
+
+class Reply(TypedDict):
+    """The resident's answer: what the hook prints on stdout and on stderr."""
+
+    out: str
+    err: str
+
+
+def read_request(data: bytes) -> Request:
+    """A request off the wire; ValueError when it is not one."""
+    got = json.loads(data)
+    kind, host, event, cwd = (got.get(k) for k in ("kind", "host", "event", "cwd"))
+    if kind not in KINDS:
+        raise ValueError(f"unknown hook {kind!r}")
+    if not isinstance(event, str):
+        raise ValueError("a hook call without its event")
+    return Request(
+        kind=kind,
+        host=host if isinstance(host, str) else None,
+        event=event,
+        cwd=cwd if isinstance(cwd, str) else None,
+    )
+
+
+def read_reply(data: bytes) -> Reply:
+    """A reply off the wire; ValueError when it is not one."""
+    got = json.loads(data)
+    out, err = got.get("out", ""), got.get("err", "")
+    if not isinstance(out, str) or not isinstance(err, str):
+        raise ValueError("a reply that is not the hook's output")
+    return Reply(out=out, err=err)
+
+
 def ask(kind: str, host: str | None, raw: str) -> tuple[str, str] | None:
     """The resident's answer (stdout, stderr) to one hook call; None when no resident of this
     user's could answer it (the caller runs the hook itself)."""
@@ -173,10 +216,10 @@ def ask(kind: str, host: str | None, raw: str) -> tuple[str, str] | None:
         conn.settimeout(CONNECT_TIMEOUT)
         conn.connect(where)
         conn.settimeout(ANSWER_TIMEOUT)
-        request = {"kind": kind, "host": host, "event": raw, "cwd": os.getcwd()}
+        request = Request(kind=kind, host=host, event=raw, cwd=os.getcwd())
         send(conn, json.dumps(request).encode())
-        answer = json.loads(receive(conn))
-        return str(answer.get("out", "")), str(answer.get("err", ""))
+        answer = read_reply(receive(conn))
+        return answer["out"], answer["err"]
     except (OSError, ValueError, ConnectionError):
         return None  # gone, stale, stuck or crashed mid-request: this process does it
     finally:

@@ -24,7 +24,7 @@ from . import memory as memfmt
 from .atomic import TEMP_PREFIX
 from .entry import Entry
 from .errors import InvalidMemory
-from .memfile import entry_from, racy, read_memory, stat_key
+from .memfile import entry_from, parse, racy, read_file, stat_key
 from .safetext import for_markdown
 from .storeindex import Parsed, StoreIndex
 
@@ -76,6 +76,7 @@ class Catalog:
         self.recheck: set[str] = set()  # changed too recently for the identity to be trusted
         self.changed: set[str] = set()  # files changed since a consumer (search) last asked
         self.pending: dict[str, Parsed | None] = {}  # what ``save`` writes into the index
+        self.own: set[str] = set()  # files memdir wrote (from any process) since ``save``
         self._skeletons: dict[str, str] | None = None  # look-alike key -> name, when asked
         self.version = 0  # bumped whenever the listed entries change
         self.names: list[str] = []  # listed names, sorted
@@ -134,11 +135,16 @@ class Catalog:
         self.pending.clear()
         self._known = {}
 
-    def save(self) -> None:
-        """Write what was parsed since into the store's index (one transaction)."""
-        if self.pending:
-            pending, self.pending = self.pending, {}
-            self.db.write(pending)
+    def save(self) -> dict[str, bytes]:
+        """Write what was parsed since into the store's index (one transaction); the texts
+        that files memdir did not write replaced (edited or deleted by hand, or by a program
+        or a plain ``git pull``), by file."""
+        own, self.own = self.own, set()
+        if not self.pending:
+            return {}
+        pending, self.pending = self.pending, {}
+        replaced = self.db.write(pending)
+        return {f: text for f, text in replaced.items() if f not in own}
 
     def update(self, fnames: Iterable[str]) -> None:
         """Look again at these files only (created, changed, deleted or renamed)."""
@@ -179,13 +185,15 @@ class Catalog:
         self, fname: str, key: tuple[int, ...], now_ns: int
     ) -> tuple[tuple[int, ...], Entry | None, str | None]:
         mem: memfmt.Memory | None = None
+        data: bytes | None = None
         try:
-            mem = read_memory(os.path.join(self.root, fname), self.max_bytes)  # (no Path made)
+            data = read_file(os.path.join(self.root, fname), self.max_bytes)  # (no Path made)
+            mem = parse(data, fname)
             entry: Entry | None = entry_from(mem, fname, self.types)
             error = None
         except InvalidMemory as exc:
             entry, error = None, str(exc)
-        return self._noted(fname, key, entry, error, mem, now_ns)
+        return self._noted(fname, key, entry, error, mem, data, now_ns)
 
     def _noted(
         self,
@@ -194,6 +202,7 @@ class Catalog:
         entry: Entry | None,
         error: str | None,
         mem: memfmt.Memory | None,
+        data: bytes | None,
         now_ns: int,
     ) -> tuple[tuple[int, ...], Entry | None, str | None]:
         """What a file holds, recorded for the index (without its identity while that is too
@@ -203,15 +212,17 @@ class Catalog:
             self.recheck.discard(fname)
         else:
             self.recheck.add(fname)
-        self.pending[fname] = Parsed(key if trusted else None, entry, error, mem)
+        self.pending[fname] = Parsed(key if trusted else None, entry, error, mem, data)
         return (key, entry, error)
 
-    def note_written(self, fname: str, mem: memfmt.Memory, st: os.stat_result) -> None:
+    def note_written(self, fname: str, data: bytes, st: os.stat_result) -> None:
         """Record a file memdir itself just wrote (no need to read it back)."""
         self.odd.pop(fname, None)
+        self.own.add(fname)
         key = stat_key(st)
-        entry = entry_from(mem.replace(path=fname), fname, self.types)
-        rec = self._noted(fname, key, entry, None, mem, time.time_ns())
+        mem = parse(data, fname)
+        entry = entry_from(mem, fname, self.types)
+        rec = self._noted(fname, key, entry, None, mem, data, time.time_ns())
         self.recheck.discard(fname)  # what memdir wrote under the lock is known here
         self._replace(fname, rec)
 

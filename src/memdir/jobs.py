@@ -21,7 +21,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from .atomic import append_nofollow, write_atomic
 from .layout import state_dir
@@ -35,6 +34,9 @@ FAILURES = "jobs.jsonl"  # one line per job that failed: when, which kind, why
 MAX_TRIES = 5  # a job that asked to be tried later is kept this many times
 ONCE = ("index", "sync", "pending")  # kinds one queued job stands for any number asked
 
+Data = Mapping[str, object]  # what a job is given (JSON: what its kind needs to know)
+Handler = Callable[[Data], None]
+
 
 class Later(Exception):
     """Raised by a job that could not be done now (its model was down): it is kept and tried
@@ -46,9 +48,7 @@ def folder(state: Path) -> Path:
     return state / JOBS
 
 
-def enqueue(
-    state: Path, kind: str, data: Mapping[str, Any] | None = None, *, start: Path | None = None
-) -> Path:
+def enqueue(state: Path, kind: str, data: Data | None = None, *, start: Path | None = None) -> Path:
     """Queue a job of ``kind`` for the store whose state folder is ``state`` (one of a kind
     in ``ONCE`` is not queued twice) and, with ``start`` (the ``--dir`` that opens the store),
     start its worker unless one is at work; the job's file. OSError when the queue cannot
@@ -121,7 +121,7 @@ def at_work(state: Path) -> bool:
     return False
 
 
-def work(state: Path, handlers: Mapping[str, Callable[[dict[str, Any]], None]]) -> int:
+def work(state: Path, handlers: Mapping[str, Handler]) -> int:
     """Be the store's worker: run every queued job, oldest first, until none is left (a job
     queued meanwhile included); a worker that finds another at work leaves at once. How
     many jobs it ran."""
@@ -148,7 +148,7 @@ def work(state: Path, handlers: Mapping[str, Callable[[dict[str, Any]], None]]) 
             return ran
 
 
-def _run(state: Path, job: Path, handlers: Mapping[str, Callable[[dict[str, Any]], None]]) -> None:
+def _run(state: Path, job: Path, handlers: Mapping[str, Handler]) -> None:
     if job.suffix == ".json":
         at_work = job.with_suffix(".run")
         os.replace(job, at_work)  # (a later request of its kind is queued anew)
@@ -189,7 +189,7 @@ def _failed(state: Path, kind: str, why: str) -> None:
         log.warning("memdir: cannot record the failure in %s: %s", state, exc)
 
 
-def failures(state: Path, limit: int = 5) -> list[dict[str, Any]]:
+def failures(state: Path, limit: int = 5) -> list[dict[str, str]]:
     """The last jobs that failed for the store whose state folder is ``state``, newest
     last."""
     try:
@@ -199,7 +199,9 @@ def failures(state: Path, limit: int = 5) -> list[dict[str, Any]]:
     out = []
     for line in lines[-limit:]:
         try:
-            out.append(dict(json.loads(line)))
+            got = json.loads(line)
         except ValueError:
             continue  # a torn line
+        if isinstance(got, dict):
+            out.append({str(k): str(v) for k, v in got.items()})
     return out

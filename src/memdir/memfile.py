@@ -36,12 +36,16 @@ def entry_from(mem: memfmt.Memory, file: str, types: tuple[str, ...]) -> Entry:
 def read_memory(path: str | Path, max_bytes: int) -> memfmt.Memory:
     """Read and parse one memory file without following symlinks or blocking on a pipe;
     raise InvalidMemory."""
-    data = read_file(path, max_bytes)
+    return parse(read_file(path, max_bytes), os.path.basename(path))
+
+
+def parse(data: bytes, fname: str) -> memfmt.Memory:
+    """A memory file's bytes as the memory they hold; raise InvalidMemory."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidMemory("not UTF-8 text") from None
-    return memfmt.loads(text, os.path.basename(path), memfmt.digest_of(data))
+    return memfmt.loads(text, fname, memfmt.digest_of(data))
 
 
 def read_file(path: str | Path, max_bytes: int) -> bytes:

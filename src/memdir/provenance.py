@@ -100,13 +100,21 @@ class Ledger:
 
     def origin(self, name: str, digest: str | None) -> Origin:
         """The origin of ``name`` whose text on disk has ``digest``."""
-        self._catch_up()
-        while name not in self._last and self._start:
-            self._back()
-        got = self._last.get(name)
+        got = self._newest(name)
         if got is None or digest is None or got[0] != digest:
             return Origin(HAND)
         return got[1]
+
+    def logged(self, name: str, digest: str | None) -> bool:
+        """Whether the newest logged change of ``name`` left this text (None: deleted it)."""
+        got = self._newest(name)
+        return got is not None and got[0] == digest
+
+    def _newest(self, name: str) -> tuple[str | None, Origin] | None:
+        self._catch_up()
+        while name not in self._last and self._start:
+            self._back()
+        return self._last.get(name)
 
     def _catch_up(self) -> None:
         """Take in what was appended since the last look (newer: it wins)."""

@@ -413,11 +413,14 @@ class Scopes:
         """The ``k`` best memories over every scope, with comparable scores, each with its
         scope and catalogue entry (named as the catalogue shows it; a same-content copy
         hidden by the project's is left out)."""
+        from . import rerank
         from .lookup import to_hit
         from .ranking import rank_many
 
         pairs = self.stores()
         period, wide = periods.widened(query, k)
+        pool = rerank.pool(self.config, k)  # (k, or the stage's candidates)
+        wide = max(wide, pool)
         ranked = rank_many([store.ranker() for _, store in pairs], query, wide, explain=explain)
         by_file = self._view().by_file
         out = []
@@ -430,12 +433,22 @@ class Scopes:
                 e, name = found
                 shown = e if name == e.name else dataclasses.replace(e, name=name)
                 out.append(to_hit(shown, r, lambda e: self.get(e.name), scope.name))
-        return out if period is None else periods.in_period_first(out, period, k)
+        if period is not None:
+            out = periods.in_period_first(out, period, pool)
+        return rerank.reorder(out, query, self.config, k)
 
     @_serial
     def ranking_note(self) -> str:
+        from .rerank import CANDIDATES
+
         pairs = self.stores()
-        return pairs[0][1].ranking_note() if pairs else "ranking: no stores"
+        note = pairs[0][1].ranking_note() if pairs else "ranking: no stores"
+        if self.config.rerank_model:
+            note += (
+                f"; then the best {CANDIDATES} reranked by the cross-encoder in"
+                f" {self.config.rerank_model} (within {self.config.rerank_budget:g} s)"
+            )
+        return note
 
 
 class _View:

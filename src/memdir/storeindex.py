@@ -6,7 +6,9 @@ It is a cache: the folder is the truth. Deleted, damaged or of an older schema, 
 again from the files (the catalogue's sweep parses each file and writes its row and document
 together); rows are trusted only for a file whose identity (size, mtime, inode) is unchanged.
 A row for a file changed too recently for its identity to be trusted is kept without one, so
-every process reads that file again.
+every process reads that file again. Each file's text is kept as it was read (apart from the
+rows), so that when a file changes without memdir writing it (a hand edit, a plain ``git
+pull``) the text it replaced can still go to history (``write`` returns it).
 This module does NOT read memory files or look at the folder (``index.Catalog`` does).
 """
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from .vectors import VectorIndex
 
 # raised when parsing rules change what a file parses to, or the rows' shape changes
-ROWS_VERSION = 5
+ROWS_VERSION = 7
 
 Key = tuple[int, ...]  # a file's identity: size, mtime (ns), inode
 
@@ -43,6 +45,7 @@ class Parsed:
     entry: Entry | None
     error: str | None
     memory: Memory | None
+    text: bytes | None = None  # the file's bytes as read
 
 
 def identity(key: Key | None) -> str | None:
@@ -76,9 +79,11 @@ class StoreIndex(CacheDB):
             str(ROWS_VERSION),
             """
                 DROP TABLE IF EXISTS files;
+                DROP TABLE IF EXISTS texts;
                 CREATE TABLE files (key TEXT PRIMARY KEY, identity TEXT, name TEXT, type TEXT,
                     description TEXT, created TEXT, updated TEXT, pinned INTEGER,
-                    warnings TEXT, error TEXT)
+                    warnings TEXT, error TEXT);
+                CREATE TABLE texts (key TEXT PRIMARY KEY, text BLOB)
             """,
         )
 
@@ -97,7 +102,10 @@ class StoreIndex(CacheDB):
             pinned,
             warnings,
             error,
-        ) in self.db.execute("SELECT * FROM files"):
+        ) in self.db.execute(
+            "SELECT key, identity, name, type, description, created, updated, pinned, warnings,"
+            " error FROM files"
+        ):
             key = None if ident is None else tuple(int(p) for p in ident.split(":"))
             entry = None
             if name is not None:
@@ -109,22 +117,32 @@ class StoreIndex(CacheDB):
             out[fname] = (key, entry, error)
         return out
 
-    def write(self, changed: Mapping[str, Parsed | None]) -> None:
+    def write(self, changed: Mapping[str, Parsed | None]) -> dict[str, bytes]:
         """Record what these files hold now (None: gone), rows and documents, in one
         transaction; a file whose row already has this identity (another process saw it
-        first) is left as it is."""
+        first) is left as it is. The texts the rows held that were replaced or removed."""
         if not changed:
-            return
+            return {}
+        replaced: dict[str, bytes] = {}
         with self.transaction() as db:
-            known = dict(
-                self.select_in("SELECT key, identity FROM files WHERE key IN ({})", list(changed))
-            )
+            known, was = {}, {}
+            for fname, ident, text in self.select_in(
+                "SELECT files.key, identity, text FROM files LEFT JOIN texts"
+                " ON texts.key = files.key WHERE files.key IN ({})",
+                list(changed),
+            ):
+                known[fname], was[fname] = ident, text
+            for fname, got in changed.items():
+                old = was.get(fname)
+                if old is not None and (got is None or got.text != old):
+                    replaced[fname] = bytes(old)
             from .search import Doc
 
             gone: list[str] = []  # files no longer there
             undocumented: list[str] = []  # files that are not memories (no document)
             docs: list[Doc] = []
             rows = []
+            texts = []  # (kept apart from the rows: reading every row stays cheap)
             for fname, got in changed.items():
                 if got is None:
                     if fname in known:
@@ -133,6 +151,7 @@ class StoreIndex(CacheDB):
                 ident = identity(got.key)
                 if ident is not None and known.get(fname) == ident:
                     continue
+                texts.append((fname, got.text))
                 e = got.entry
                 rows.append(
                     (fname, ident, None, None, None, None, None, None, None, got.error)
@@ -156,8 +175,11 @@ class StoreIndex(CacheDB):
                     m = got.memory
                     docs.append(Doc(fname, ident, m.name, m.description, m.body))
             db.executemany("DELETE FROM files WHERE key = ?", [(f,) for f in gone])
+            db.executemany("DELETE FROM texts WHERE key = ?", [(f,) for f in gone])
             db.executemany("INSERT OR REPLACE INTO files VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+            db.executemany("INSERT OR REPLACE INTO texts VALUES (?, ?)", texts)
             self.text.update(docs, gone + undocumented)
+        return replaced
 
     def vectors(self, embedder: Embedder) -> VectorIndex:
         """The vectors part, for this embedder (emptied when the file holds another's)."""

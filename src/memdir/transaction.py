@@ -272,7 +272,7 @@ class Transaction:
                 else:
                     self._catalog.note_written(
                         step["file"],
-                        memfmt.loads(step["content"]),
+                        step["content"].encode(),
                         os.lstat(self.root / step["file"]),
                     )
         else:  # a recovery knows nothing about the folder: look at all of it

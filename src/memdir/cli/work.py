@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
 
 import click
 
@@ -28,21 +27,21 @@ def work_cmd(c: Ctx) -> None:
         os.nice(max(0, NICE - os.nice(0)))
     store, config = c.store, c.config
 
-    def learn(data: dict[str, Any]) -> None:
+    def learn(data: jobs.Data) -> None:
         from ..integrations.hooks import learn_job
 
         learn_job(data, config)
 
-    def index(data: dict[str, Any]) -> None:
+    def index(data: jobs.Data) -> None:
         embed_while_there(store)
 
-    def sync(data: dict[str, Any]) -> None:
+    def sync(data: jobs.Data) -> None:
         from ..store import as_folder
         from ..sync import run
 
         run.background(as_folder(store), config)
 
-    def pending(data: dict[str, Any]) -> None:
+    def pending(data: jobs.Data) -> None:
         from ..agent.loop import finish_handed_over
         from ..scopes import user_store_dir
 

@@ -429,7 +429,7 @@ def learn(event: HookEvent, *, host: str | None) -> Path | None:
     return jobs.enqueue(store.internal, "learn", {"event": event, "host": host}, start=config.dir)
 
 
-def learn_job(data: dict[str, Any], config: Config) -> LogRecord:
+def learn_job(data: jobs.Data, config: Config) -> LogRecord:
     """The store worker's learn job: extract from the session a hook's event names, then
     consolidate when due; the record written to the hook log. ``jobs.Later`` when the memory
     model could not be reached (the job is kept and tried again by a later worker)."""
@@ -437,7 +437,9 @@ def learn_job(data: dict[str, Any], config: Config) -> LogRecord:
     from ..learn.conversation import embed_episodes
     from ..learn.extract import extract_memories
 
-    event, host = data["event"], data.get("host")
+    event, host = data.get("event"), data.get("host")
+    if not isinstance(event, dict) or not isinstance(host, str | None):
+        raise ValueError("a learn job names no hook event")
     record: LogRecord = {"hook": "learn", "host": host, "event": event.get("hook_event_name")}
     store = open_store(config, create=True, watch=False)
     later: LLMError | None = None

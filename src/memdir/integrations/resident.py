@@ -31,7 +31,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config
-from ..hookclient import RESIDENT_ENV, code_identity, folder, private, receive, send, socket_path
+from ..hookclient import (
+    RESIDENT_ENV,
+    Reply,
+    code_identity,
+    folder,
+    private,
+    read_request,
+    receive,
+    send,
+    socket_path,
+)
 from ..scopes import Scopes, user_store_dir
 from . import hooks
 from .lease import Lease
@@ -196,19 +206,15 @@ class Resident:
                 if peer_uid(conn) != self.uid:
                     return  # another user: not a word
                 conn.settimeout(30)
-                request = json.loads(receive(conn))
-                kind, host = str(request["kind"]), request.get("host")
-                if kind not in ("start", "prompt", "learn"):
-                    raise ValueError(f"unknown hook {kind!r}")
-                cwd = request.get("cwd")
+                request = read_request(receive(conn))
                 out, err = self.run(
-                    kind,
-                    host if isinstance(host, str) else None,
-                    str(request["event"]),
-                    cwd=cwd if isinstance(cwd, str) else None,
+                    request["kind"],
+                    request["host"],
+                    request["event"],
+                    cwd=request["cwd"],
                     stores=self.pool,
                 )
-                send(conn, json.dumps({"out": out, "err": err}, ensure_ascii=False).encode())
+                send(conn, json.dumps(Reply(out=out, err=err), ensure_ascii=False).encode())
         except Exception as exc:  # the call's connection ends: the client runs the hook itself
             note_failure(self.path.parent, f"{type(exc).__name__}: {exc}")
         finally:

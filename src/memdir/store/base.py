@@ -308,17 +308,21 @@ class StoreBase:
         body): BM25 fused with embedding similarity when an embedder is configured
         (``memdir[embed]``) and ``dense``, else BM25. ``explain`` fills in each method's rank
         and score, ranking the dense side over every memory (slower)."""
-        from .. import periods
+        from .. import periods, rerank
         from ..lookup import to_hit
         from ..ranking import rank_many
 
         period, wide = periods.widened(query, k)
+        shown = rerank.pool(self.config, k)  # (k, or the stage's candidates)
+        wide = max(wide, shown)
         out = []
         for r in rank_many([self.ranker()], query, wide, explain=explain, dense=dense):
             entry = self.entry_at(r.key[1])
             if entry is not None:
                 out.append(to_hit(entry, r, self._read_entry))
-        return out if period is None else periods.in_period_first(out, period, k)
+        if period is not None:
+            out = periods.in_period_first(out, period, shown)
+        return rerank.reorder(out, query, self.config, k)
 
     def _read_entry(self, entry: Entry) -> Memory:
         return self.get(entry.name)

@@ -103,6 +103,7 @@ class MemoryStore(StoreBase):
             self._lookup.hand_over = False  # another's store: nothing started on its behalf
             self._lookup.background = False
         self._tx = Transaction(self.root, self.internal, self.config, self._history, self._folder)
+        self._folder.record_hand = self._record_hand
         if unfinished(self.internal):
             try:
                 self._try_locked(self._tx.recover)
@@ -426,6 +427,35 @@ class MemoryStore(StoreBase):
             self._ledger = Ledger(self.internal / LOG)
         return self._ledger.origin(mem.name, mem.digest)
 
+    def _record_hand(self, before: dict[str, bytes]) -> None:
+        """Record changes memdir did not make (called holding the lock): each file's text
+        before them goes to history and one operation from ``hand`` to the log — unless the
+        log says memdir itself made the change (a writer in another process)."""
+        if self._ledger is None:
+            self._ledger = Ledger(self.internal / LOG)
+        keep: dict[str, bytes | None] = {}
+        for fname, old in before.items():
+            try:
+                now: bytes | None = memfile.read_file(self.root / fname, self.config.max_file_bytes)
+            except InvalidMemory:
+                now = None
+            was = _name_of(old, fname)
+            if now == old or was is None:
+                continue
+            named = was if now is None else (_name_of(now, fname) or was)
+            if self._ledger.logged(named, None if now is None else memfmt.digest_of(now)):
+                continue  # memdir's own change, from another process
+            keep[fname] = old
+        if keep:
+            names = sorted(filter(None, (_name_of(t, f) for f, t in keep.items() if t)))
+            self._tx.adopt(
+                keep,
+                source="hand",
+                summary="changed outside memdir: " + ", ".join(names),
+                reason="changed outside memdir",
+                others=None,
+            )
+
     def _drop_versions(self, name: str, version: int | None) -> int:
         gone = self._history.purge(name, version)
         if gone:  # nothing of the purged text left in the index's free pages either
@@ -438,6 +468,16 @@ class MemoryStore(StoreBase):
         not_a_link(before, "folder")
         if before.is_dir() and not os.path.lexists(after):
             os.rename(before, after)  # the past follows the name (same folder: atomic)
+
+
+def _name_of(text: bytes | None, fname: str) -> str | None:
+    """The memory name a file's text holds (None: not a memory)."""
+    if text is None:
+        return None
+    try:
+        return memfile.parse(text, fname).name
+    except InvalidMemory:
+        return None
 
 
 def as_folder(store: Store) -> MemoryStore:

@@ -78,7 +78,7 @@ def _message(store: MemoryStore, status: list[tuple[str, str]], since: str) -> s
     by: dict[str, set[str]] = {}
     for op in ops[ids.index(since) + 1 if since in ids else 0 :]:
         for ch in op.changes:
-            by.setdefault(ch["name"], set()).add(op.source)
+            by.setdefault(ch["name"], set()).add("hand edit" if op.source == "hand" else op.source)
     counts = [f"{len(v)} {k}" for k, v in groups.items() if v]
     lines = ["memdir: " + (", ".join(counts) if counts else "store settings"), ""]
     for key, names in groups.items():
