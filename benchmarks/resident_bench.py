@@ -35,8 +35,9 @@ from fakeserver import FakeLLMServer, Scripted  # noqa: E402
 
 QUESTIONS = [
     "which database index query flag for the release branch?",
-    "how do we deploy the service and run the tests?",
-    "what is the on-call alert policy for the feature flag?",
+    "how do we deploy to staging with docker and kubernetes?",  # (words the store holds:
+    "what is the on-call alert policy for the feature flag?",  # the relevance floor lets
+    # through only what holds the prompt's own terms or is close in meaning)
 ]
 
 
@@ -57,7 +58,7 @@ def timed(env: dict[str, str], cwd: Path, question: str) -> tuple[float, str]:
     )  # fmt: skip
     took = time.monotonic() - began
     if r.returncode != 0 or "<relevant_memories>" not in r.stdout:
-        raise SystemExit(f"the hook gave no block: {r.stderr}")
+        raise SystemExit(f"the hook gave no block: {r.stderr} {r.stdout[:300]!r} ({question})")
     return took, r.stdout
 
 
@@ -115,11 +116,6 @@ def main() -> None:
     if not (project / ".memory").is_dir():
         make_store(project / ".memory", args.memories)
         (project / ".git").mkdir(exist_ok=True)
-        from memdir import MemoryStore
-
-        began = time.monotonic()
-        MemoryStore(project / ".memory").embed_all()
-        print(f"(embedded {args.memories} memories in {time.monotonic() - began:.0f} s)")
     run = Path(tempfile.mkdtemp())
     run.chmod(0o700)
     slow = FakeLLMServer().start()
@@ -133,6 +129,12 @@ def main() -> None:
         HOME=str(home), MEMDIR_USER_DIR="none", XDG_CONFIG_HOME=str(home / "cfg"),
         XDG_RUNTIME_DIR=str(run), MEMDIR_RESIDENT_IDLE="900",
     )  # fmt: skip
+    began = time.monotonic()  # embedded as the hooks will see it (their home's state folder)
+    subprocess.run(
+        [sys.executable, "-m", "memdir", "--dir", str(project / ".memory"), "index"],
+        env=base, check=True, capture_output=True,
+    )  # fmt: skip
+    print(f"(indexed and embedded {args.memories} memories in {time.monotonic() - began:.0f} s)")
     cold = {**base, "MEMDIR_RESIDENT": "off"}
     warm = dict(base)
     model = {

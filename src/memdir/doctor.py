@@ -14,7 +14,6 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import memory as memfmt
 from .atomic import TEMP_PREFIX, write_atomic
@@ -39,7 +38,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     hooks: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The report as JSON-able data."""
         return dict(self.__dict__)
 

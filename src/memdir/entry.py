@@ -49,7 +49,7 @@ class Entry:
         """This memory's line in MEMORY.md (computed once per entry object)."""
         return f"- [{self.name}]({_link(self.file)}) — {for_markdown(self.description)}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The entry as JSON-able data."""
         return {
             "name": self.name,
@@ -111,10 +111,10 @@ class Hit:
             raise LookupError(f"no reader for the memory {self.entry.name!r}")
         return self.read(self.entry)
 
-    def to_dict(self, *, explain: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, explain: bool = False) -> dict[str, object]:
         """The hit as JSON-able data: the entry, scope and score (and each method's rank and
         score with ``explain``)."""
-        data: dict[str, Any] = {**self.entry.to_dict(), "scope": self.scope}
+        data: dict[str, object] = {**self.entry.to_dict(), "scope": self.scope}
         data["score"] = round(self.score, 4)
         if explain:
             data.update(bm25_rank=self.bm25_rank, dense_rank=self.dense_rank)

@@ -31,7 +31,7 @@ class Version:
     reason: str
     op: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The version as JSON-able data."""
         return dict(self.__dict__)
 
@@ -80,7 +80,7 @@ class Operation:
     changes: tuple[ChangeRecord, ...]
     undoes: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The operation as JSON-able data."""
         data = dict(self.__dict__)
         data["changes"] = list(self.changes)

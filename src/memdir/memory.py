@@ -213,9 +213,9 @@ class Memory:
         """A copy with some fields changed."""
         return replace(self, **changes)
 
-    def to_dict(self, *, body: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, body: bool = True) -> dict[str, object]:
         """The memory as plain JSON-able data."""
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "name": self.name,
             "type": self.type,
             "description": self.description,

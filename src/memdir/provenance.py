@@ -17,7 +17,6 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 HAND = "hand"  # the file's text is not one memdir wrote: a person edited it here
 # frontmatter keys a file may use to claim an origin: shown as the file's claim, never taken
@@ -49,7 +48,7 @@ class Origin:
         """Whether the text came from someone other than this machine's user (a remote)."""
         return self.label.startswith("sync")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"from": self.label, "at": self.at, "op": self.op}
 
 

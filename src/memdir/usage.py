@@ -28,7 +28,7 @@ class UsageTotals:
     output_tokens: int = 0
     latency_ms: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The totals as JSON-able data."""
         return dict(self.__dict__)
 

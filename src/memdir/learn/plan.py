@@ -7,7 +7,7 @@ This module does NOT ask the model or apply the plan (``consolidate`` does).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidMemory, InvalidName, MemdirError
 from ..history import Operation
@@ -18,6 +18,9 @@ from ..safetext import one_line
 from ..secrets import redact
 from ..store import Store
 from .mergecheck import merge_problem, retire_problem
+
+if TYPE_CHECKING:
+    from ..providers import JSONSchema
 
 
 @dataclass
@@ -68,7 +71,7 @@ class Consolidation:
         """Whether the plan changes nothing."""
         return not self.merges and not self.retires
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The plan as JSON-able data."""
         return {
             "merge": [{"from": m.sources, "into": m.into.to_dict()} for m in self.merges],
@@ -81,7 +84,7 @@ class Consolidation:
 # -- when ---------------------------------------------------------------------------------
 
 
-def _schema(types: tuple[str, ...]) -> dict[str, Any]:
+def _schema(types: tuple[str, ...]) -> JSONSchema:
     """The consolidation reply's shape, for endpoints that enforce a JSON schema."""
     memory = {
         "type": "object",

@@ -5,15 +5,18 @@ into items. This module does NOT plan or write memories (``extract`` does).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..notes import sounds_like_preference
 from ..safetext import one_line
 
+if TYPE_CHECKING:
+    from ..providers import JSONSchema
 
-def extract_schema(types: tuple[str, ...], scoped: bool = False) -> dict[str, Any]:
+
+def extract_schema(types: tuple[str, ...], scoped: bool = False) -> JSONSchema:
     """The extraction reply's shape, for endpoints that enforce a JSON schema."""
-    item: dict[str, Any] = {
+    item: JSONSchema = {
         "type": "object",
         "required": ["action", "name", "type", "description", "body"],
         "properties": {
@@ -34,7 +37,7 @@ def extract_schema(types: tuple[str, ...], scoped: bool = False) -> dict[str, An
     }
 
 
-FACTS_SCHEMA: dict[str, Any] = {
+FACTS_SCHEMA: JSONSchema = {
     "type": "object",
     "required": ["facts"],
     "properties": {"facts": {"type": "array", "items": {"type": "string"}}},

@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..embed import Embedder
     from ..episodes import Said
+    from ..providers import JSONSchema
 
 log = logging.getLogger("memdir.recall")
 # The reply shapes of DESIGN.md, for endpoints that enforce a JSON schema.
-SELECT_SCHEMA: dict[str, Any] = {
+SELECT_SCHEMA: JSONSchema = {
     "type": "object",
     "required": ["selected"],
     "properties": {"selected": {"type": "array", "items": {"type": "string"}}},
@@ -48,7 +49,7 @@ class Selection:
     note: str = ""
     episodes: list[Said] = field(default_factory=list)  # what was said, found by search
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The selection as JSON-able data."""
         return {
             "selected": self.names,
