@@ -252,10 +252,6 @@ class MemoryStore(StoreBase):
             return 0
         return len(self._catalog.entries)
 
-    def discard_caches(self) -> None:
-        """Throw away the store's index (damaged): rebuilt from the files."""
-        self._lookup.discard(None)
-
     @property
     def embedding_backlog(self) -> int:
         """Memories the last search left without a vector (its time budget ran out): they are

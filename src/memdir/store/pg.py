@@ -357,9 +357,6 @@ class PgStore(StoreBase):
     def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
         return self._ranker().embed_all(progress)
 
-    def discard_caches(self) -> None:
-        self._ranker().discard()
-
     @property
     def embedding_backlog(self) -> int:
         return 0 if self._search is None else self._search.backlog

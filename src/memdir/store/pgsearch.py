@@ -285,11 +285,6 @@ class PgSearch:
             return 0
         return len(self.store) - left
 
-    def discard(self) -> None:
-        self._synced = -1
-        with self.store._txn() as conn:
-            conn.execute("DELETE FROM memdir_vectors WHERE store = %s", (self.store.sid,))
-
     def describe(self) -> str:
         embedder = self._make_embedder()
         if embedder is None:
