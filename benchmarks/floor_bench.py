@@ -82,7 +82,7 @@ def build(memories: list[dict[str, Any]], folder: Path) -> MemoryStore:
         mem = Memory(f"m{i:05d}", "project_fact", text[:150].replace("\n", " "), text)
         (folder / f"m{i:05d}.md").write_text(dumps(mem))  # as a person's files hold them
     store = MemoryStore(folder, Config(dir=folder))
-    store.embed_all()
+    store.index.embed_all()
     return store
 
 

@@ -76,7 +76,7 @@ def main() -> None:
                 for i in range(args.memories)
             ]
         )
-        store.embed_all()  # as after 'memdir index' or the first searches
+        store.index.embed_all()  # as after 'memdir index' or the first searches
     if args.episodes:
         from memdir.learn.conversation import embed_episodes, keep_episodes
 

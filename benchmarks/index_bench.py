@@ -46,7 +46,7 @@ def child(root: str, what: str) -> None:
     out["open"] = time.monotonic() - began
     store._lookup.hand_over = False  # (no background indexer left running after it)
     if what == "index":
-        store.embed_all()
+        getattr(store, "index", store).embed_all()  # (the code before: on the store)
     elif what == "fresh":
         began = time.monotonic()
         assert len(store.search(QUERIES[0], k=5)) == 5

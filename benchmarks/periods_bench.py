@@ -53,7 +53,7 @@ def main() -> None:
             said = {"said": iso_date(m["date"])}
             puts.append(Put(Memory(name, "project_fact", m["text"][:150], m["text"], extra=said)))
         store.apply(puts, source="bench")
-        store.embed_all()
+        store.index.embed_all()
         half = "tune" if conv in TUNE else "confirm"
         for q in (x for x in data["queries"] if x["conv"] == conv):
             named = periods.named_period(q["question"]) is not None

@@ -406,10 +406,10 @@ def dense(url: str, tmp: Path, n: int, queries: list[str]) -> None:
         for start in range(0, n, 1000):
             store.apply([Put(m) for m in mems[start : start + 1000]], source="bench")
     t = time.perf_counter()
-    db.embed_all()
+    db.index.embed_all()
     de = time.perf_counter() - t
     t = time.perf_counter()
-    files.embed_all()
+    files.index.embed_all()
     fe = time.perf_counter() - t
     qs = [" ".join(q.split()[:4]) + " deploy tests" for q in queries[:100]]
     (dm, d90), (fm, f90) = timed_queries(db, qs), timed_queries(files, qs)

@@ -173,7 +173,7 @@ def store_ranker(kind: str, backend: str = "files") -> Ranker:
             first = " ".join(d["text"].split())[:150]
             puts.append(Put(Memory(name, "project_fact", first, d["text"])))
         store.apply(puts, source="bench")
-        store.embed_all()
+        store.index.embed_all()
         return lambda q, k: [names[h.name] for h in store.search(q, k)]
 
     return build

@@ -112,7 +112,7 @@ def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Pa
         hits = store.search(question, 3)
         assert hits and hits[0].memory.name == name
     assert store.search("favourite pizza topping", 5) == []  # unrelated: no hit at all
-    assert "hybrid" in store.ranking_note()
+    assert "hybrid" in store.index.note()
     assert _vector_rows(state_dir(tmp_path / ".memory") / "index.sqlite") > 0
 
 
@@ -138,7 +138,7 @@ def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> No
     assert store.search(PARAPHRASES[0][3], 5) == []
     assert store.search("PostgreSQL", 5)[0].memory.name == "staging-database"
     assert _vector_rows(state_dir(root) / "index.sqlite") == 0
-    assert "BM25 alone" in store.ranking_note()
+    assert "BM25 alone" in store.index.note()
 
 
 WITHOUT = """
@@ -187,7 +187,7 @@ store = MemoryStore(Path({str(tmp_path / ".memory")!r}))
 for name, description, body, _ in {PARAPHRASES!r}:
     store.write(name, type="project_fact", description=description, body=body)
 print(store.search("pytest", 5)[0].memory.name)
-print(store.ranking_note())
+print(store.index.note())
 """
     lines = _without(["onnxruntime"], script, tmp_path).splitlines()
     assert lines[0] == "None"
@@ -262,13 +262,13 @@ def test_a_time_budget_embeds_the_rest_on_later_searches(tmp_path: Path) -> None
     emb = CountingEmbedder()
     store = MemoryStore(tmp_path / ".memory", embedder=emb)
     fill(store)
-    store.pace_embedding(budget=0.0)
+    store.index.pace(budget=0.0)
     assert store.search("postgresql", 1)[0].memory.name == "staging-database"  # BM25
     assert emb.memories == []  # the query alone: no document on the caller's time
-    store.pace_embedding(budget=60.0)
+    store.index.pace(budget=60.0)
     store.search("postgresql", 1)
     assert len(emb.memories) == 4
-    store.pace_embedding(budget=None)
+    store.index.pace(budget=None)
     seen = len(emb.memories)
     store.search("postgresql", 1)
     assert len(emb.memories) == seen
@@ -283,7 +283,7 @@ def test_progress_is_reported_per_chunk(tmp_path: Path) -> None:
         for i in range(40):
             plain.write(f"fact-{i}", type="project_fact", description=f"Fact {i}", body=str(i))
     store = MemoryStore(root, embedder=CountingEmbedder())
-    store.pace_embedding(progress=lambda done, total: calls.append((done, total)))
+    store.index.pace(progress=lambda done, total: calls.append((done, total)))
     store.search("x", 1)
     assert calls == [(16, 40), (32, 40), (40, 40)]
 
@@ -300,7 +300,7 @@ def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Pa
     fill(store)
     hits = store.search("请用中文回答", 3)
     assert hits and hits[0].entry.file == "回答语言.md" and hits[0].dense_rank is None
-    assert "English-only" in store.ranking_note()
+    assert "English-only" in store.index.note()
 
 
 @pytest.mark.slow
@@ -374,15 +374,15 @@ def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
     fill(store)  # no embed_text: the fake server answers 500
     hits = store.search("PostgreSQL", 2)
     assert hits[0].memory.name == "staging-database"
-    assert "500" in store.ranking_note() and "BM25 alone" in store.ranking_note()
+    assert "500" in store.index.note() and "BM25 alone" in store.index.note()
     asked = len(llm_server.requests)
     bow_server(llm_server)
     store.search("PostgreSQL", 2)  # within the retry delay: not asked again, no wait
-    assert len(llm_server.requests) == asked and "BM25 alone" in store.ranking_note()
-    store.ranker().RETRY_AFTER = 0.0
-    store.ranker()._retry_at = 0.0  # the delay has passed: the next search embeds
+    assert len(llm_server.requests) == asked and "BM25 alone" in store.index.note()
+    store.index.ranker().RETRY_AFTER = 0.0
+    store.index.ranker()._retry_at = 0.0  # the delay has passed: the next search embeds
     assert store.search("staging environment", 1)[0].cosine is not None
-    assert "hybrid" in store.ranking_note()
+    assert "hybrid" in store.index.note()
 
 
 def test_http_embedder_rejects_malformed_replies(llm_server: FakeLLMServer) -> None:
@@ -447,7 +447,7 @@ def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Pa
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
     assert store.search(PARAPHRASES[0][3], 1)[0].memory.name == "staging-database"
-    embedder = store.ranker().embedder
+    embedder = store.index.ranker().embedder
     assert isinstance(embedder, MiniLM)
 
     def child(queue: Any) -> None:
@@ -491,8 +491,8 @@ def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Conf
     omp = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     store = MemoryStore(e5_config.dir, e5_config)
     fill(store, CHINESE + PARAPHRASES)
-    assert "multilingual-e5-small" in store.ranking_note()
-    assert "(cosine − 0.8) / 0.2" in store.ranking_note()
+    assert "multilingual-e5-small" in store.index.note()
+    assert "(cosine − 0.8) / 0.2" in store.index.note()
     for name, _, _, question in CHINESE + PARAPHRASES[:2]:
         assert store.search(question, 5, dense=False) == [], "BM25 should find nothing"
         top = store.search(question, 3)
@@ -500,7 +500,7 @@ def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Conf
     for unrelated in ("favourite pizza topping", "banana bread recipe", "tell me a joke"):
         assert store.search(unrelated, 5) == [], unrelated
     # questions and memories are embedded differently (e5's query: and passage: prefixes)
-    embedder = store.ranker().embedder
+    embedder = store.index.ranker().embedder
     assert embedder is not None and embedder.multilingual
     # the environment as it was: nothing left for the commands the agent runs
     assert {k: os.environ.get(k) for k in omp} == omp
@@ -733,16 +733,16 @@ def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Pa
     store = MemoryStore(root)
     hits = store.search("topic 5", k=3)
     assert hits and all(h.name.startswith("note-") for h in hits)
-    first = store.embedding_backlog
+    first = store.index.backlog
     # far more than a budget covers: BM25 for now, and the model is not even loaded for it
-    assert first == 600 and store.ranker().embedder is None
-    assert "600 memories are not embedded yet" in store.ranking_note()
+    assert first == 600 and store.index.ranker().embedder is None
+    assert "600 memories are not embedded yet" in store.index.note()
     deadline = time.monotonic() + 240
     while _embedded(root) < 600 and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _embedded(root) == 600  # nobody but the background indexer embedded them
     # (files written in the last moments have no trusted identity yet: a few may still count)
-    assert store.search("topic 5", k=3) and store.embedding_backlog < first
+    assert store.search("topic 5", k=3) and store.index.backlog < first
 
     other = tmp_path / "other" / ".memory"
     MemoryStore(other, Config(dir=other, embedder="none")).apply(
@@ -757,7 +757,7 @@ def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Pa
 
     injected = MemoryStore(other, embedder=Slow())
     injected.search("note 5")
-    assert injected.embedding_backlog > 0
+    assert injected.index.backlog > 0
     time.sleep(2)
     from memdir import jobs
 
@@ -824,7 +824,7 @@ def test_the_library_never_embeds_past_its_budget_nor_what_the_indexer_is_doing(
     store = MemoryStore(root, Config(dir=root, embed_budget=0.2), embedder=emb)
     assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
     first = len(emb.memories)
-    assert 0 < first < 201 and store.embedding_backlog  # the rest waits: nothing blocks
+    assert 0 < first < 201 and store.index.backlog  # the rest waits: nothing blocks
     job = jobs.enqueue(state_dir(root), "index")  # queued for the worker (not started here)
     assert "staging-db" in [h.name for h in store.search("postgresql staging", 5)]
     assert len(emb.memories) == first

@@ -88,8 +88,13 @@ def fill(store: Store) -> None:
 
 
 def test_each_backend_is_a_store(make: Make) -> None:
-    """Both backends implement the whole ``Store`` protocol (checked at run time too)."""
-    assert isinstance(make(), Store)
+    """Both backends implement the whole ``Store`` protocol, and their ranking side the
+    whole ``Index`` protocol (checked at run time too)."""
+    from memdir.store.base import Index
+
+    store = make()
+    assert isinstance(store, Store) and isinstance(store.index, Index)
+    assert store.index is store.index  # one ranking side per store object
 
 
 def test_write_get_list_and_the_catalogue(make: Make) -> None:
@@ -228,7 +233,7 @@ def test_bm25_ranks_alike_on_every_backend(make: Make, tmp_path: Path) -> None:
         assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-6), q
     top = store.search("which port does the API use", 1)[0]
     assert top.name == "api-port" and top.memory.body.startswith("Changed")
-    assert "BM25 alone" in store.ranking_note()
+    assert "BM25 alone" in store.index.note()
 
 
 def test_hybrid_ranks_alike_within_float16(make: Make, tmp_path: Path) -> None:
@@ -246,8 +251,8 @@ def test_hybrid_ranks_alike_within_float16(make: Make, tmp_path: Path) -> None:
         assert [h.name for h in got] == [h.name for h in want], q
         assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=2e-3), q
         assert [h.bm25_rank for h in got] == [h.bm25_rank for h in want], q
-    assert "hybrid" in store.ranking_note()
-    assert store.embed_all() == len(DOCS) and store.embedding_backlog == 0
+    assert "hybrid" in store.index.note()
+    assert store.index.embed_all() == len(DOCS) and store.index.backlog == 0
 
 
 def test_scopes_rank_any_backend_with_a_folder_as_one_corpus(make: Make, tmp_path: Path) -> None:

@@ -102,6 +102,40 @@ class Lookup:
         self._pending = None
         self._vectors_open = False
 
+    # -- the store's ranking side (``store.base.Index``) -------------------------------------
+
+    def ranker(self) -> Lookup:
+        """The full text and vectors, the catalogue caught up (``rank_many`` ranks with them)."""
+        self.folder.catch_up()
+        return self
+
+    def note(self) -> str:
+        return self.describe()
+
+    def pace(
+        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
+    ) -> None:
+        """How searches embed memories that have no vector yet: ``progress(done, total)`` is
+        called after each batch; with ``budget``, a search embeds for at most that many
+        seconds and ranks the rest by BM25 until a later search (or the store's worker, which
+        the caller asks for) embeds them."""
+        self.progress, self.embed_budget = progress, budget
+        self.hand_over = False  # the caller paces embedding: it queues no index job
+
+    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Bring the vectors up to date now (``memdir index``, the worker), however long it
+        takes; how many memories have a vector to find them by meaning (0: no embedder)."""
+        self.folder.catch_up()
+        saved = self.progress, self.embed_budget
+        self.progress, self.embed_budget = progress, None
+        try:
+            self.sync(dense=True)
+        finally:
+            self.progress, self.embed_budget = saved
+        if self.embedder is None or self.dense_error:
+            return 0
+        return len(self.catalog.entries)
+
     def _path(self, name: str) -> Path | None:
         return None if self.in_memory else self.internal / name
 

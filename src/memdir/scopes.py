@@ -421,7 +421,9 @@ class Scopes:
         period, wide = periods.widened(query, k)
         pool = rerank.pool(self.config, k)  # (k, or the stage's candidates)
         wide = max(wide, pool)
-        ranked = rank_many([store.ranker() for _, store in pairs], query, wide, explain=explain)
+        ranked = rank_many(
+            [store.index.ranker() for _, store in pairs], query, wide, explain=explain
+        )
         by_file = self._view().by_file
         out = []
         for r in ranked:
@@ -442,7 +444,7 @@ class Scopes:
         from .rerank import CANDIDATES
 
         pairs = self.stores()
-        note = pairs[0][1].ranking_note() if pairs else "ranking: no stores"
+        note = pairs[0][1].index.note() if pairs else "ranking: no stores"
         if self.config.rerank_model:
             note += (
                 f"; then the best {CANDIDATES} reranked by the cross-encoder in"

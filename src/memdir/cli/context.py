@@ -72,7 +72,7 @@ class Ctx:
             return
         self._paced.append(store)
         progress = _Progress("Embedding memories for search") if sys.stderr.isatty() else None
-        store.pace_embedding(progress, budget=self.config.embed_budget)
+        store.index.pace(progress, budget=self.config.embed_budget)
         if len(self._paced) == 1:
             context = click.get_current_context(silent=True)
             if context is not None:
@@ -80,7 +80,7 @@ class Ctx:
 
     def _embed_the_rest(self) -> None:
         for store in self._paced:
-            left = store.embedding_backlog
+            left = store.index.backlog
             if left and not store.read_only:
                 started = index_in_background(store.root)
                 if started:

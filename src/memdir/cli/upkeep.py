@@ -43,7 +43,7 @@ def index(c: Ctx, scope: str, show: bool, as_json: bool) -> None:
 
     progress = _Progress("Embedding memories for search") if sys.stderr.isatty() else None
     try:
-        embedded = store.embed_all(progress)
+        embedded = store.index.embed_all(progress)
     finally:
         if progress is not None:
             progress.close()

@@ -60,7 +60,7 @@ def embed_while_there(store: Store) -> None:
             raise _Gone
 
     with contextlib.suppress(_Gone, FileNotFoundError):
-        store.embed_all(still_there)
+        store.index.embed_all(still_there)
 
 
 class _Gone(Exception):

@@ -244,7 +244,7 @@ def prompt(
             session=event.get("session_id"),
         )
         for _, opened in store.stores():
-            if opened.embedding_backlog and not opened.read_only:
+            if opened.index.backlog and not opened.read_only:
                 jobs.index_in_background(opened.root)  # the rest, at low priority, not here
     finally:
         lease.release()
@@ -397,7 +397,7 @@ def _reader(config: Config, budget: float, *, watch: bool = False) -> Scopes:
     if not scopes.stores():
         raise StoreNotFound(f"no memory store at {config.dir} — run 'memdir init' there")
     for _, store in scopes.stores():
-        store.pace_embedding(budget=0.0)
+        store.index.pace(budget=0.0)
     return scopes
 
 

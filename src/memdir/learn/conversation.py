@@ -185,7 +185,7 @@ def embed_episodes(store: Store, *, load: bool = True) -> None:
         return
     episodes = Episodes(store.internal, store.config)
     try:
-        embedder = store.ranker().embedder or (
+        embedder = store.index.ranker().embedder or (
             from_config(store.config) if load else loaded(store.config)
         )
         if embedder is not None:

@@ -226,7 +226,7 @@ def _episode_embedder(cfg: Config, query: str, stores: list[Store]) -> Embedder 
     from ..embed import from_config, reads
 
     try:
-        given = [st.ranker().embedder for st in stores]
+        given = [st.index.ranker().embedder for st in stores]
         embedder = next((e for e in given if e is not None), None) or from_config(cfg)
     except MemdirError as exc:
         log.warning("episode search without embeddings: %s", exc)

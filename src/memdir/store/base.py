@@ -2,8 +2,9 @@
 store, and ``StoreBase``, the operations every backend does alike on top of its own few.
 
 A backend (``files.MemoryStore``, ``pg.PgStore``) implements the primitives — reading the
-catalogue and a memory, ``apply`` (one crash-safe transaction), history, the log and its
-``ranker`` — and inherits the rest from ``StoreBase``: writing, deleting, pinning, restoring
+catalogue and a memory, ``apply`` (one crash-safe transaction), history, the log — and its
+``Index``, the ranking side apart from storage (the ranker, how it ranks, how vectors are
+paced) — and inherits the rest from ``StoreBase``: writing, deleting, pinning, restoring
 and searching are the same rules on every backend. What only one backend can do (a folder's
 ``adopt`` of a git merge) is not part of the contract; callers that need it take that backend.
 ``tests/test_store_contract.py`` runs one set of tests against every backend.
@@ -54,6 +55,36 @@ def checked_items(
 
 
 @runtime_checkable
+class Index(Protocol):
+    """A store's ranking side, apart from its storage: the ranker search uses, how it ranks
+    now, and how the memories' vectors are made (paced within a search, all at once, or left
+    for the store's worker). One per store object; every backend's passes the contract test."""
+
+    backlog: int  # memories the last search left without a vector (ranked by BM25 alone)
+
+    def ranker(self) -> Ranker:
+        """What ``ranking.rank_many`` ranks with, caught up with the memories."""
+        ...
+
+    def note(self) -> str:
+        """One line: how searches rank now (BM25 alone and why, or hybrid with which model)."""
+        ...
+
+    def pace(
+        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
+    ) -> None:
+        """How searches embed memories without a vector: ``progress(done, total)`` after each
+        batch; with ``budget``, at most that many seconds a search (the rest by BM25 until
+        later), and nothing handed to the background (the caller does that)."""
+        ...
+
+    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every memory without a vector now (``memdir index``, the worker), however
+        long it takes; how many memories have one (0: no embedder)."""
+        ...
+
+
+@runtime_checkable
 class Store(Protocol):
     """One store of memories, wherever it keeps them.
 
@@ -91,18 +122,15 @@ class Store(Protocol):
     def watching(self) -> bool: ...
 
     # -- ranking
-    def ranker(self) -> Ranker: ...
+    @property
+    def index(self) -> Index:
+        """The store's ranking side (``Index``): what search ranks with, kept up to date."""
+        ...
+
     def entry_at(self, key: str) -> Entry | None: ...
     def search(
         self, query: str, k: int = 5, *, explain: bool = False, dense: bool = True
     ) -> _list[Hit]: ...
-    def ranking_note(self) -> str: ...
-    def pace_embedding(
-        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
-    ) -> None: ...
-    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int: ...
-    @property
-    def embedding_backlog(self) -> int: ...
 
     # -- changing
     def locked(self) -> AbstractContextManager[None]: ...
@@ -153,12 +181,15 @@ class Store(Protocol):
 
 class StoreBase:
     """The operations every backend does alike, written once over the ``Store`` primitives
-    (``get``, ``apply``, ``history``, ``version_text``, ``ranker``, ``entry_at``)."""
+    (``get``, ``apply``, ``history``, ``version_text``, ``index``, ``entry_at``)."""
 
     config: Config
 
     # the primitives each backend provides (``Store``); declared here for the type checker
     if TYPE_CHECKING:
+
+        @property
+        def index(self) -> Index: ...
 
         def get(self, name: str) -> Memory: ...
         def apply(
@@ -172,7 +203,6 @@ class StoreBase:
         ) -> Operation | None: ...
         def history(self, name: str) -> _list[Version]: ...
         def version_text(self, name: str, version: int) -> str: ...
-        def ranker(self) -> Ranker: ...
         def entry_at(self, key: str) -> Entry | None: ...
         def close(self) -> None: ...
         def locked(self) -> AbstractContextManager[None]: ...
@@ -315,7 +345,7 @@ class StoreBase:
         shown = rerank.pool(self.config, k)  # (k, or the stage's candidates)
         wide = max(wide, shown)
         out = []
-        for r in rank_many([self.ranker()], query, wide, explain=explain, dense=dense):
+        for r in rank_many([self.index.ranker()], query, wide, explain=explain, dense=dense):
             entry = self.entry_at(r.key[1])
             if entry is not None:
                 out.append(to_hit(entry, r, self._read_entry))

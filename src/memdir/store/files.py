@@ -226,45 +226,9 @@ class MemoryStore(StoreBase):
                 continue  # changed under us since the scan; the next look reports it
         return out
 
-    def pace_embedding(
-        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
-    ) -> None:
-        """How searches embed memories that have no vector yet: ``progress(done, total)`` is
-        called after each batch; with ``budget``, a search embeds for at most that many
-        seconds and ranks the rest by BM25 until a later search (or a background indexer the
-        caller starts) embeds them."""
-        self._lookup.progress, self._lookup.embed_budget = progress, budget
-        self._lookup.hand_over = False  # the caller paces embedding: it starts no indexer
-
-    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Bring the search index and the vectors up to date now (``memdir index``), however
-        long it takes; how many memories have a vector to find them by meaning (0: no
-        embedder)."""
-        self._folder.catch_up()
-        saved = self._lookup.progress, self._lookup.embed_budget
-        self._lookup.progress, self._lookup.embed_budget = progress, None
-        try:
-            self._lookup.sync(dense=True)
-        finally:
-            self._lookup.progress, self._lookup.embed_budget = saved
-        lookup = self._lookup
-        if lookup.embedder is None or lookup.dense_error:
-            return 0
-        return len(self._catalog.entries)
-
     @property
-    def embedding_backlog(self) -> int:
-        """Memories the last search left without a vector (its time budget ran out): they are
-        ranked by BM25 alone until embedded."""
-        return self._lookup.backlog
-
-    def ranking_note(self) -> str:
-        """How searches rank right now: BM25 alone (and why) or hybrid with which model."""
-        return self._lookup.describe()
-
-    def ranker(self) -> Lookup:
-        """The search index and vectors, caught up (``ranking.rank_many`` ranks with them)."""
-        self._folder.catch_up()
+    def index(self) -> Lookup:
+        """The store's ranking side (``Index``): its index's full text and vectors."""
         return self._lookup
 
     def entry_at(self, key: str) -> Entry | None:

@@ -20,7 +20,7 @@ import difflib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,7 +125,6 @@ class PgStore(StoreBase):
         self._closed = threading.Event()
         self._search: PgSearch | None = None
         self._embedder = embedder
-        self._pace: tuple[Callable[[int, int], None] | None, float | None] = (None, None)
         self._reload()
         self._watch, self._opened = watch, time.monotonic()
         if watch:
@@ -344,29 +343,11 @@ class PgStore(StoreBase):
             from .pgsearch import PgSearch
 
             self._search = PgSearch(self, self._embedder)
-            self._search.progress, self._search.budget = self._pace
         return self._search
 
-    def pace_embedding(
-        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
-    ) -> None:
-        self._pace = (progress, budget)
-        if self._search is not None:
-            self._search.progress, self._search.budget = self._pace
-
-    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> int:
-        return self._ranker().embed_all(progress)
-
     @property
-    def embedding_backlog(self) -> int:
-        return 0 if self._search is None else self._search.backlog
-
-    def ranking_note(self) -> str:
-        return self._ranker().describe()
-
-    def ranker(self) -> PgSearch:
-        """BM25 over the postings and the vectors, the catalogue caught up."""
-        self._catch_up()
+    def index(self) -> PgSearch:
+        """The store's ranking side (``Index``): postings and pgvector."""
         return self._ranker()
 
     def entry_at(self, key: str) -> Entry | None:

@@ -51,6 +51,21 @@ class PgSearch:
     def close(self) -> None:
         pass
 
+    # -- the store's ranking side (``base.Index``) ------------------------------------------
+
+    def ranker(self) -> PgSearch:
+        """BM25 over the postings and the vectors, the catalogue caught up."""
+        self.store._catch_up()
+        return self
+
+    def note(self) -> str:
+        return self.describe()
+
+    def pace(
+        self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
+    ) -> None:
+        self.progress, self.budget = progress, budget
+
     def _make_embedder(self) -> Embedder | None:
         if not self._made:
             self._made = True
