@@ -48,6 +48,8 @@ def test_both_add_and_both_end_with_the_union(machines: list[Machine], remote: P
     assert {"tabs.md", "pytest.md", "hello-laptop.md", "hello-devbox.md"} <= set(files(a.user))
     message = git(a.user, "log", "--format=%B", "-n", "20")
     assert "added: tabs" in message and "by: cli (tabs)" in message
+    for machine in (a, b):  # what a sync merged is the sync's, never a change "by hand"
+        assert "hand" not in {op.source for op in machine.store().log()}
 
 
 def test_same_memory_changed_on_both_sides(machines: list[Machine]) -> None:
@@ -145,6 +147,8 @@ def test_a_hand_edit_is_synced_and_said_to_be_one(machines: list[Machine]) -> No
     assert "edited in vim" in (b.user / "hello-laptop.md").read_text()
     # the merge is in memdir's own history and log: undo takes it back
     assert b.store().log(limit=1)[0].source == "sync"
+    assert "hand" not in {op.source for op in b.store().log()}  # (the merge is sync's)
+    assert [op.source for op in a.store().log()].count("hand") == 1  # (a's edit, once)
     b.ok("undo", "--scope", "user")
     assert "set up on laptop" in (b.user / "hello-laptop.md").read_text()
 

@@ -71,8 +71,11 @@ class Folder:
             root, internal / LOG, [internal / name for name in JOURNALS], watch=watch
         )
         self.index_seen: tuple[tuple[int, ...], int] | None = None  # MEMORY.md key, version
-        # how the store records changes memdir did not make (set by the store: its journal)
+        # how the store records changes memdir did not make (set by the store: its journal),
+        # and whether an operation of its own holds the lock now (a sync's merge, a write):
+        # then the files it changes are its own, and what it logs tells the rest apart later
         self.record_hand: Callable[[dict[str, bytes]], None] | None = None
+        self.busy: Callable[[], bool] = lambda: False
         self.hand: dict[str, bytes] = {}  # texts such changes replaced, not recorded yet
         self.index_record: Any = None  # what INDEX_STATE says, once read
 
@@ -122,7 +125,7 @@ class Folder:
             replaced = self.catalog.save()
         for fname, text in replaced.items():
             self.hand.setdefault(fname, text)  # (the oldest text not recorded yet)
-        if self.hand and self.record_hand is not None and not self.read_only:
+        if self.hand and self.record_hand is not None and not self.read_only and not self.busy():
             self.try_locked(self._record_hand)
 
     def _record_hand(self) -> None:

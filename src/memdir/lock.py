@@ -100,6 +100,11 @@ class WritersLock:
         self.root, self.internal, self.timeout, self.read_only = root, internal, timeout, read_only
         self._lock: filelock.FileLock | None = None
 
+    @property
+    def holding(self) -> bool:
+        """Whether this object holds the lock now (an operation of its own is at work)."""
+        return self._lock is not None and self._lock.is_locked
+
     def _filelock(self) -> filelock.FileLock:
         if self._lock is None:
             import filelock

@@ -104,6 +104,7 @@ class MemoryStore(StoreBase):
             self._lookup.background = False
         self._tx = Transaction(self.root, self.internal, self.config, self._history, self._folder)
         self._folder.record_hand = self._record_hand
+        self._folder.busy = lambda: self._writers.holding
         if unfinished(self.internal):
             try:
                 self._try_locked(self._tx.recover)
