@@ -796,6 +796,33 @@ def test_with_nothing_stored_the_hook_makes_no_model_client(
     assert "deploy-days" in out
 
 
+def test_a_memory_model_that_breaks_leaves_search_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's side of the prompt's race failing in a way no model error covers: the
+    hook answers with search's picks, and the recall log says why the model's were not used
+    (nothing printed to the host, nothing lost silently)."""
+    from memdir.integrations import hooks
+    from memdir.recalllog import entries
+
+    project = tmp_path / "app"
+    store = MemoryStore(project / ".memory")
+    store.write("deploy-days", type="project_fact", description="Deploys happen on Fridays",
+                body="We deploy on Fridays.")  # fmt: skip
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("the client could not be made")
+
+    monkeypatch.setattr(hooks, "_memory_model", broken)
+    event = {"prompt": "when do we deploy?", "cwd": str(project), "session_id": "s1"}
+    out = hooks.prompt(event, host="claude-code")
+    assert "We deploy on Fridays" in out
+    (logged,) = entries(store.internal)
+    assert logged["path"] == "search-fallback"
+    assert "the memory model failed (the client could not be made)" in logged["note"]
+
+
 def test_one_worker_per_store_takes_every_queued_job(tmp_path: Path) -> None:
     """Three sessions end at once and an index is asked for twice: a worker that finds the
     store's worker lock held leaves the jobs to that one; 'memdir work' runs every queued

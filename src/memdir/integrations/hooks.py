@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import threading
 import time
+from concurrent import futures
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -31,6 +31,7 @@ from ..layout import HOOK_LOG as LOG
 from ..layout import NESTED_MARK, USAGE, state_dir
 from ..providers import Message
 from ..recall import message_text
+from ..safetext import one_line
 from ..scopes import Scopes, open_user_store, user_store_dir
 from ..store import Store
 from ..sync import repo as syncrepo
@@ -311,68 +312,66 @@ def _race(
     started: float,
 ) -> Any:
     """The memory model's selection if it answers within ``budget`` seconds of ``started``,
-    else search's (run meanwhile, in ``lease``'s stores), saying the model was late;
-    HookError when even search takes past ``budget + SEARCH_GRACE``."""
+    else search's (run meanwhile, in ``lease``'s stores), saying the model was late or why
+    it failed; HookError when even search takes past ``budget + SEARCH_GRACE``. Each side
+    holds its share of the lease while it runs, so a side that outlives the answer keeps
+    the stores until it ends."""
     from ..recall import select
 
-    chosen: list[Any] = []
-    searched: list[Any] = []
-    failed: list[Exception] = []
+    def choose() -> Any:  # a host CLI is too slow here: only a configured model
+        with lease.shared() as scopes:
+            if not scopes.entries():
+                return None  # nothing to choose from: no model client is made (its SDK loaded)
+            model = _memory_model(config, None, _usage_of(scopes))
+            if model is None:
+                return None
+            # the same stores as search's, one reader at a time
+            return select(scopes, messages, model, max_items=config.recall_max_items)
 
-    def choose() -> None:  # a host CLI is too slow here: only a configured model
-        try:
-            if not lease.scopes.entries():
-                return  # nothing to choose from: no model client is made (its SDK loaded)
-            model = _memory_model(config, None, _usage_of(lease.scopes))
-            if model is not None:  # the same stores as search's, one reader at a time
-                chosen.append(
-                    select(lease.scopes, messages, model, max_items=config.recall_max_items)
-                )
-        finally:
-            lease.release()
+    def search() -> Any:
+        with lease.shared() as scopes:
+            return select(scopes, messages, None, max_items=config.recall_max_items)
 
-    def search() -> None:
-        try:
-            searched.append(select(lease.scopes, messages, None, max_items=config.recall_max_items))
-        except Exception as exc:  # said in the main thread, as every hook failure is
-            failed.append(exc)
-        finally:
-            lease.release()  # the search may outlive the hook's answer: its share ends here
+    def left(until: float) -> float:
+        return max(0.0, until - (time.monotonic() - started))
 
     asks_model = budget > 0 and config.recall_select != "search"  # (no client made for nothing)
-    picker = threading.Thread(target=choose, daemon=True) if asks_model else None
-    finder = threading.Thread(target=search, daemon=True)
-    lease.share()
-    if picker is not None:
-        lease.share()
-        picker.start()
-    finder.start()
+    pool = futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="memdir-recall")
+    try:
+        picker = pool.submit(choose) if asks_model else None
+        finder = pool.submit(search)
+    finally:
+        pool.shutdown(wait=False)  # nobody waits for a late side: it ends on its own
     if picker is not None:
         # the model gets ``hook_model_wait`` of the budget (or until search answers, if that
         # is later), never the whole of it: search's hits go in rather than a long wait
-        wait = min(budget, max(budget * config.hook_model_wait, 0.0))
-        picker.join(max(0.0, wait - (time.monotonic() - started)))
-        if not chosen and picker.is_alive():
-            finder.join(max(0.0, budget - (time.monotonic() - started)))
-            picker.join(0.0 if finder.is_alive() else 0.05)
+        futures.wait([picker], timeout=left(min(budget, max(budget * config.hook_model_wait, 0))))
+        if not picker.done():
+            futures.wait([finder], timeout=left(budget))
+            futures.wait([picker], timeout=0.0 if not finder.done() else 0.05)
     given = time.monotonic() - started
-    if chosen:
-        return chosen[0]
-    finder.join(max(0.0, budget + SEARCH_GRACE - (time.monotonic() - started)))
-    if searched:
-        if picker is not None and picker.is_alive():  # asked, and late: not "no model"
-            late = (
-                f"the memory model did not answer in the {given:.1f} s it was given"
-                f" (of the hook's {budget:g} s); used search"
-            )
-            return dataclasses.replace(searched[0], path="search-fallback", note=late)
-        return searched[0]
-    if failed:
-        raise failed[0]
-    raise HookError(
-        f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
-        " run 'memdir index' (and 'memdir doctor') in this project"
-    )
+    why_not: str | None = None  # why the model's choice is not used
+    if picker is not None and picker.done():
+        failed = picker.exception()
+        if failed is None and picker.result() is not None:
+            return picker.result()
+        if failed is not None:
+            why_not = f"the memory model failed ({one_line(str(failed))[:200]}); used search"
+    elif picker is not None:
+        why_not = (
+            f"the memory model did not answer in the {given:.1f} s it was given"
+            f" (of the hook's {budget:g} s); used search"
+        )
+    futures.wait([finder], timeout=left(budget + SEARCH_GRACE))
+    if not finder.done():
+        raise HookError(
+            f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
+            " run 'memdir index' (and 'memdir doctor') in this project"
+        )
+    found = finder.result()  # (search's own failure is raised here, said as every hook's is)
+    if why_not is not None:
+        return dataclasses.replace(found, path="search-fallback", note=why_not)
+    return found
 
 
 class _Fresh:

@@ -5,8 +5,9 @@ resident). This module does NOT open stores.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from ..config import Config
@@ -26,6 +27,15 @@ class Lease:
     def share(self) -> None:
         with self._lock:
             self._users += 1
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[Scopes]:
+        """The stores, for one more sharer until the block ends (however it ends)."""
+        self.share()
+        try:
+            yield self.scopes
+        finally:
+            self.release()
 
     def release(self) -> None:
         with self._lock:
