@@ -882,6 +882,23 @@ def _work(root: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_second_worker_leaves_before_it_opens_the_store(tmp_path: Path) -> None:
+    """'memdir work' started while the store's worker is at work leaves at once, without
+    opening the store (here one that is not even there: opening it would fail)."""
+    import filelock
+
+    from memdir import jobs
+
+    root = tmp_path / "gone" / ".memory"
+    root.parent.mkdir()
+    state = state_dir(root)
+    jobs.folder(state).mkdir(parents=True)
+    with filelock.FileLock(str(jobs.folder(state) / jobs.WORKER_LOCK), timeout=0):
+        r = _work(root)
+    assert r.returncode == 0 and r.stderr == "" and not root.exists()
+    assert _work(root).returncode != 0  # (no worker at work: it opens the store, and says so)
+
+
 def test_a_worker_killed_mid_job_leaves_the_job_for_the_next(tmp_path: Path, cli: CliFn) -> None:
     """The job a killed worker was running (renamed .run, never removed) is run first by the
     next worker, once."""

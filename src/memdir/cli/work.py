@@ -23,6 +23,10 @@ NICE = 5  # the worker's priority at least this far below the user's
 @pass_ctx
 def work_cmd(c: Ctx) -> None:
     """Run the jobs queued for this store (started detached by hooks and commands)."""
+    from ..layout import state_dir
+
+    if not c.config.database_url and jobs.at_work(state_dir(c.config.dir)):
+        return  # the store's worker takes the queue: this one leaves before opening the store
     with contextlib.suppress(OSError):  # below the user's work (the resident's share, if more)
         os.nice(max(0, NICE - os.nice(0)))
     store, config = c.store, c.config
