@@ -112,7 +112,7 @@ def test_hybrid_finds_memories_that_share_no_word_with_the_question(tmp_path: Pa
         hits = store.search(question, 3)
         assert hits and hits[0].memory.name == name
     assert store.search("favourite pizza topping", 5) == []  # unrelated: no hit at all
-    assert "hybrid" in store.index.note()
+    assert "hybrid" in store.index.describe()
     assert _vector_rows(state_dir(tmp_path / ".memory") / "index.sqlite") > 0
 
 
@@ -138,7 +138,7 @@ def test_embedder_none_is_bm25_alone_and_writes_no_vectors(tmp_path: Path) -> No
     assert store.search(PARAPHRASES[0][3], 5) == []
     assert store.search("PostgreSQL", 5)[0].memory.name == "staging-database"
     assert _vector_rows(state_dir(root) / "index.sqlite") == 0
-    assert "BM25 alone" in store.index.note()
+    assert "BM25 alone" in store.index.describe()
 
 
 WITHOUT = """
@@ -187,7 +187,7 @@ store = MemoryStore(Path({str(tmp_path / ".memory")!r}))
 for name, description, body, _ in {PARAPHRASES!r}:
     store.write(name, type="project_fact", description=description, body=body)
 print(store.search("pytest", 5)[0].memory.name)
-print(store.index.note())
+print(store.index.describe())
 """
     lines = _without(["onnxruntime"], script, tmp_path).splitlines()
     assert lines[0] == "None"
@@ -300,7 +300,7 @@ def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Pa
     fill(store)
     hits = store.search("请用中文回答", 3)
     assert hits and hits[0].entry.file == "回答语言.md" and hits[0].dense_rank is None
-    assert "English-only" in store.index.note()
+    assert "English-only" in store.index.describe()
 
 
 @pytest.mark.slow
@@ -374,15 +374,15 @@ def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
     fill(store)  # no embed_text: the fake server answers 500
     hits = store.search("PostgreSQL", 2)
     assert hits[0].memory.name == "staging-database"
-    assert "500" in store.index.note() and "BM25 alone" in store.index.note()
+    assert "500" in store.index.describe() and "BM25 alone" in store.index.describe()
     asked = len(llm_server.requests)
     bow_server(llm_server)
     store.search("PostgreSQL", 2)  # within the retry delay: not asked again, no wait
-    assert len(llm_server.requests) == asked and "BM25 alone" in store.index.note()
+    assert len(llm_server.requests) == asked and "BM25 alone" in store.index.describe()
     store.index.ranker().RETRY_AFTER = 0.0
     store.index.ranker()._retry_at = 0.0  # the delay has passed: the next search embeds
     assert store.search("staging environment", 1)[0].cosine is not None
-    assert "hybrid" in store.index.note()
+    assert "hybrid" in store.index.describe()
 
 
 def test_http_embedder_rejects_malformed_replies(llm_server: FakeLLMServer) -> None:
@@ -491,8 +491,8 @@ def test_e5_understands_chinese_and_english_without_shared_words(e5_config: Conf
     omp = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     store = MemoryStore(e5_config.dir, e5_config)
     fill(store, CHINESE + PARAPHRASES)
-    assert "multilingual-e5-small" in store.index.note()
-    assert "(cosine − 0.8) / 0.2" in store.index.note()
+    assert "multilingual-e5-small" in store.index.describe()
+    assert "(cosine − 0.8) / 0.2" in store.index.describe()
     for name, _, _, question in CHINESE + PARAPHRASES[:2]:
         assert store.search(question, 5, dense=False) == [], "BM25 should find nothing"
         top = store.search(question, 3)
@@ -736,7 +736,7 @@ def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Pa
     first = store.index.backlog
     # far more than a budget covers: BM25 for now, and the model is not even loaded for it
     assert first == 600 and store.index.ranker().embedder is None
-    assert "600 memories are not embedded yet" in store.index.note()
+    assert "600 memories are not embedded yet" in store.index.describe()
     deadline = time.monotonic() + 240
     while _embedded(root) < 600 and time.monotonic() < deadline:
         time.sleep(0.5)

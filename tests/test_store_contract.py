@@ -233,7 +233,7 @@ def test_bm25_ranks_alike_on_every_backend(make: Make, tmp_path: Path) -> None:
         assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-6), q
     top = store.search("which port does the API use", 1)[0]
     assert top.name == "api-port" and top.memory.body.startswith("Changed")
-    assert "BM25 alone" in store.index.note()
+    assert "BM25 alone" in store.index.describe()
 
 
 def test_hybrid_ranks_alike_within_float16(make: Make, tmp_path: Path) -> None:
@@ -251,7 +251,7 @@ def test_hybrid_ranks_alike_within_float16(make: Make, tmp_path: Path) -> None:
         assert [h.name for h in got] == [h.name for h in want], q
         assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=2e-3), q
         assert [h.bm25_rank for h in got] == [h.bm25_rank for h in want], q
-    assert "hybrid" in store.index.note()
+    assert "hybrid" in store.index.describe()
     assert store.index.embed_all() == len(DOCS) and store.index.backlog == 0
 
 

@@ -22,7 +22,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import index as idx
 from . import memfile
@@ -35,6 +35,7 @@ from .storeindex import StoreIndex
 from .watch import Tracker
 
 log = logging.getLogger("memdir")
+T = TypeVar("T")
 
 
 class Folder:
@@ -89,16 +90,24 @@ class Folder:
 
     def sweep(self, progress: Callable[[int, int], None] | None = None) -> None:
         self.tracker.mark()
+        self._on_index(lambda: self.catalog.sweep(progress), progress)
+        self.save()
+        self.repair()
+        self.tracker.swept()  # (after MEMORY.md too: opening is not a sign of a long run)
+
+    def _on_index(
+        self, work: Callable[[], T], progress: Callable[[int, int], None] | None = None
+    ) -> T:
+        """``work`` on the store's index; one found damaged is built again from the files
+        (every file parsed into a new one) and ``work`` done again."""
         try:
-            self.catalog.sweep(progress)
+            return work()
         except sqlite3.DatabaseError as exc:
             if not damaged(exc):
                 raise
             self.rebuild_index(exc)
             self.catalog.sweep(progress)
-        self.save()
-        self.repair()
-        self.tracker.swept()  # (after MEMORY.md too: opening is not a sign of a long run)
+            return work()
 
     def rebuild_index(self, why: Exception | None) -> None:
         """Throw the store's index away (damaged, ``why``, or asked) and open an empty one:
@@ -115,14 +124,7 @@ class Folder:
     def save(self) -> None:
         """Write what the catalogue parsed into the store's index (a damaged one is built
         again from the files), and record the changes memdir did not make."""
-        try:
-            replaced = self.catalog.save()
-        except sqlite3.DatabaseError as exc:
-            if not damaged(exc):
-                raise
-            self.rebuild_index(exc)
-            self.catalog.sweep()
-            replaced = self.catalog.save()
+        replaced = self._on_index(self.catalog.save)
         for fname, text in replaced.items():
             self.hand.setdefault(fname, text)  # (the oldest text not recorded yet)
         if self.hand and self.record_hand is not None and not self.read_only and not self.busy():

@@ -83,7 +83,6 @@ class Lookup:
         self._handed_at: float | None = None
         self.last_bm25_only = False  # the last query was in a language the embedder lacks
         self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
-        self.repaired = False  # a damaged index was rebuilt
         self._retry_at = 0.0
         self._vectors_open = False  # the vectors were asked for in this process
         # an agent's memory worker and its main thread may search at once
@@ -108,9 +107,6 @@ class Lookup:
         """The full text and vectors, the catalogue caught up (``rank_many`` ranks with them)."""
         self.folder.catch_up()
         return self
-
-    def note(self) -> str:
-        return self.describe()
 
     def pace(
         self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
@@ -182,7 +178,6 @@ class Lookup:
             self.folder.rebuild_index(why)
             self.folder.sweep()
             self._pending = None
-            self.repaired = True
 
     def _sync(self, dense: bool = True) -> SearchIndex:
         self.folder.save()

@@ -444,7 +444,7 @@ class Scopes:
         from .rerank import CANDIDATES
 
         pairs = self.stores()
-        note = pairs[0][1].index.note() if pairs else "ranking: no stores"
+        note = pairs[0][1].index.describe() if pairs else "ranking: no stores"
         if self.config.rerank_model:
             note += (
                 f"; then the best {CANDIDATES} reranked by the cross-encoder in"

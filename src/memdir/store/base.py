@@ -66,7 +66,7 @@ class Index(Protocol):
         """What ``ranking.rank_many`` ranks with, caught up with the memories."""
         ...
 
-    def note(self) -> str:
+    def describe(self) -> str:
         """One line: how searches rank now (BM25 alone and why, or hybrid with which model)."""
         ...
 

@@ -58,9 +58,6 @@ class PgSearch:
         self.store._catch_up()
         return self
 
-    def note(self) -> str:
-        return self.describe()
-
     def pace(
         self, progress: Callable[[int, int], None] | None = None, budget: float | None = None
     ) -> None:
