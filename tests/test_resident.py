@@ -267,7 +267,10 @@ def test_a_folder_or_socket_that_is_not_the_users_own_is_never_used(host: Host) 
     client.connect(str(sock_path))
     from memdir.hookclient import receive, send
 
-    send(client, json.dumps({"kind": "prompt", "event": host.event("x")}).encode())
+    try:  # (on a busy machine it may have hung up before the request is even sent)
+        send(client, json.dumps({"kind": "prompt", "event": host.event("x")}).encode())
+    except BrokenPipeError:
+        pass
     with pytest.raises(ConnectionError):
         receive(client)  # closed without a word
     other.stopping.set()
