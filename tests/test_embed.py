@@ -301,6 +301,11 @@ def test_chinese_queries_use_bm25_when_the_embedder_is_english_only(tmp_path: Pa
     hits = store.search("请用中文回答", 3)
     assert hits and hits[0].entry.file == "回答语言.md" and hits[0].dense_rank is None
     assert "English-only" in store.index.describe()
+    assert store.index.last is not None and not store.index.last.hybrid
+    # the reason was the question's, not the store's: the next English question is hybrid
+    hits = store.search("answer in Chinese", 3)
+    assert hits[0].dense_rank is not None and store.index.last.hybrid
+    assert store.index.last.why is None and "hybrid" in store.index.describe()
 
 
 @pytest.mark.slow

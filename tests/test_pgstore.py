@@ -177,14 +177,14 @@ def test_other_hosts_writes_are_heard_without_asking(
         assert listener.watching and len(listener) == 0
         # nothing heard: reads are answered from memory, not by asking the database
         calls = []
-        real = listener._txn
+        real = listener.writing
 
         def counting():  # type: ignore[no-untyped-def]
             calls.append(1)
             return real()
 
         listener.entries()  # what happened before the LISTEN began is read once
-        monkeypatch.setattr(listener, "_txn", counting)
+        monkeypatch.setattr(listener, "writing", counting)
         for _ in range(5):
             listener.entries()
         assert calls == []

@@ -6,8 +6,8 @@ always in step with the files the catalogue saw. The vectors follow: a search em
 memories whose text changed since they were embedded, within its time budget (the rest rank
 by BM25 until a later search, ``memdir index`` or the background indexer embeds them). An
 embedder that fails (an endpoint down) does not fail a search: ranking falls back to BM25 and
-``dense_error`` says why. A query in Chinese, Japanese or Korean is ranked by BM25 alone when
-the embedder is English-only.
+the search's ``ranking.Ranking`` says why. A query in Chinese, Japanese or Korean is ranked by
+BM25 alone when the embedder is English-only.
 
 This module does NOT write memories and does NOT decide which embedder to use
 (``embed.from_config`` does).
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .embed import Embedder, Vectors
     from .folder import Folder
     from .index import Catalog
+    from .ranking import Ranking
     from .search import SearchIndex
     from .vectors import Dense, Ranked
 
@@ -81,7 +82,7 @@ class Lookup:
         # a store whose backlog a background indexer may embed (not another's store)
         self.background = not in_memory
         self._handed_at: float | None = None
-        self.last_bm25_only = False  # the last query was in a language the embedder lacks
+        self.last: Ranking | None = None  # how the last search ranked (its searcher says)
         self.backlog = 0  # memories the last sync left without a vector (its budget ran out)
         self._retry_at = 0.0
         self._vectors_open = False  # the vectors were asked for in this process
@@ -344,22 +345,13 @@ class Lookup:
 
     def describe(self) -> str:
         """One line: how the last ranking was made (or the next will be)."""
+        if self.last is not None and self.last.why is not None:
+            return f"ranking: BM25 alone ({self.last.why})"
         with self._mutex:
             if self._embedder_made or self.dense_error is None:  # deferred: not loaded for this
                 self._make_embedder()
-        if self.embedder is None:
-            why = self.dense_error or (
-                "embedder = 'none'"
-                if self.config.embedder == "none"
-                else "install memdir[embed] for hybrid search"
-            )
-            return f"ranking: BM25 alone ({why})"
-        if self.dense_error:
-            return f"ranking: BM25 alone ({self.embedder.name} failed: {self.dense_error})"
-        if self.last_bm25_only:
-            return (
-                f"ranking: BM25 alone ({self.embedder.name} is English-only and the query is not)"
-            )
+        if self.embedder is None or self.dense_error:
+            return f"ranking: BM25 alone ({self._why_not()})"
         from .embed import baseline
         from .vectors import ALPHA
 
@@ -370,14 +362,27 @@ class Lookup:
             f" {ALPHA:.1f} × (BM25 / best BM25)²"
         )
 
-    def dense_ready(self, query: str) -> bool:
-        """Whether this query can be ranked with vectors here (else BM25 alone)."""
-        if not self._vectors_open or self.dense_error is not None or self.embedder is None:
-            return False
+    def _why_not(self) -> str:
+        """Why no vectors rank here now (the embedder is missing or failed)."""
+        if self.embedder is None:
+            return self.dense_error or (
+                "embedder = 'none'"
+                if self.config.embedder == "none"
+                else "install memdir[embed] for hybrid search"
+            )
+        return f"{self.embedder.name} failed: {self.dense_error}"
+
+    def not_dense(self, query: str) -> str | None:
+        """Why this query is ranked by BM25 alone here (None: with vectors too)."""
+        if self.embedder is None or self.dense_error is not None:
+            return self._why_not()
+        if not self._vectors_open:
+            return "the vectors are not read yet"
         from .embed import reads
 
-        self.last_bm25_only = not reads(self.embedder, query)
-        return not self.last_bm25_only
+        if not reads(self.embedder, query):
+            return f"{self.embedder.name} is English-only and the query is not"
+        return None
 
     # -- taking part in a ranking (``ranking.Ranker``) --------------------------------------
 

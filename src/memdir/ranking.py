@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from .errors import MemdirError
@@ -45,12 +46,20 @@ class FullText(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """How one question was ranked: the hits, best first, and whether vectors took part —
+    when they were asked for and did not, ``why`` (``Index.describe`` says it)."""
+
+    hits: list[Ranked] = field(default_factory=list)
+    hybrid: bool = False
+    why: str | None = None  # why BM25 alone this time (None: hybrid, or BM25 was asked for)
+
+
 class Ranker(Protocol):
     """What a store gives ``rank_many``: its full-text side, its vectors, its embedder."""
 
     embedder: Embedder | None
-    dense_error: str | None  # why ranking is BM25 alone this time
-    last_bm25_only: bool  # the last query was in a language the embedder lacks
     backlog: int  # memories without a vector yet
 
     def held(self) -> AbstractContextManager[Any]:
@@ -65,8 +74,9 @@ class Ranker(Protocol):
         """How many memories the store ranks."""
         ...
 
-    def dense_ready(self, query: str) -> bool:
-        """Whether this query can be ranked with vectors here."""
+    def not_dense(self, query: str) -> str | None:
+        """Why this query cannot be ranked with vectors here (no embedder, it failed a moment
+        ago, a language it lacks); None: it can."""
         ...
 
     def dense(self, qvec: Vectors, names: list[str]) -> Dense[str]:
@@ -84,12 +94,12 @@ class Ranker(Protocol):
 
 def rank_many(
     rankers: Sequence[Ranker], query: str, k: int, *, explain: bool = False, dense: bool = True
-) -> list[Ranked]:
+) -> Ranking:
     """The ``k`` best memories of one or more stores (keys ``(store index, key)``): BM25 with
     the statistics of all of them together, so that scores compare, fused with cosines when
-    ``dense`` and every store has vectors from one embedder."""
+    ``dense`` and every store has vectors from one embedder; with why not, when not."""
     if not rankers:
-        return []
+        return Ranking()
     try:
         return _rank_many(rankers, query, k, explain=explain, dense=dense)
     except Exception as exc:
@@ -100,7 +110,7 @@ def rank_many(
 
 def _rank_many(
     rankers: Sequence[Ranker], query: str, k: int, *, explain: bool, dense: bool
-) -> list[Ranked]:
+) -> Ranking:
     from .search import query_terms
     from .vectors import Dense, Ranked, hybrid
 
@@ -108,19 +118,8 @@ def _rank_many(
         for ranker in rankers:  # always in the same order: no two searches deadlock
             held.enter_context(ranker.held())
         sides = [ranker.prepare(dense) for ranker in rankers]
-        for ranker in rankers:
-            ranker.last_bm25_only = False
-        names = {r.embedder.name for r in rankers if r.embedder is not None}
-        dense = dense and len(names) == 1 and all(r.dense_ready(query) for r in rankers)
-        # a store mostly not embedded yet ranks by BM25 alone: fusing would favour the few
-        # memories that have a vector over the many that do not
-        if dense and any(r.backlog * 10 > r.size() for r in rankers):
-            dense = False
-            for ranker in rankers:
-                ranker.dense_error = (
-                    f"{ranker.backlog} memories are not embedded yet (the background indexer"
-                    " embeds them): BM25 alone until then"
-                )
+        why = _why_not_dense(rankers, query) if dense else None
+        dense = dense and why is None
         pool = max(k, 100) if dense else k
         bm25: list[tuple[tuple[int, str], float]] = []
         if len(sides) == 1:  # its own statistics are the whole corpus's
@@ -159,11 +158,32 @@ def _rank_many(
                 return out
 
             try:
-                return hybrid(embedder, query, bm25, of_query, k, explain=explain)
+                return Ranking(hybrid(embedder, query, bm25, of_query, k, explain=explain), True)
             except MemdirError as exc:  # the embedder failed: BM25 alone, and say why
                 for ranker in rankers:
                     ranker.failed(exc)
-        return [Ranked(key, s, n + 1, s) for n, (key, s) in enumerate(bm25[:k])]
+                why = str(exc)
+        return Ranking([Ranked(key, s, n + 1, s) for n, (key, s) in enumerate(bm25[:k])], why=why)
+
+
+def _why_not_dense(rankers: Sequence[Ranker], query: str) -> str | None:
+    """Why the question is ranked by BM25 alone though vectors were asked for (None: it is
+    not)."""
+    for ranker in rankers:
+        if (why := ranker.not_dense(query)) is not None:
+            return why
+    names = {r.embedder.name for r in rankers if r.embedder is not None}
+    if len(names) > 1:
+        return f"the stores' embedders differ ({', '.join(sorted(names))})"
+    # a store mostly not embedded yet ranks by BM25 alone: fusing would favour the few
+    # memories that have a vector over the many that do not
+    for ranker in rankers:
+        if ranker.backlog * 10 > ranker.size():
+            return (
+                f"{ranker.backlog} memories are not embedded yet (the store's worker embeds"
+                " them): BM25 alone until then"
+            )
+    return None
 
 
 class _Tagged(Sequence[tuple[int, str]]):

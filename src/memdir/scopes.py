@@ -421,12 +421,14 @@ class Scopes:
         period, wide = periods.widened(query, k)
         pool = rerank.pool(self.config, k)  # (k, or the stage's candidates)
         wide = max(wide, pool)
-        ranked = rank_many(
+        ranking = rank_many(
             [store.index.ranker() for _, store in pairs], query, wide, explain=explain
         )
+        for _, store in pairs:
+            store.index.last = ranking
         by_file = self._view().by_file
         out = []
-        for r in ranked:
+        for r in ranking.hits:
             i, key = r.key
             scope, store = pairs[i]
             entry = store.entry_at(key)

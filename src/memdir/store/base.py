@@ -30,7 +30,7 @@ from ..provenance import Origin
 from ..transaction import check_memory
 
 if TYPE_CHECKING:
-    from ..ranking import Ranker
+    from ..ranking import Ranker, Ranking
 
 _list = list  # ``Store.list`` shadows the builtin inside the class bodies
 # A memory as ``take`` brings it in: its name, its file text (None: only history), its history.
@@ -61,6 +61,7 @@ class Index(Protocol):
     for the store's worker). One per store object; every backend's passes the contract test."""
 
     backlog: int  # memories the last search left without a vector (ranked by BM25 alone)
+    last: Ranking | None  # how the last search with it ranked (set by the searcher)
 
     def ranker(self) -> Ranker:
         """What ``ranking.rank_many`` ranks with, caught up with the memories."""
@@ -345,7 +346,9 @@ class StoreBase:
         shown = rerank.pool(self.config, k)  # (k, or the stage's candidates)
         wide = max(wide, shown)
         out = []
-        for r in rank_many([self.index.ranker()], query, wide, explain=explain, dense=dense):
+        ranking = rank_many([self.index.ranker()], query, wide, explain=explain, dense=dense)
+        self.index.last = ranking
+        for r in ranking.hits:
             entry = self.entry_at(r.key[1])
             if entry is not None:
                 out.append(to_hit(entry, r, self._read_entry))

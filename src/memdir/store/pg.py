@@ -136,7 +136,7 @@ class PgStore(StoreBase):
     # -- connection and catching up ----------------------------------------------------------
 
     @contextlib.contextmanager
-    def _txn(self) -> Iterator[psycopg.Connection[Any]]:
+    def writing(self) -> Iterator[psycopg.Connection[Any]]:
         """One transaction on this store's connection (one thread at a time); the driver's
         failures as one line (``pgschema.explained``)."""
         with self._mu, pgschema.explained(self.url):
@@ -146,7 +146,7 @@ class PgStore(StoreBase):
             self._used = time.monotonic()
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator[psycopg.Connection[Any]]:
+    def reading(self) -> Iterator[psycopg.Connection[Any]]:
         """This store's connection for reads, each statement on its own (one round trip)."""
         with self._mu, pgschema.explained(self.url):
             self._alive()
@@ -172,12 +172,12 @@ class PgStore(StoreBase):
             )
 
     def _reload(self) -> None:
-        with self._read() as conn:
+        with self.reading() as conn:
             seq, rows = self._w.catalogue(conn)
         self._entries = {r[0]: entry_of(r) for r in rows}
         self._names, self._seq = None, seq
 
-    def _catch_up(self) -> None:
+    def catch_up(self) -> None:
         """Bring the catalogue up to date with every host's writes: nothing to do when the
         listener heard of none; else the memories the log names since the last look."""
         if self._listening and not self._dirty.is_set():
@@ -187,7 +187,7 @@ class PgStore(StoreBase):
             with contextlib.suppress(MemdirError):  # else: ask the counter, as before
                 self._listen()  # still reading a while after opening: a long-running process
         self._dirty.clear()
-        with self._read() as conn:
+        with self.reading() as conn:
             news = self._w.since(conn, self._seq)
         if news is not None:
             self._note(*news)
@@ -242,7 +242,7 @@ class PgStore(StoreBase):
     def refresh(self) -> None:
         """Catch up now (a database has no hand edits to look for: the log says it all)."""
         self._dirty.set()
-        self._catch_up()
+        self.catch_up()
 
     def rebuild(self) -> dict[str, Entry]:
         self._reload()
@@ -287,7 +287,7 @@ class PgStore(StoreBase):
         return self._listening
 
     def entries(self, type: str | None = None) -> _list[Entry]:
-        self._catch_up()
+        self.catch_up()
         if self._names is None:
             self._names = sorted(self._entries)
         every = [self._entries[n] for n in self._names]
@@ -298,7 +298,7 @@ class PgStore(StoreBase):
 
     def get(self, name: str) -> Memory:
         norm = memfmt.validate_name(name)
-        with self._read() as conn:
+        with self.reading() as conn:
             row = conn.execute(
                 "SELECT text, digest FROM memdir_memories WHERE store = %s AND name = %s",
                 (self.sid, norm),
@@ -309,17 +309,17 @@ class PgStore(StoreBase):
 
     def _missing(self, name: str) -> MemoryNotFound:
         """The error for a name with no memory, saying which name was perhaps meant."""
-        self._catch_up()
+        self.catch_up()
         close = difflib.get_close_matches(name, list(self._entries), n=1, cutoff=0.75)
         hint = f"did you mean {close[0]!r}?" if close else "see 'memdir list' for the names"
         return MemoryNotFound(f"no memory named {name!r} — {hint}")
 
     def __contains__(self, name: object) -> bool:
-        self._catch_up()
+        self.catch_up()
         return isinstance(name, str) and name in self._entries
 
     def list(self, type: str | None = None) -> _list[Memory]:
-        with self._read() as conn:
+        with self.reading() as conn:
             rows = conn.execute(
                 "SELECT name, text, digest FROM memdir_memories WHERE store = %s"
                 " AND (%s::text IS NULL OR type = %s) ORDER BY name",
@@ -328,12 +328,12 @@ class PgStore(StoreBase):
         return [memory_of(n, t, d) for n, t, d in rows]
 
     def __len__(self) -> int:
-        self._catch_up()
+        self.catch_up()
         return len(self._entries)
 
     @property
     def version(self) -> int:
-        self._catch_up()
+        self.catch_up()
         return self._seq
 
     # -- search --------------------------------------------------------------------------------
@@ -373,7 +373,7 @@ class PgStore(StoreBase):
         plan = screen(plan, secrets)
         op_id, stamp = new_op_id(), memfmt.now()
         try:
-            with self._txn() as conn, conn.pipeline():  # statements sent together
+            with self.writing() as conn, conn.pipeline():  # statements sent together
                 seq = self._w.next_seq(conn)
                 records = self._w.write(conn, plan, op_id, stamp, seq)
                 if not records:
@@ -395,7 +395,7 @@ class PgStore(StoreBase):
         operation that wrote the digest it has now."""
         mem = self.get(name)
         probe = json.dumps([{"name": mem.name, "digest": mem.digest}])
-        with self._read() as conn:
+        with self.reading() as conn:
             row = conn.execute(
                 "SELECT source, time, id, changes FROM memdir_log WHERE store = %s"
                 " AND changes @> %s::jsonb ORDER BY seq DESC LIMIT 1",
@@ -409,27 +409,27 @@ class PgStore(StoreBase):
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:
         self._writing()
         op = Operation(new_op_id(), memfmt.now(), source, summary, (), undoes)
-        with self._txn() as conn:
+        with self.writing() as conn:
             self._w.log(conn, op, self._w.next_seq(conn))
         return op
 
     # -- history and log --------------------------------------------------------------------
 
     def history(self, name: str) -> _list[Version]:
-        with self._read() as conn:
+        with self.reading() as conn:
             return self._w.versions(conn, memfmt.validate_name(name))
 
     def version_text(self, name: str, version: int) -> str:
-        with self._read() as conn:
+        with self.reading() as conn:
             return self._w.version_text(conn, memfmt.validate_name(name), version)
 
     def log(self, limit: int | None = None) -> _list[Operation]:
-        with self._read() as conn:
+        with self.reading() as conn:
             return self._w.operations(conn, limit)
 
     def _drop_versions(self, name: str, version: int | None) -> int:
         self._writing()
-        with self._txn() as conn:
+        with self.writing() as conn:
             return int(
                 conn.execute(
                     "DELETE FROM memdir_history WHERE store = %s AND name = %s"
@@ -440,7 +440,7 @@ class PgStore(StoreBase):
 
     def _carry_history(self, old: str, new: str) -> None:
         self._writing()
-        with self._txn() as conn:
+        with self.writing() as conn:
             self._w.check_new_names(conn, [new], {old})
             if not self.history(new):  # the past follows the name
                 conn.execute(
@@ -454,17 +454,17 @@ class PgStore(StoreBase):
         """As ``MemoryStore.take``, in one transaction."""
         self._writing()
         loaded = checked_items(items, self.config)
-        with self._txn() as conn:
+        with self.writing() as conn:
             op = self._w.take(conn, loaded, source)
         if len(loaded) >= 1000 and not self.member:  # a bulk load: the planner's statistics
-            with self._read() as conn:
+            with self.reading() as conn:
                 conn.execute("ANALYZE memdir_memories, memdir_postings, memdir_terms")
         self._reload()
         return op
 
     def text(self, name: str) -> str:
         norm = memfmt.validate_name(name)
-        with self._read() as conn:
+        with self.reading() as conn:
             row = conn.execute(
                 "SELECT text FROM memdir_memories WHERE store = %s AND name = %s",
                 (self.sid, norm),
@@ -474,7 +474,7 @@ class PgStore(StoreBase):
         return str(row[0])
 
     def retired(self) -> _list[str]:
-        with self._read() as conn:
+        with self.reading() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT h.name FROM memdir_history h WHERE h.store = %s AND NOT EXISTS"
                 " (SELECT 1 FROM memdir_memories m WHERE m.store = h.store AND m.name = h.name)"

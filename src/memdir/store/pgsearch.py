@@ -16,34 +16,54 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MemdirError
-from ..ranking import Stats
+from ..ranking import Ranking, Stats
 from ..search import CANDIDATE_SHARE, CANDIDATES, MIN_POSTINGS, bm25, query_terms, weigh
 from ..vectors import BATCH, DENSE_CANDIDATES, Dense, memory_text
 from .pgschema import lock_key
 
 if TYPE_CHECKING:
+    import psycopg
+
+    from ..config import Config
     from ..embed import Embedder, Vectors
-    from .pg import PgStore
 
 log = logging.getLogger("memdir")
 ANALYZE_AFTER = 1000  # vectors written by one sync after which the table's statistics are renewed
 
 
+class Database(Protocol):
+    """What ranking needs of a database store (``pg.PgStore``): its connection, for reads and
+    for one transaction, its catalogue caught up with every host's writes, and who it is."""
+
+    sid: int  # the store's id in the shared tables
+    config: Config
+    read_only: bool
+    member: bool  # a team member's connection (the tables' owner makes indexes)
+
+    @property
+    def version(self) -> int: ...
+    def __len__(self) -> int: ...
+    def reading(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
+    def writing(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
+    def catch_up(self) -> None: ...
+
+
 class PgSearch:
     """BM25 and vectors over one database store."""
 
-    def __init__(self, store: PgStore, embedder: Embedder | None = None) -> None:
-        self.store = store
+    def __init__(self, db: Database, embedder: Embedder | None = None) -> None:
+        self.db = db
         self.embedder = embedder
         self._made = embedder is not None
         self.dense_error: str | None = None
         self.progress: Callable[[int, int], None] | None = None
         self.budget: float | None = None
         self.backlog = 0
-        self.last_bm25_only = False
+        self.last: Ranking | None = None  # how the last search ranked (its searcher says)
         self._indexed: set[int] = set()
         self._synced = -1  # the store's version when every memory last had its vector
         self._mutex = threading.RLock()
@@ -55,7 +75,7 @@ class PgSearch:
 
     def ranker(self) -> PgSearch:
         """BM25 over the postings and the vectors, the catalogue caught up."""
-        self.store._catch_up()
+        self.db.catch_up()
         return self
 
     def pace(
@@ -69,7 +89,7 @@ class PgSearch:
             from ..embed import EmbedError, from_config
 
             try:
-                self.embedder = from_config(self.store.config)
+                self.embedder = from_config(self.db.config)
             except EmbedError as exc:
                 self.dense_error = str(exc)
         return self.embedder
@@ -80,11 +100,11 @@ class PgSearch:
 
     def stats(self, terms: list[str]) -> Stats:
         """Document frequencies of ``terms`` (those present), documents, tokens."""
-        with self.store._read() as conn:
+        with self.db.reading() as conn:
             return self._stats(conn, terms)
 
     def _stats(self, conn: Any, terms: list[str]) -> Stats:
-        sid = self.store.sid
+        sid = self.db.sid
         df = dict(
             conn.execute(
                 "SELECT term, df FROM memdir_terms WHERE store = %s AND term = ANY(%s) AND df > 0",
@@ -109,8 +129,8 @@ class PgSearch:
         terms = query_terms(query)
         if not terms or k <= 0:
             return []
-        sid = self.store.sid
-        with self.store._read() as conn:
+        sid = self.db.sid
+        with self.db.reading() as conn:
             weighed = weigh(terms, lambda ts: self._stats(conn, ts), stats)
             if weighed is None:
                 return []
@@ -153,12 +173,12 @@ class PgSearch:
         """Embed memories whose vector is missing or stale, for ``budget`` seconds at most
         (None: all); how many are left."""
         embedder = self._make_embedder()
-        if embedder is None or self.store.read_only:  # another's store: its writers embed
+        if embedder is None or self.db.read_only:  # another's store: its writers embed
             return 0
-        seen = self.store.version
+        seen = self.db.version
         if seen == self._synced and not self.backlog:
             return 0  # no memory changed since every one had its vector
-        sid, model = self.store.sid, self._model(embedder)
+        sid, model = self.db.sid, self._model(embedder)
         # only memories written since the last complete look can lack a vector
         since = self._synced if self._synced >= 0 and not self.backlog else -1
         stale_sql = (
@@ -168,7 +188,7 @@ class PgSearch:
         )
         start = time.monotonic()
         self._index_for(embedder.dim)
-        with self.store._read() as conn:
+        with self.db.reading() as conn:
             (total,) = conn.execute(
                 "SELECT count(*)" + stale_sql, (model, sid, since)
             ).fetchone() or (0,)
@@ -176,7 +196,7 @@ class PgSearch:
         while done < total:
             if budget is not None and time.monotonic() - start > budget:
                 break
-            with self.store._read() as conn:
+            with self.db.reading() as conn:
                 rows = conn.execute(
                     "SELECT m.name, m.text, m.embed_digest" + stale_sql + " LIMIT %s",
                     (model, sid, since, BATCH),
@@ -190,7 +210,7 @@ class PgSearch:
                 mem = loads(text)
                 texts.append(memory_text(mem.name, mem.description, mem.body))
             vecs = embedder.embed(texts)
-            with self.store._txn() as conn:
+            with self.db.writing() as conn:
                 conn.cursor().executemany(
                     "INSERT INTO memdir_vectors (store, name, model, dim, digest, embedding)"
                     " VALUES (%s, %s, %s, %s, %s, %s::vector) ON CONFLICT (store, name, model)"
@@ -204,8 +224,8 @@ class PgSearch:
             if self.progress is not None:
                 self.progress(done, int(total))
         # many new vectors: let the planner know the HNSW index pays (the tables' owner may)
-        if done >= ANALYZE_AFTER and not self.store.member:
-            with self.store._read() as conn:
+        if done >= ANALYZE_AFTER and not self.db.member:
+            with self.db.reading() as conn:
                 conn.execute("ANALYZE memdir_vectors")
         self.backlog = max(0, int(total) - done)
         self._synced = seen
@@ -214,9 +234,9 @@ class PgSearch:
     def _index_for(self, dim: int) -> None:
         """An HNSW index over the vectors of this length (once per database and length):
         the nearest vectors are found without reading them all."""
-        if dim in self._indexed or self.store.member:  # the tables' owner makes indexes
+        if dim in self._indexed or self.db.member:  # the tables' owner makes indexes
             return
-        with self.store._txn() as conn:
+        with self.db.writing() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key("hnsw", dim),))
             conn.execute(
                 f"CREATE INDEX IF NOT EXISTS memdir_vectors_hnsw_{int(dim)} ON memdir_vectors"
@@ -229,10 +249,10 @@ class PgSearch:
         """The nearest vectors to the query and the cosines of ``names`` (BM25's hits)."""
         import numpy as np
 
-        sid, model, q = self.store.sid, self._model(embedder), _literal(qvec)
+        sid, model, q = self.db.sid, self._model(embedder), _literal(qvec)
         dim = int(embedder.dim)
         self._index_for(dim)
-        with self.store._txn() as conn:
+        with self.db.writing() as conn:
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             conn.execute("SET LOCAL hnsw.ef_search = 200")
             near = conn.execute(
@@ -266,15 +286,21 @@ class PgSearch:
         return self
 
     def size(self) -> int:
-        return len(self.store)
+        return len(self.db)
 
-    def dense_ready(self, query: str) -> bool:
+    def not_dense(self, query: str) -> str | None:
         if self.embedder is None or self.dense_error is not None:
-            return False
+            return self._why_not(self.embedder)
         from ..embed import reads
 
-        self.last_bm25_only = not reads(self.embedder, query)
-        return not self.last_bm25_only
+        if not reads(self.embedder, query):
+            return f"{self.embedder.name} is English-only and the query is not"
+        return None
+
+    def _why_not(self, embedder: Embedder | None) -> str:
+        if embedder is None:
+            return self.dense_error or "no embedder configured"
+        return f"{embedder.name} failed: {self.dense_error}"
 
     def dense(self, qvec: Vectors, names: list[str]) -> Dense[str]:
         assert self.embedder is not None
@@ -295,14 +321,14 @@ class PgSearch:
             self.progress = saved
         if self.embedder is None or self.dense_error:
             return 0
-        return len(self.store) - left
+        return len(self.db) - left
 
     def describe(self) -> str:
+        if self.last is not None and self.last.why is not None:
+            return f"ranking: BM25 alone ({self.last.why})"
         embedder = self._make_embedder()
-        if embedder is None:
-            return f"ranking: BM25 alone ({self.dense_error or 'no embedder configured'})"
-        if self.dense_error:
-            return f"ranking: BM25 alone ({embedder.name} failed: {self.dense_error})"
+        if embedder is None or self.dense_error:
+            return f"ranking: BM25 alone ({self._why_not(embedder)})"
         from ..vectors import ALPHA
 
         return (
