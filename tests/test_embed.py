@@ -786,7 +786,7 @@ def test_the_background_embedder_stops_when_its_store_is_deleted(tmp_path: Path)
     instead of embedding what it read before (minutes of CPU for nothing)."""
     import shutil
 
-    from memdir.cli.work import embed_while_there
+    from memdir.integrations.hooks import embed_while_there
 
     root = tmp_path / ".memory"
     with MemoryStore(root, Config(dir=root, embedder="none")) as plain:

@@ -235,6 +235,7 @@ def test_learn_hook_extracts_in_the_background_with_the_host_cli(
     assert _wait_for(lambda: log.read_text().count('"status": "ok"') == 2)
     last = json.loads(log.read_text().splitlines()[-1])
     assert last["new_messages"] == 0 and last["saved"] == []
+    assert last["worker"] == "worker"  # the store's detached worker (no resident here)
     r = subprocess.run(
         [sys.executable, "-m", "memdir", "doctor"],
         cwd=project,
@@ -892,11 +893,14 @@ def test_a_second_worker_leaves_before_it_opens_the_store(tmp_path: Path) -> Non
     root = tmp_path / "gone" / ".memory"
     root.parent.mkdir()
     state = state_dir(root)
-    jobs.folder(state).mkdir(parents=True)
+    jobs.enqueue(state, "index")
     with filelock.FileLock(str(jobs.folder(state) / jobs.WORKER_LOCK), timeout=0):
         r = _work(root)
     assert r.returncode == 0 and r.stderr == "" and not root.exists()
-    assert _work(root).returncode != 0  # (no worker at work: it opens the store, and says so)
+    assert jobs.queued(state, "index") and not jobs.failures(state)  # left for the one at work
+    # no worker at work: it takes the job, which opens the store, fails, and is logged
+    assert _work(root).returncode == 0 and not jobs.queued(state, running=True)
+    assert "no memory store" in jobs.failures(state)[-1]["error"]
 
 
 def test_a_worker_killed_mid_job_leaves_the_job_for_the_next(tmp_path: Path, cli: CliFn) -> None:
@@ -1104,3 +1108,24 @@ def test_a_learn_whose_model_was_down_is_kept_and_learned_later(
         {e.name for e in MemoryStore(user).entries()} if user.is_dir() else set()
     )
     assert "use-pnpm" in learned
+
+
+def test_a_worker_for_some_kinds_leaves_the_others_queued(tmp_path: Path) -> None:
+    """The resident's worker does learn, index and sync jobs; an agent's hand-over queued
+    among them is left, in order, for the store's detached worker."""
+    from memdir import jobs
+
+    state = tmp_path / "state"
+    first = jobs.enqueue(state, "pending")
+    jobs.enqueue(state, "learn", {"n": 1})
+    jobs.enqueue(state, "index")
+    done: list[str] = []
+    handlers = {
+        "learn": lambda data: done.append("learn"),
+        "index": lambda data: done.append("index"),
+    }
+    assert jobs.work(state, handlers, only=True) == 2 and done == ["learn", "index"]
+    assert jobs.queued(state) == [first] and jobs.left(state, ["learn", "index"])
+    assert not jobs.failures(state)  # (a kind left alone is not a failure)
+    assert jobs.work(state, {"pending": lambda data: done.append("pending")}) == 1
+    assert done[-1] == "pending" and not jobs.left(state, [])

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from memdir import MemoryStore
+from memdir import MemoryStore, jobs
 from memdir.cli.work import NICE as LEARN_NICE
 from memdir.integrations.resident import NICE
+from memdir.layout import state_dir
 
 from conftest import child_env
 from fakeserver import FakeLLMServer, Scripted
@@ -286,8 +287,8 @@ def test_resident_off_keeps_every_hook_in_its_own_process(host: Host) -> None:
 
 
 def test_learning_goes_through_the_resident(host: Host, tmp_path: Path) -> None:
-    """A Stop event handed to the resident is spooled and learned from, as in a hook's own
-    process (the host's CLI as the memory model)."""
+    """A Stop event handed to the resident is queued and learned from by the resident's own
+    worker, with no process of its own (the host's CLI as the memory model)."""
     from test_hooks import DATA, PNPM, fake_host
 
     bindir = tmp_path / "bin"
@@ -312,6 +313,12 @@ def test_learning_goes_through_the_resident(host: Host, tmp_path: Path) -> None:
 
     _until(lambda: "extract:hook:claude-code" in sources(), "the learn's log line", 30)
     assert sources() == ["api", "extract:hook:claude-code"]
+    log = state_dir(host.store.root) / "hooks.jsonl"
+    _until(lambda: log.exists() and '"status": "ok"' in log.read_text(), "the learn logged")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r.get("worker") for r in records if r["hook"] == "learn"] == ["resident"]
+    _until(lambda: not jobs.queued(host.store.internal, running=True), "the queue empty")
+    assert not (host.store.internal / jobs.FAILURES).exists()
     # learning is background work: below the user's own (the resident's priority, or lower)
     resident = min(19, os.getpriority(os.PRIO_PROCESS, 0) + NICE)
     assert int((bindir / "claude.nice").read_text()) == max(resident, LEARN_NICE)

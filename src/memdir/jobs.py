@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .atomic import append_nofollow, write_atomic
@@ -64,12 +64,19 @@ def enqueue(state: Path, kind: str, data: Data | None = None, *, start: Path | N
         path = jobs / f"{time.time_ns()}-{os.getpid()}-{kind}.json"
         body = {"kind": kind, "data": dict(data or {}), "tries": 0}
         write_atomic(path, json.dumps(body).encode(), mode=0o600)
-    if start is not None and not at_work(state):
+    if start is not None:
+        start_worker(state, start)
+    return path
+
+
+def start_worker(state: Path, where: Path) -> None:
+    """Start the detached worker of the store ``--dir where`` opens (its state folder
+    ``state``) unless one is at work. OSError when it cannot start."""
+    if not at_work(state):
         from .spawn import start_memdir
 
-        where = start.absolute()
+        where = where.absolute()
         start_memdir(["--dir", str(where), "work"], cwd=where.parent)
-    return path
 
 
 def index_in_background(root: Path) -> bool:
@@ -121,10 +128,11 @@ def at_work(state: Path) -> bool:
     return False
 
 
-def work(state: Path, handlers: Mapping[str, Handler]) -> int:
+def work(state: Path, handlers: Mapping[str, Handler], *, only: bool = False) -> int:
     """Be the store's worker: run every queued job, oldest first, until none is left (a job
-    queued meanwhile included); a worker that finds another at work leaves at once. How
-    many jobs it ran."""
+    queued meanwhile included); a worker that finds another at work leaves at once. With
+    ``only``, the jobs of kinds ``handlers`` has no function for are left in the queue (for
+    the detached worker, ``left``). How many jobs it ran."""
     import filelock
 
     jobs = folder(state)
@@ -132,20 +140,37 @@ def work(state: Path, handlers: Mapping[str, Handler]) -> int:
     lock = filelock.FileLock(str(jobs / WORKER_LOCK), timeout=0)
     ran = 0
     tried: set[str] = set()  # a job kept for later waits for another worker
+
+    def todo() -> list[Path]:
+        return [
+            j
+            for j in queued(state, running=True)
+            if j.stem not in tried and (not only or _kind(j) in handlers)
+        ]
+
     while True:
         try:
             lock.acquire()
         except filelock.Timeout:
             return ran  # the worker at work takes what is queued
         try:
-            while todo := [j for j in queued(state, running=True) if j.stem not in tried]:
-                tried.add(todo[0].stem)
-                _run(state, todo[0], handlers)
+            while waiting := todo():
+                tried.add(waiting[0].stem)
+                _run(state, waiting[0], handlers)
                 ran += 1
         finally:
             lock.release()
-        if all(j.stem in tried for j in queued(state)):  # (one queued meanwhile?)
+        if not todo():  # (one queued meanwhile?)
             return ran
+
+
+def left(state: Path, kinds: Sequence[str]) -> bool:
+    """Whether jobs of other kinds than ``kinds`` wait for the store's worker."""
+    return any(_kind(j) not in kinds for j in queued(state, running=True))
+
+
+def _kind(job: Path) -> str:
+    return job.stem.rsplit("-", 1)[-1]
 
 
 def _run(state: Path, job: Path, handlers: Mapping[str, Handler]) -> None:

@@ -13,7 +13,6 @@ import os
 import click
 
 from .. import jobs
-from ..store import Store
 from .context import Ctx, build_model, pass_ctx
 
 NICE = 5  # the worker's priority at least this far below the user's
@@ -23,52 +22,25 @@ NICE = 5  # the worker's priority at least this far below the user's
 @pass_ctx
 def work_cmd(c: Ctx) -> None:
     """Run the jobs queued for this store (started detached by hooks and commands)."""
+    from ..integrations.hooks import job_handlers
     from ..layout import state_dir
 
-    if not c.config.database_url and jobs.at_work(state_dir(c.config.dir)):
+    config = c.config
+    if not config.database_url and jobs.at_work(state_dir(config.dir)):
         return  # the store's worker takes the queue: this one leaves before opening the store
     with contextlib.suppress(OSError):  # below the user's work (the resident's share, if more)
         os.nice(max(0, NICE - os.nice(0)))
-    store, config = c.store, c.config
-
-    def learn(data: jobs.Data) -> None:
-        from ..integrations.hooks import learn_job
-
-        learn_job(data, config)
-
-    def index(data: jobs.Data) -> None:
-        embed_while_there(store)
-
-    def sync(data: jobs.Data) -> None:
-        from ..store import as_folder
-        from ..sync import run
-
-        run.background(as_folder(store), config)
 
     def pending(data: jobs.Data) -> None:
         from ..agent.loop import finish_handed_over
         from ..scopes import user_store_dir
 
-        finish_handed_over(store, build_model(c, memory=True), user_store_dir(config))
+        finish_handed_over(c.store, build_model(c, memory=True), user_store_dir(config))
 
-    jobs.work(store.internal, {"learn": learn, "index": index, "sync": sync, "pending": pending})
-
-
-def embed_while_there(store: Store) -> None:
-    """Embed every memory not embedded yet, a chunk at a time, stopping at the first look
-    that finds the store's folder gone (nothing left to embed it for)."""
-    root = store.root
-
-    def still_there(done: int, total: int) -> None:
-        if not root.is_dir():
-            raise _Gone
-
-    with contextlib.suppress(_Gone, FileNotFoundError):
-        store.index.embed_all(still_there)
-
-
-class _Gone(Exception):
-    """The store the worker works for is no longer there."""
+    # (a folder's queue is known without opening the store: at 100,000 memories that takes
+    # seconds, which an index job spends once itself)
+    internal = c.store.internal if config.database_url else state_dir(config.dir)
+    jobs.work(internal, {**job_handlers(config), "pending": pending})
 
 
 COMMANDS = [work_cmd]

@@ -14,10 +14,12 @@ exactly those. This module does NOT parse session files (``transcripts`` does).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 from typing import Any, TypedDict
@@ -96,19 +98,22 @@ def run(
     *,
     cwd: str | None = None,
     stores: StoreSource | None = None,
+    worker: Worker | None = None,
 ) -> tuple[str, str]:
     """One hook call (``start``, ``prompt`` or ``learn``) on the event text ``raw``: what goes
     to stdout and to stderr. Never raises: a failure is one line on stderr and in the hook
-    log. ``cwd``: the hook's folder, for an event that names none."""
+    log. ``cwd``: the hook's folder, for an event that names none; ``worker``: who takes the
+    jobs queued (the resident's own worker; None: the store's detached one)."""
     event = None
     try:
         event = read_event(raw)
         if cwd is not None and "cwd" not in event:
             event["cwd"] = cwd
         if kind in ("prompt", "start"):
-            call = prompt if kind == "prompt" else start
-            return call(event, host=host, stores=stores), ""
-        learn(event, host=host)
+            if kind == "start":
+                return start(event, host=host, stores=stores), ""
+            return prompt(event, host=host, stores=stores, worker=worker), ""
+        learn(event, host=host, worker=worker)
         return "", ""
     except Exception as exc:  # a hook must never break its host: report and go on
         line = f"memdir hook {kind}: {exc}".splitlines()[0]
@@ -205,11 +210,13 @@ def prompt(
     host: str | None,
     budget: float | None = None,
     stores: StoreSource | None = None,
+    worker: Worker | None = None,
 ) -> str:
     """The hook's stdout for a UserPromptSubmit event ('' when nothing applies). The memory
     model gets ``budget`` seconds, its SDK's import included; search runs meanwhile and is
     used when the model is late or absent. Past ``budget + SEARCH_GRACE`` nothing is
-    recalled: the host never waits on memdir."""
+    recalled: the host never waits on memdir. Memories left without a vector are queued for
+    ``worker`` (None: the store's detached worker)."""
     from ..recall import log_recall, render_block
 
     started = time.monotonic()
@@ -245,8 +252,12 @@ def prompt(
             session=event.get("session_id"),
         )
         for _, opened in store.stores():
-            if opened.index.backlog and not opened.read_only:
-                jobs.index_in_background(opened.root)  # the rest, at low priority, not here
+            if opened.index.backlog and not opened.read_only:  # the rest, later, not here
+                if worker is None:
+                    jobs.index_in_background(opened.root)
+                else:
+                    jobs.enqueue(opened.internal, "index")
+                    worker(opened.internal, opened.config)
     finally:
         lease.release()
     if not block:
@@ -400,9 +411,13 @@ def _reader(config: Config, budget: float, *, watch: bool = False) -> Scopes:
     return scopes
 
 
-def learn(event: HookEvent, *, host: str | None) -> Path | None:
-    """Spool the event and start the detached worker; returns the spool file (None: the
-    session left no transcript, so there is nothing to learn)."""
+Worker = Callable[[Path, Config], None]  # takes the queue of a store (state folder, config)
+
+
+def learn(event: HookEvent, *, host: str | None, worker: Worker | None = None) -> Path | None:
+    """Queue a learn job for the event's store and hand the queue to ``worker`` (None: start
+    the store's detached worker); the job's file (None: the session left no transcript, so
+    there is nothing to learn)."""
     path = event.get("transcript_path")
     if not isinstance(path, str) or not path:
         raise HookError("the event names no transcript_path — nothing to learn from")
@@ -425,10 +440,51 @@ def learn(event: HookEvent, *, host: str | None) -> Path | None:
         store = open_user_store(root, config)
     else:
         store = open_store(config, create=True, watch=False)
-    return jobs.enqueue(store.internal, "learn", {"event": event, "host": host}, start=config.dir)
+    data = {"event": event, "host": host}
+    if worker is None:
+        return jobs.enqueue(store.internal, "learn", data, start=config.dir)
+    job = jobs.enqueue(store.internal, "learn", data)
+    worker(store.internal, config)
+    return job
 
 
-def learn_job(data: jobs.Data, config: Config) -> LogRecord:
+def job_handlers(config: Config, by: str = "worker") -> dict[str, jobs.Handler]:
+    """What the jobs of the store opened by ``config`` do, for the worker ``by`` names (the
+    store's detached one, or the resident's): learn, embed what is not embedded yet, sync."""
+
+    def learn(data: jobs.Data) -> None:
+        learn_job(data, config, by=by)
+
+    def index(data: jobs.Data) -> None:
+        embed_while_there(open_store(config, create=False, watch=False))
+
+    def sync(data: jobs.Data) -> None:
+        from ..store import as_folder
+        from ..sync import run
+
+        run.background(as_folder(open_store(config, create=False, watch=False)), config)
+
+    return {"learn": learn, "index": index, "sync": sync}
+
+
+def embed_while_there(store: Store) -> None:
+    """Embed every memory not embedded yet, a chunk at a time, stopping at the first look
+    that finds the store's folder gone (nothing left to embed it for)."""
+    root = store.root
+
+    def still_there(done: int, total: int) -> None:
+        if not root.is_dir():
+            raise _Gone
+
+    with contextlib.suppress(_Gone, FileNotFoundError):
+        store.index.embed_all(still_there)
+
+
+class _Gone(Exception):
+    """The store the worker works for is no longer there."""
+
+
+def learn_job(data: jobs.Data, config: Config, *, by: str = "worker") -> LogRecord:
     """The store worker's learn job: extract from the session a hook's event names, then
     consolidate when due; the record written to the hook log. ``jobs.Later`` when the memory
     model could not be reached (the job is kept and tried again by a later worker)."""
@@ -439,7 +495,12 @@ def learn_job(data: jobs.Data, config: Config) -> LogRecord:
     event, host = data.get("event"), data.get("host")
     if not isinstance(event, dict) or not isinstance(host, str | None):
         raise ValueError("a learn job names no hook event")
-    record: LogRecord = {"hook": "learn", "host": host, "event": event.get("hook_event_name")}
+    record: LogRecord = {
+        "hook": "learn",
+        "host": host,
+        "event": event.get("hook_event_name"),
+        "worker": by,
+    }
     store = open_store(config, create=True, watch=False)
     later: LLMError | None = None
     try:  # (the store's one worker runs its jobs one at a time: a later one for this session

@@ -10,7 +10,9 @@ socket 0600) and answers only callers of the same user (the peer's credentials,
 SO_PEERCRED). Every call runs the same code as a hook's own process: the configuration is
 read again for each call (an edited config.toml or trust list counts at once); stores stay
 open between calls, each with its file watcher, so a memory edited by hand is seen; a store
-whose configuration or presence changed is opened anew.
+whose configuration or presence changed is opened anew. The stores' background work queued by
+its hooks (learn, embed, sync: ``jobs``) is done by its own worker thread, under each store's
+worker lock, with the model client warm; other kinds go to the store's detached worker.
 This module does NOT decide what a hook answers (``hooks``) or how a hook reaches it
 (``hookclient``).
 """
@@ -21,6 +23,7 @@ import contextlib
 import fcntl
 import json
 import os
+import queue
 import signal
 import socket
 import stat
@@ -30,6 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import jobs
 from ..config import Config
 from ..hookclient import (
     RESIDENT_ENV,
@@ -53,6 +57,8 @@ RECHECK = 5.0  # seconds between two looks, when no call runs, at whether memdir
 BOUND = 60.0  # seconds a call may take: a resident with a call past it is stuck, and leaves
 LOG = "resident.log"  # beside the sockets: each call that failed, and why
 LOG_LIMIT = 1 << 20  # bytes; the log starts again past it
+KINDS = ("learn", "index", "sync")  # the jobs the resident does itself
+FINISH = 30.0  # seconds a leaving resident waits for the job at work to end
 
 
 def _idle() -> float:
@@ -130,6 +136,60 @@ def _close(scopes: Scopes) -> None:
         scopes.close()
 
 
+class Worker:
+    """The resident's worker: one thread that takes the queues its hooks handed it, one store
+    after another (each under the store's worker lock, as the detached worker takes it), and
+    ends when none is left. The jobs of other kinds than ``KINDS`` (an agent's hand-over)
+    are left to the store's detached worker, started for them."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where  # the resident's folder: its log
+        self._todo: queue.Queue[tuple[Path, Config]] = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def __call__(self, state: Path, config: Config) -> None:
+        """Take the queue of the store whose state folder is ``state`` (opened by
+        ``config``), after the ones handed over before it."""
+        self._todo.put((state, config))
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, daemon=True)
+                self._thread.start()
+
+    def busy(self) -> bool:
+        """Whether it has work (a resident at work does not leave for being idle)."""
+        with self._lock:
+            return self._thread is not None and self._thread.is_alive()
+
+    def finish(self, timeout: float = FINISH) -> None:
+        """Take no more queues, and wait up to ``timeout`` seconds for the job at work (one
+        still at work then is run again by the store's next worker)."""
+        self._stop.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                state, config = self._todo.get(timeout=0.5)
+            except queue.Empty:
+                with self._lock:
+                    if self._todo.empty():
+                        self._thread = None
+                        return
+                continue
+            try:
+                jobs.work(state, hooks.job_handlers(config, by="resident"), only=True)
+                if jobs.left(state, KINDS):
+                    jobs.start_worker(state, config.dir)
+            except Exception as exc:  # this store's queue only: the next one is taken
+                note_failure(self.where, f"the jobs of {config.dir}: {type(exc).__name__}: {exc}")
+
+
 def peer_uid(conn: socket.socket) -> int:
     """The user id of the process at the other end of a Unix socket."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -159,6 +219,7 @@ class Resident:
         self.upgraded = False  # it left because that changed
         self.uid = os.getuid() if uid is None else uid
         self.pool = Pool()
+        self.worker = Worker(path.parent)
         self.busy = 0
         self.last = time.monotonic()
         self.lock = threading.Lock()
@@ -175,7 +236,7 @@ class Resident:
             except TimeoutError:
                 now = time.monotonic()
                 with self.lock:
-                    free = self.busy == 0
+                    free = self.busy == 0 and not self.worker.busy()
                     oldest = min(self.calls.values(), default=now)
                 if now - oldest > self.bound:
                     self.stuck = True
@@ -213,6 +274,7 @@ class Resident:
                     request["event"],
                     cwd=request["cwd"],
                     stores=self.pool,
+                    worker=self.worker,
                 )
                 send(conn, json.dumps(Reply(out=out, err=err), ensure_ascii=False).encode())
         except Exception as exc:  # the call's connection ends: the client runs the hook itself
@@ -319,6 +381,7 @@ def main() -> None:
                 where.with_suffix(".lock").unlink()
         if resident.stuck:
             os._exit(70)  # its hung call's thread and stores are left to the system
+        resident.worker.finish()
         resident.pool.close()
 
 
