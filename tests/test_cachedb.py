@@ -124,7 +124,7 @@ def test_a_store_index_whose_parts_differ_in_age_is_rebuilt_whole(tmp_path: Path
     built again (another schema), both are emptied, and the catalogue reads every file."""
     from memdir.entry import Entry
     from memdir.memory import Memory
-    from memdir.storeindex import Parsed, StoreIndex
+    from memdir.store.files.storeindex import Parsed, StoreIndex
 
     path = tmp_path / "index.sqlite"
     index = StoreIndex(path)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
+from memdir.entry import render
 from memdir.errors import InvalidMemory
-from memdir.index import render
 from memdir.memfile import entry_from, read_file
 from memdir.memory import Memory
 

@@ -56,8 +56,8 @@ def test_a_new_process_reads_only_the_files_changed_since_the_index_saw_them(
     import time
 
     from memdir import MemoryStore
-    from memdir import index as catalog_module
     from memdir.config import Config
+    from memdir.store.files import catalog as catalog_module
 
     root = tmp_path / ".memory"
     config = Config(dir=root, embedder="none")

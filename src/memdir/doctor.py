@@ -22,7 +22,7 @@ from .layout import ADOPTED, HISTORY, INDEX_DB, INTERNAL
 from .memory import Memory, safe_repr
 from .safetext import plural
 from .store import Store
-from .transaction import unfinished
+from .store.files.transaction import unfinished
 
 STALE_TEMP_SECONDS = 3600
 

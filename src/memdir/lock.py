@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from .errors import ConflictError, ReadOnlyStore, StoreLocked, StoreNotFound
 from .layout import INTERNAL, LOCK, state_dir
-from .transaction import not_a_link
 
 if TYPE_CHECKING:
     import filelock
@@ -149,3 +148,12 @@ class WritersLock:
         finally:
             lock.release()
         return True
+
+
+def not_a_link(path: Path, what: str) -> None:
+    """Refuse to work through a symbolic link planted inside the store."""
+    if path.is_symlink():
+        raise ConflictError(
+            f"{path} is a symbolic link — memdir reads and writes only inside the store;"
+            f" replace it with a real {what} (see 'memdir doctor')"
+        )

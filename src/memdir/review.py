@@ -26,9 +26,8 @@ from .history import Operation
 from .instructions import screen as screen_instructions
 from .layout import REVIEW
 from .memory import Memory
-from .plan import Change, Put, Remove, screen
+from .plan import Change, Put, Remove, new_op_id, screen
 from .store import Store
-from .transaction import new_op_id
 
 MODES = ("auto", "ask")
 

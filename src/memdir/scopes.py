@@ -414,7 +414,7 @@ class Scopes:
         scope and catalogue entry (named as the catalogue shows it; a same-content copy
         hidden by the project's is left out)."""
         from . import rerank
-        from .lookup import to_hit
+        from .entry import to_hit
         from .ranking import rank_many
 
         pairs = self.stores()

@@ -33,7 +33,7 @@ def index(c: Ctx, scope: str, show: bool, as_json: bool) -> None:
     and the store's worker in the background)."""
     store = existing_store(c, scope)
     if show:
-        from ..index import render
+        from ..entry import render
 
         click.echo(render(store.entries(), store.config.types), nl=False)
         return

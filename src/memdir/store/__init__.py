@@ -1,7 +1,8 @@
 """The stores: where memories are kept and every change to them is made safely.
 
 - ``base``: the contract (``Store``) and the operations every backend shares (``StoreBase``).
-- ``files``: ``MemoryStore``, a folder of Markdown files (the default backend).
+- ``files``: ``MemoryStore``, a folder of Markdown files (the default backend), a package
+  of its own (the folder, its catalogue, its index, its ranking side, its transactions).
 - ``pg``, ``pgsearch``, ``pgschema``: ``PgStore``, a named store in PostgreSQL
   (``memdir[postgres]``; the driver is imported only when a database is used).
 

@@ -18,16 +18,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
-from .. import index as idx
 from .. import memory as memfmt
 from ..config import Config
-from ..entry import Entry, Hit
+from ..entry import Entry, Hit, Problem
 from ..errors import ConflictError, InvalidMemory, MemoryNotFound
 from ..history import Operation, Version
 from ..memory import Memory
-from ..plan import Change, Put, Remove
+from ..plan import Change, Put, Remove, check_memory
 from ..provenance import Origin
-from ..transaction import check_memory
 
 if TYPE_CHECKING:
     from ..ranking import Ranker, Ranking
@@ -107,7 +105,7 @@ class Store(Protocol):
     def __len__(self) -> int: ...
     @property
     def version(self) -> int: ...
-    def problems(self) -> _list[idx.Problem]: ...
+    def problems(self) -> _list[Problem]: ...
     def retired(self) -> _list[str]: ...
     def origin(self, name: str) -> Origin: ...
     @property
@@ -339,7 +337,7 @@ class StoreBase:
         (``memdir[embed]``) and ``dense``, else BM25. ``explain`` fills in each method's rank
         and score, ranking the dense side over every memory (slower)."""
         from .. import periods, rerank
-        from ..lookup import to_hit
+        from ..entry import to_hit
         from ..ranking import rank_many
 
         period, wide = periods.widened(query, k)

@@ -24,10 +24,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import index as idx
 from .. import memory as memfmt
 from ..config import Config
-from ..entry import Entry
+from ..entry import INDEX_FILE, Entry, Problem, render
 from ..errors import (
     MemdirError,
     MemoryNotFound,
@@ -38,9 +37,8 @@ from ..history import Operation, Version
 from ..layout import state_dir
 from ..lock import take_legacy_state
 from ..memory import Memory
-from ..plan import Change, Put, screen
+from ..plan import Change, Put, check_memory, new_op_id, screen
 from ..provenance import HAND, Origin, label_of
-from ..transaction import check_memory, new_op_id
 from ..watch import WATCH_AFTER
 from . import pgschema
 from .base import Store, StoreBase, Taken, checked_items
@@ -263,14 +261,14 @@ class PgStore(StoreBase):
     @property
     def index_path(self) -> Path:
         """MEMORY.md as rendered now, in the local state folder."""
-        path = self.root / idx.INDEX_FILE
+        path = self.root / INDEX_FILE
         from ..atomic import write_atomic
 
         write_atomic(path, self.render_index().encode())
         return path
 
     def render_index(self) -> str:
-        return idx.render(self.entries(), self.config.types)
+        return render(self.entries(), self.config.types)
 
     @property
     def location(self) -> str:
@@ -293,7 +291,7 @@ class PgStore(StoreBase):
         every = [self._entries[n] for n in self._names]
         return every if type is None else [e for e in every if e.type == type]
 
-    def problems(self) -> _list[idx.Problem]:
+    def problems(self) -> _list[Problem]:
         return []  # the database holds only memories that passed the checks
 
     def get(self, name: str) -> Memory:

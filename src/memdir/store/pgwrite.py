@@ -21,9 +21,8 @@ from ..entry import Entry
 from ..errors import ConflictError, MemoryNotFound, PlanError, StoreNotFound
 from ..history import ChangeRecord, Operation, Version
 from ..memory import Memory
-from ..plan import Change, Put, Remove
+from ..plan import Change, Put, Remove, new_op_id, settle_put
 from ..search import columns_of
-from ..transaction import new_op_id, settle_put
 from ..vectors import memory_text
 from . import pgschema
 

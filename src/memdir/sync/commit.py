@@ -15,10 +15,10 @@ from pathlib import Path
 
 from .. import memory as memfmt
 from .. import review as queue
+from ..entry import INDEX_FILE
 from ..errors import InvalidMemory, MemdirError, SecretFound
 from ..held import Hold, hold
 from ..history import Operation
-from ..index import INDEX_FILE
 from ..instructions import screen as screen_instructions
 from ..memfile import read_file
 from ..plan import Put, screen

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..index import INDEX_FILE
+from ..entry import INDEX_FILE
 from ..layout import INTERNAL
 from .git import Git, SyncError
 

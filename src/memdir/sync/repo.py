@@ -24,8 +24,8 @@ from .. import jobs
 from .. import memory as memfmt
 from ..atomic import private
 from ..config import SYNC_SETTINGS, Config, read_toml
+from ..entry import INDEX_FILE
 from ..errors import MemdirError, MemoryNotFound
-from ..index import INDEX_FILE
 from ..layout import SYNC_STATE, state_dir
 from ..memory import CONFLICT_KEY
 from ..plan import Put

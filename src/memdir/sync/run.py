@@ -24,8 +24,8 @@ from pathlib import Path
 from .. import memory as memfmt
 from ..atomic import write_atomic
 from ..config import Config
+from ..entry import INDEX_FILE
 from ..errors import MemdirError
-from ..index import INDEX_FILE
 from ..layout import SYNC_LOCK, state_dir
 from ..store import MemoryStore
 from ..trust import ACCEPTED_COPY, PULLED_CONFIG

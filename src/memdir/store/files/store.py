@@ -18,26 +18,25 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import index as idx
-from .. import memfile
-from .. import memory as memfmt
-from ..atomic import write_atomic, write_intent
-from ..config import Config, store_config
-from ..entry import Entry
-from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
-from ..folder import Folder
-from ..history import History, Journal, Operation, Version
-from ..layout import HISTORY, JOURNAL, LOG, state_dir
-from ..lock import WritersLock, open_folder
-from ..lookup import Lookup
-from ..memory import Memory
-from ..plan import Change, Put, screen
-from ..provenance import Ledger, Origin
-from ..transaction import Transaction, new_op_id, not_a_link, unfinished
-from .base import Store, StoreBase, Taken, checked_items
+from ... import memfile
+from ... import memory as memfmt
+from ...atomic import write_atomic, write_intent
+from ...config import Config, store_config
+from ...entry import INDEX_FILE, Entry, Problem
+from ...errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
+from ...history import History, Journal, Operation, Version
+from ...layout import HISTORY, JOURNAL, LOG, state_dir
+from ...lock import WritersLock, not_a_link, open_folder
+from ...memory import Memory
+from ...plan import Change, Put, new_op_id, screen
+from ...provenance import Ledger, Origin
+from ..base import Store, StoreBase, Taken, checked_items
+from .folder import Folder
+from .lookup import Lookup
+from .transaction import Transaction, unfinished
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
-    from ..embed import Embedder
+    from ...embed import Embedder
 
 
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body
@@ -158,7 +157,7 @@ class MemoryStore(StoreBase):
     @property
     def index_path(self) -> Path:
         """The path of MEMORY.md."""
-        return self.root / idx.INDEX_FILE
+        return self.root / INDEX_FILE
 
     @property
     def location(self) -> str:
@@ -188,7 +187,7 @@ class MemoryStore(StoreBase):
             return [entries[n] for n in self._catalog.names]
         return [entries[n] for n in self._catalog.groups.get(type, [])]
 
-    def problems(self) -> _list[idx.Problem]:
+    def problems(self) -> _list[Problem]:
         """Files that are not valid memories, and rules that listed memories bend."""
         self._folder.catch_up()
         return self._catalog.problems()

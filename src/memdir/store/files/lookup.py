@@ -24,22 +24,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import memfile
-from .cachedb import damaged
-from .config import Config
-from .entry import Entry, Hit
-from .errors import InvalidMemory, MemdirError
-from .jobs import index_in_background, indexing
-from .layout import EMBED_DOWN
-from .memory import Memory
+from ... import memfile
+from ...cachedb import damaged
+from ...config import Config
+from ...errors import InvalidMemory, MemdirError
+from ...jobs import index_in_background, indexing
+from ...layout import EMBED_DOWN
+from ...memory import Memory
 
 if TYPE_CHECKING:
-    from .embed import Embedder, Vectors
+    from ...embed import Embedder, Vectors
+    from ...ranking import Ranking
+    from ...search import SearchIndex
+    from ...vectors import Dense
+    from .catalog import Catalog
     from .folder import Folder
-    from .index import Catalog
-    from .ranking import Ranking
-    from .search import SearchIndex
-    from .vectors import Dense, Ranked
 
 log = logging.getLogger("memdir")
 
@@ -194,7 +193,7 @@ class Lookup:
         """The configuration's embedder, made once (at the first search, or when asked)."""
         if not self._embedder_made:
             self._embedder_made = True
-            from .embed import EmbedError, from_config
+            from ...embed import EmbedError, from_config
 
             try:
                 self.embedder = from_config(self.config)
@@ -216,7 +215,7 @@ class Lookup:
         if down is not None:
             self.dense_error, self._retry_at = down, time.monotonic() + 1.0
             return
-        from .vectors import Text, memory_text
+        from ...vectors import Text, memory_text
 
         if not self._vectors_open:
             self._vectors_open, self._pending = True, None  # compared file by file once
@@ -265,7 +264,7 @@ class Lookup:
         embedder (nothing to load), or a store nobody embeds in the background."""
         if self._embedder_made or self.embed_budget is None or not self.background:
             return False
-        from .embed import wanted
+        from ...embed import wanted
 
         total = len(self.catalog.entries)
         left = total - min(self.folder.db.vector_count(), total)
@@ -311,7 +310,7 @@ class Lookup:
         if path is not None and self.embedder is not None:
             import json
 
-            from .atomic import write_atomic
+            from ...atomic import write_atomic
 
             record = {
                 "name": self.embedder.name,
@@ -352,8 +351,8 @@ class Lookup:
                 self._make_embedder()
         if self.embedder is None or self.dense_error:
             return f"ranking: BM25 alone ({self._why_not()})"
-        from .embed import baseline
-        from .vectors import ALPHA
+        from ...embed import baseline
+        from ...vectors import ALPHA
 
         b = baseline(self.embedder)
         cosine = "cosine" if not b else f"(cosine − {b:g}) / {1 - b:g}"
@@ -378,7 +377,7 @@ class Lookup:
             return self._why_not()
         if not self._vectors_open:
             return "the vectors are not read yet"
-        from .embed import reads
+        from ...embed import reads
 
         if not reads(self.embedder, query):
             return f"{self.embedder.name} is English-only and the query is not"
@@ -404,20 +403,3 @@ class Lookup:
             return False
         self.discard(exc)
         return True
-
-
-def to_hit(
-    entry: Entry, ranked: Ranked, read: Callable[[Entry], Memory], scope: str | None = None
-) -> Hit:
-    """The search result for ``entry`` as a ranking found it."""
-    return Hit(
-        entry,
-        ranked.score,
-        scope,
-        ranked.bm25_rank,
-        ranked.bm25,
-        ranked.dense_rank,
-        ranked.cosine,
-        read,
-        ranked.close,
-    )

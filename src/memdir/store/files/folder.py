@@ -24,15 +24,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import index as idx
-from . import memfile
-from .atomic import TEMP_PREFIX, write_atomic
-from .cachedb import damaged
-from .config import Config
-from .history import History
-from .layout import INDEX_DB, INDEX_STATE, JOURNALS, LEGACY_CACHES, LOG
+from ... import memfile
+from ...atomic import TEMP_PREFIX, write_atomic
+from ...cachedb import damaged
+from ...config import Config
+from ...entry import INDEX_FILE
+from ...history import History
+from ...layout import INDEX_DB, INDEX_STATE, JOURNALS, LEGACY_CACHES, LOG
+from ...watch import Tracker
+from . import catalog as idx
 from .storeindex import StoreIndex
-from .watch import Tracker
 
 log = logging.getLogger("memdir")
 T = TypeVar("T")
@@ -82,7 +83,7 @@ class Folder:
 
     @property
     def index_path(self) -> Path:
-        return self.root / idx.INDEX_FILE
+        return self.root / INDEX_FILE
 
     @property
     def db(self) -> StoreIndex:

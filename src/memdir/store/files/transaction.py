@@ -11,30 +11,24 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets as _random
 import stat
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import memfile
-from . import memory as memfmt
-from .atomic import clear_intent, fsync_dir, intent_pending, write_atomic
-from .config import Config
-from .entry import Entry
-from .errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound, PlanError
+from ... import memfile
+from ... import memory as memfmt
+from ...atomic import clear_intent, fsync_dir, intent_pending, write_atomic
+from ...config import Config
+from ...entry import Entry
+from ...errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound, PlanError
+from ...history import ChangeRecord, History, Journal, Operation, Step
+from ...layout import HISTORY, JOURNAL, JOURNALS, LOG
+from ...lock import not_a_link
+from ...memory import Memory
+from ...plan import Change, Put, Remove, check_memory, new_op_id, settle_put
 from .folder import Folder
-from .history import ChangeRecord, History, Journal, Operation, Step
-from .layout import HISTORY, JOURNAL, JOURNALS, LOG
-from .memory import Memory
-from .plan import Change, Put, Remove
-from .secrets import redact_tree
 
 _list = list
-
-
-def new_op_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"-{_random.token_hex(3)}"
 
 
 def unfinished(internal: Path) -> list[str]:
@@ -48,51 +42,6 @@ def _same_device(a: Path, b: Path) -> bool:
         return os.stat(a).st_dev == os.stat(b).st_dev
     except OSError:
         return False
-
-
-def not_a_link(path: Path, what: str) -> None:
-    """Refuse to work through a symbolic link planted inside the store."""
-    if path.is_symlink():
-        raise ConflictError(
-            f"{path} is a symbolic link — memdir reads and writes only inside the store;"
-            f" replace it with a real {what} (see 'memdir doctor')"
-        )
-
-
-def check_memory(memory: Memory, config: Config) -> Memory:
-    """Validate a memory as a write would (name, type, description, size) without writing;
-    returns it normalised. Every backend writes through this check."""
-    new = memfmt.validate_new(memory.replace(name=memfmt.validate_name(memory.name)), config.types)
-    size = len(memfmt.dumps(new.replace(created=memfmt.now(), updated=memfmt.now())).encode())
-    if size > config.max_file_bytes:
-        raise InvalidMemory(
-            f"memory {new.name!r} would be {size / 1024:.0f} KiB, over the"
-            f" {config.max_file_bytes // 1024} KiB limit — shorten the body or"
-            " split it into several memories"
-        )
-    return new
-
-
-def settle_put(
-    change: Put, name: str, current: Memory | None, config: Config, stamp: str
-) -> Memory | None:
-    """What a ``Put`` writes over ``current`` (None: nothing there): validated, the keys the
-    current memory has and the new one lacks carried over (redacted) unless told not to,
-    ``created`` kept and ``updated`` stamped; None when it changes nothing. Every backend
-    turns a plan's writes into memories through this."""
-    new = memfmt.validate_new(change.memory.replace(name=name), config.types)
-    if current is not None and change.merge_extra:  # never carry a secret along
-        kept = {k: redact_tree(v) for k, v in current.extra.items()}
-        new = new.replace(extra={**kept, **new.extra})
-    if current is not None:
-        unchanged = new.replace(created=current.created, updated=current.updated)
-        if memfmt.dumps(unchanged) == memfmt.dumps(current):
-            return None
-    created = (current.created if current else None) or new.created or stamp
-    new = new.replace(created=created, updated=stamp)
-    if len(memfmt.dumps(new).encode()) > config.max_file_bytes:
-        check_memory(new, config)  # raises, saying by how much
-    return new
 
 
 class Transaction:
