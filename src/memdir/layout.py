@@ -12,7 +12,6 @@ This module does NOT read or write them.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -31,6 +30,8 @@ def state_home() -> Path:
 def state_dir(root: Path) -> Path:
     """The folder that holds the state of the store whose folder is ``root``: one per real
     path, named for the folder (and its parent) so a person can tell which is which."""
+    import hashlib  # (here: the hook's client imports this module and needs none of it)
+
     real = os.path.realpath(root)
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
     parts = [p for p in real.split(os.sep) if p][-2:]
