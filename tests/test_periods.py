@@ -142,6 +142,12 @@ def test_memdir_search_explain_shows_the_period_weight(cli: CliFn, tmp_path: Pat
     first = next(i for i, line in enumerate(lines) if "db-clickhouse" in line)
     assert "said in the period asked about: ×1.2" in lines[first + 1]
     assert "×" not in lines[next(i for i, line in enumerate(lines) if "db-postgres" in line) + 1]
+    assert "period asked about: May (any year)" in r.out
+    r = cli("recall", "--no-llm", "--explain", "what did we decide about the database in May")
+    assert r.code == 0, r.err
+    assert "period asked about: May (any year) (what was said then" in r.out
+    r = cli("search", "--explain", "what did we decide about the database")
+    assert "period asked about" not in r.out
 
 
 def test_only_the_hits_that_can_reach_the_best_once_weighed_are_read() -> None:

@@ -81,6 +81,19 @@ class Period:
     start: datetime.date | None = None  # for relative periods: the days themselves
     end: datetime.date | None = None
 
+    def describe(self) -> str:
+        """The period as a person reads it: "2026-11-02 to 2026-11-08", "June 2023", "16 June
+        (any year)"."""
+        if self.start is not None and self.end is not None:
+            if self.start == self.end:
+                return self.start.isoformat()
+            return f"{self.start.isoformat()} to {self.end.isoformat()}"
+        year = str(self.year) if self.year else "(any year)"
+        if self.month is None:
+            return year
+        month = calendar.month_name[self.month]
+        return f"{self.day} {month} {year}" if self.day else f"{month} {year}"
+
     def holds(self, when: datetime.date, slack_days: int = 0) -> bool:
         """Whether ``when`` is in the period, or at most ``slack_days`` after its end (what
         happened in June is often told in the first days of July)."""

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
-from . import periods
 from .backend import open_store
 from .config import Config, folder
 from .entry import Entry, Hit
@@ -413,16 +412,14 @@ class Scopes:
         """The ``k`` best memories over every scope, with comparable scores, each with its
         scope and catalogue entry (named as the catalogue shows it; a same-content copy
         hidden by the project's is left out)."""
-        from . import rerank
+        from .asked import Asked
         from .entry import to_hit
         from .ranking import rank_many
 
         pairs = self.stores()
-        period, wide = periods.widened(query, k)
-        pool = rerank.pool(self.config, k)  # (k, or the stage's candidates)
-        wide = max(wide, pool)
+        asked = Asked.of(query, k, self.config)
         ranking = rank_many(
-            [store.index.ranker() for _, store in pairs], query, wide, explain=explain
+            [store.index.ranker() for _, store in pairs], query, asked.ranked, explain=explain
         )
         for _, store in pairs:
             store.index.last = ranking
@@ -437,9 +434,7 @@ class Scopes:
                 e, name = found
                 shown = e if name == e.name else dataclasses.replace(e, name=name)
                 out.append(to_hit(shown, r, lambda e: self.get(e.name), scope.name))
-        if period is not None:
-            out = periods.in_period_first(out, period, pool)
-        return rerank.reorder(out, query, self.config, k)
+        return asked.weigh(out)
 
     @_serial
     def ranking_note(self) -> str:

@@ -213,7 +213,12 @@ def recall(
         emit_json({**sel.to_dict(), "block": block})
         return
     if explain:
+        from ..asked import explain as weighs
+        from ..recall import search_query
+
         click.echo(f"path: {sel.path}" + (f" ({sel.note})" if sel.note else ""))
+        for line in weighs(search_query(messages)):
+            click.echo(line)
         for name, score in sel.candidates:
             mark = "*" if name in sel.names else " "
             shown = "" if score is None else f"{score:7.2f}  "

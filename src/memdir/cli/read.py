@@ -137,7 +137,11 @@ def search(
         emit_json([h.to_dict(explain=explain) for h in hits])
         return
     if explain:
+        from ..asked import explain as weighs
+
         click.echo(scopes.ranking_note())
+        for line in weighs(" ".join(query)):
+            click.echo(line)
     if not hits:
         click.echo("No matching memories.")
     for h in hits:

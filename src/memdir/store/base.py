@@ -336,23 +336,21 @@ class StoreBase:
         body): BM25 fused with embedding similarity when an embedder is configured
         (``memdir[embed]``) and ``dense``, else BM25. ``explain`` fills in each method's rank
         and score, ranking the dense side over every memory (slower)."""
-        from .. import periods, rerank
+        from ..asked import Asked
         from ..entry import to_hit
         from ..ranking import rank_many
 
-        period, wide = periods.widened(query, k)
-        shown = rerank.pool(self.config, k)  # (k, or the stage's candidates)
-        wide = max(wide, shown)
+        asked = Asked.of(query, k, self.config)
         out = []
-        ranking = rank_many([self.index.ranker()], query, wide, explain=explain, dense=dense)
+        ranking = rank_many(
+            [self.index.ranker()], query, asked.ranked, explain=explain, dense=dense
+        )
         self.index.last = ranking
         for r in ranking.hits:
             entry = self.entry_at(r.key[1])
             if entry is not None:
                 out.append(to_hit(entry, r, self._read_entry))
-        if period is not None:
-            out = periods.in_period_first(out, period, shown)
-        return rerank.reorder(out, query, self.config, k)
+        return asked.weigh(out)
 
     def _read_entry(self, entry: Entry) -> Memory:
         return self.get(entry.name)

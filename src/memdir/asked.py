@@ -1,0 +1,62 @@
+"""What a question asks of memory search besides its words, and the hits weighed for it.
+
+After ``ranking.rank_many`` has fused BM25 and cosines over a wider pool, one store's search
+and ``Scopes``' search alike hand the hits to ``Asked.weigh``: what was said in the period the
+question names counts more (``periods``); then the rerank stage, when configured
+(``rerank``). ``explain`` says what the question set off, a line each, for ``--explain``.
+This module does NOT rank anything itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import periods, rerank
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .entry import Hit
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One question to memory search: its text, the period it names, how many hits it
+    wants."""
+
+    query: str
+    k: int
+    config: Config
+    period: periods.Period | None
+
+    @classmethod
+    def of(cls, query: str, k: int, config: Config) -> Asked:
+        return cls(query, k, config, periods.named_period(query))
+
+    @property
+    def shown(self) -> int:
+        """How many hits reach the rerank stage (``k``, or the stage's candidates)."""
+        return rerank.pool(self.config, self.k)
+
+    @property
+    def ranked(self) -> int:
+        """How many candidates to ask the ranking for."""
+        return max(self.shown, periods.CANDIDATES if self.period is not None else 0)
+
+    def weigh(self, hits: list[Hit]) -> list[Hit]:
+        """The ``k`` best of the ranking's ``hits`` (best first) once weighed for the
+        question."""
+        if self.period is not None:
+            hits = periods.in_period_first(hits, self.period, self.shown)
+        return rerank.reorder(hits, self.query, self.config, self.k)
+
+
+def explain(query: str) -> list[str]:
+    """What ``query`` asks that weighs its search, one line each (``--explain``)."""
+    period = periods.named_period(query)
+    if period is None:
+        return []
+    return [
+        f"period asked about: {period.describe()} (what was said then, or up to"
+        f" {periods.SLACK_DAYS} days after, counts ×{periods.WEIGHT:g})"
+    ]
