@@ -38,6 +38,8 @@ QUESTIONS = [
     "how do we deploy to staging with docker and kubernetes?",  # (words the store holds:
     "what is the on-call alert policy for the feature flag?",  # the relevance floor lets
     # through only what holds the prompt's own terms or is close in meaning)
+    "what did we decide about the Docker deploy to staging in May?",  # (a period: the best
+    # 60 are read for the day each was said, memdir.periods)
 ]
 
 
