@@ -22,14 +22,16 @@ import socket
 import stat
 import struct
 import sys
-from typing import TypedDict
+
+from .layout import NESTED_ENV
+
+TYPE_CHECKING = False  # (as typing.TYPE_CHECKING: importing typing costs every prompt ms)
 
 try:  # (CPython's own BLAKE2: importing hashlib loads OpenSSL, a few ms of every prompt)
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - another interpreter
     from hashlib import blake2b
 
-from .layout import NESTED_ENV
 
 RESIDENT_ENV = "MEMDIR_RESIDENT"  # "off": no resident process
 KINDS = ("start", "prompt", "learn")
@@ -161,21 +163,26 @@ def _exactly(conn: socket.socket, size: int) -> bytes:
     return b"".join(parts)
 
 
-class Request(TypedDict):
-    """A hook call as the resident receives it: the hook, its host, the event as the host
-    sent it, and the folder the hook ran in."""
+if TYPE_CHECKING:  # (typing costs every prompt a few ms: at run time both are dicts)
+    from typing import TypedDict
 
-    kind: str
-    host: str | None
-    event: str
-    cwd: str | None
+    class Request(TypedDict):
+        """A hook call as the resident receives it: the hook, its host, the event as the
+        host sent it, and the folder the hook ran in."""
 
+        kind: str
+        host: str | None
+        event: str
+        cwd: str | None
 
-class Reply(TypedDict):
-    """The resident's answer: what the hook prints on stdout and on stderr."""
+    class Reply(TypedDict):
+        """The resident's answer: what the hook prints on stdout and on stderr."""
 
-    out: str
-    err: str
+        out: str
+        err: str
+
+else:
+    Request = Reply = dict
 
 
 def read_request(data: bytes) -> Request:

@@ -12,6 +12,7 @@ This module does NOT decide what happens to a flagged text (``review`` and ``syn
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -315,6 +316,7 @@ def _plain(text: str) -> str:
     return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
 
 
+@functools.lru_cache(maxsize=1024)  # (recall screens the same texts prompt after prompt)
 def screen(text: str) -> str | None:
     """Why ``text`` reads as an instruction planted for the agent, or None for a memory."""
     plain = _plain(text)

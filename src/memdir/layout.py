@@ -13,15 +13,20 @@ This module does NOT read or write them.
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 
+TYPE_CHECKING = False  # (as typing.TYPE_CHECKING, without importing typing)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# (the hook's client imports this module for a name: what the functions need, they import)
 INTERNAL = ".memdir"  # where earlier versions kept a store's state, inside its folder
 STORES = "stores"  # <user state folder>/stores/<folder name>-<digest of its real path>
 
 
 def state_home() -> Path:
     """The user's state folder for memdir (``$XDG_STATE_HOME/memdir`` on Linux)."""
+    from pathlib import Path
+
     import platformdirs
 
     return Path(platformdirs.user_state_dir("memdir", appauthor=False))
@@ -30,7 +35,8 @@ def state_home() -> Path:
 def state_dir(root: Path) -> Path:
     """The folder that holds the state of the store whose folder is ``root``: one per real
     path, named for the folder (and its parent) so a person can tell which is which."""
-    import hashlib  # (here: the hook's client imports this module and needs none of it)
+    import hashlib
+    import re
 
     real = os.path.realpath(root)
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
