@@ -882,3 +882,40 @@ def _vector_rows(path: Path) -> int:
         return 0
     finally:
         db.close()
+
+
+def test_a_prompt_answered_by_the_resident_hands_its_backlog_to_the_residents_worker(
+    tmp_path: Path,
+) -> None:
+    """The prompt hook embeds only its question; what is left without a vector is queued as
+    an index job and handed to the worker the resident gives it (no process started), which
+    embeds it."""
+    import json
+
+    from memdir import jobs
+    from memdir.config import load_config
+    from memdir.integrations import hooks
+    from memdir.layout import state_dir
+    from memdir.memory import Memory
+    from memdir.plan import Put
+
+    project = tmp_path / "app"
+    (project / ".git").mkdir(parents=True)
+    root = project / ".memory"
+    MemoryStore(root, Config(dir=root, embedder="none")).apply(
+        [
+            Put(Memory(f"note-{i}", "project_fact", f"Deploy note {i}", "Deploy with make."))
+            for i in range(40)
+        ]
+    )
+    handed: list[tuple[Path, Config]] = []
+    event = json.dumps({"prompt": "how do we deploy?", "cwd": str(project),
+                        "hook_event_name": "UserPromptSubmit", "session_id": "s1"})  # fmt: skip
+    out, err = hooks.run(
+        "prompt", "claude-code", event, worker=lambda state, config: handed.append((state, config))
+    )
+    assert err == "" and "note-" in out
+    assert [(s, c.dir) for s, c in handed] == [(state_dir(root), root)]
+    assert jobs.queued(state_dir(root), "index")  # the job waits for the worker it was handed to
+    jobs.work(state_dir(root), hooks.job_handlers(load_config({"dir": root}), by="resident"))
+    assert _embedded(root) == 40

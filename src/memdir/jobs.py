@@ -79,14 +79,17 @@ def start_worker(state: Path, where: Path) -> None:
         start_memdir(["--dir", str(where), "work"], cwd=where.parent)
 
 
-def index_in_background(root: Path) -> bool:
+def index_in_background(root: Path, take: Callable[[Path], None] | None = None) -> bool:
     """Queue embedding what is not embedded yet of the folder store at ``root`` and start its
-    worker; False when that could not be done (searches embed a little at a time then)."""
+    worker, or hand its queue (the state folder) to ``take`` (the resident's worker); False
+    when that could not be done (searches embed a little at a time then)."""
     try:
-        enqueue(state_dir(root), "index", start=root)
+        enqueue(state_dir(root), "index", start=root if take is None else None)
     except OSError as exc:
         log.warning("memdir: cannot queue the background index of %s: %s", root, exc)
         return False
+    if take is not None:
+        take(state_dir(root))
     return True
 
 

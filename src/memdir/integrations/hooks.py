@@ -253,11 +253,7 @@ def prompt(
         )
         for _, opened in store.stores():
             if opened.index.backlog and not opened.read_only:  # the rest, later, not here
-                if worker is None:
-                    jobs.index_in_background(opened.root)
-                else:
-                    jobs.enqueue(opened.internal, "index")
-                    worker(opened.internal, opened.config)
+                jobs.index_in_background(opened.root, _hand(worker, opened.config))
     finally:
         lease.release()
     if not block:
@@ -412,6 +408,14 @@ def _reader(config: Config, budget: float, *, watch: bool = False) -> Scopes:
 
 
 Worker = Callable[[Path, Config], None]  # takes the queue of a store (state folder, config)
+
+
+def _hand(worker: Worker | None, config: Config) -> Callable[[Path], None] | None:
+    """The store's queue (its state folder) handed to ``worker`` for the store ``config``
+    opens; None: no worker here (the store's detached one is started)."""
+    if worker is None:
+        return None
+    return lambda state: worker(state, config)
 
 
 def learn(event: HookEvent, *, host: str | None, worker: Worker | None = None) -> Path | None:

@@ -57,7 +57,6 @@ RECHECK = 5.0  # seconds between two looks, when no call runs, at whether memdir
 BOUND = 60.0  # seconds a call may take: a resident with a call past it is stuck, and leaves
 LOG = "resident.log"  # beside the sockets: each call that failed, and why
 LOG_LIMIT = 1 << 20  # bytes; the log starts again past it
-KINDS = ("learn", "index", "sync")  # the jobs the resident does itself
 FINISH = 30.0  # seconds a leaving resident waits for the job at work to end
 
 
@@ -139,8 +138,9 @@ def _close(scopes: Scopes) -> None:
 class Worker:
     """The resident's worker: one thread that takes the queues its hooks handed it, one store
     after another (each under the store's worker lock, as the detached worker takes it), and
-    ends when none is left. The jobs of other kinds than ``KINDS`` (an agent's hand-over)
-    are left to the store's detached worker, started for them."""
+    ends when none is left. It does the jobs ``hooks.job_handlers`` knows (learn, index,
+    sync); another kind (an agent's hand-over) is left to the store's detached worker,
+    started for it."""
 
     def __init__(self, where: Path) -> None:
         self.where = where  # the resident's folder: its log
@@ -183,8 +183,9 @@ class Worker:
                         return
                 continue
             try:
-                jobs.work(state, hooks.job_handlers(config, by="resident"), only=True)
-                if jobs.left(state, KINDS):
+                handlers = hooks.job_handlers(config, by="resident")
+                jobs.work(state, handlers, only=True)
+                if jobs.left(state, list(handlers)):
                     jobs.start_worker(state, config.dir)
             except Exception as exc:  # this store's queue only: the next one is taken
                 note_failure(self.where, f"the jobs of {config.dir}: {type(exc).__name__}: {exc}")
