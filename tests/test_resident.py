@@ -484,3 +484,24 @@ def test_hosts_that_differ_only_in_path_and_session_share_one_resident() -> None
     assert socket_path(claude, code="c") == socket_path(codex, code="c")
     assert socket_path(claude, code="c") != socket_path({**claude, "MEMDIR_MODEL": "m"}, code="c")
     assert socket_path(claude, code="c") != socket_path({**claude, "HOME": "/home/b"}, code="c")
+
+
+def test_a_resident_whose_worker_has_work_does_not_leave_for_being_idle(tmp_path: Path) -> None:
+    """Idle means no call and no job: a resident whose worker thread is at a job stays past
+    its idle time, and leaves once the job is done."""
+    from memdir.integrations.resident import Resident
+
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    resident = Resident(folder / "w.sock", idle=0.1)
+    at_work = threading.Event()
+    at_work.set()
+    resident.worker.busy = at_work.is_set  # type: ignore[method-assign]
+    listener, thread = _serve(resident, folder / "w.sock")
+    # three looks at least (one each half second when no call comes), all past the idle time
+    _until(lambda: time.monotonic() - resident.last > 1.6, "the idle time passed thrice over")
+    assert thread.is_alive()
+    at_work.clear()
+    thread.join(30)
+    assert not thread.is_alive()
+    listener.close()
