@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ... import memory as memfmt
 from ...atomic import TEMP_PREFIX
-from ...entry import _INDEX_HEAD, INDEX_FILE, Entry, Problem
+from ...entry import INDEX_FILE, INDEX_HEAD, Entry, Problem
 from ...errors import InvalidMemory
 from ...memfile import entry_from, parse, racy, read_file, stat_key
 from ...safetext import for_markdown
@@ -361,7 +361,7 @@ class Catalog:
         and each type's lines joined, so a change re-joins only its own group's bytes)."""
         order = [t for t in self.types if t in self.groups]
         order += sorted(t for t in self.groups if t not in self.types)
-        parts = [_INDEX_HEAD.encode()]
+        parts = [INDEX_HEAD.encode()]
         for t in order:
             chunk = self._chunks.get(t)
             if chunk is None:
