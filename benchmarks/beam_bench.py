@@ -27,7 +27,6 @@ import argparse
 import datetime
 import json
 import os
-import random
 import statistics
 import subprocess
 import tempfile
@@ -36,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from locomo_qa import interval
 from memdir import MemoryStore
 from memdir.config import Config
 from memdir.memory import Memory
@@ -177,13 +177,6 @@ def bm25s_rank(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
 
 def recall(got: list[str], relevant: list[str]) -> float:
     return len(set(relevant) & set(got[:5])) / len(relevant)
-
-
-def interval(scores: list[float], rounds: int = 1000) -> tuple[float, float]:
-    """A bootstrap 95% interval of the mean (questions resampled with replacement)."""
-    rng = random.Random(13)
-    means = sorted(statistics.mean(rng.choices(scores, k=len(scores))) for _ in range(rounds))
-    return means[int(0.025 * rounds)], means[int(0.975 * rounds) - 1]
 
 
 def _signals() -> dict[str, tuple[object, str, float]]:

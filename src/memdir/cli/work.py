@@ -26,7 +26,10 @@ def work_cmd(c: Ctx) -> None:
     from ..layout import state_dir
 
     config = c.config
-    if not config.database_url and jobs.at_work(state_dir(config.dir)):
+    # (a folder's queue is known without opening the store: at 100,000 memories that takes
+    # seconds, which an index job spends once itself)
+    folder = None if config.database_url else state_dir(config.dir)
+    if folder is not None and jobs.at_work(folder):
         return  # the store's worker takes the queue: this one leaves before opening the store
     with contextlib.suppress(OSError):  # below the user's work (the resident's share, if more)
         os.nice(max(0, NICE - os.nice(0)))
@@ -37,10 +40,7 @@ def work_cmd(c: Ctx) -> None:
 
         finish_handed_over(c.store, build_model(c, memory=True), user_store_dir(config))
 
-    # (a folder's queue is known without opening the store: at 100,000 memories that takes
-    # seconds, which an index job spends once itself)
-    internal = c.store.internal if config.database_url else state_dir(config.dir)
-    jobs.work(internal, {**job_handlers(config), "pending": pending})
+    jobs.work(folder or c.store.internal, {**job_handlers(config), "pending": pending})
 
 
 COMMANDS = [work_cmd]

@@ -445,10 +445,9 @@ def learn(event: HookEvent, *, host: str | None, worker: Worker | None = None) -
     else:
         store = open_store(config, create=True, watch=False)
     data = {"event": event, "host": host}
-    if worker is None:
-        return jobs.enqueue(store.internal, "learn", data, start=config.dir)
-    job = jobs.enqueue(store.internal, "learn", data)
-    worker(store.internal, config)
+    job = jobs.enqueue(store.internal, "learn", data, start=config.dir if worker is None else None)
+    if worker is not None:
+        worker(store.internal, config)
     return job
 
 
