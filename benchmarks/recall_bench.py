@@ -37,6 +37,7 @@ from typing import Any
 
 from memdir import memory as memfmt
 from memdir.config import Config
+from memdir.layout import INDEX_DB, state_dir
 from memdir.memory import Memory
 from memdir.search import Doc, SearchIndex, tokenize
 from memdir.store import MemoryStore
@@ -504,7 +505,7 @@ def hybrid_speed(bench_dir: Path, n_warm: int, kind: str = "minilm", n_embed: in
         vectors = store._lookup.vectors
         assert vectors is not None and len(vectors) == n_warm
         median, p90 = timed_queries(store, queries)
-        disk = (root / ".memdir" / "vectors.sqlite").stat().st_size / 2**20
+        disk = (state_dir(root) / INDEX_DB).stat().st_size / 2**20
         print(
             f"hybrid over {n_warm:,} memories (first search embedded them in {built:.0f} s,"
             f" {disk:.0f} MB on disk as float16), {len(queries)} LoCoMo questions:"

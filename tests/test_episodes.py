@@ -24,8 +24,11 @@ from memdir.episodes import Episodes
 from memdir.errors import LLMError
 from memdir.layout import state_dir
 from memdir.learn.extract import extract_memories
+from memdir.memory import Memory
+from memdir.plan import Put
 from memdir.providers import ChatModel
 from memdir.recall import load_memories, select
+from memdir.search import tokenize
 from memdir.testing import FakeModel
 from test_recall import TopicEmbedder
 
@@ -212,8 +215,8 @@ def test_episodes_are_found_by_meaning_and_their_vectors_follow_the_files(
     os.unlink(tabs)  # a person deletes what was said: no vector of it is kept either
     assert all("tabs" not in s.turn.text for s in episodes.search(question, 2, embedder=topics))  # type: ignore[arg-type]
     episodes.close()
-    with sqlite3.connect(store.internal / "episodes-vectors.sqlite") as db:
-        assert db.execute("SELECT count(*) FROM vecs").fetchone()[0] == 1
+    with sqlite3.connect(store.internal / "index.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM episode_vecs").fetchone()[0] == 1
 
 
 def test_what_was_said_is_kept_once_whatever_the_model_does(store: MemoryStore) -> None:
@@ -280,18 +283,47 @@ def test_extraction_embeds_what_it_kept(tmp_path: Path) -> None:
         assert "we go with Alembic" in said.turn.text and topics.embedded == 3
 
 
-def test_damaged_episode_caches_are_rebuilt_from_the_files(store: MemoryStore) -> None:
-    """Damaged episode caches are rebuilt from the files."""
+def test_a_damaged_index_is_rebuilt_from_the_files_memories_and_episodes(
+    store: MemoryStore,
+) -> None:
+    """The store's index, which holds the episodes' parts too, damaged: the episodes are found
+    again (rebuilt from their files), and so are the memories."""
+    store.apply(
+        [Put(Memory("deploys", "project_fact", "Deploys go out on Tuesdays", "Never on a Friday."))]
+    )
     extract_memories(store, TALK, FakeModel([{"memories": []}]))
     episodes = Episodes(store.internal, store.config)
     topics = CountingTopics()
     assert episodes.search("database migration", 1, embedder=topics)  # type: ignore[arg-type]
     episodes.close()
-    for name in ("episodes.sqlite", "episodes-vectors.sqlite"):
-        (store.internal / name).write_bytes(b"not a database " * 100)
+    store.close()
+    for end in ("", "-wal", "-shm"):
+        Path(f"{store.internal / 'index.sqlite'}{end}").unlink(missing_ok=True)
+    (store.internal / "index.sqlite").write_bytes(b"not a database " * 100)
     (said,) = episodes.search("database migration", 1, embedder=topics)  # type: ignore[arg-type]
     assert "we go with Alembic" in said.turn.text
     episodes.close()
+    again = MemoryStore(store.root, store.config)
+    assert [h.entry.name for h in again.search("friday deploys")] == ["deploys"]
+    (said,) = Episodes(store.internal, store.config).search("alembic migration", 1)
+    assert "we go with Alembic" in said.turn.text
+
+
+def test_a_store_of_the_previous_version_drops_its_episode_caches(store: MemoryStore) -> None:
+    """The files the previous version kept the episodes' index in are deleted when the
+    episodes' parts of the store's index are first made; nothing said is lost."""
+    extract_memories(store, TALK, FakeModel([{"memories": []}]))
+    store.close()
+    with sqlite3.connect(store.internal / "index.sqlite") as db:  # as the version before left it
+        for table in ("episode_files", "episode_docs", "episode_fts", "episode_stats"):
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+        db.execute("DELETE FROM meta WHERE key LIKE 'episode_%'")
+    old = ["episodes.sqlite", "episodes.json", "episodes-vectors.sqlite", "episodes-vectors.json"]
+    for name in old:
+        (store.internal / name).write_bytes(b"{}")
+    (said,) = Episodes(store.internal, store.config).search("alembic migration", 1)
+    assert "we go with Alembic" in said.turn.text
+    assert not [name for name in old if (store.internal / name).exists()]
 
 
 def test_deleting_the_episodes_folder_takes_its_caches_along(store: MemoryStore) -> None:
@@ -303,9 +335,20 @@ def test_deleting_the_episodes_folder_takes_its_caches_along(store: MemoryStore)
     episodes.close()
     shutil.rmtree(store.internal / "episodes")
     ask = [{"role": "user", "content": "what about the database migration?"}]
+    reader = sqlite3.connect(store.internal / "index.sqlite")  # another process's, open
+    reader.execute("SELECT count(*) FROM meta").fetchone()
     assert select(store, ask).episodes == []
-    assert not (store.internal / "episodes.sqlite").exists()
-    assert not (store.internal / "episodes-vectors.sqlite").exists()
+    index = b"".join(
+        Path(f"{store.internal / 'index.sqlite'}{end}").read_bytes()
+        for end in ("", "-wal")
+        if Path(f"{store.internal / 'index.sqlite'}{end}").exists()
+    )
+    # not even in the pages left free, nor in SQLite's log (another connection is open)
+    (stem,) = tokenize("Alembic")  # as the full-text index keeps it
+    assert index and stem.encode() not in index.lower()
+    reader.close()
+    with sqlite3.connect(store.internal / "index.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM episode_docs").fetchone()[0] == 0
 
 
 def test_a_turn_that_fails_or_is_interrupted_keeps_what_the_user_said(tmp_path: Path) -> None:

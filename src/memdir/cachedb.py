@@ -1,12 +1,13 @@
-"""SQLite files of derived data: a store's index (its catalogue rows, full-text index and
-vectors, in one file) and the episodes' indexes are each one.
+"""The SQLite file of derived data a store keeps: its index (the catalogue rows, full-text index
+and vectors of its memories, and those of its episodes).
 
 A file is opened in WAL mode without fsync (losing its tail costs a rebuild only); one that
 cannot be written (a read-only store) is replaced by an in-memory database for the process,
 and a damaged one is deleted and rebuilt. Each part kept in a file (the catalogue rows, the
 full-text index, the vectors) records its own schema in the ``meta`` table and builds its
 tables again when that differs; parts may share one file (``shared``), and then one
-transaction (``transaction``) changes them together.
+transaction (``transaction``) changes them together. Two parts of one kind in one file
+differ by the ``prefix`` of their tables (the memories' full-text index and the episodes').
 This module does NOT know what a part holds (subclasses create their tables).
 """
 
@@ -25,7 +26,11 @@ class CacheDB:
 
     DOCS = "docs"  # the table of what is kept: key, identity (compared with the files')
 
-    def __init__(self, path: Path | str = ":memory:", *, shared: CacheDB | None = None) -> None:
+    def __init__(
+        self, path: Path | str = ":memory:", *, shared: CacheDB | None = None, prefix: str = ""
+    ) -> None:
+        self.prefix = prefix  # of this part's tables and of its name in ``meta``
+        self._part = ""  # the part's name, once built
         # True while the part holds nothing it was not given in this process: the file was
         # new, damaged or of another schema — what a caller noted about it no longer holds
         self.rebuilt = False
@@ -79,6 +84,7 @@ class CacheDB:
     def built(self, db: sqlite3.Connection, part: str, schema: str, script: str) -> None:
         """Make sure ``part`` has tables of ``schema``: else run ``script`` (dropping and
         creating them) and record the schema, in one transaction."""
+        part = self._part = self.prefix + part
         if self.schema_of(db, part) == schema:
             return
         self.rebuilt = True
@@ -112,6 +118,12 @@ class CacheDB:
             raise
         db.execute("COMMIT")
 
+    def reset(self) -> None:
+        """Empty this part: its tables dropped and made again, in one transaction."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM meta WHERE key = ?", (self._part,))
+            self._schema(db)
+
     def discard(self) -> None:
         """Delete the file (damaged): it is built again from the files."""
         if self.path == ":memory:":
@@ -137,7 +149,7 @@ class CacheDB:
         """The keys of ``current`` (key -> file identity) to read again, and the kept keys
         to drop. A None identity is always read again (the file changed too recently for its
         identity to be trusted). With ``only``, just those keys are compared."""
-        sql = f"SELECT key, identity FROM {self.DOCS}"
+        sql = f"SELECT key, identity FROM {self.prefix}{self.DOCS}"
         if only is None:
             indexed = dict(self.db.execute(sql).fetchall())
         else:

@@ -5,8 +5,10 @@ dated turns — a user message with the replies that followed it — in
 ``<state>/episodes/<date>-<conversation>.jsonl``, one JSON line per turn: when it was said,
 who spoke, the text (credentials redacted as for memories). They are never listed in
 MEMORY.md, never committed by sync (the state folder is outside the store), and a person
-reads or deletes them as plain files. A full-text index (``<state>/episodes.sqlite``, a
-cache rebuilt from the files) lets recall find the turns a question is about.
+reads or deletes them as plain files. Their full-text index and their vectors are parts of the
+store's index (``<state>/index.sqlite``, tables ``episode_*``: a cache rebuilt from the
+files) and let recall find the turns a question is about; what a person deleted is deleted
+from there too, its pages overwritten (SQLite's ``secure_delete``).
 ``episodes = false`` turns them off; files last written more than ``episodes_keep_days`` ago
 go, and the oldest go first past ``episodes_max_bytes``.
 This module does NOT choose what to recall (``recall`` does) and knows nothing of models.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -28,9 +31,10 @@ from typing import TYPE_CHECKING
 
 from . import periods
 from .atomic import append_nofollow, write_atomic
-from .cachedb import damaged
+from .cachedb import CacheDB, damaged
 from .config import Config
 from .instructions import screen as screen_instructions
+from .layout import INDEX_DB, LEGACY_CACHES
 from .periods import Period
 from .safetext import speaker_turn
 from .search import Doc, SearchIndex, tokenize
@@ -40,11 +44,11 @@ if TYPE_CHECKING:
     from .embed import Embedder
     from .vectors import VectorIndex
 
+log = logging.getLogger("memdir")
+
 FOLDER = "episodes"
-INDEX = "episodes.sqlite"
-SIGNATURE = "episodes.json"  # the files and sizes the index holds
-VECTORS = "episodes-vectors.sqlite"  # the turns' embeddings, a cache like the index
-VECTORS_SIGNATURE = "episodes-vectors.json"  # the files and sizes every vector is made for
+PREFIX = "episode_"  # of the episodes' tables in the store's index
+TEXT, VECTORS = "text", "vectors"  # the parts that note which files they were made from
 CANDIDATES = 20  # BM25 hits fused with the nearest vectors
 MAX_TURN_CHARS = 4000  # of one turn's text kept (a pasted log is not a conversation)
 _FILE = re.compile(r"\d{4}-\d{2}-\d{2}-[0-9a-f]{1,32}\.jsonl")
@@ -78,12 +82,11 @@ class Episodes:
     """The episodes of one store (kept in its state folder)."""
 
     def __init__(self, internal: Path, config: Config) -> None:
+        self.internal = internal
         self.folder = internal / FOLDER
-        self.index_path = internal / INDEX
-        self.signature_path = internal / SIGNATURE
-        self.vectors_path = internal / VECTORS
-        self.vectors_signature_path = internal / VECTORS_SIGNATURE
+        self.index_path = internal / INDEX_DB
         self.config = config
+        self._made: Made | None = None
         self._index: SearchIndex | None = None
         self._vectors: VectorIndex | None = None
 
@@ -132,17 +135,22 @@ class Episodes:
                 rec["held"] = order
             lines.append(json.dumps(rec))
             docs.append(Doc(ref, ref, "", "", text))
-        indexed = self._indexed()
-        current = indexed is not None and indexed == self._sizes()
+        try:
+            indexed = self._made_of().of(TEXT)
+            current = indexed == self._sizes() and not self._search().rebuilt
+        except sqlite3.Error as exc:  # the index is a cache: the next search rebuilds it
+            log.warning("memdir: the episodes' index could not be read (%s)", exc)
+            indexed, current = {}, False
         if not path.exists():  # owner-only: what people said
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600))
         append_nofollow(path, ("\n".join(lines) + "\n").encode())
-        with contextlib.suppress(Exception):  # the index is a cache: rebuilt when next read
-            index = self._search()
-            current = current and not index.rebuilt
-            index.update(docs)
-            if current and indexed is not None:  # up to date before these turns: still is
-                self._note_indexed({**indexed, fname: path.stat().st_size})
+        if current:  # up to date before these turns: still is, with them
+            try:
+                with self._made_of().transaction():
+                    self._search().update(docs)
+                    self._made_of().note(TEXT, {**indexed, fname: path.stat().st_size})
+            except sqlite3.Error as exc:
+                log.warning("memdir: the episodes' index was not updated (%s)", exc)
         self.prune()
         return refs
 
@@ -196,8 +204,8 @@ class Episodes:
         for path in gone:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-        if gone:
-            self._drop_index()
+        if gone:  # the next search indexes the rest anew (and embeds only what is new)
+            self._forget(vectors=False)
         return len(gone)
 
     # -- reading -------------------------------------------------------------------------------
@@ -211,10 +219,6 @@ class Episodes:
         if not self.folder.is_dir():
             return {}
         return {p.name: p.stat().st_size for p in self.folder.iterdir() if _FILE.fullmatch(p.name)}
-
-    def _indexed(self) -> dict[str, int] | None:
-        """The files and sizes the index was last brought up to date with."""
-        return _read_sizes(self.signature_path)
 
     def _turns_in(self, name: str) -> list[Turn]:
         out: list[Turn] = []
@@ -254,8 +258,8 @@ class Episodes:
         so within ``budget`` seconds; the rest rank by BM25 until a later search). Each comes
         with the ``following`` turns said after it (the answer to what was asked) and the
         ``preceding`` ones before it (what it answers), as one span; a turn already in an
-        earlier span is not repeated. A damaged cache is rebuilt from the
-        files; when a person deleted the folder, the caches of what it held go too."""
+        earlier span is not repeated. A damaged index is rebuilt from the
+        files; when a person deleted the folder, what the index held of it goes too."""
         if not self.enabled or not self.present():
             return []
         try:
@@ -263,8 +267,10 @@ class Episodes:
         except sqlite3.DatabaseError as exc:
             if not damaged(exc):
                 raise
-            self._drop_index()
-            self._drop_vectors()
+            log.warning("memdir: the index in %s was damaged (%s); rebuilt", self.internal, exc)
+            made = self._made_of()
+            self.close()
+            made.discard()
             return self._find(query, k, embedder, budget, following, preceding)
 
     def _find(
@@ -280,13 +286,13 @@ class Episodes:
         if not asked:
             return []
         sizes = self._sizes()
-        index = self._search()
-        if index.rebuilt or self._indexed() != sizes:
-            # files written elsewhere, deleted or edited by hand; or the cache was lost
-            self._drop_index()
-            index = self._search()
-            index.update(Doc(t.ref, t.ref, "", "", t.text) for t in self.turns())
-            self._note_indexed(sizes)
+        index, made = self._search(), self._made_of()
+        if index.rebuilt or made.of(TEXT) != sizes:
+            # files written elsewhere, deleted or edited by hand; or the index was lost
+            with made.transaction():
+                index.reset()
+                index.update(Doc(t.ref, t.ref, "", "", t.text) for t in self.turns())
+                made.note(TEXT, sizes)
             index.rebuilt = False
         period, wide = periods.widened(query, k)
         ranked: list[tuple[str, float, bool]]
@@ -330,13 +336,12 @@ class Episodes:
         return out
 
     def present(self) -> bool:
-        """Whether any episodes are kept; when a person deleted the folder, the caches of what
-        it held are deleted too."""
+        """Whether any episodes are kept; when a person deleted the folder, what the index
+        held of it is deleted too."""
         if self.folder.is_dir():
             return True
-        if self.index_path.exists() or self.vectors_path.exists():
-            self._drop_index()
-            self._drop_vectors()
+        if self.index_path.is_file() and self._made_of().any():
+            self._forget()
         return False
 
     def embed(self, embedder: Embedder, budget: float | None = None) -> None:
@@ -354,11 +359,11 @@ class Episodes:
 
         from .vectors import Text, VectorIndex
 
-        if self._vectors is None:
-            self._vectors = VectorIndex(self.vectors_path, embedder)
-        done = _read_sizes(self.vectors_signature_path)
-        if done is None or self._vectors.rebuilt:
-            done = {}  # (a new, damaged or reset cache holds none of what the file says)
+        made = self._made_of()
+        if self._vectors is None or self._vectors.embedder is not embedder:
+            self._vectors = VectorIndex(self.index_path, embedder, shared=made, prefix=PREFIX)
+        done = {} if self._vectors.rebuilt else made.of(VECTORS)
+        # (a new, damaged or reset part holds none of what the note says)
         if done == sizes:
             return self._vectors
         whole = any(name not in sizes or sizes[name] < size for name, size in done.items())
@@ -377,58 +382,87 @@ class Episodes:
         if whole:  # what was said in a file that went is not kept as a vector either
             self._vectors.forget_unused()
         if not left:
-            _write_sizes(self.vectors_signature_path, sizes)
+            made.note(VECTORS, sizes)
             self._vectors.rebuilt = False
         return self._vectors
 
+    def _made_of(self) -> Made:
+        """The episodes' note of what their parts were made from, in the store's index (the
+        connection the parts share)."""
+        if self._made is None:
+            self._made = Made(self.index_path, prefix=PREFIX)
+            self._made.db.execute("PRAGMA secure_delete = ON")  # what is deleted is gone
+            if self._made.rebuilt:  # the files earlier versions kept their indexes in
+                for name in LEGACY_CACHES:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.internal / name)
+        return self._made
+
     def _search(self) -> SearchIndex:
         if self._index is None:
-            self._index = SearchIndex(self.index_path)
+            self._index = SearchIndex(shared=self._made_of(), prefix=PREFIX)
         return self._index
 
-    def _note_indexed(self, sizes: dict[str, int]) -> None:
-        _write_sizes(self.signature_path, sizes)
-
-    def _drop_index(self) -> None:
-        self._close_index()
-        _unlink(self.index_path, self.signature_path)
-
-    def _drop_vectors(self) -> None:
-        self._close_vectors()
-        _unlink(self.vectors_path, self.vectors_signature_path)
-
-    def _close_index(self) -> None:
-        if self._index is not None:
-            self._index.close()
-            self._index = None
-
-    def _close_vectors(self) -> None:
-        if self._vectors is not None:
-            self._vectors.close()
-            self._vectors = None
+    def _forget(self, *, vectors: bool = True) -> None:
+        """Empty the episodes' full-text part of the index, and their ``vectors`` (files they
+        were made from are gone): the deleted text is overwritten, and out of SQLite's log as
+        well. (The vectors of a file that went, kept, are dropped at the next embedding.)"""
+        made = self._made_of()
+        with made.transaction() as db:
+            self._search().reset()
+            made.note(TEXT, {})
+            if vectors:  # of whichever embedder made them: made anew when next asked for
+                made.note(VECTORS, {})
+                db.execute(f"DROP TABLE IF EXISTS {PREFIX}vecs")
+                db.execute(f"DROP TABLE IF EXISTS {PREFIX}vec_docs")
+                db.execute("DELETE FROM meta WHERE key = ?", (f"{PREFIX}vectors",))
+                self._vectors = None
+        made.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
-        self._close_index()
-        self._close_vectors()
+        if self._made is not None:
+            self._made.close()
+        self._made = self._index = self._vectors = None
 
 
-def _read_sizes(path: Path) -> dict[str, int] | None:
-    """The files and sizes a cache notes it was made from (None: no note, or unreadable)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+class Made(CacheDB):
+    """What the episodes' parts of the store's index were made from: per part (``TEXT``,
+    ``VECTORS``), each file's size when the part was last brought up to date with it."""
 
+    def _schema(self, db: sqlite3.Connection) -> None:
+        self.built(
+            db,
+            "files",
+            "1",
+            f"""
+                DROP TABLE IF EXISTS {self.prefix}files;
+                CREATE TABLE {self.prefix}files (part TEXT, name TEXT, size INTEGER,
+                    PRIMARY KEY (part, name))
+            """,
+        )
 
-def _write_sizes(path: Path, sizes: dict[str, int]) -> None:
-    write_atomic(path, json.dumps(sizes).encode(), sync=False)
+    def of(self, part: str) -> dict[str, int]:
+        """The files and sizes ``part`` was last brought up to date with."""
+        sql = f"SELECT name, size FROM {self.prefix}files WHERE part = ?"
+        return {str(n): int(size) for n, size in self.db.execute(sql, (part,))}
 
+    def note(self, part: str, sizes: dict[str, int]) -> None:
+        """``part`` is up to date with these files of these sizes."""
+        with self.transaction() as db:
+            db.execute(f"DELETE FROM {self.prefix}files WHERE part = ?", (part,))
+            db.executemany(
+                f"INSERT INTO {self.prefix}files VALUES (?, ?, ?)",
+                [(part, name, size) for name, size in sizes.items()],
+            )
 
-def _unlink(*paths: Path) -> None:
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+    def any(self) -> bool:
+        """Whether the index holds anything of the episodes."""
+        tables = [
+            name
+            for (name,) in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if name in {f"{self.prefix}{t}" for t in ("files", "docs", "vec_docs")}
+        ]
+        return any(self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in tables)
 
 
 def _in_period_first(

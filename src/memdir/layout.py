@@ -51,12 +51,17 @@ LEGACY_JOURNAL = "journal.json"  # what earlier versions write (emptied when don
 JOURNALS = (LEGACY_JOURNAL, JOURNAL)  # where an unfinished operation may be
 LOG = "log.jsonl"  # every applied operation
 HISTORY = "history"  # history/<name>/NNNN.md and NNNN.json
-INDEX_DB = "index.sqlite"  # the store's index: each file's row, full-text document and vector
+# the store's index: each file's row, full-text document and vector, and the episodes'
+INDEX_DB = "index.sqlite"
 INDEX_STATE = "index.json"  # what MEMORY.md was last rendered from, after a repair
 # the caches earlier versions kept, which the index replaces (deleted when it is first built)
 LEGACY_CACHES = tuple(
-    [f"{db}{end}" for db in ("search.sqlite", "vectors.sqlite") for end in ("", "-wal", "-shm")]
-    + ["meta.json", "meta.log"]
+    [
+        f"{db}.sqlite{end}"
+        for db in ("search", "vectors", "episodes", "episodes-vectors")
+        for end in ("", "-wal", "-shm")
+    ]
+    + ["meta.json", "meta.log", "episodes.json", "episodes-vectors.json"]
 )
 EMBEDDING_LOCK = "embedding.lock"  # held by the background embedder (memdir index --background)
 EMBED_DOWN = "embed_down.json"  # an embedder that just failed, and until when to leave it be

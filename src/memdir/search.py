@@ -3,8 +3,9 @@
 Text is tokenised here, not by SQLite: English (and other Latin-script) words are lower-cased,
 stop words dropped and Snowball-stemmed; runs of Chinese, Japanese or Korean characters become
 overlapping character bigrams, so any word of two or more characters is found without a
-dictionary. The index lives in ``<state>/search.sqlite`` and is a cache: it is brought up to
-date incrementally from the files (by file identity) and rebuilt if deleted or unreadable.
+dictionary. The index is a part of the store's index (``<state>/index.sqlite``) and a cache:
+it is brought up to date incrementally from the files (by file identity) and rebuilt if
+deleted or unreadable.
 This module does NOT read memory files itself (the store hands it the texts).
 """
 
@@ -187,36 +188,41 @@ class SearchIndex(CacheDB):
         candidate_share: float = CANDIDATE_SHARE,
         min_postings: int = MIN_POSTINGS,
         candidates: int = CANDIDATES,
+        prefix: str = "",
     ) -> None:
         self.candidate_share = candidate_share
         self.min_postings = min_postings
         self.candidates = candidates
-        super().__init__(path, shared=shared)
+        # the tables' names (``prefix``: a second index of documents in the same file)
+        self.docs, self.fts = f"{prefix}docs", f"{prefix}fts"
+        self.vocab, self.totals = f"{prefix}fts_vocab", f"{prefix}stats"
+        super().__init__(path, shared=shared, prefix=prefix)
 
     def _schema(self, db: sqlite3.Connection) -> None:
+        docs, fts, vocab, totals = self.docs, self.fts, self.vocab, self.totals
         self.built(
             db,
             "search",
             str(SCHEMA_VERSION),
-            """
-                DROP TABLE IF EXISTS docs;
-                DROP TABLE IF EXISTS fts;
-                DROP TABLE IF EXISTS fts_vocab;
-                DROP TABLE IF EXISTS stats;
-                CREATE TABLE docs (id INTEGER PRIMARY KEY, key TEXT UNIQUE, identity TEXT,
+            f"""
+                DROP TABLE IF EXISTS {docs};
+                DROP TABLE IF EXISTS {fts};
+                DROP TABLE IF EXISTS {vocab};
+                DROP TABLE IF EXISTS {totals};
+                CREATE TABLE {docs} (id INTEGER PRIMARY KEY, key TEXT UNIQUE, identity TEXT,
                                    length INTEGER);
-                CREATE TABLE stats (id INTEGER PRIMARY KEY CHECK (id = 1), docs INTEGER,
+                CREATE TABLE {totals} (id INTEGER PRIMARY KEY CHECK (id = 1), docs INTEGER,
                                     tokens INTEGER);
-                INSERT INTO stats VALUES (1, 0, 0);
-                CREATE VIRTUAL TABLE fts USING fts5(name, description, body,
+                INSERT INTO {totals} VALUES (1, 0, 0);
+                CREATE VIRTUAL TABLE {fts} USING fts5(name, description, body,
                     tokenize = 'unicode61 remove_diacritics 0', detail = 'column');
-                CREATE VIRTUAL TABLE fts_vocab USING fts5vocab(fts, 'row')
+                CREATE VIRTUAL TABLE {vocab} USING fts5vocab({fts}, 'row')
             """,
         )
 
     def identities(self) -> dict[str, str | None]:
         """What is indexed: key -> identity."""
-        return dict(self.db.execute("SELECT key, identity FROM docs").fetchall())
+        return dict(self.db.execute(f"SELECT key, identity FROM {self.docs}").fetchall())
 
     def update(self, docs: Iterable[Doc], removed: Iterable[str] = ()) -> None:
         """Add or replace documents and drop removed keys, in one transaction (or as part of
@@ -225,7 +231,7 @@ class SearchIndex(CacheDB):
             for key in removed:
                 self._delete(key)
             # a first build has nothing to replace: no look-up per document
-            empty = db.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None
+            empty = db.execute(f"SELECT 1 FROM {self.docs} LIMIT 1").fetchone() is None
             added: set[str] = set()
             count = tokens = 0
             for d in docs:
@@ -235,22 +241,25 @@ class SearchIndex(CacheDB):
                 cols = columns_of(d.name, d.description, d.body)
                 length = sum(map(len, cols))
                 cur = db.execute(
-                    "INSERT INTO docs (key, identity, length) VALUES (?, ?, ?)",
+                    f"INSERT INTO {self.docs} (key, identity, length) VALUES (?, ?, ?)",
                     (d.key, d.identity, length),
                 )
                 db.execute(
-                    "INSERT INTO fts (rowid, name, description, body) VALUES (?,?,?,?)",
+                    f"INSERT INTO {self.fts} (rowid, name, description, body) VALUES (?,?,?,?)",
                     (cur.lastrowid, *(" ".join(c) for c in cols)),
                 )
                 count, tokens = count + 1, tokens + length
-            db.execute("UPDATE stats SET docs = docs + ?, tokens = tokens + ?", (count, tokens))
+            db.execute(
+                f"UPDATE {self.totals} SET docs = docs + ?, tokens = tokens + ?", (count, tokens)
+            )
 
     def _delete(self, key: str) -> None:
-        row = self.db.execute("SELECT id, length FROM docs WHERE key = ?", (key,)).fetchone()
+        db = self.db
+        row = db.execute(f"SELECT id, length FROM {self.docs} WHERE key = ?", (key,)).fetchone()
         if row:
-            self.db.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
-            self.db.execute("DELETE FROM docs WHERE id = ?", (row[0],))
-            self.db.execute("UPDATE stats SET docs = docs - 1, tokens = tokens - ?", (row[1],))
+            db.execute(f"DELETE FROM {self.fts} WHERE rowid = ?", (row[0],))
+            db.execute(f"DELETE FROM {self.docs} WHERE id = ?", (row[0],))
+            db.execute(f"UPDATE {self.totals} SET docs = docs - 1, tokens = tokens - ?", (row[1],))
 
     def sync(
         self,
@@ -280,10 +289,10 @@ class SearchIndex(CacheDB):
             marks = ",".join("?" * len(terms))
             df = dict(
                 self.db.execute(
-                    f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms
+                    f"SELECT term, doc FROM {self.vocab} WHERE term IN ({marks})", terms
                 ).fetchall()
             )
-        n_docs, n_tokens = self.db.execute("SELECT docs, tokens FROM stats").fetchone()
+        n_docs, n_tokens = self.db.execute(f"SELECT docs, tokens FROM {self.totals}").fetchone()
         return df, int(n_docs), int(n_tokens)
 
     def search(
@@ -328,7 +337,7 @@ class SearchIndex(CacheDB):
 
     def _gather(self, term: str, weight: float, matched: dict[int, float]) -> None:
         for (rowid,) in self.db.execute(
-            "SELECT rowid FROM fts WHERE fts MATCH ?", (_phrase(term),)
+            f"SELECT rowid FROM {self.fts} WHERE {self.fts} MATCH ?", (_phrase(term),)
         ):
             matched[rowid] = matched.get(rowid, 0.0) + weight
 
@@ -340,7 +349,8 @@ class SearchIndex(CacheDB):
         ids = ",".join(str(r) for r in rowids)
         rows = self.db.execute(
             f"SELECT fts.rowid, docs.key, docs.length, fts.name, fts.description, fts.body"
-            f" FROM fts JOIN docs ON docs.id = fts.rowid WHERE fts.rowid IN ({ids})"
+            f" FROM {self.fts} AS fts JOIN {self.docs} AS docs ON docs.id = fts.rowid"
+            f" WHERE fts.rowid IN ({ids})"
         ).fetchall()
         scored = []
         for rowid, key, length, *columns in rows:

@@ -1,12 +1,12 @@
 """Embedding vectors of memories, a cache like the search index, and hybrid ranking.
 
-Vectors live in ``<state>/vectors.sqlite``: one float16 row per distinct content, keyed by a
-hash of the text embedded (name, description and body), so a memory renamed back, restored or
-copied costs no new embedding. A second table maps each memory file to its identity and hash,
-compared like the search index's to find what changed. The file records the embedder's name
-and dimension and is emptied when either differs. In memory, the vectors of the current files
-form one float32 matrix that a query multiplies exactly (no approximate index): about 5 ms for
-100,000 memories.
+Vectors are a part of the store's index (``<state>/index.sqlite``): one float16 row per
+distinct content, keyed by a hash of the text embedded (name, description and body), so a
+memory renamed back, restored or copied costs no new embedding. A second table maps each
+memory file to its identity and hash, compared like the search index's to find what changed.
+The part records the embedder's name and dimension and is emptied when either differs. In
+memory, the vectors of the current files form one float32 matrix that a query multiplies
+exactly (no approximate index): about 5 ms for 100,000 memories.
 
 Ranking fuses BM25 and cosine linearly: ``(1 - ALPHA) * cosine + ALPHA * (bm25 / best) ** 2``,
 over the BM25 candidates and the nearest vectors. A memory that shares no word with the query
@@ -77,24 +77,31 @@ class VectorIndex(CacheDB):
     DOCS = "vec_docs"
 
     def __init__(
-        self, path: Path | str, embedder: Embedder, *, shared: CacheDB | None = None
+        self,
+        path: Path | str,
+        embedder: Embedder,
+        *,
+        shared: CacheDB | None = None,
+        prefix: str = "",
     ) -> None:
         self.embedder = embedder
+        self.vecs, self.docs = f"{prefix}vecs", f"{prefix}vec_docs"  # the tables' names
         self._keys: list[str] = []
         self._row: dict[str, int] = {}
         self._matrix: Vectors | None = None
-        super().__init__(path, shared=shared)
+        super().__init__(path, shared=shared, prefix=prefix)
 
     def _schema(self, db: sqlite3.Connection) -> None:
         self.built(
             db,
             "vectors",
             f"{SCHEMA_VERSION}/{self.embedder.name}/{self.embedder.dim}",
-            """
-                DROP TABLE IF EXISTS vecs;
-                DROP TABLE IF EXISTS vec_docs;
-                CREATE TABLE vecs (hash BLOB PRIMARY KEY, vec BLOB NOT NULL);
-                CREATE TABLE vec_docs (key TEXT PRIMARY KEY, identity TEXT, hash BLOB NOT NULL)
+            f"""
+                DROP TABLE IF EXISTS {self.vecs};
+                DROP TABLE IF EXISTS {self.docs};
+                CREATE TABLE {self.vecs} (hash BLOB PRIMARY KEY, vec BLOB NOT NULL);
+                CREATE TABLE {self.docs} (key TEXT PRIMARY KEY, identity TEXT,
+                    hash BLOB NOT NULL)
             """,
         )
 
@@ -102,7 +109,7 @@ class VectorIndex(CacheDB):
         return (
             len(self._keys)
             if self._matrix is not None
-            else int(self.db.execute("SELECT count(*) FROM vec_docs").fetchone()[0])
+            else int(self.db.execute(f"SELECT count(*) FROM {self.docs}").fetchone()[0])
         )
 
     # -- keeping up with the files ----------------------------------------------------------
@@ -122,7 +129,7 @@ class VectorIndex(CacheDB):
         stale, removed = self.compare(current, only)
         if removed:
             with self.transaction() as db:
-                db.executemany("DELETE FROM vec_docs WHERE key = ?", [(k,) for k in removed])
+                db.executemany(f"DELETE FROM {self.docs} WHERE key = ?", [(k,) for k in removed])
             self._drop(removed)
         if not stale:
             return 0
@@ -151,7 +158,7 @@ class VectorIndex(CacheDB):
                 vectors = self.embedder.embed([text for _, text in batch])
                 with self.transaction() as db:
                     db.executemany(
-                        "INSERT OR REPLACE INTO vecs VALUES (?, ?)",
+                        f"INSERT OR REPLACE INTO {self.vecs} VALUES (?, ?)",
                         [
                             (d, v.astype("float16").tobytes())
                             for (d, _), v in zip(batch, vectors, strict=True)
@@ -161,7 +168,7 @@ class VectorIndex(CacheDB):
             ready = [(t, d) for t, d in zip(texts, digests, strict=True) if d in have]
             with self.transaction() as db:
                 db.executemany(
-                    "INSERT OR REPLACE INTO vec_docs VALUES (?, ?, ?)",
+                    f"INSERT OR REPLACE INTO {self.docs} VALUES (?, ?, ?)",
                     [(t.key, t.identity, d) for t, d in ready],
                 )
             if self._matrix is not None:
@@ -175,17 +182,22 @@ class VectorIndex(CacheDB):
     def forget_unused(self) -> None:
         """Drop the vectors no key maps to any more (texts that are gone for good)."""
         with self.transaction() as db:
-            db.execute("DELETE FROM vecs WHERE hash NOT IN (SELECT hash FROM vec_docs)")
+            db.execute(f"DELETE FROM {self.vecs} WHERE hash NOT IN (SELECT hash FROM {self.docs})")
 
     def _have(self, digests: set[bytes]) -> set[bytes]:
         return {
-            h for (h,) in self.select_in("SELECT hash FROM vecs WHERE hash IN ({})", list(digests))
+            h
+            for (h,) in self.select_in(
+                f"SELECT hash FROM {self.vecs} WHERE hash IN ({{}})", list(digests)
+            )
         }
 
     def _vectors(self, digests: list[bytes]) -> Vectors:
         import numpy as np
 
-        rows = dict(self.select_in("SELECT hash, vec FROM vecs WHERE hash IN ({})", digests))
+        rows = dict(
+            self.select_in(f"SELECT hash, vec FROM {self.vecs} WHERE hash IN ({{}})", digests)
+        )
         out = np.empty((len(digests), self.embedder.dim), dtype=np.float32)
         for i, d in enumerate(digests):
             out[i] = np.frombuffer(rows[d], dtype=np.float16)
@@ -198,11 +210,12 @@ class VectorIndex(CacheDB):
             import numpy as np
 
             # row by row into one float32 matrix: no list of every blob held at once
-            n = self.db.execute("SELECT count(*) FROM vec_docs").fetchone()[0]
+            n = self.db.execute(f"SELECT count(*) FROM {self.docs}").fetchone()[0]
             matrix = np.empty((n, self.embedder.dim), dtype=np.float32)
             keys: list[str] = []
             for key, vec in self.db.execute(
-                "SELECT vec_docs.key, vecs.vec FROM vec_docs JOIN vecs ON vecs.hash = vec_docs.hash"
+                f"SELECT d.key, v.vec FROM {self.docs} AS d"
+                f" JOIN {self.vecs} AS v ON v.hash = d.hash"
             ):
                 if len(keys) == n:
                     break  # a row added meanwhile: the next sync brings it
