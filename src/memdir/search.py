@@ -220,10 +220,6 @@ class SearchIndex(CacheDB):
             """,
         )
 
-    def identities(self) -> dict[str, str | None]:
-        """What is indexed: key -> identity."""
-        return dict(self.db.execute(f"SELECT key, identity FROM {self.docs}").fetchall())
-
     def update(self, docs: Iterable[Doc], removed: Iterable[str] = ()) -> None:
         """Add or replace documents and drop removed keys, in one transaction (or as part of
         the one open on the file)."""

@@ -188,8 +188,4 @@ def _search_as_of(scopes: Scopes, query: str, when: str, k: int, as_json: bool) 
         )
 
 
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
-
-
 COMMANDS = [list_, show, search]

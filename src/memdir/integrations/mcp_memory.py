@@ -115,10 +115,6 @@ class MemoryServer:
         """The scopes ``remember`` may be told to write to."""
         return (PROJECT, USER)
 
-    def user_or_none(self) -> Store | None:
-        """The user's store if this server has opened it."""
-        return self._user
-
     def target(self, shown: str, *, write: bool = True) -> tuple[Store, str]:
         """The store and real name of the memory ``shown`` (``user:NAME`` for the user's
         copy of a name the project also has; a forgotten memory's store is the one whose
