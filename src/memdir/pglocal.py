@@ -101,8 +101,8 @@ class LocalPostgres:
         kw = {"user": self._user} if self._user else {}
         try:
             commands.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=self.data, timeout=60, **kw)
-        except Exception:
-            pass
+        except Exception as exc:  # (its own error classes) the folder goes all the same
+            warnings.warn(f"the local PostgreSQL did not stop cleanly: {exc}", stacklevel=2)
         shutil.rmtree(self.base, ignore_errors=True)
 
     def __enter__(self) -> LocalPostgres:

@@ -125,8 +125,9 @@ def run(
                         store_dir,
                         {"hook": kind, "host": host, "status": "error", "error": str(exc)},
                     )
-            except Exception:  # the log is best effort
-                pass
+            except Exception as also:  # the store's log cannot be written: said with the error
+                if str(also) != str(exc):
+                    line = f"{line} (not logged: {also})".splitlines()[0]
         return "", line
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import queue
 import signal
@@ -49,6 +50,8 @@ from ..hookclient import (
 from ..scopes import Scopes, user_store_dir
 from . import hooks
 from .lease import Lease
+
+log = logging.getLogger("memdir")
 
 IDLE = 600.0  # seconds without a call before the resident leaves
 KEEP = 600.0  # seconds an unused store stays open
@@ -131,8 +134,10 @@ class Pool:
 
 
 def _close(scopes: Scopes) -> None:
-    with contextlib.suppress(Exception):
+    try:
         scopes.close()
+    except Exception as exc:  # (any backend's own error) the others are closed all the same
+        log.warning("memdir: closing the stores of %s failed: %s", scopes.config.dir, exc)
 
 
 class Worker:
@@ -324,11 +329,24 @@ def _same(path: Path, inode: int) -> bool:
 def warm() -> None:
     """Make the memory model's client once, off the calls' path, so that its SDK (a second
     or more to import) is loaded before the first prompt that asks the model; nothing when
-    no model is configured. Best effort: a failure here is met again, and said, by a call."""
+    no model is configured. A failure here is met again, and said, by the calls."""
     from ..config import load_config
 
-    with contextlib.suppress(Exception):
+    try:
         hooks._memory_model(load_config(), None)
+    except Exception as exc:  # (a provider SDK's own error, a bad configuration)
+        log.warning("memdir: the memory model's client was not made ahead: %s", exc)
+
+
+class _ToLog(logging.Handler):
+    """memdir's warnings in this process, as lines of the resident's log."""
+
+    def __init__(self, where: Path) -> None:
+        super().__init__(logging.WARNING)
+        self.where = where
+
+    def emit(self, record: logging.LogRecord) -> None:
+        note_failure(self.where, record.getMessage())
 
 
 def main() -> None:
@@ -367,6 +385,7 @@ def main() -> None:
     finally:
         os.umask(old)
     listener.listen(32)
+    log.addHandler(_ToLog(home))  # (its stderr goes nowhere)
     resident = Resident(where, idle=_idle(), code=code)
     threading.Thread(target=warm, name="memdir-warm", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: resident.stopping.set())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
     from .pgsearch import PgSearch
 
 _list = list
+
+log = logging.getLogger("memdir")
 
 
 class _Unchanged(Exception):
@@ -211,7 +214,8 @@ class PgStore(StoreBase):
                     for note in conn.notifies(timeout=1.0):
                         if note.payload.startswith(mine):
                             self._dirty.set()
-            except Exception:  # the connection died: ask the counter at each read instead
+            except Exception as exc:  # the connection died: ask the counter at each read
+                log.info("memdir: the database's notifications stopped (%s)", exc)
                 self._listening = False
                 self._dirty.set()
             finally:

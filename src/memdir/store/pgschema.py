@@ -26,6 +26,8 @@ from ..errors import ConfigError, MemdirError
 if TYPE_CHECKING:
     from ..config import Config
 
+log = logging.getLogger("memdir")
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -254,7 +256,9 @@ def working(conn: psycopg.Connection[Any], url: str, idle: bool) -> psycopg.Conn
         except driver().Error:
             pass  # conn.broken says so now
     if conn.closed or conn.broken:
-        with contextlib.suppress(Exception):
+        try:
             conn.close()
+        except driver().Error as exc:  # (it is broken: a new one replaces it)
+            log.info("memdir: closing a broken database connection: %s", exc)
         conn = connect(url, autocommit=True)
     return conn
