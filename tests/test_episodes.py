@@ -425,3 +425,24 @@ def test_the_turns_around_an_episode_hit_come_with_it_as_configured(tmp_path: Pa
         (False, True, False),
         (False, False, True),
     ]
+
+
+def test_a_part_of_the_index_emptied_forgets_its_matrix_too(tmp_path: Path) -> None:
+    """A vectors part that is reset holds nothing, in the file and in the matrix a search
+    multiplies; what is synced after it is found again."""
+    import numpy as np
+
+    from memdir.vectors import Text, VectorIndex
+
+    vectors = VectorIndex(tmp_path / "index.sqlite", TopicEmbedder(), prefix="episode_")  # type: ignore[arg-type]
+    texts = {"a": "tabs indent", "b": "deploy to prod"}
+    vectors.sync({k: k for k in texts}, lambda keys: [Text(k, k, texts[k]) for k in keys])
+    question = np.asarray(TopicEmbedder().embed(["whitespace"]))[0]
+    assert len(vectors.cosines(question).keys) == 2
+    vectors.reset()
+    assert len(vectors) == 0 and len(vectors.cosines(question).keys) == 0
+    vectors.sync({"b": "b"}, lambda keys: [Text(k, k, texts[k]) for k in keys])
+    assert list(vectors.cosines(question).keys) == ["b"]
+    with sqlite3.connect(tmp_path / "index.sqlite") as db:
+        assert db.execute("SELECT count(*) FROM episode_vec_docs").fetchone()[0] == 1
+    vectors.close()

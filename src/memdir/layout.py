@@ -63,7 +63,6 @@ LEGACY_CACHES = tuple(
     ]
     + ["meta.json", "meta.log", "episodes.json", "episodes-vectors.json"]
 )
-EMBEDDING_LOCK = "embedding.lock"  # held by the background embedder (memdir index --background)
 EMBED_DOWN = "embed_down.json"  # an embedder that just failed, and until when to leave it be
 USAGE = "usage.jsonl"  # model calls
 ENDPOINTS = "endpoints.json"  # what an endpoint was found not to support

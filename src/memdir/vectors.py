@@ -105,6 +105,11 @@ class VectorIndex(CacheDB):
             """,
         )
 
+    def reset(self) -> None:
+        """Empty this part, and the matrix held of it."""
+        super().reset()
+        self._keys, self._row, self._matrix = [], {}, None
+
     def __len__(self) -> int:
         return (
             len(self._keys)
