@@ -101,7 +101,7 @@ class MemoryStore(StoreBase):
         if self.read_only:
             self._lookup.hand_over = False  # another's store: nothing started on its behalf
             self._lookup.background = False
-        self._tx = Transaction(self.root, self.internal, self.config, self._history, self._folder)
+        self._tx = Transaction(self._folder)
         self._folder.record_hand = self._record_hand
         self._folder.busy = lambda: self._writers.holding
         if unfinished(self.internal):

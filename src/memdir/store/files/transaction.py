@@ -18,10 +18,9 @@ from pathlib import Path
 from ... import memfile
 from ... import memory as memfmt
 from ...atomic import clear_intent, fsync_dir, intent_pending, write_atomic
-from ...config import Config
 from ...entry import Entry
 from ...errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound, PlanError
-from ...history import ChangeRecord, History, Journal, Operation, Step
+from ...history import ChangeRecord, Journal, Operation, Step
 from ...layout import HISTORY, JOURNAL, JOURNALS, LOG
 from ...lock import not_a_link
 from ...memory import Memory
@@ -47,19 +46,12 @@ def _same_device(a: Path, b: Path) -> bool:
 class Transaction:
     """The write side of one store's folder (used holding the store's lock)."""
 
-    def __init__(
-        self,
-        root: Path,
-        internal: Path,
-        config: Config,
-        history: History,
-        folder: Folder,
-    ) -> None:
-        self.root, self.internal, self.config = root, internal, config
-        self._history, self._folder = history, folder
+    def __init__(self, folder: Folder) -> None:
+        self.root, self.internal, self.config = folder.root, folder.internal, folder.config
+        self._history, self._folder = folder.history, folder
         # a file is staged in the state folder, so the store's watchers see one rename, where
         # both are on one file system; in the store's own folder otherwise
-        self._stage = internal if _same_device(root, internal) else None
+        self._stage = self.internal if _same_device(self.root, self.internal) else None
         self._catalog, self._tracker = folder.catalog, folder.tracker
 
     def check(self, memory: Memory) -> Memory:
