@@ -3,8 +3,11 @@ the watcher files edited in place."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+
+import pytest
 
 from memdir import MemoryStore
 from memdir.layout import JOURNALS
@@ -67,3 +70,30 @@ def test_the_watcher_names_a_file_edited_in_place(store: MemoryStore) -> None:
     finally:
         t.close()
     assert not t.watching
+
+
+def test_what_get_read_is_what_the_catalogue_says_next(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file edited in place that the watcher has not reported yet (here: no watcher, and no
+    sweep due for an hour): once ``get`` has read the new text, the catalogue (``entries``, the
+    index a host reads) says it too, not the description from before the edit."""
+    import memdir.watch
+
+    def no_watcher(root: object) -> None:
+        raise OSError("no inotify here")
+
+    monkeypatch.setattr(memdir.watch, "_Watcher", no_watcher)
+    monkeypatch.setattr(memdir.watch, "SWEEP_EVERY", 3600.0)
+    store.write("db", type="project_fact", description="Staging runs Postgres 16", body="16")
+    path = store.root / "db.md"
+    os.utime(path, ns=(time.time_ns() - 60 * 10**9,) * 2)  # written a minute ago
+    reader = MemoryStore(store.root, watch=True)
+    assert [e.description for e in reader.entries()] == ["Staging runs Postgres 16"]
+    inode = path.stat().st_ino
+    path.write_text(path.read_text().replace("Postgres 16", "Postgres 18").replace("\n16", "\nx"))
+    assert path.stat().st_ino == inode  # in place: the folder's time does not change
+    assert [e.description for e in reader.entries()] == ["Staging runs Postgres 16"]  # unseen
+    assert reader.get("db").description == "Staging runs Postgres 18"
+    assert [e.description for e in reader.entries()] == ["Staging runs Postgres 18"]
+    assert [h.name for h in reader.search("Postgres 18")] == ["db"]

@@ -205,6 +205,9 @@ class MemoryStore(StoreBase):
             except InvalidMemory:
                 mem = None
             if mem is not None and mem.name == norm:
+                # what was just read is what the catalogue says next, even where an edit in
+                # place has not reached this process's watcher yet (one lstat)
+                self._catalog.update([entry.file])
                 return mem
             if attempt == 0:
                 self._catalog.update([entry.file])  # changed under us: look again
