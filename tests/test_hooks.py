@@ -928,6 +928,32 @@ def test_a_worker_killed_mid_job_leaves_the_job_for_the_next(tmp_path: Path, cli
     assert jobs.queued(store.internal, running=True) == []
 
 
+def test_a_job_that_ends_every_worker_is_dropped_and_logged(tmp_path: Path) -> None:
+    """A job that ends the worker taking it (killed, out of memory: here an interrupt) is
+    taken again by the next worker, but not for ever: after ``MAX_TRIES`` workers ended at
+    it, it is dropped with its reason in the failure log and the jobs behind it run."""
+    from memdir import jobs
+
+    store = MemoryStore(tmp_path / ".memory")
+    done: list[str] = []
+
+    def stop(data: dict[str, Any]) -> None:
+        raise KeyboardInterrupt
+
+    jobs.enqueue(store.internal, "sync")
+    jobs.enqueue(store.internal, "index")
+    for _ in range(jobs.MAX_TRIES):
+        with pytest.raises(KeyboardInterrupt):
+            jobs.work(store.internal, {"sync": stop})
+    assert jobs.failures(store.internal) == []
+    ran = jobs.work(store.internal, {"sync": stop, "index": lambda d: done.append("index")})
+    assert ran == 2 and done == ["index"]
+    assert jobs.queued(store.internal, running=True) == []
+    (failed,) = jobs.failures(store.internal)
+    assert failed["kind"] == "sync"
+    assert f"the worker ended while at this job {jobs.MAX_TRIES} times" in failed["error"]
+
+
 def test_the_prompt_hook_never_recalls_the_current_sessions_own_turns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

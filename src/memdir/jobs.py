@@ -8,7 +8,8 @@ it for the next one (a job at work is renamed ``.run``; the next worker takes it
 One worker per store (``worker.lock``, released by the system when its process ends) takes
 every job, oldest first, and looks at the queue again before it ends. A job that fails is
 logged once with its reason (``failures``, shown by ``memdir doctor``) and dropped, except
-one that asks to be tried again later (``Later``), kept up to ``MAX_TRIES`` times.
+one that asks to be tried again later (``Later``), kept up to ``MAX_TRIES`` times; a job
+left at work by that many workers that ended at it (killed, out of memory) is dropped the same way.
 This module does NOT know what a job does: the command that runs the worker hands it one
 function per kind.
 """
@@ -31,7 +32,7 @@ KINDS = ("learn", "index", "sync", "pending")
 JOBS = "jobs"  # <state>/jobs/<time>-<pid>-<kind>.json
 WORKER_LOCK = "worker.lock"  # in jobs/: held by the store's one worker at work
 FAILURES = "jobs.jsonl"  # one line per job that failed: when, which kind, why
-MAX_TRIES = 5  # a job that asked to be tried later is kept this many times
+MAX_TRIES = 5  # times a job asking to be tried later, or one a worker ended at, is taken
 ONCE = ("index", "sync", "pending")  # kinds one queued job stands for any number asked
 
 Data = Mapping[str, object]  # what a job is given (JSON: what its kind needs to know)
@@ -177,17 +178,25 @@ def _kind(job: Path) -> str:
 
 
 def _run(state: Path, job: Path, handlers: Mapping[str, Handler]) -> None:
-    if job.suffix == ".json":
+    left_at_work = job.suffix == ".run"  # a worker ended while at it
+    if not left_at_work:
         at_work = job.with_suffix(".run")
         os.replace(job, at_work)  # (a later request of its kind is queued anew)
         job = at_work
     try:
         body = json.loads(job.read_text(encoding="utf-8"))
         kind, data, tries = body["kind"], body["data"], int(body.get("tries", 0))
+        ended = int(body.get("ended", 0)) + left_at_work
     except (OSError, ValueError, KeyError, TypeError) as exc:
         _failed(state, "?", f"unreadable job {job.name}: {exc}")
         job.unlink(missing_ok=True)
         return
+    if left_at_work:  # a job that ends every worker taking it is not taken for ever
+        if ended >= MAX_TRIES:
+            _failed(state, kind, f"the worker ended while at this job {ended} times")
+            job.unlink(missing_ok=True)
+            return
+        write_atomic(job, json.dumps({**body, "ended": ended}).encode(), mode=0o600)
     handler = handlers.get(kind)
     try:
         if handler is None:
