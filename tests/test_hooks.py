@@ -308,6 +308,46 @@ def test_sessions_of_both_hosts_are_read(tmp_path: Path) -> None:
     assert len(read_session(torn)) == 4
 
 
+def test_doctor_shows_hooks_installed_for_everyone_where_no_project_store_is(
+    tmp_path: Path,
+) -> None:
+    """The README's path: hooks installed for the user (every project), memories in the
+    user's own store, no project store. 'memdir doctor' in a project checks the user's store
+    and says which hooks are installed and how the last learn ended (here: why it learned
+    nothing) — not only that nothing is wrong."""
+    env = _env(tmp_path)
+    project = tmp_path / "app"
+    project.mkdir()
+
+    def memdir(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memdir", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+
+    add = ("add", "prefer-pytest", "--type", "user_preference", "-d", "User runs pytest")
+    assert "in the user store" in memdir(*add).stdout
+    assert memdir("hooks", "install", "claude-code", "--scope", "user").returncode == 0
+    settings = tmp_path / "home" / ".claude" / "settings.json"
+    before = memdir("doctor")
+    assert "No project store here; checking your own store." in before.stderr
+    assert f"hooks installed: claude-code (user: {settings})" in before.stdout
+    assert "last learn hook" not in before.stdout
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("")
+    event = {"hook_event_name": "Stop", "transcript_path": str(transcript), "cwd": str(project)}
+    learn = hook(["learn", "--host", "claude-code"], event, project, env)
+    assert learn.returncode == 0
+    after = memdir("doctor")
+    # no model here (no key, no host CLI): the person is told why nothing is learned
+    assert "last learn hook" in after.stdout and "(claude-code) failed: no memory model" in (
+        after.stdout
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "host, rel", [("claude-code", ".claude/settings.local.json"), ("codex", ".codex/hooks.json")]

@@ -90,17 +90,16 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
                 f" 'memdir accept {name}'",
             }
         )
-    if scope == PROJECT:
-        _hook_report(store, report)
-        if c.config.ignored:
-            from ..config import untrusted_reason
+    _hook_report(store, report, c.config.dir.absolute().parent)
+    if scope == PROJECT and c.config.ignored:
+        from ..config import untrusted_reason
 
-            report.warnings.append(
-                {
-                    "file": str(c.config.config_file),
-                    "reason": untrusted_reason(c.config),
-                }
-            )
+        report.warnings.append(
+            {
+                "file": str(c.config.config_file),
+                "reason": untrusted_reason(c.config),
+            }
+        )
     if as_json:
         emit_json(report.to_dict())
     else:
@@ -146,11 +145,12 @@ def _worker_report(store: Store, report: Any) -> None:
         )
 
 
-def _hook_report(store: Store, report: Any) -> None:
-    """Which host hooks are installed, and how the last learn ended."""
+def _hook_report(store: Store, report: Any, project: Path) -> None:
+    """Which host hooks are installed (for everyone, and in the ``project`` folder), and how
+    the store's last learn ended."""
     from ..integrations.hooks import installed, last_learn
 
-    places = installed(store.root.absolute().parent)
+    places = installed(project)
     report.hooks = places
     if places:
         report.notes.append("hooks installed: " + "; ".join(places))
