@@ -13,6 +13,7 @@ from memdir.errors import LLMError
 from memdir.providers import make_model
 from memdir.recall import (
     build_system,
+    estimate_tokens,
     index_section,
     load_memories,
     render_block,
@@ -232,9 +233,12 @@ def test_recall_cli_explain_and_no_llm(cli: CliFn, llm_server: FakeLLMServer) ->
     llm_server.queue(reply('{"selected": ["prefer-pytest"]}'))
     r = cli("recall", "--explain", "how", "to", "test", env=env)
     assert r.code == 0 and r.out.startswith("path: llm") and "Always use pytest." in r.out
+    block = r.out[r.out.index("<relevant_memories>") :].rstrip("\n")
+    assert f"injected: {estimate_tokens(block)} tokens" in r.out  # what it would cost
     r = cli("recall", "--no-llm", "--json", "testing", env=env)
     data = json.loads(r.out)
     assert data["path"] == "search" and data["selected"] == ["prefer-pytest"]
+    assert data["tokens"] == estimate_tokens(data["block"]) > 0
     assert len(llm_server.requests) == 1
     assert cli("recall", "zzz unrelated", "--no-llm").out == "(no relevant memories)\n"
 

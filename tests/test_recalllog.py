@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
+from memdir.recall import estimate_tokens
 from memdir.recalllog import entries, record
 
 from conftest import CliFn, child_env, trust
@@ -22,10 +23,13 @@ def test_record_redacts_and_reads_back_newest_first(tmp_path: Path) -> None:
             tmp_path, source="agent", question=f"q{i} with {KEY}", path="search",
             memories=[{"name": "tabs", "scope": "user", "score": 1.5}],
         )  # fmt: skip
-    with open(tmp_path / "recall.jsonl", "a") as fh:
+    with open(tmp_path / "recall.jsonl", "a") as fh:  # a line of an older version, a torn one
+        fh.write('{"time": "2026-01-01T00:00:00Z", "question": "old", "tokens": "12"}\n')
         fh.write('{"time": "torn')
     got = entries(tmp_path)
-    assert [e["question"][:2] for e in got] == ["q2", "q1", "q0"]
+    assert [e["question"][:3] for e in got] == ["old", "q2 ", "q1 ", "q0 "]
+    assert (got[0]["tokens"], got[0]["ms"]) == (None, None)  # not known, never made up
+    got = got[1:]
     assert all(KEY not in e["question"] for e in got)
     assert got[0]["memories"] == [{"name": "tabs", "scope": "user", "score": 1.5}]
     assert len(entries(tmp_path, limit=2)) == 2
@@ -58,18 +62,21 @@ def test_hook_recalls_are_logged_unless_turned_off(tmp_path: Path, cli: CliFn) -
     event = {"prompt": "which port does the API use?", "cwd": str(tmp_path),
              "hook_event_name": "UserPromptSubmit", "session_id": "s-1"}  # fmt: skip
 
-    def hook() -> None:
-        subprocess.run(
+    def hook() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [sys.executable, "-m", "memdir", "hook", "prompt", "--host", "codex"],
             input=json.dumps(event), text=True, capture_output=True, env=child_env(), cwd=tmp_path,
         )  # fmt: skip
 
-    hook()
+    injected = json.loads(hook().stdout)["hookSpecificOutput"]["additionalContext"]
     [e] = entries(store.internal)
     assert (e["source"], e["session"], e["path"]) == ("hook:codex", "s-1", "search")
     assert e["memories"][0]["name"] == "api-port" and e["memories"][0]["score"] is not None
+    # what it cost: the tokens of exactly what was injected, and the time the hook took
+    assert e["tokens"] == estimate_tokens(injected) and isinstance(e["ms"], int)
     out = cli("recall-log").out
     assert "hook:codex" in out and "asked: which port does the API use?" in out
+    assert f"({e['tokens']} tokens, {e['ms']} ms)" in out
     assert json.loads(cli("recall-log", "--json").out)[0]["question"] == event["prompt"]
     (store.root / "config.toml").write_text("recall_log = false\n")
     hook()  # a repository's file cannot turn the user's audit trail off on its own

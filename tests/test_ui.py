@@ -444,10 +444,11 @@ def test_what_each_memory_was_used_for_and_what_sessions_were_given(
     ])[1]  # fmt: skip
     record(project.internal, source="start:claude-code", question="(session start: startup)",
            path="standing", memories=[{"name": "tabs", "scope": None, "score": None}],
-           session="3f1c9a2e-77aa-4c1b-9d10-5b0e8d2f6a11", note="40 tokens; 0 cut")  # fmt: skip
+           session="3f1c9a2e-77aa-4c1b-9d10-5b0e8d2f6a11", note="0 cut", tokens=40)  # fmt: skip
     record(project.internal, source="hook:claude-code", question="which port?", path="search",
            memories=[{"name": "api-port", "scope": "project", "score": 2.0},
-                     {"name": refs[0], "scope": "episode", "score": 1.0}])  # fmt: skip
+                     {"name": refs[0], "scope": "episode", "score": 1.0}],
+           tokens=57, ms=48)  # fmt: skip
     listing = client.get("/memories").text
     row = next(line for line in listing.splitlines() if "/memory/project/api-port" in line)
     following = listing.split(row, 1)[1].split("</tr>", 1)[0]
@@ -463,3 +464,4 @@ def test_what_each_memory_was_used_for_and_what_sessions_were_given(
     recalls = client.get("/recalls").text
     assert "start:claude-code" in recalls and "3f1c9a2e-77aa-4c1b-9d10-5b0e8d2f6a11" in recalls
     assert "We moved the API to port 8080 last week." in recalls
+    assert "40 tokens<" in recalls and "57 tokens, 48 ms" in recalls  # what each cost

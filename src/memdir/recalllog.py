@@ -1,9 +1,11 @@
 """The recall log: what was recalled, for which question, from where, and why.
 
-Every recall that injects memories (the agent, the prompt hook, MCP's ``recall`` tool,
-``memdir recall``) adds one JSON line to ``<state>/recall.jsonl``: when, the source (and the
-session), the question with secrets redacted, the path (the model's pick, or search) and each
-memory with its scope and search score. The log is bounded: past ``MAX_BYTES`` it is rotated to
+Every recall that injects memories (the agent, the prompt hook, MCP's ``recall`` tool; not
+``memdir recall``, which shows what would be injected) and every session start a hook served
+adds one JSON line to ``<state>/recall.jsonl``: when, the source (and the session), the
+question with secrets redacted, the path (the model's pick, or search), each memory with its
+scope and search score, and what it cost: the tokens the injected text takes and the
+milliseconds the recall took. The log is bounded: past ``MAX_BYTES`` it is rotated to
 ``recall.1.jsonl`` (the one before that is dropped). ``recall_log = false`` turns it off.
 This module does NOT choose memories.
 """
@@ -43,6 +45,8 @@ class RecallEntry(TypedDict):
     path: str  # "llm": the memory model chose; "search"; "search-fallback": the model failed
     memories: list[Recalled]
     note: str
+    tokens: int | None  # of the text injected (None: not known, a line of an older version)
+    ms: int | None  # how long choosing and rendering took
 
 
 def record(
@@ -54,6 +58,8 @@ def record(
     memories: list[Recalled],
     note: str = "",
     session: str | None = None,
+    tokens: int | None = None,
+    ms: int | None = None,
     max_bytes: int = MAX_BYTES,
 ) -> None:
     """Append one recall (best effort: a read-only store recalls without logging); past
@@ -67,6 +73,8 @@ def record(
         "path": path,
         "memories": memories,
         "note": note,
+        "tokens": tokens,
+        "ms": ms,
     }
     log = internal / RECALL_LOG
     with contextlib.suppress(OSError):
@@ -139,4 +147,11 @@ def _entry(data: dict[str, Any]) -> RecallEntry:
         "path": str(data.get("path", "")),
         "memories": memories,
         "note": str(data.get("note", "")),
+        "tokens": _count(data.get("tokens")),
+        "ms": _count(data.get("ms")),
     }
+
+
+def _count(value: object) -> int | None:
+    """A whole number a line holds (None: absent, or not one)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

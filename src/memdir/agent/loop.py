@@ -376,12 +376,15 @@ def _recall(
 ) -> None:
     """Choose the turn's memories once; a failure is one notice, never the end of the turn."""
     try:
+        started = time.monotonic()
         sel = select(store, messages, memory_model, max_items=store.config.recall_max_items)
         turn.recalled = sel.names
         turn.block = render_block(
             store, sel.names, store.config.recall_token_budget, episodes=sel.episodes
         )
-        log_recall(store, sel, search_query(messages), source="agent")
+        log_recall(
+            store, sel, search_query(messages), source="agent", block=turn.block, started=started
+        )
         if sel.path == "search-fallback":
             emit("memory_error", f"memory selection fell back to search ({sel.note})")
     except (MemdirError, OSError) as exc:

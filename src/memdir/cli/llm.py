@@ -200,7 +200,7 @@ def recall(
     as_json: bool,
 ) -> None:
     """Print the <relevant_memories> block that would be injected for TEXT (or stdin)."""
-    from ..recall import render_block, select
+    from ..recall import estimate_tokens, render_block, select
 
     messages = read_messages(text, messages_file)
     model = None if no_llm else optional_model(c)
@@ -209,14 +209,16 @@ def recall(
     if no_llm:
         sel.note = "--no-llm"
     block = render_block(scopes, sel.names, c.config.recall_token_budget, sel.episodes)
+    tokens = estimate_tokens(block) if block else 0
     if as_json:
-        emit_json({**sel.to_dict(), "block": block})
+        emit_json({**sel.to_dict(), "block": block, "tokens": tokens})
         return
     if explain:
         from ..asked import explain as weighs
         from ..recall import search_query
 
         click.echo(f"path: {sel.path}" + (f" ({sel.note})" if sel.note else ""))
+        click.echo(f"injected: {tokens} tokens")
         for line in weighs(search_query(messages)):
             click.echo(line)
         for name, score in sel.candidates:

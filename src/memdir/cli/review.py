@@ -181,7 +181,13 @@ def recall_log(c: Ctx, limit: int, as_json: bool) -> None:
             "search": "search",
             "search-fallback": "search (model failed)",
         }
-        click.echo(f"{e['time']}  {e['source']}  {how.get(e['path'], e['path'])}")
+        cost = ", ".join(
+            f"{n} {unit}" for n, unit in ((e["tokens"], "tokens"), (e["ms"], "ms")) if n is not None
+        )
+        click.echo(
+            f"{e['time']}  {e['source']}  {how.get(e['path'], e['path'])}"
+            + (f"  ({cost})" if cost else "")
+        )
         click.echo(f"    asked: {for_terminal(e['question'])[:200]}")
         for m in e["memories"]:
             score = "" if m["score"] is None else f"  score {m['score']:.2f}"

@@ -251,6 +251,8 @@ def prompt(
             said,
             source=f"hook:{host or 'unknown'}",
             session=event.get("session_id"),
+            block=block,
+            started=started,
         )
         for _, opened in store.stores():
             if opened.index.backlog and not opened.read_only:  # the rest, later, not here
@@ -305,10 +307,11 @@ def log_standing(store: Scopes, given: Any, host: str | None, event: HookEvent) 
         question=f"(session start{f': {why}' if isinstance(why, str) and why else ''})",
         path="standing",
         memories=[Recalled(name=n, scope=None, score=None) for n in given.names],
-        note=f"{given.tokens} tokens; {len(given.cut)} cut by the budget"
+        note=f"{len(given.cut)} cut by the budget"
         + (f" ({', '.join(given.cut[:5])})" if given.cut else "")
         + f"; {given.waiting} waiting for the user",
         session=event.get("session_id") if isinstance(event.get("session_id"), str) else None,
+        tokens=given.tokens,
     )
 
 

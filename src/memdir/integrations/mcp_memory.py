@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -190,9 +191,10 @@ class MemoryServer:
             messages: list[Message] = [{"role": "user", "content": r} for r in recent or []]
             messages.append({"role": "user", "content": said})
             cfg = self.config
+            started = time.monotonic()
             sel = select(scopes, messages, self.model(), max_items=cfg.recall_max_items)
             block = render_block(scopes, sel.names, cfg.recall_token_budget, sel.episodes)
-            log_recall(scopes, sel, said, source=self.source)
+            log_recall(scopes, sel, said, source=self.source, block=block, started=started)
             if not block:
                 return "No saved memory applies to this message."
             return f"Recalled {', '.join(sel.names)} ({HOW[sel.path]}).\n\n{block}"

@@ -11,6 +11,7 @@ This module does NOT render the block (``block``) and does NOT write memories.
 from __future__ import annotations
 
 import logging
+import time
 import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from ..providers import ChatModel, Message, complete_json, runs_locally
 from ..safetext import for_body, for_prompt, speaker_turn
 from ..scopes import Reader, Scopes
 from ..store import Store
-from .block import render_block
+from .block import estimate_tokens, render_block
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -383,10 +384,18 @@ def load_memories(
 
 
 def log_recall(
-    store: Reader, sel: Selection, question: str, *, source: str, session: str | None = None
+    store: Reader,
+    sel: Selection,
+    question: str,
+    *,
+    source: str,
+    session: str | None = None,
+    block: str | None = None,
+    started: float | None = None,
 ) -> None:
     """Add a recall to the recall log of the store it mainly read (the project's, else the
-    user's), unless ``recall_log = false``."""
+    user's), unless ``recall_log = false``; with what it cost: the tokens of ``block`` (the
+    text injected) and the time since ``started`` (``time.monotonic()``)."""
     from ..recalllog import Recalled, record
 
     scopes = Scopes.of(store)
@@ -413,6 +422,8 @@ def log_recall(
         memories=memories,
         note=sel.note,
         session=session,
+        tokens=None if block is None else estimate_tokens(block),
+        ms=None if started is None else round((time.monotonic() - started) * 1000),
     )
 
 
