@@ -4,12 +4,14 @@ answer, and what the floor costs on questions it can answer.
 Stores: each LoCoMo DEV conversation (0–4) kept as memory files (observations, and raw
 turns), searched through `MemoryStore.search` as recall does (hybrid with MiniLM when
 `memdir[embed]` is installed). Unanswerable: ordinary coding prompts asked of those personal
-stores (20 written for tuning, 20 kept out), and the conversations' questions asked of another
-conversation's store. Answerable: the conversations' own questions; "kept" is how many of
-those whose evidence search put in the top 5 still have it after the floor. Choose on
-conversations 0–1, confirm on 2–4 (`--convs`). Bootstrap 95% intervals over prompts.
+stores (20 written for tuning, 20 kept out, and 20 more kept out that were written after the
+floor was chosen), and the conversations' questions asked of another conversation's store
+(LoCoMo's DEV set holds none of its unanswerable category). Answerable: the conversations'
+own questions; "kept" is how many of those whose evidence search put in the top 5 still
+have it after the floor. Choose on conversations 0–1, confirm on 2–4 (`--convs`). Bootstrap
+95% intervals over prompts.
 
-    python benchmarks/floor_bench.py [--variant observations|turns] [--convs 0,1]
+    python benchmarks/floor_bench.py [--variant observations|turns] [--convs 0,1] [--show]
 """
 
 from __future__ import annotations
@@ -74,6 +76,30 @@ CODING_HELD_OUT = [
     "fix the timezone bug in the nightly report",
 ]
 
+# Written after the floor was chosen and first confirmed (2026-12-04); never tuned on.
+CODING_HELD_OUT_2 = [
+    "add a pre-push hook that runs the linter",
+    "why does npm install fail with ERESOLVE unable to resolve dependency tree?",
+    "write a SQL query for the top ten customers by revenue last quarter",
+    "turn on gzip compression in the nginx config",
+    "the Go tests hang on CI but pass locally",
+    "add a unique constraint on users.email without downtime",
+    "how do I mock datetime.now in a test?",
+    "set the Java heap size for the Gradle daemon",
+    "make the React component re-render when the prop changes",
+    "rebase my branch onto main and keep the merge commits",
+    "add Sentry error reporting to the Django app",
+    "the Celery worker leaks memory after a few hours",
+    "write a Terraform module for an S3 bucket with versioning",
+    "convert these callbacks to async/await",
+    "add a CONTRIBUTING.md with the release steps",
+    "why is the Postgres query doing a sequential scan?",
+    "pin the Node version with .nvmrc and check it in CI",
+    "add a rate limiter to the login endpoint",
+    "generate a changelog from the conventional commits",
+    "fix the race condition in the cache invalidation",
+]
+
 
 def build(memories: list[dict[str, Any]], folder: Path) -> MemoryStore:
     folder.mkdir(parents=True)
@@ -103,11 +129,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", default="observations", choices=("observations", "turns"))
     ap.add_argument("--convs", default="0,1")
+    ap.add_argument("--show", action="store_true", help="what each tuning prompt injected")
     args = ap.parse_args()
     data = json.loads((BENCH / f"{args.variant}_dev.json").read_text(encoding="utf-8"))
     convs = [int(c) for c in args.convs.split(",")]
     rows: dict[str, list[float]] = {k: [] for k in (
-        "coding_tune", "coding_held", "other_conv", "kept", "answerable_silent"
+        "coding_tune", "coding_held", "coding_held_2", "other_conv", "kept", "answerable_silent"
     )}  # fmt: skip
     base: dict[str, list[float]] = {k: [] for k in rows}
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,12 +147,17 @@ def main() -> None:
             for key, prompts in (
                 ("coding_tune", CODING_TUNE),
                 ("coding_held", CODING_HELD_OUT),
+                ("coding_held_2", CODING_HELD_OUT_2),
                 ("other_conv", [q["question"] for q in other[:40]]),
             ):
                 for p in prompts:
                     hits = store.search(p, 5)
                     base[key].append(float(bool(hits)))
                     rows[key].append(float(bool(floor(hits, p))))
+                    if args.show and key in ("coding_tune", "coding_held") and floor(hits, p):
+                        print(f"c{conv} {key}: {p!r} ->", [
+                            (h.name, round(h.score, 2), h.close) for h in floor(hits, p)
+                        ])  # fmt: skip
             for q in own:
                 hits = store.search(q["question"], 5)
                 found = [h for h in hits if ref_of[h.name] in q["relevant"]]
@@ -143,6 +175,7 @@ def main() -> None:
     names = {
         "coding_tune": "false injections, coding prompts (tuning set)",
         "coding_held": "false injections, coding prompts (kept out)",
+        "coding_held_2": "false injections, coding prompts (kept out, second set)",
         "other_conv": "false injections, another conversation's questions",
         "kept": "answerable with evidence in the top 5: evidence still injected",
         "answerable_silent": "answerable with evidence in the top 5: nothing injected",
