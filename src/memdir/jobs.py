@@ -9,7 +9,7 @@ One worker per store (``worker.lock``, released by the system when its process e
 every job, oldest first, and looks at the queue again before it ends. A job that fails is
 logged once with its reason (``failures``, shown by ``memdir doctor``) and dropped, except
 one that asks to be tried again later (``Later``), kept up to ``MAX_TRIES`` times; a job
-left at work by that many workers that ended at it (killed, out of memory) is dropped the same way.
+that many workers ended at (killed, out of memory) is dropped the same way.
 This module does NOT know what a job does: the command that runs the worker hands it one
 function per kind.
 """
