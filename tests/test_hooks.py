@@ -341,6 +341,13 @@ def test_doctor_shows_hooks_installed_for_everyone_where_no_project_store_is(
     event = {"hook_event_name": "Stop", "transcript_path": str(transcript), "cwd": str(project)}
     learn = hook(["learn", "--host", "claude-code"], event, project, env)
     assert learn.returncode == 0
+    from memdir import jobs
+
+    queue = state_dir(Path(env["MEMDIR_USER_DIR"]))  # the learn is the store's worker's job
+    for _ in range(600):
+        if not jobs.queued(queue, running=True):
+            break
+        time.sleep(0.1)
     after = memdir("doctor")
     # no model here (no key, no host CLI): the person is told why nothing is learned
     assert "last learn hook" in after.stdout and "(claude-code) failed: no memory model" in (
