@@ -9,7 +9,7 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.recall import estimate_tokens
-from memdir.recalllog import entries, record
+from memdir.recalllog import costs, entries, record
 
 from conftest import CliFn, child_env, trust
 
@@ -84,3 +84,31 @@ def test_hook_recalls_are_logged_unless_turned_off(tmp_path: Path, cli: CliFn) -
     trust(store.root / "config.toml")
     hook()
     assert len(entries(store.internal)) == 2
+
+
+def test_costs_per_source_from_the_whole_log(tmp_path: Path, cli: CliFn) -> None:
+    """'memdir recall-log --stats': per source, how many recalls, how many injected
+    something, their tokens (mean, max) and time (p50, p95); a line of an older version
+    counts as a recall without a cost, and a recall that injected nothing is not 'injected'."""
+    store = MemoryStore(tmp_path / ".memory")
+    hit = [{"name": "tabs", "scope": None, "score": 1.0}]
+    for i, (tokens, ms) in enumerate([(100, 40), (300, 60), (200, 50), (0, 30)]):
+        record(store.internal, source="hook:claude-code", question=f"q{i}", path="search",
+               memories=hit if tokens else [], tokens=tokens, ms=ms)  # fmt: skip
+    record(store.internal, source="start:codex", question="(session start)", path="standing",
+           memories=hit, tokens=70, ms=9)  # fmt: skip
+    with open(store.internal / "recall.jsonl", "a") as fh:  # an older version's line
+        fh.write(json.dumps({"time": "2026-01-01T00:00:00Z", "source": "start:codex",
+                             "memories": hit}) + "\n")  # fmt: skip
+    got = {c.source: c.to_dict() for c in costs(entries(store.internal))}
+    assert got["hook:claude-code"] == {
+        "source": "hook:claude-code", "recalls": 4, "injected": 3, "tokens_mean": 150,
+        "tokens_max": 300, "tokens_total": 600, "ms_p50": 40, "ms_p95": 60,
+    }  # fmt: skip
+    assert (got["start:codex"]["recalls"], got["start:codex"]["tokens_mean"]) == (2, 70)
+    out = cli("recall-log", "--stats").out
+    assert "6 recalls since 2026-01-01T00:00:00Z" in out
+    line = next(x for x in out.splitlines() if x.startswith("hook:claude-code"))
+    assert line.split() == ["hook:claude-code", "4", "75%", "150", "300", "40", "60"]
+    assert json.loads(cli("recall-log", "--stats", "--json").out)[0] == got["hook:claude-code"]
+    assert costs([]) == []

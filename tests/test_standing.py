@@ -185,6 +185,7 @@ def test_the_session_start_block_stays_within_one_budget_at_5000_memories(
     assert logged["path"] == "standing" and logged["session"] == "s9"
     assert 0 < len(logged["memories"]) <= 300 and "cut by the budget (m-" in logged["note"]
     assert logged["tokens"] is not None and 0 < logged["tokens"] <= 3000
+    assert isinstance(logged["ms"], int)
 
 
 def test_recall_log_false_keeps_session_starts_out_of_the_log(

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import statistics
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -155,3 +159,51 @@ def _entry(data: dict[str, Any]) -> RecallEntry:
 def _count(value: object) -> int | None:
     """A whole number a line holds (None: absent, or not one)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass
+class Cost:
+    """What the recalls of one source (``hook:claude-code``, ``start:codex``, ``agent``…)
+    cost: how many, how many injected something, their tokens and milliseconds."""
+
+    source: str
+    recalls: int = 0
+    injected: int = 0  # recalls that put something into the context
+    tokens: list[int] = field(default_factory=list)  # of each recall that says
+    ms: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        """The cost as JSON-able data (percentiles of what was recorded; None when nothing)."""
+        return {
+            "source": self.source,
+            "recalls": self.recalls,
+            "injected": self.injected,
+            "tokens_mean": round(statistics.fmean(self.tokens)) if self.tokens else None,
+            "tokens_max": max(self.tokens, default=None),
+            "tokens_total": sum(self.tokens),
+            "ms_p50": _percentile(self.ms, 0.5),
+            "ms_p95": _percentile(self.ms, 0.95),
+        }
+
+
+def costs(rows: Sequence[RecallEntry]) -> list[Cost]:
+    """What the recalls cost, per source, the most frequent first. A recall of an older
+    version (no tokens or time recorded) counts, without a cost."""
+    out: dict[str, Cost] = {}
+    for e in rows:
+        c = out.setdefault(e["source"], Cost(e["source"]))
+        c.recalls += 1
+        c.injected += bool(e["memories"]) and e["tokens"] != 0
+        if e["tokens"] is not None:
+            c.tokens.append(e["tokens"])
+        if e["ms"] is not None:
+            c.ms.append(e["ms"])
+    return sorted(out.values(), key=lambda c: (-c.recalls, c.source))
+
+
+def _percentile(values: list[int], q: float) -> int | None:
+    """The nearest-rank percentile ``q`` of ``values`` (None: no values)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]

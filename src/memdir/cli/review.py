@@ -160,13 +160,17 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool) -> None:
 
 @click.command("recall-log", short_help="What was recalled, for which question, and why.")
 @click.option("-n", "limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--stats", is_flag=True, help="What recall cost, per source, over the whole log.")
 @json_option
 @pass_ctx
-def recall_log(c: Ctx, limit: int, as_json: bool) -> None:
-    """What was recalled, newest first: when, from where, the question, which memories and
-    why (the model's pick, or search and its scores)."""
+def recall_log(c: Ctx, limit: int, stats: bool, as_json: bool) -> None:
+    """What was recalled, newest first: when, from where, the question, which memories,
+    why (the model's pick, or search and its scores) and what it cost (tokens, ms)."""
     from ..recalllog import entries
 
+    if stats:
+        _recall_costs(c, as_json)
+        return
     rows = [e for _, st in _stores(c) for e in entries(st.internal, limit)]
     rows.sort(key=lambda e: e["time"], reverse=True)
     rows = rows[:limit]
@@ -195,6 +199,38 @@ def recall_log(c: Ctx, limit: int, as_json: bool) -> None:
             click.echo(f"    - {m['name']}{where}{score}")
         if not e["memories"]:
             click.echo("    (nothing recalled)")
+
+
+def _recall_costs(c: Ctx, as_json: bool) -> None:
+    """Per source (a host's prompts, its session starts, the agent, MCP): how many recalls,
+    how many injected something, the tokens they added and the time they took."""
+    from ..recalllog import costs, entries
+
+    rows = [e for _, st in _stores(c) for e in entries(st.internal)]
+    found = costs(rows)
+    if as_json:
+        emit_json([x.to_dict() for x in found])
+        return
+    if not found:
+        click.echo("No recalls logged yet (recall_log = false turns the log off).")
+        return
+    since = min(e["time"] for e in rows)
+    click.echo(f"{len(rows)} recalls since {since}")
+    click.echo(
+        f"{'source':<20} {'recalls':>7} {'injected':>8} {'tokens mean':>11} {'max':>6}"
+        f" {'ms p50':>7} {'p95':>6}"
+    )
+
+    def cell(value: object, width: int) -> str:
+        return f"{'—' if value is None else value:>{width}}"
+
+    for x in found:
+        d = x.to_dict()
+        click.echo(
+            f"{x.source:<20} {x.recalls:>7} {x.injected / x.recalls:>8.0%}"
+            f" {cell(d['tokens_mean'], 11)} {cell(d['tokens_max'], 6)}"
+            f" {cell(d['ms_p50'], 7)} {cell(d['ms_p95'], 6)}"
+        )
 
 
 COMMANDS = (review_group, accept, recall_log)

@@ -273,6 +273,7 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
     when there is no store."""
     from ..standing import remember_session, session_start
 
+    started = time.monotonic()
     config = _config_for(event)
     try:
         lease = (stores or FRESH).take(config, 0.0)
@@ -283,7 +284,7 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
         given = session_start(store, config)
         session = event.get("session_id")
         remember_session(store, session if isinstance(session, str) else "", given.names)
-        log_standing(store, given, host, event)
+        log_standing(store, given, host, event, started)
     finally:
         lease.release()
     return json.dumps(
@@ -292,9 +293,12 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
     )
 
 
-def log_standing(store: Scopes, given: Any, host: str | None, event: HookEvent) -> None:
+def log_standing(
+    store: Scopes, given: Any, host: str | None, event: HookEvent, started: float
+) -> None:
     """What a session was given at its start, in the recall log beside the prompts' recalls:
-    the rules that stood, those the budget cut, how many wait, and the tokens."""
+    the rules that stood, those the budget cut, how many wait, the tokens and the time since
+    ``started``."""
     from ..recalllog import Recalled, record
 
     home = store.home()
@@ -312,6 +316,7 @@ def log_standing(store: Scopes, given: Any, host: str | None, event: HookEvent) 
         + f"; {given.waiting} waiting for the user",
         session=event.get("session_id") if isinstance(event.get("session_id"), str) else None,
         tokens=given.tokens,
+        ms=round((time.monotonic() - started) * 1000),
     )
 
 
