@@ -25,7 +25,8 @@ from typing import Any
 
 from memdir.config import Config
 from memdir.memory import Memory, dumps
-from memdir.recall.choose import floor
+from memdir.recall.choose import floor, unknown_names
+from memdir.scopes import Scopes
 from memdir.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,6 +143,7 @@ def main() -> None:
             mems = [m for m in data["memories"] if m["conv"] == conv]
             ref_of = {f"m{i:05d}": m["id"] for i, m in enumerate(mems)}
             store = build(mems, Path(tmp) / f"c{conv}" / ".memory")
+            scopes = Scopes.of(store)
             other = [q for q in data["queries"] if q["conv"] != conv and q["category"] != 5]
             own = [q for q in data["queries"] if q["conv"] == conv and q["category"] != 5]
             for key, prompts in (
@@ -152,18 +154,19 @@ def main() -> None:
             ):
                 for p in prompts:
                     hits = store.search(p, 5)
+                    kept = floor(hits, p, unknown_names(scopes, p))
                     base[key].append(float(bool(hits)))
-                    rows[key].append(float(bool(floor(hits, p))))
-                    if args.show and key in ("coding_tune", "coding_held") and floor(hits, p):
+                    rows[key].append(float(bool(kept)))
+                    if args.show and key in ("coding_tune", "coding_held") and kept:
                         print(f"c{conv} {key}: {p!r} ->", [
-                            (h.name, round(h.score, 2), h.close) for h in floor(hits, p)
+                            (h.name, round(h.score, 2), h.close) for h in kept
                         ])  # fmt: skip
             for q in own:
                 hits = store.search(q["question"], 5)
                 found = [h for h in hits if ref_of[h.name] in q["relevant"]]
                 if not found:
                     continue
-                kept = floor(hits, q["question"])
+                kept = floor(hits, q["question"], unknown_names(scopes, q["question"]))
                 rows["kept"].append(float(any(h in kept for h in found)))
                 rows["answerable_silent"].append(float(not kept))
                 base["kept"].append(1.0)

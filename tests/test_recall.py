@@ -12,6 +12,7 @@ from memdir.config import Config
 from memdir.errors import LLMError
 from memdir.providers import make_model
 from memdir.recall import (
+    Selection,
     build_system,
     estimate_tokens,
     index_section,
@@ -332,6 +333,44 @@ def test_search_keeps_its_confident_hit_when_the_model_picks_nothing(tmp_path: P
     assert sel.names == ["tabs-style"] and "kept search's tabs-style" in sel.note
     weak = [{"role": "user", "content": "the user wants lunch"}]  # "user": a word, no meaning
     assert select(store, weak, FakeModel([{"selected": []}])).names == []
+
+
+def test_a_question_about_someone_the_store_never_heard_of_recalls_nothing(
+    tmp_path: Path,
+) -> None:
+    """Close in meaning is not evidence when the question names someone or something no
+    memory mentions: the memories about indentation answer "how does Gina indent?" only by
+    their topic. A name the store knows (Melanie), a month (a period, not a name) or an
+    identifier ("GitHub") leaves the floor as it was, and recall_floor = false turns it off."""
+    from memdir.asked import names
+
+    assert names("When did Gina open her store in June?") == ["Gina"]
+    assert names("Would Melanie enjoy Vivaldi? Maybe.") == ["Melanie", "Vivaldi"]
+    assert names("add a GitHub workflow for the CLI and UserService") == []
+    assert names("Gina said so. Tabs: always") == []  # a sentence's first word is no name
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root), embedder=TopicEmbedder())  # type: ignore[arg-type]
+    store.write("melanie-tabs", type="user_preference", description="Melanie indents with tabs")
+    store.write("deploy-target", type="project_fact", description="Prod runs on Kubernetes")
+
+    def ask(text: str, st: MemoryStore = store) -> Selection:
+        return select(st, [{"role": "user", "content": text}], None)
+
+    known = ask("how wide is the leading whitespace Melanie likes?")
+    assert known.names == ["melanie-tabs"]  # close in meaning, about someone it knows
+    absent = ask("how wide is the leading whitespace Gina likes?")
+    assert absent.names == [] and absent.candidates  # the same neighbour, not evidence now
+    assert "names Gina, which no memory mentions" in absent.note
+    assert ask("how wide is the whitespace Gina likes for her tabs indent?").names == [
+        "melanie-tabs"
+    ]  # the question's own terms still count
+    assert ask("how wide is the leading whitespace I like in June?").names == ["melanie-tabs"]
+    off = MemoryStore(
+        root,
+        Config(dir=root, recall_floor=False),
+        embedder=TopicEmbedder(),  # type: ignore[arg-type]
+    )
+    assert ask("how wide is the leading whitespace Gina likes?", off).names == ["melanie-tabs"]
 
 
 def test_a_prompt_the_store_cannot_answer_recalls_nothing(tmp_path: Path, cli: CliFn) -> None:

@@ -276,6 +276,8 @@ def test_scopes_rank_any_backend_with_a_folder_as_one_corpus(make: Make, tmp_pat
     want = {h.name: h.score for h in one.search("which editor and API port", 5)}
     assert {h.name: h.score for h in hits} == pytest.approx(want, rel=1e-6)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # which of a question's names some memory of either store mentions (recall's floor)
+    assert scopes.mentioned(["api", "vim", "gina"]) == {"api", "vim"}
 
 
 def test_export_and_import_round_trip(make: Make, tmp_path: Path) -> None:

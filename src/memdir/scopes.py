@@ -437,6 +437,17 @@ class Scopes:
         return asked.weigh(out)
 
     @_serial
+    def mentioned(self, terms: list[str]) -> set[str]:
+        """Which of these full-text terms (``search.tokenize``'s) some memory of some scope
+        holds, in its name, description or body."""
+        known: set[str] = set()
+        for _, store in self.stores():
+            ranker = store.index.ranker()
+            with ranker.held():
+                known |= ranker.prepare(False).stats(terms)[0].keys()
+        return known
+
+    @_serial
     def ranking_note(self) -> str:
         from .rerank import CANDIDATES
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -293,10 +294,13 @@ def confident(hit: Hit) -> bool:
     return hit.close
 
 
-def floor(hits: list[Hit], query: str) -> list[Hit]:
+def floor(hits: list[Hit], query: str, unknown: Sequence[str] = ()) -> list[Hit]:
     """The hits that are evidence for the question, not merely its nearest neighbours: close
     in meaning by the embedder's own bar, or holding enough of the question's own terms (two
-    of three or more, else one). Nothing when nothing is: silence over plausible noise."""
+    of three or more, else one). Nothing when nothing is: silence over plausible noise. A
+    question that names someone or something no memory mentions (``unknown``: "when did Gina
+    open her store?" of a store that never heard of Gina) is about what the store does not
+    hold: closeness in meaning is the domain's, not evidence, and only the terms count."""
     from ..search import tokenize
 
     terms = {t for t in tokenize(query) if len(t) > 1 or not t.isascii()}  # ("x", "a": noise)
@@ -305,7 +309,7 @@ def floor(hits: list[Hit], query: str) -> list[Hit]:
     need = 1 if len(terms) <= 2 else 2  # ("tell me about lambda": one word and its frame)
     out = []
     for h in hits:
-        if h.close:
+        if h.close and not unknown:
             out.append(h)
             continue
         try:
@@ -350,9 +354,30 @@ def _lexical_guard(store: Scopes, names: list[str], talk: str) -> tuple[list[str
     return kept, dropped
 
 
+def unknown_names(store: Scopes, query: str) -> list[str]:
+    """The names the question gives (``asked.names``) that no memory of any store mentions
+    (in its name, description or body, as the full-text index holds them)."""
+    from ..asked import names
+    from ..search import tokenize
+
+    given = {n: set(tokenize(n)) for n in names(query)}
+    given = {n: terms for n, terms in given.items() if terms}
+    if not given:
+        return []
+    known = store.mentioned(sorted(set().union(*given.values())))
+    return [n for n, terms in given.items() if not terms <= known]
+
+
 def _search_selection(store: Scopes, query: str, max_items: int, path: str, note: str) -> Selection:
     hits = store.search(query, max_items) if query.strip() else []
-    kept = floor(hits, query) if store.config.recall_floor else hits
+    kept = hits
+    if store.config.recall_floor and hits:
+        unknown = unknown_names(store, query)
+        kept = floor(hits, query, unknown)
+        if unknown and len(kept) < len(hits):
+            note = (note + "; " if note else "") + (
+                f"the question names {', '.join(unknown)}, which no memory mentions"
+            )
     if len(kept) < len(hits):
         below = len(hits) - len(kept)
         note = (note + "; " if note else "") + f"{below} below the relevance floor"
