@@ -347,7 +347,7 @@ def test_a_question_about_someone_the_store_never_heard_of_recalls_nothing(
     assert names("When did Gina open her store in June?") == ["Gina"]
     assert names("Would Melanie enjoy Vivaldi? Maybe.") == ["Melanie", "Vivaldi"]
     assert names("add a GitHub workflow for the CLI and UserService") == []
-    assert names("Gina said so. Tabs: always") == []  # a sentence's first word is no name
+    assert names("Gina said so. Tabs: always\n- Deploy it") == []  # a sentence's first word
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root), embedder=TopicEmbedder())  # type: ignore[arg-type]
     store.write("melanie-tabs", type="user_preference", description="Melanie indents with tabs")

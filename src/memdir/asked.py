@@ -69,13 +69,14 @@ def names(query: str) -> list[str]:
     not a month or a day. A word with capitals inside or in capitals alone ("GitHub",
     "UserService", "CLI") is an identifier, not a name."""
     out: list[str] = []
-    words = query.split()
-    for i, word in enumerate(words):
-        if i == 0 or words[i - 1].endswith((".", "?", "!", ":")):
-            continue  # (a sentence's first word is capitalised whatever it is)
-        m = _NAME.fullmatch(word)
-        if m and m.group(1).lower() not in _NOT_NAMES and m.group(1) not in out:
-            out.append(m.group(1))
+    for line in query.splitlines():
+        words = [w for w in line.split() if any(c.isalnum() for c in w)]  # ("-", "*": marks)
+        for i, word in enumerate(words):
+            if i == 0 or words[i - 1].endswith((".", "?", "!", ":")):
+                continue  # (a sentence's or a line's first word is capitalised whatever it is)
+            m = _NAME.fullmatch(word)
+            if m and m.group(1).lower() not in _NOT_NAMES and m.group(1) not in out:
+                out.append(m.group(1))
     return out
 
 
