@@ -373,6 +373,30 @@ def test_a_question_about_someone_the_store_never_heard_of_recalls_nothing(
     assert ask("how wide is the leading whitespace Gina likes?", off).names == ["melanie-tabs"]
 
 
+def test_no_earlier_turn_is_recalled_for_someone_no_turn_mentions(tmp_path: Path) -> None:
+    """The earlier turns follow the same rule: a turn close in meaning to a question about
+    Melanie is recalled; asked about Gina, whom no turn mentions, it is the domain's
+    neighbour and is not; a turn holding the question's own terms still is."""
+    from memdir.learn.conversation import embed_episodes, keep_episodes
+    from memdir.recall import episodes_for
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root), embedder=TopicEmbedder())  # type: ignore[arg-type]
+    keep_episodes(store, [
+        {"role": "user", "content": "Melanie indents with tabs, always."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "The office plants need water on Fridays."},
+    ])  # fmt: skip
+    embed_episodes(store)
+
+    def turns(question: str) -> list[str]:
+        return [said.turn.text for said in episodes_for(store, question)]
+
+    assert any("Melanie indents" in t for t in turns("what whitespace does Melanie like?"))
+    assert turns("what whitespace does Gina like?") == []
+    assert any("plants" in t for t in turns("do Gina's office plants need water?"))
+
+
 def test_a_prompt_the_store_cannot_answer_recalls_nothing(tmp_path: Path, cli: CliFn) -> None:
     """A store of personal chit-chat and a coding prompt: search's nearest neighbours share a
     word or two with it by chance, and the relevance floor injects none of them; a question

@@ -344,6 +344,11 @@ class Episodes:
             self._forget()
         return False
 
+    def mentioned(self, terms: list[str]) -> set[str]:
+        """Which of these full-text terms some kept turn holds (as the last ``search`` left
+        the index)."""
+        return set(self._search().stats(terms)[0])
+
     def embed(self, embedder: Embedder, budget: float | None = None) -> None:
         """Embed the turns that have no vector yet (within ``budget`` seconds, if given), so
         that a recall need not."""

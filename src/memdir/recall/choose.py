@@ -180,8 +180,11 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
     first: at most ``recall_episodes``; none when episodes are off. Ranked by BM25 fused with
     the turns' embeddings when the configuration has an embedder; a turn must be close in
     meaning by the embedder's bar or share at least two of the question's terms (its only
-    one, for a one-word question)."""
+    one, for a one-word question) — the terms alone when the question names someone or
+    something no kept turn mentions (as the memories' floor does)."""
+    from ..asked import names
     from ..episodes import Episodes
+    from ..search import tokenize
 
     cfg = store.config
     if not cfg.episodes or cfg.recall_episodes <= 0 or not query.strip():
@@ -193,6 +196,10 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
         return []
     with Scopes.of(store).held():
         embedder = _episode_embedder(cfg, query, stores)
+    given = {n: set(tokenize(n)) for n in names(query)}
+    given = {n: terms for n, terms in given.items() if terms}
+    wanted = sorted(set().union(*given.values())) if given else []
+    known: set[str] = set()
     found: list[Said] = []
     for episodes in kept:
         try:
@@ -214,9 +221,12 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
                     following=cfg.recall_episode_after,
                     preceding=cfg.recall_episode_before,
                 )
+            if wanted:
+                known |= episodes.mentioned(wanted)
         finally:
             episodes.close()
-    good = [e for e in found if e.close or e.matched >= min(2, e.asked)]
+    unknown = any(not terms <= known for terms in given.values())
+    good = [e for e in found if (e.close and not unknown) or e.matched >= min(2, e.asked)]
     good.sort(key=lambda e: -e.score)
     return good[: cfg.recall_episodes]
 
