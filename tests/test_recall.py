@@ -397,6 +397,27 @@ def test_no_earlier_turn_is_recalled_for_someone_no_turn_mentions(tmp_path: Path
     assert any("plants" in t for t in turns("do Gina's office plants need water?"))
 
 
+def test_a_turn_sharing_two_common_words_with_a_long_prompt_is_not_recalled(
+    tmp_path: Path,
+) -> None:
+    """An earlier turn is evidence by its words when it holds a third of the question's
+    terms, at least two: a chat turn sharing "make" and "time" with an eight-term coding
+    prompt is not recalled; one holding three of them is; a short question needs two."""
+    from memdir.learn.conversation import keep_episodes
+    from memdir.recall import episodes_for
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    keep_episodes(store, [
+        {"role": "user", "content": "It took time to make the garden look nice this year."},
+        {"role": "assistant", "content": "It shows."},
+    ])  # fmt: skip
+    long = "make the nightly export job finish in time with parallel workers"
+    assert episodes_for(store, long) == []  # 2 of 8 terms
+    assert episodes_for(store, long + " for the garden")  # 3 of 9
+    assert episodes_for(store, "how much time did the garden take?")  # 2 of 4
+
+
 def test_a_prompt_the_store_cannot_answer_recalls_nothing(tmp_path: Path, cli: CliFn) -> None:
     """A store of personal chit-chat and a coding prompt: search's nearest neighbours share a
     word or two with it by chance, and the relevance floor injects none of them; a question

@@ -11,6 +11,7 @@ This module does NOT render the block (``block``) and does NOT write memories.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import unicodedata
 from collections.abc import Sequence
@@ -179,8 +180,8 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
     """The kept turns that best match the question, each with the turn that followed it, best
     first: at most ``recall_episodes``; none when episodes are off. Ranked by BM25 fused with
     the turns' embeddings when the configuration has an embedder; a turn must be close in
-    meaning by the embedder's bar or share at least two of the question's terms (its only
-    one, for a one-word question) — the terms alone when the question names someone or
+    meaning by the embedder's bar or hold a third of the question's terms, at least two (its
+    only one, for a one-word question) — the terms alone when the question names someone or
     something no kept turn mentions (as the memories' floor does)."""
     from ..asked import names
     from ..episodes import Episodes
@@ -226,9 +227,16 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
         finally:
             episodes.close()
     unknown = any(not terms <= known for terms in given.values())
-    good = [e for e in found if (e.close and not unknown) or e.matched >= min(2, e.asked)]
+    good = [e for e in found if (e.close and not unknown) or _enough(e)]
     good.sort(key=lambda e: -e.score)
     return good[: cfg.recall_episodes]
+
+
+def _enough(said: Said) -> bool:
+    """Whether a turn holds enough of the question's terms to be evidence on its own: a
+    third of them, at least two (a long chat turn shares two common words with many a
+    prompt), all of them for a question of one."""
+    return said.matched >= min(max(2, math.ceil(said.asked / 3)), said.asked)
 
 
 def _episode_embedder(cfg: Config, query: str, stores: list[Store]) -> Embedder | None:
