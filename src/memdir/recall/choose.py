@@ -183,9 +183,7 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
     meaning by the embedder's bar or hold a third of the question's terms, at least two (its
     only one, for a one-word question) — the terms alone when the question names someone or
     something no kept turn mentions (as the memories' floor does)."""
-    from ..asked import names
     from ..episodes import Episodes
-    from ..search import tokenize
 
     cfg = store.config
     if not cfg.episodes or cfg.recall_episodes <= 0 or not query.strip():
@@ -197,9 +195,8 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
         return []
     with Scopes.of(store).held():
         embedder = _episode_embedder(cfg, query, stores)
-    given = {n: set(tokenize(n)) for n in names(query)}
-    given = {n: terms for n, terms in given.items() if terms}
-    wanted = sorted(set().union(*given.values())) if given else []
+    given = _named(query)
+    wanted = sorted(set().union(*given.values()))
     known: set[str] = set()
     found: list[Said] = []
     for episodes in kept:
@@ -372,14 +369,19 @@ def _lexical_guard(store: Scopes, names: list[str], talk: str) -> tuple[list[str
     return kept, dropped
 
 
-def unknown_names(store: Scopes, query: str) -> list[str]:
-    """The names the question gives (``asked.names``) that no memory of any store mentions
-    (in its name, description or body, as the full-text index holds them)."""
+def _named(query: str) -> dict[str, set[str]]:
+    """The names the question gives (``asked.names``), each with its full-text terms."""
     from ..asked import names
     from ..search import tokenize
 
     given = {n: set(tokenize(n)) for n in names(query)}
-    given = {n: terms for n, terms in given.items() if terms}
+    return {n: terms for n, terms in given.items() if terms}
+
+
+def unknown_names(store: Scopes, query: str) -> list[str]:
+    """The names the question gives that no memory of any store mentions (in its name,
+    description or body, as the full-text index holds them)."""
+    given = _named(query)
     if not given:
         return []
     known = store.mentioned(sorted(set().union(*given.values())))
