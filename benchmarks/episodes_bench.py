@@ -107,6 +107,20 @@ TUNE = {0, 1}  # conversations choices are made on; the others confirm them
 WEIGHT = periods.WEIGHT  # a period named by the question, as recall weighs it
 
 
+def kept_as_episodes(turns: list[dict[str, Any]], embedder: str) -> MemoryStore:
+    """A new store keeping a LoCoMo conversation's turns as episodes, session by session with
+    each session's date, embedded (as the agent and extraction keep and embed them)."""
+    root = Path(tempfile.mkdtemp()) / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder=embedder), watch=False)
+    messages: list[Any] = []
+    for date, session in sessions_of(turns):
+        messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
+        messages += [{"role": "user", "content": t["text"]} for t in session]
+        keep_episodes(store, messages, iso_date(date))
+    embed_episodes(store)
+    return store
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
@@ -123,15 +137,8 @@ def main() -> None:
     for conv in conversations:
         turns = [t for t in data["memories"] if t["conv"] == conv]
         questions = [q for q in data["queries"] if q["conv"] == conv]
-        root = Path(tempfile.mkdtemp()) / ".memory"
-        config = Config(dir=root, embedder=args.embedder)
-        store = MemoryStore(root, config, watch=False)
-        messages: list[Any] = []
-        for date, session in sessions_of(turns):
-            messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
-            messages += [{"role": "user", "content": t["text"]} for t in session]
-            keep_episodes(store, messages, iso_date(date))
-        embed_episodes(store)
+        store = kept_as_episodes(turns, args.embedder)
+        config = store.config
         embedder = from_config(config)
         episodes = Episodes(store.internal, config)
         ids = {t["id"] for t in turns}

@@ -17,17 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import memdir.asked
+from episodes_bench import kept_as_episodes
 from floor_bench import CODING_HELD_OUT, CODING_HELD_OUT_2, CODING_TUNE, rate
-from locomo_qa import evidence_in, iso_date, sessions_of
+from locomo_qa import evidence_in
 from memdir import MemoryStore
-from memdir.config import Config
 from memdir.episodes import Said
-from memdir.learn.conversation import embed_episodes, keep_episodes
 from memdir.recall import episodes_for
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
@@ -52,20 +50,13 @@ def main() -> None:
     data = json.loads((BENCH / "turns_dev.json").read_text(encoding="utf-8"))
     rows: dict[tuple[str, int], list[float]] = {}
 
-    def add(key: str, pair: tuple[Any, Any]) -> None:
+    def add(key: str, pair: Sequence[object]) -> None:
         for i, value in enumerate(pair):
             rows.setdefault((key, i), []).append(float(value))
 
     for conv in (int(c) for c in args.convs.split(",")):
         turns = [t for t in data["memories"] if t["conv"] == conv]
-        root = Path(tempfile.mkdtemp()) / ".memory"
-        store = MemoryStore(root, Config(dir=root, embedder=args.embedder), watch=False)
-        messages: list[Any] = []
-        for date, session in sessions_of(turns):
-            messages.append({"role": "user", "content": f"(A new conversation session, {date}.)"})
-            messages += [{"role": "user", "content": t["text"]} for t in session]
-            keep_episodes(store, messages, iso_date(date))
-        embed_episodes(store)
+        store = kept_as_episodes(turns, args.embedder)
         for prompt in CODING_TUNE + CODING_HELD_OUT + CODING_HELD_OUT_2:
             before, after = without_and_with(store, prompt)
             add("coding", (bool(before), bool(after)))
