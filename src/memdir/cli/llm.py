@@ -209,7 +209,7 @@ def recall(
     if no_llm:
         sel.note = "--no-llm"
     block = render_block(scopes, sel.names, c.config.recall_token_budget, sel.episodes)
-    tokens = estimate_tokens(block) if block else 0
+    tokens = estimate_tokens(block)
     if as_json:
         emit_json({**sel.to_dict(), "block": block, "tokens": tokens})
         return

@@ -196,7 +196,7 @@ class MemoryStore(StoreBase):
         """The memory called ``name``; raise MemoryNotFound."""
         norm = memfmt.validate_name(name)
         self._folder.catch_up()
-        for attempt in range(2):
+        for _ in range(2):  # (a file changed under us is read once more)
             entry = self._catalog.entries.get(norm)
             if entry is None:
                 break
@@ -204,13 +204,12 @@ class MemoryStore(StoreBase):
                 mem = self._tx.current(entry)
             except InvalidMemory:
                 mem = None
+            # what was just read is what the catalogue says next, even where an edit in place
+            # has not reached this process's watcher yet (one lstat); if it changed under
+            # us, the next attempt looks again
+            self._catalog.update([entry.file])
             if mem is not None and mem.name == norm:
-                # what was just read is what the catalogue says next, even where an edit in
-                # place has not reached this process's watcher yet (one lstat)
-                self._catalog.update([entry.file])
                 return mem
-            if attempt == 0:
-                self._catalog.update([entry.file])  # changed under us: look again
         close = difflib.get_close_matches(norm, self._catalog.names, n=1, cutoff=0.75)
         hint = f"did you mean {close[0]!r}?" if close else "see 'memdir list' for the names"
         raise MemoryNotFound(f"no memory named {norm!r} — {hint}")
