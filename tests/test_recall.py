@@ -242,6 +242,9 @@ def test_recall_cli_explain_and_no_llm(cli: CliFn, llm_server: FakeLLMServer) ->
     assert data["tokens"] == estimate_tokens(data["block"]) > 0
     assert len(llm_server.requests) == 1
     assert cli("recall", "zzz unrelated", "--no-llm").out == "(no relevant memories)\n"
+    r = cli("recall", "--no-llm", "--explain", "how did Gina set up pytest?")
+    assert r.out.startswith("path: search (--no-llm; the question names Gina, which no memory")
+    assert "(no relevant memories)" in r.out  # and says why nothing was injected
 
 
 def test_lexical_guard_drops_unrelated_picks(tmp_path: Path) -> None:

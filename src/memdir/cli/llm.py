@@ -188,6 +188,12 @@ def llm_check(c: Ctx, memory: bool, as_json: bool) -> None:
 @click.option("--no-llm", is_flag=True, help="Select with search only.")
 @click.option("--explain", is_flag=True, help="Show candidates, scores and the path taken.")
 @click.option("-k", "max_items", type=click.IntRange(1, 50), help="At most this many.")
+@click.option(
+    "--as-of",
+    "as_of",
+    metavar="DATE",
+    help="What the memories said then (a date, or a UTC time), from their history (BM25).",
+)
 @json_option
 @pass_ctx
 def recall(
@@ -197,17 +203,24 @@ def recall(
     no_llm: bool,
     explain: bool,
     max_items: int | None,
+    as_of: str | None,
     as_json: bool,
 ) -> None:
-    """Print the <relevant_memories> block that would be injected for TEXT (or stdin)."""
+    """Print the <relevant_memories> block that would be injected for TEXT (or stdin).
+    With --as-of, the block of what the memories said at that time; a period the text names
+    ("last week") counts back from then."""
     from ..recall import estimate_tokens, render_block, select
 
     messages = read_messages(text, messages_file)
+    if as_of is not None:
+        _recall_as_of(c, messages, as_of, max_items or c.config.recall_max_items, as_json)
+        return
     model = None if no_llm else optional_model(c)
     scopes = c.scopes()
     sel = select(scopes, messages, model, max_items=max_items or c.config.recall_max_items)
-    if no_llm:
-        sel.note = "--no-llm"
+    if no_llm:  # (what the floor said stays: why nothing, or less, was injected)
+        why = sel.note.removeprefix("no model configured").lstrip("; ")
+        sel.note = "; ".join(filter(None, ["--no-llm", why]))
     block = render_block(scopes, sel.names, c.config.recall_token_budget, sel.episodes)
     tokens = estimate_tokens(block)
     if as_json:
@@ -227,6 +240,25 @@ def recall(
             click.echo(f" {mark} {shown}{name}")
         click.echo("")
     click.echo(block or "(no relevant memories)")
+
+
+def _recall_as_of(c: Ctx, messages: list[Message], as_of: str, k: int, as_json: bool) -> None:
+    from ..asof import moment, search_stores_at
+    from ..recall import estimate_tokens, render_past, search_query, visible_past
+
+    when = moment(as_of)
+    scopes = c.scopes()
+    pairs = ((sc.name, st) for sc, st in scopes.stores())
+    found = search_stores_at(pairs, search_query(messages), when, k)
+    seen = visible_past(scopes, [(s, h) for s, h, _ in found])
+    block = render_past(scopes, seen, when, c.config.recall_token_budget)
+    if as_json:
+        names = [h.memory.name for _, h in seen]
+        emit_json(
+            {"as_of": when, "selected": names, "block": block, "tokens": estimate_tokens(block)}
+        )
+        return
+    click.echo(block or f"(no relevant memories as of {when})")
 
 
 @click.command("extract", short_help="Learn memories from a conversation file.")

@@ -35,6 +35,8 @@ from ..recall import (
     render_block,
     render_past,
     select,
+    shown,
+    visible_past,
 )
 from ..review import held_why, land
 from ..safetext import lines_of, one_line
@@ -197,7 +199,8 @@ class MemoryServer:
             log_recall(scopes, sel, said, source=self.source, block=block, started=started)
             if not block:
                 return "No saved memory applies to this message."
-            return f"Recalled {', '.join(sel.names)} ({HOW[sel.path]}).\n\n{block}"
+            named = ", ".join(shown(scopes, sel.names))
+            return f"Recalled {named} ({HOW[sel.path]}).\n\n{block}"
 
         return self.call(run)
 
@@ -206,14 +209,14 @@ class MemoryServer:
 
         def run() -> str:
             when = moment(as_of)
-            pairs = ((sc.name, st) for sc, st in self.scopes().stores())
+            scopes = self.scopes()
+            pairs = ((sc.name, st) for sc, st in scopes.stores())
             found = search_stores_at(pairs, said, when, self.config.recall_max_items)
-            block = render_past(
-                [(s, h) for s, h, _ in found], when, self.config.recall_token_budget
-            )
+            seen = visible_past(scopes, [(s, h) for s, h, _ in found])
+            block = render_past(scopes, seen, when, self.config.recall_token_budget)
             if not block:
                 return f"No saved memory applied to this message as of {when}."
-            names = ", ".join(h.memory.name for _, h, _ in found)
+            names = ", ".join(h.memory.name for _, h in seen)
             return f"Recalled {names} as of {when}.\n\n{block}"
 
         return self.call(run)

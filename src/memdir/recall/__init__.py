@@ -23,6 +23,8 @@ from .block import (
     render_block,
     render_past,
     said_date,
+    shown,
+    visible_past,
     weave,
     where_kept,
 )
@@ -65,6 +67,8 @@ __all__ = [
     "search_query",
     "select",
     "select_relevant_memories",
+    "shown",
+    "visible_past",
     "weave",
     "where_kept",
 ]
