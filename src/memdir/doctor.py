@@ -388,6 +388,15 @@ def _held(store: Store, report: Report) -> None:
                     "reason": f"held for review, not recalled: {h.why} — 'memdir review'",
                 }
             )
+    for name, why, label in _planted(store):
+        report.warnings.append(
+            {
+                "file": f"{name}.md",
+                "reason": f"reads as an instruction planted for an agent ({why}; from: {label}):"
+                f" no model is shown it — look at it ('memdir show {name}'), then edit or"
+                f" remove it ('memdir rm {name}')",
+            }
+        )
     if pulled(store.root / "config.toml"):
         report.warnings.append(
             {
@@ -396,6 +405,24 @@ def _held(store: Store, report: Report) -> None:
                 f" — look at it, then 'memdir trust {store.root}'",
             }
         )
+
+
+def _planted(store: Store) -> list[tuple[str, str, str]]:
+    """The memories a door brought (not the user's own words) whose text orders the agent
+    about: recall, the index and session start leave them out (``recall.block``)."""
+    from .instructions import screen
+
+    out = []
+    for e in store.entries():
+        try:
+            mem = store.get(e.name)
+            why = screen(f"{mem.description}\n{mem.body}")
+            origin = store.origin(e.name) if why else None
+        except (MemdirError, LookupError, OSError):
+            continue
+        if why and origin is not None and not origin.users:
+            out.append((e.name, why, origin.label))
+    return out
 
 
 def _sync_health(store: Store, report: Report, fix: bool) -> None:

@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from ..asof import moment, search_stores_at
 from ..backend import open_store
 from ..config import Config
+from ..entry import Entry
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
 from ..layout import USAGE
 from ..memory import Memory, dumps, slugify
@@ -32,6 +33,7 @@ from ..recall import (
     held_names,
     index_section,
     log_recall,
+    planted_description,
     render_block,
     render_past,
     select,
@@ -237,7 +239,7 @@ class MemoryServer:
                 return "No matching memories."
             return "\n".join(
                 f"{h.name} ({one_line(h.entry.type)}{where(scopes, h.name)}, score"
-                f" {h.score:.2f}) — {one_line(h.entry.description)}"
+                f" {h.score:.2f}) — {described(scopes, h.entry)}"
                 for h in hits
             )
 
@@ -267,9 +269,7 @@ class MemoryServer:
         used = estimate_tokens(lines[0]) + 20
         for i in range(start, len(entries)):
             e = entries[i]
-            line = (
-                f"- {e.name} ({one_line(e.type)}{where(scopes, e.name)}): {one_line(e.description)}"
-            )
+            line = f"- {e.name} ({one_line(e.type)}{where(scopes, e.name)}): {described(scopes, e)}"
             cost = estimate_tokens(line) + 1
             if used + cost > PAGE_TOKENS and i > start:
                 lines.append(f'(more: call list with cursor "{i}")')
@@ -478,6 +478,14 @@ def pick(what: str, *values: Any) -> Any:
         if v is not None and v != "":
             return v
     raise ToolError(f"missing {what} — pass it as {what!r}")
+
+
+def described(scopes: Scopes, entry: Entry) -> str:
+    """An entry's description as a listing shows a model: one that a door brought and that
+    orders the agent about is not shown, and the listing says why."""
+    if planted_description(scopes, entry.name, entry.description):
+        return "(not shown: it reads as an instruction to an agent, not the user's words)"
+    return one_line(entry.description)
 
 
 def where(scopes: Scopes, shown: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import weakref
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
@@ -199,6 +199,17 @@ def planted(store: Reader, shown: str, mem: Memory) -> bool:
     return screen(f"{mem.description}\n{mem.body}") is not None
 
 
+def planted_description(store: Reader, shown: str, description: str) -> bool:
+    """Whether a description a door brought (not the user's words) orders the agent about:
+    indexes and listings a model reads leave it out."""
+    if screen(description) is None:
+        return False
+    try:
+        return not Scopes.of(store).origin(shown).users
+    except (MemdirError, LookupError, OSError):
+        return True  # an origin that cannot be read is nobody's
+
+
 def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:
     """Whether the memory shown as ``shown`` is held back from recall until a person reviews
     it (``held``): an arrival from elsewhere, an instruction-shaped text; and under
@@ -319,9 +330,13 @@ def index_section(
     ``omit``: names (as the catalogue shows them) already given in full beside it."""
     store = Scopes.of(store)
     held = held_names(store) | set(omit)
+
+    def planted_line(e: Entry) -> bool:
+        return planted_description(store, e.name, e.description)
+
     if len(store.scopes) < 2:
         shown_entries = [e for e in store.entries() if e.name not in held]
-        return _index_lines(shown_entries, max_lines, max_bytes)
+        return _index_lines(shown_entries, max_lines, max_bytes, planted_line)
     parts: dict[str, list[Entry]] = {}
     for scope, entry, shown in store.located():
         if shown in held:
@@ -337,7 +352,7 @@ def index_section(
     for name, entries in parts.items():
         out.append(
             f"### {name} ({_SCOPE_NOTES.get(name.split(':')[0], '')})\n"
-            + _index_lines(entries, share_lines - 1, share_bytes)
+            + _index_lines(entries, share_lines - 1, share_bytes, planted_line)
         )
     return "\n".join(out)
 
@@ -394,22 +409,29 @@ _SCOPE_NOTES = {
 }
 
 
-def _index_lines(entries: list[Entry], max_lines: int, max_bytes: int) -> str:
+def _index_lines(
+    entries: list[Entry], max_lines: int, max_bytes: int, hide: Callable[[Entry], bool]
+) -> str:
+    """The index's lines, pinned first, each part newest first, within the bounds; an entry
+    ``hide`` says no model may read is left out (and not counted as reachable)."""
     entries = sorted(entries, key=lambda e: e.updated or "", reverse=True)
     entries.sort(key=lambda e: not e.pinned)  # stable: pinned first, each part newest first
     if not entries:
         return "(no memories yet)"
     lines: list[str] = []
-    size = 0
+    size = hidden = 0
     for e in entries:
+        if hide(e):
+            hidden += 1
+            continue
         line = f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}"
         line_bytes = len(line.encode()) + 1
         if len(lines) + 1 >= max_lines or size + line_bytes + 120 > max_bytes:
             break
         lines.append(line)
         size += line_bytes
-    rest = len(entries) - len(lines)
-    if rest:
+    rest = len(entries) - len(lines) - hidden
+    if rest > 0:
         lines.append(
             f"- … and {rest} more memories not listed here; they are reachable through"
             " recall and search."
