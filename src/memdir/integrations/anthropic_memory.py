@@ -40,6 +40,7 @@ from ..memfile import read_file
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_name
 from ..notes import first_line, from_text, guess_type
 from ..plan import Put, Remove
+from ..recall import held_back, planted
 from ..safetext import lines_of
 from ..store import Store
 
@@ -172,6 +173,16 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                 f"The path {path} does not exist. Please provide a valid path"
                 f" (view {ROOT} lists the memories)."
             ) from None
+        if held_back(store, name, mem):
+            raise ToolError(
+                f"{path} is held for review: it came from elsewhere (a sync, a repository,"
+                " another author) and is not shown until the user approves it ('memdir review')"
+            )
+        if planted(store, name, mem):
+            raise ToolError(
+                f"{path} is not shown: it came from elsewhere and reads as an instruction to an"
+                " agent, not the user's words ('memdir doctor' names it for the user)"
+            )
         try:
             data = read_file(store.root / str(mem.path), store.config.max_file_bytes)
             return loads(data.decode("utf-8")).replace(path=mem.path, digest=mem.digest)
