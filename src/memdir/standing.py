@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from .accepted import accept, accepted
+from .accepted import accept
 from .atomic import write_atomic
 from .config import STANDING_TYPES, Config
 from .errors import InvalidMemory
 from .memory import CONFLICT_KEY, Memory
-from .recall import estimate_tokens, held_names, index_section, origin_label
+from .recall import estimate_tokens, held_names, index_section, origin_label, users_own
 from .safetext import one_line
 from .scopes import Reader, Scopes
 
@@ -185,22 +185,6 @@ def accept_as_users(store: Reader, shown: str) -> Memory:
         raise InvalidMemory(f"{shown} has no text on disk to accept — see 'memdir doctor'")
     accept(scope.root, name, mem.digest)
     return mem
-
-
-def users_own(store: Reader, shown: str, digest: str | None) -> bool:
-    """Whether the memory ``shown`` (with text ``digest``) is the user's own instruction:
-    this machine's user gave it, or accepted exactly this text (``accepted``)."""
-    scopes = Scopes.of(store)
-    try:
-        if scopes.origin(shown).users:
-            return True
-    except (InvalidMemory, LookupError, OSError):
-        return False
-    try:
-        scope, name = scopes.locate(shown)
-    except LookupError:
-        return False
-    return accepted(scope.root, name, digest)
 
 
 def remember_session(store: Reader, session: str, names: tuple[str, ...]) -> None:

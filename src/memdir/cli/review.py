@@ -140,19 +140,41 @@ def reject(c: Ctx, specs: tuple[str, ...], every: bool) -> None:
 @click.command("accept", short_help="Make a rule from elsewhere your own instruction.")
 @click.argument("names", nargs=-1, metavar="NAME...")
 @click.option("--all", "every", is_flag=True, help="Every memory that waits ('memdir review').")
+@click.option("--yes", is_flag=True, help="Accept a text that reads as an order to an agent.")
 @pass_ctx
-def accept(c: Ctx, names: tuple[str, ...], every: bool) -> None:
+def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
     """Accept a preference, feedback or pinned memory that came from elsewhere (a repository,
     a teammate, another agent, a hand edit) as your own instruction: from the next session
     on it stands at session start. The acceptance is for its text as it is now; a later
-    change from elsewhere waits again."""
+    change from elsewhere waits again. A text that reads as an instruction planted for an
+    agent is accepted only by its name with --yes, never by --all."""
+    from ..instructions import screen
     from ..standing import accept_as_users, waiting
 
     scopes = c.scopes()
-    chosen = list(names) + ([n for n, _ in waiting(scopes)] if every else [])
+    chosen = list(names) + ([n for n, _ in waiting(scopes) if n not in names] if every else [])
     if not chosen:
         fail("name what to accept: NAME... or --all ('memdir review' lists them)")
+    orders = {}
     for name in chosen:
+        mem = scopes.get(name)
+        why = screen(f"{mem.description}\n{mem.body}")
+        if why is not None:
+            orders[name] = why
+    for name, why in orders.items():
+        if name in names and not yes:
+            fail(
+                f"{name} reads as an instruction planted for an agent ({why}) — look at it"
+                f" ('memdir show {name}'); if it is truly yours: 'memdir accept {name} --yes'"
+            )
+    for name in chosen:
+        if name in orders and name not in names:
+            click.echo(
+                f"Not accepted: {for_terminal(name)} reads as an instruction planted for an agent"
+                f" ({orders[name]}) — 'memdir show {for_terminal(name)}'; if it is truly yours,"
+                f" 'memdir accept {for_terminal(name)} --yes'"
+            )
+            continue
         mem = accept_as_users(scopes, name)
         said = for_terminal((mem.body.strip() or mem.description).splitlines()[0][:200])
         click.echo(f"Accepted {for_terminal(name)} as your instruction: {said}")

@@ -189,14 +189,28 @@ def render_past(
 
 def planted(store: Reader, shown: str, mem: Memory) -> bool:
     """Whether a memory someone other than the user wrote (a repository, a teammate, another
-    agent, a hand edit) reads as an instruction planted for the agent (``instructions``):
-    screened again each time it would be shown, whatever was screened when it was written."""
+    agent, a hand edit) and the user did not accept reads as an instruction planted for the
+    agent (``instructions``): screened again each time it would be shown, whatever was
+    screened when it was written."""
+    if screen(f"{mem.description}\n{mem.body}") is None:
+        return False
+    return not users_own(store, shown, mem.digest)
+
+
+def users_own(store: Reader, shown: str, digest: str | None) -> bool:
+    """Whether the memory ``shown`` (with text ``digest``) is the user's own instruction:
+    this machine's user gave it, or accepted exactly this text (``accepted``)."""
+    scopes = Scopes.of(store)
     try:
-        if Scopes.of(store).origin(shown).users:
-            return False
+        if scopes.origin(shown).users:
+            return True
     except (MemdirError, LookupError, OSError):
-        pass  # an origin that cannot be read is nobody's: screened
-    return screen(f"{mem.description}\n{mem.body}") is not None
+        return False  # an origin that cannot be read is nobody's
+    try:
+        scope, name = scopes.locate(shown)
+    except LookupError:
+        return False
+    return accepted(scope.root, name, digest)
 
 
 def planted_description(store: Reader, shown: str, description: str) -> bool:
@@ -205,9 +219,10 @@ def planted_description(store: Reader, shown: str, description: str) -> bool:
     if screen(description) is None:
         return False
     try:
-        return not Scopes.of(store).origin(shown).users
+        digest = Scopes.of(store).get(shown).digest
     except (MemdirError, LookupError, OSError):
-        return True  # an origin that cannot be read is nobody's
+        return True
+    return not users_own(store, shown, digest)
 
 
 def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:

@@ -29,6 +29,7 @@ from .. import review as queue
 from ..entry import Entry
 from ..episodes import Turn
 from ..errors import MemdirError
+from ..instructions import screen
 from ..provenance import ORIGIN_CLAIMS
 from ..recall import held_names
 from ..recalllog import RecallEntry, Use
@@ -201,6 +202,7 @@ class UI:
             held = mem is not None and shown in held_names(self.scopes)
             use = self._uses().get(shown)
             waits = mem is not None and shown in {n for n, _ in waiting(self.scopes)}
+            orders = screen(f"{mem.description}\n{mem.body}") if waits and mem else None
         writable = [s for s, _ in self._writable() if s != scope]
         return self.page(
             request,
@@ -223,6 +225,7 @@ class UI:
             use=use,
             held=held,
             waits=waits,
+            orders=orders,
             claims=sorted(k for k in mem.extra if k.lower() in ORIGIN_CLAIMS) if mem else [],
             move_to=writable,
             types=sorted(set(self.scopes.config.types) | ({mem.type} if mem else set())),
