@@ -20,7 +20,14 @@ from .atomic import write_atomic
 from .config import STANDING_TYPES, Config
 from .errors import InvalidMemory
 from .memory import CONFLICT_KEY, Memory
-from .recall import estimate_tokens, held_names, index_section, origin_label, users_own
+from .recall import (
+    NO_MEMORIES,
+    estimate_tokens,
+    held_names,
+    index_section,
+    origin_label,
+    users_own,
+)
 from .safetext import one_line
 from .scopes import Reader, Scopes
 
@@ -134,10 +141,11 @@ def standing(
             left = total_tokens - estimate_tokens("\n\n".join(out)) - INDEX_RESERVE
             index_bytes = min(index_bytes, max(0, left) * BYTES_PER_TOKEN)
         index = index_section(store, index_lines, index_bytes, omit=sorted(hidden))
-        out.append(
-            "<memory_index>\nWhat else is remembered (names and descriptions; the details come"
-            " with the prompts they matter to):\n" + index + "\n</memory_index>"
-        )
+        if not parts or index != NO_MEMORIES:  # (the rules above are all there is)
+            out.append(
+                "<memory_index>\nWhat else is remembered (names and descriptions; the details"
+                " come with the prompts they matter to):\n" + index + "\n</memory_index>"
+            )
     text = "\n\n".join(out)
     return Standing(text, tuple(names), tuple(cut), len(waiting), estimate_tokens(text))
 

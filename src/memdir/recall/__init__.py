@@ -12,6 +12,7 @@ Every function reads ``Scopes``; a single store passed in is read as a scope of 
 """
 
 from .block import (
+    NO_MEMORIES,
     PREAMBLE,
     build_system,
     current_user_index,
@@ -47,6 +48,7 @@ from .choose import (
 )
 
 __all__ = [
+    "NO_MEMORIES",
     "PREAMBLE",
     "SELECT_SCHEMA",
     "Selection",

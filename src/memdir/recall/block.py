@@ -337,6 +337,9 @@ def weave(messages: list[Message], block: str) -> list[Message]:
     return out
 
 
+NO_MEMORIES = "(no memories yet)"  # the index of a store with nothing a model may be shown
+
+
 def index_section(
     store: Reader, max_lines: int, max_bytes: int, *, omit: Collection[str] = ()
 ) -> str:
@@ -351,7 +354,7 @@ def index_section(
 
     if len(store.scopes) < 2:
         shown_entries = [e for e in store.entries() if e.name not in held]
-        return _index_lines(shown_entries, max_lines, max_bytes, planted_line)
+        return _index_lines(shown_entries, max_lines, max_bytes, planted_line) or NO_MEMORIES
     parts: dict[str, list[Entry]] = {}
     for scope, entry, shown in store.located():
         if shown in held:
@@ -359,17 +362,14 @@ def index_section(
         parts.setdefault(scope.name, []).append(
             entry if shown == entry.name else dataclasses.replace(entry, name=shown)
         )
-    if not parts:
-        return "(no memories yet)"
     out = []
-    share_lines = max(2, max_lines // len(parts))
-    share_bytes = max(200, max_bytes // len(parts))
+    share_lines = max(2, max_lines // max(1, len(parts)))
+    share_bytes = max(200, max_bytes // max(1, len(parts)))
     for name, entries in parts.items():
-        out.append(
-            f"### {name} ({_SCOPE_NOTES.get(name.split(':')[0], '')})\n"
-            + _index_lines(entries, share_lines - 1, share_bytes, planted_line)
-        )
-    return "\n".join(out)
+        lines = _index_lines(entries, share_lines - 1, share_bytes, planted_line)
+        if lines:
+            out.append(f"### {name} ({_SCOPE_NOTES.get(name.split(':')[0], '')})\n{lines}")
+    return "\n".join(out) or NO_MEMORIES
 
 
 def held_names(store: Reader) -> set[str]:
@@ -428,11 +428,10 @@ def _index_lines(
     entries: list[Entry], max_lines: int, max_bytes: int, hide: Callable[[Entry], bool]
 ) -> str:
     """The index's lines, pinned first, each part newest first, within the bounds; an entry
-    ``hide`` says no model may read is left out (and not counted as reachable)."""
+    ``hide`` says no model may read is left out (and not counted as reachable); '' when
+    none is shown."""
     entries = sorted(entries, key=lambda e: e.updated or "", reverse=True)
     entries.sort(key=lambda e: not e.pinned)  # stable: pinned first, each part newest first
-    if not entries:
-        return "(no memories yet)"
     lines: list[str] = []
     size = hidden = 0
     for e in entries:
