@@ -249,3 +249,40 @@ def test_recall_log_false_keeps_session_starts_out_of_the_log(
     trust(store.root / "config.toml")  # (the person's own setting)
     assert "never npm" in start(event, host="claude-code")  # type: ignore[arg-type]
     assert len(entries(store.internal)) == 1
+
+
+def test_tidying_and_undoing_keep_the_users_rules_theirs(tmp_path: Path) -> None:
+    """Consolidation merging two of the user's rules keeps the merged rule standing; a merge
+    that takes in a hand-written file waits for the user; undo brings the user's rules back
+    standing, and a hand-written text it brings back still waits."""
+    from memdir.learn.consolidate import consolidate_memories
+    from memdir.testing import FakeModel
+    from memdir.undo import undo
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root)
+    store.write("pytest-a", type="user_preference", description="pytest", body="Use pytest.")
+    store.write("pytest-b", type="user_preference", description="-v", body="Pass -v.")
+    (root / "tabs.md").write_text("---\nname: tabs\ntype: feedback\ndescription: t\n---\nTabs.\n")
+    store.write("tabs-2", type="feedback", description="tabs", body="Indent with tabs.")
+    for i in range(8):
+        store.write(f"fact-{i}", type="project_fact", description=f"fact {i}", body="x")
+
+    def merge(sources: list[str], name: str, kind: str, body: str) -> dict[str, Any]:
+        into = {"name": name, "type": kind, "description": body, "body": body}
+        return {"from": sources, "into": into}
+
+    plan = {"merge": [merge(["pytest-a", "pytest-b"], "pytest", "user_preference",
+                            "Use pytest. Pass -v."),
+                      merge(["tabs", "tabs-2"], "indent", "feedback", "Indent with tabs.")],
+            "retire": []}  # fmt: skip
+    done = consolidate_memories(store, FakeModel([plan]), force=True)
+    assert len(done.merges) == 2, done
+    given = standing(store, 2000, 200, 25_000)
+    assert "Use pytest. Pass -v." in given.text and "pytest" in given.names
+    assert "indent" not in given.names and given.waiting == 1
+    undo(store)
+    given = standing(MemoryStore(root), 2000, 200, 25_000)
+    assert "Use pytest." in given.text and "Pass -v." in given.text
+    assert {"pytest-a", "pytest-b", "tabs-2"} <= set(given.names)  # the user's own, back
+    assert "tabs" not in given.names and given.waiting == 1  # the hand-written one waits

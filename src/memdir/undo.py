@@ -8,12 +8,14 @@ This module does NOT touch files except through ``store.apply``.
 
 from __future__ import annotations
 
+from .accepted import accept, accepted
 from .atomic import write_atomic
 from .errors import ConflictError, MemdirError
-from .history import Operation
+from .history import ChangeRecord, Operation
 from .layout import ADOPTED
-from .memory import loads
+from .memory import digest_of, loads
 from .plan import Change, Put, Remove
+from .provenance import Origin, label_of
 from .store import Store
 
 
@@ -39,21 +41,46 @@ def undo(store: Store, *, force: bool = False) -> tuple[Operation, Operation | N
     present = {e.name for e in store.entries()}
     if not force:
         _refuse_over_later_edits(store, target, present)
+    theirs: list[str] = []
     for change in target.changes:
         name, before = change["name"], change.get("before")
         if before is None:  # it was created: remove it (it stays in history)
             if name in present:
                 plan.append(Remove(name, reason=f"undo {target.id}"))
         else:
-            mem = loads(store.version_text(name, int(before))).replace(name=name)
+            text = store.version_text(name, int(before))
+            mem = loads(text).replace(name=name)
             plan.append(Put(mem, reason=f"undo {target.id}", merge_extra=False))
+            if _was_users(store, target, name, text):
+                theirs.append(name)
     summary = f"undo {target.source} {target.id}"
     op = store.apply(plan, source="undo", summary=summary, secrets="allow", undoes=target.id)
     if op is None:  # already reverted by hand: record it, so the next undo goes further back
         op = store.record(summary, source="undo", undoes=target.id)
+    for name in theirs:  # the user's own text back: it stands as theirs again
+        digest = store.get(name).digest
+        if digest is not None:
+            accept(store.root, name, digest)
     if target.source == "doctor":
         _notes_back(store, target)
     return target, op
+
+
+def _was_users(store: Store, target: Operation, name: str, text: str) -> bool:
+    """Whether the text of ``name`` that ``target`` replaced was the user's own: written by
+    the user's hand through memdir (the last logged change before ``target`` wrote exactly
+    it) or accepted by the user. A hand edit, a pull or a sync it replaced stays theirs."""
+    digest = digest_of(text.encode("utf-8"))
+    if accepted(store.root, name, digest):
+        return True
+    last: tuple[Operation, ChangeRecord] | None = None
+    for op in store.log():
+        if op.id == target.id:
+            break
+        last = next(((op, ch) for ch in op.changes if ch["name"] == name), last)
+    if last is None or last[1].get("digest") != digest:
+        return False
+    return Origin(label_of(last[0].source, last[1].get("by"))).users
 
 
 def _notes_back(store: Store, target: Operation) -> None:

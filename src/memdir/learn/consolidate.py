@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import prompts
+from ..accepted import accept
 from ..entry import Entry
-from ..errors import LLMError, PlanError
+from ..errors import LLMError, MemdirError, PlanError
 from ..layout import CONSOLIDATE as STATE
 from ..memory import now as memory_now
 from ..providers import ChatModel, complete_json, runs_locally
@@ -324,10 +325,33 @@ def _consolidate(
     return apply_plan(store, plan, ask=automatic and _proposes(cfg, model))
 
 
+def _all_users(store: Store, names: list[str]) -> bool:
+    """Whether every memory of a merge is the user's own instruction as it stands now."""
+    from ..recall import users_own
+
+    try:
+        return all(users_own(store, n, store.get(n).digest) for n in names)
+    except (MemdirError, LookupError):
+        return False
+
+
+def _keep_as_users(store: Store, names: list[str]) -> None:
+    """A merge of the user's own memories restates their words: it stands as theirs, as
+    each of its sources did (a merge with any text from elsewhere waits for the user)."""
+    for name in names:
+        try:
+            digest = store.get(name).digest
+        except (MemdirError, LookupError):
+            continue
+        if digest is not None:
+            accept(store.root, name, digest)
+
+
 def apply_plan(store: Store, plan: Consolidation, *, ask: bool = False) -> Consolidation:
     """Apply a plan (one ``consolidate_memories(dry_run=True)`` made and a person approved)
     as one transaction, and reset the trigger; ``ask``: keep it for a person instead."""
     if not plan.is_empty():
+        theirs = [m.into.name for m in plan.merges if _all_users(store, m.sources)]
         landed = land(
             store,
             plan.changes,
@@ -336,6 +360,8 @@ def apply_plan(store: Store, plan: Consolidation, *, ask: bool = False) -> Conso
             ask=ask,
         )
         plan.operation, plan.proposal = landed.operation, landed.proposal
+        if landed.operation is not None:
+            _keep_as_users(store, theirs)
     # Even a run that changed nothing resets the trigger: something must change again first.
     _update_state(
         store,
