@@ -25,7 +25,7 @@ from ..providers import ChatModel, Message, complete_json, runs_locally
 from ..safetext import for_body, for_prompt, speaker_turn
 from ..scopes import Reader, Scopes
 from ..store import Store
-from .block import estimate_tokens, render_block
+from .block import estimate_tokens, held_names, planted_description, render_block
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -262,7 +262,12 @@ def _select(
     if not store.entries():
         return Selection([], "search" if model is None else "llm", note="the store is empty")
     if model is not None:
-        catalogue = catalogue_for(store, query, cfg.select_catalogue_max)
+        held = held_names(store)  # what no model is shown, the memory model neither
+        catalogue = [
+            e
+            for e in catalogue_for(store, query, cfg.select_catalogue_max)
+            if e.name not in held and not planted_description(store, e.name, e.description)
+        ]
         lines = "\n".join(
             f"{i}. {e.name} ({for_prompt(e.type)}{_scope_tag(store, e)}) —"
             f" {for_prompt(e.description)}"
