@@ -214,7 +214,7 @@ def test_the_session_start_block_stays_within_one_budget_at_5000_memories(
     from memdir.accepted import accept
 
     for i in range(300):  # the user's own rules (accepted as 'memdir accept --all' would)
-        accept(root, f"m-{i:04d}", store.get(f"m-{i:04d}").digest or "")
+        accept(store.internal, f"m-{i:04d}", store.get(f"m-{i:04d}").digest or "")
     got = standing(store, 1200, 200, 25_000, total_tokens=3000)
     assert estimate_tokens(got.text) <= 3000 and got.tokens <= 3000
     assert got.names and got.cut and "<memory_index>" in got.text

@@ -218,6 +218,9 @@ def test_where_each_text_came_from(make: Make) -> None:
     store.write("notes", type="project_fact", description="Notes", body="x", source="extract")
     assert store.origin("notes").label == "learned"
     assert [o.source for o in store.log()] == ["mcp:claude-code", "cli", "extract"]
+    now = store.get("tabs").digest
+    assert store.origin("tabs", now).label == "cli"  # the digest the caller just read
+    assert store.origin("tabs", "0" * 64).label == "hand"  # a text no operation wrote
 
 
 def test_bm25_ranks_alike_on_every_backend(make: Make, tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
     store.refresh()
     for i in range(30):  # the person's own notes: accepted, as 'memdir accept --all' would
-        accept(store.root, f"fact-{i:02d}", store.get(f"fact-{i:02d}").digest or "")
+        accept(store.internal, f"fact-{i:02d}", store.get(f"fact-{i:02d}").digest or "")
     time.sleep(0.1)
     edited = store.root / "fact-03.md"  # then edited in an editor: memdir records it
     edited.write_text(edited.read_text().replace("\nx\n", "\nx, and y since the review\n"))

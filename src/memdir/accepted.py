@@ -15,19 +15,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .layout import ACCEPTED, state_dir
+from .layout import ACCEPTED
 from .statefile import StateFile
 
 
-def _file(root: Path) -> StateFile:
-    return StateFile(state_dir(root) / ACCEPTED)
+def _file(state: Path) -> StateFile:
+    return StateFile(state / ACCEPTED)
 
 
-def accept(root: Path, name: str, digest: str) -> None:
-    """The user accepts the text of ``name`` with ``digest`` as their own instruction."""
-    _file(root).update(lambda s: s.__setitem__(name, digest))
+def accept(state: Path, name: str, digest: str) -> None:
+    """The user accepts the text of ``name`` with ``digest`` as their own instruction
+    (``state``: the store's state folder, ``Store.internal``)."""
+    _file(state).update(lambda s: s.__setitem__(name, digest))
 
 
-def accepted(root: Path, name: str, digest: str | None) -> bool:
-    """Whether the user accepted exactly this text of ``name``."""
-    return digest is not None and _file(root).read().get(name) == digest
+def accepted(state: Path, name: str, digest: str | None) -> bool:
+    """Whether the user accepted exactly this text of ``name`` (``state``: the store's state
+    folder, ``Store.internal``)."""
+    return digest is not None and _file(state).read().get(name) == digest

@@ -396,13 +396,14 @@ class Scopes:
         return scope.store.get(name)
 
     @_serial
-    def origin(self, shown: str) -> Origin:
+    def origin(self, shown: str, digest: str | None = None) -> Origin:
         """Where the memory shown as ``shown`` came from: the writer its store's log names
         (a team's database store: ``mcp:alice``); a read-only store without a log of its own
-        (a checked-in folder) is that store's (written by whoever writes it)."""
+        (a checked-in folder) is that store's (written by whoever writes it). ``digest``: of
+        the text the caller just read (else it is read)."""
         scope, name = self.locate(shown)
         assert scope.store is not None
-        origin = scope.store.origin(name)
+        origin = scope.store.origin(name, digest)
         if not scope.writable and origin.label == HAND:
             return Origin(scope.name)
         return origin

@@ -189,9 +189,9 @@ def accept_as_users(store: Reader, shown: str) -> Memory:
     scopes = Scopes.of(store)
     scope, name = scopes.locate(shown)
     mem = scopes.get(shown)
-    if mem.digest is None:
+    if mem.digest is None or scope.store is None:
         raise InvalidMemory(f"{shown} has no text on disk to accept — see 'memdir doctor'")
-    accept(scope.root, name, mem.digest)
+    accept(scope.store.internal, name, mem.digest)
     return mem
 
 

@@ -67,6 +67,6 @@ def carry_trust(source: Store, target: Store) -> None:
         hold_ = active(source.root, e.name, mem.digest)
         if hold_ is not None:
             held.append(hold_)
-        elif source.origin(e.name).users or accepted(source.root, e.name, mem.digest):
-            accept(target.root, e.name, mem.digest)
+        elif source.origin(e.name).users or accepted(source.internal, e.name, mem.digest):
+            accept(target.internal, e.name, mem.digest)
     hold(target.root, held)

@@ -60,7 +60,7 @@ def undo(store: Store, *, force: bool = False) -> tuple[Operation, Operation | N
     for name in theirs:  # the user's own text back: it stands as theirs again
         digest = store.get(name).digest
         if digest is not None:
-            accept(store.root, name, digest)
+            accept(store.internal, name, digest)
     if target.source == "doctor":
         _notes_back(store, target)
     return target, op
@@ -71,7 +71,7 @@ def _was_users(store: Store, target: Operation, name: str, text: str) -> bool:
     the user's hand through memdir (the last logged change before ``target`` wrote exactly
     it) or accepted by the user. A hand edit, a pull or a sync it replaced stays theirs."""
     digest = digest_of(text.encode("utf-8"))
-    if accepted(store.root, name, digest):
+    if accepted(store.internal, name, digest):
         return True
     last: tuple[Operation, ChangeRecord] | None = None
     for op in store.log():

@@ -344,7 +344,7 @@ def _keep_as_users(store: Store, names: list[str]) -> None:
         except (MemdirError, LookupError):
             continue
         if digest is not None:
-            accept(store.root, name, digest)
+            accept(store.internal, name, digest)
 
 
 def apply_plan(store: Store, plan: Consolidation, *, ask: bool = False) -> Consolidation:

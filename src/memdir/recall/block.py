@@ -20,7 +20,7 @@ from ..entry import Entry
 from ..errors import InvalidMemory, MemdirError
 from ..held import active, holds
 from ..instructions import screen
-from ..layout import ACCEPTED, state_dir
+from ..layout import ACCEPTED
 from ..memory import CONFLICT_KEY, Memory
 from ..provenance import HAND
 from ..providers import Message
@@ -202,7 +202,7 @@ def users_own(store: Reader, shown: str, digest: str | None) -> bool:
     this machine's user gave it, or accepted exactly this text (``accepted``)."""
     scopes = Scopes.of(store)
     try:
-        if scopes.origin(shown).users:
+        if scopes.origin(shown, digest).users:
             return True
     except (MemdirError, LookupError, OSError):
         return False  # an origin that cannot be read is nobody's
@@ -210,7 +210,7 @@ def users_own(store: Reader, shown: str, digest: str | None) -> bool:
         scope, name = scopes.locate(shown)
     except LookupError:
         return False
-    return accepted(scope.root, name, digest)
+    return scope.store is not None and accepted(scope.store.internal, name, digest)
 
 
 def planted_description(store: Reader, shown: str, description: str) -> bool:
@@ -260,7 +260,7 @@ def unlogged(store: Store, name: str, mem: Memory) -> bool:
             return False
     except (MemdirError, LookupError, OSError):
         pass  # an origin that cannot be read is nobody's
-    return not accepted(store.root, name, mem.digest)
+    return not accepted(store.internal, name, mem.digest)
 
 
 def origin_label(store: Reader, name: str) -> str:
@@ -399,7 +399,7 @@ _UNLOGGED: weakref.WeakKeyDictionary[Store, tuple[tuple[int, int], set[str]]] = 
 def unlogged_names(st: Store) -> set[str]:
     """The names of ``st`` whose text memdir did not write and the user did not accept."""
     try:
-        stamp = os.stat(state_dir(st.root) / ACCEPTED).st_mtime_ns
+        stamp = os.stat(st.internal / ACCEPTED).st_mtime_ns
     except OSError:
         stamp = 0
     key = (st.version, stamp)

@@ -392,11 +392,14 @@ class PgStore(StoreBase):
             self._note({r["name"] for r in records}, rows, seq)
         return op
 
-    def origin(self, name: str) -> Origin:
+    def origin(self, name: str, digest: str | None = None) -> Origin:
         """Where the current text of ``name`` came from: the source of the last logged
-        operation that wrote the digest it has now."""
-        mem = self.get(name)
-        probe = json.dumps([{"name": mem.name, "digest": mem.digest}])
+        operation that wrote the digest it has now (``digest``: of the text the caller just
+        read, else it is read)."""
+        if digest is None:
+            mem = self.get(name)
+            name, digest = mem.name, mem.digest
+        probe = json.dumps([{"name": name, "digest": digest}])
         with self.reading() as conn:
             row = conn.execute(
                 "SELECT source, time, id, changes FROM memdir_log WHERE store = %s"
@@ -405,7 +408,7 @@ class PgStore(StoreBase):
             ).fetchone()
         if row is None:
             return Origin(HAND)
-        by = next((c.get("by") for c in row[3] if c.get("name") == mem.name), None)
+        by = next((c.get("by") for c in row[3] if c.get("name") == name), None)
         return Origin(label_of(row[0], by), row[1], row[2])
 
     def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation:

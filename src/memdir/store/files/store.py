@@ -381,13 +381,16 @@ class MemoryStore(StoreBase):
         """Applied operations, oldest first (the last ``limit`` of them)."""
         return self._history.log(limit)
 
-    def origin(self, name: str) -> Origin:
+    def origin(self, name: str, digest: str | None = None) -> Origin:
         """Where the current text of ``name`` came from, as this store's log recorded it
-        (``provenance``): never what the file says of itself."""
-        mem = self.get(name)
+        (``provenance``): never what the file says of itself. ``digest``: of the text the
+        caller just read (else it is read)."""
+        if digest is None:
+            mem = self.get(name)
+            name, digest = mem.name, mem.digest
         if self._ledger is None:
             self._ledger = Ledger(self.internal / LOG)
-        return self._ledger.origin(mem.name, mem.digest)
+        return self._ledger.origin(name, digest)
 
     def _record_hand(self, before: dict[str, bytes]) -> None:
         """Record changes memdir did not make (called holding the lock): each file's text
