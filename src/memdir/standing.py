@@ -107,7 +107,7 @@ def standing(
             continue
         where = f", {scope} store" if scope else ""
         said = one_line(mem.body.strip() or mem.description)  # one line: one rule, no structure
-        origin = one_line(origin_label(store, shown))
+        origin = one_line(origin_label(store, shown, mem.digest))
         # where it came from first: a text cannot end with a forged "(from: …)" of its own
         part = escape(f"- (from: {origin}{where}) {said}", quote=False)
         cost = estimate_tokens(part)

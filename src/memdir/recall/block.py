@@ -263,10 +263,10 @@ def unlogged(store: Store, name: str, mem: Memory) -> bool:
     return not accepted(store.internal, name, mem.digest)
 
 
-def origin_label(store: Reader, name: str) -> str:
+def origin_label(store: Reader, name: str, digest: str | None = None) -> str:
     """Where a recalled memory came from (``provenance``), for the model to weigh."""
     try:
-        return store.origin(name).label
+        return store.origin(name, digest).label
     except (MemdirError, LookupError, OSError):
         return "unknown"
 
