@@ -142,6 +142,7 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
         assert "- db (project_fact): Staging runs Postgres 18" in index.contents[0].text
         one = await client.read_resource("memory://db")
         assert "edited by hand" in one.contents[0].text
+        assert "\n(from: hand" in one.contents[0].text  # marked as the read tool marks it
         prompts = await client.list_prompts()
         assert [p.name for p in prompts.prompts] == ["remember"]
 

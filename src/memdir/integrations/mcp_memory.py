@@ -283,15 +283,7 @@ class MemoryServer:
     ) -> str:
         which = str(pick("name", name, id, memory))
 
-        def run() -> str:
-            scopes = self.scopes()
-            if which in held_names(scopes):
-                return held_note(which)
-            text = dumps(scopes.get(which))
-            origin = scopes.origin(which)
-            return text + f"\n(from: {origin.label}" + (f", {origin.at})" if origin.at else ")")
-
-        return self.call(run)
+        return self.call(lambda: as_read(self.scopes(), which))
 
     def remember(
         self,
@@ -446,11 +438,7 @@ class MemoryServer:
         return self.resource(lambda: session_start(self.scopes(), self.config).text)
 
     def memory_file(self, name: str) -> str:
-        def run() -> str:
-            scopes = self.scopes()
-            return held_note(name) if name in held_names(scopes) else dumps(scopes.get(name))
-
-        return self.resource(run)
+        return self.resource(lambda: as_read(self.scopes(), name))
 
     def resource(self, fn: Callable[[], str]) -> str:
         try:
@@ -462,6 +450,16 @@ class MemoryServer:
             raise ResourceError(str(exc)) from None
         except OSError as exc:
             raise ResourceError(f"{exc.strerror or exc} — check the store folder") from None
+
+
+def as_read(scopes: Scopes, name: str) -> str:
+    """A memory as a client reading it by name gets it: its file, then where it came from
+    (a text from elsewhere is marked as such); a held one only says it is held."""
+    if name in held_names(scopes):
+        return held_note(name)
+    mem = scopes.get(name)
+    origin = scopes.origin(name, mem.digest)
+    return dumps(mem) + f"\n(from: {origin.label}" + (f", {origin.at})" if origin.at else ")")
 
 
 def held_note(name: str) -> str:
