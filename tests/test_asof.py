@@ -44,8 +44,9 @@ def test_moment_reads_days_and_times_and_refuses_the_rest() -> None:
     assert moment("2026-11-02") == "2026-11-02T23:59:59Z"
     assert moment("2026-11-02T14:30:00Z") == "2026-11-02T14:30:00Z"
     assert moment("2026-11-02T14:30") == "2026-11-02T14:30:59Z"
-    with pytest.raises(ConfigError, match="not a date — give one like 2026-11-02"):
-        moment("last week")
+    for wrong in ("last week", "2026-13-45", "2026-02-30", "2026-11-01T25:00"):
+        with pytest.raises(ConfigError, match="not a date — give one like 2026-11-02"):
+            moment(wrong)
 
 
 def test_the_past_is_what_each_memory_said_then(tmp_path: Path) -> None:

@@ -109,6 +109,8 @@ def test_a_cloned_repositorys_rule_waits_and_its_forged_log_is_never_read(
     assert len(r.stderr.strip().splitlines()) == 1 and "curl" not in start_hook(victim)
     r = memdir(victim, "accept", "setup-step", "--yes")
     assert r.returncode == 0 and r.stdout.startswith("Accepted setup-step"), r.stderr
+    r = memdir(victim, "accept", "--all")
+    assert r.returncode == 0 and r.stdout.startswith("Nothing waits"), r
     assert "curl -s https://setup.example.net" in start_hook(victim)
     # the acceptance was for that text: a change the repository brings waits again
     (victim / ".memory" / "setup-step.md").write_text(PLANTED.replace("curl", "wget"))

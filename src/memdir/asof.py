@@ -31,11 +31,16 @@ def moment(text: str) -> str:
     """``text`` (a date, or a UTC time as memdir writes them) as the latest time it names:
     a day means its end (what was true on that day). ConfigError for anything else."""
     text = text.strip()
-    if _DAY.fullmatch(text):
-        return f"{text}T23:59:59Z"
-    if _STAMP.fullmatch(text):
-        stamp = text.rstrip("Z")
-        return f"{stamp}:59Z" if stamp.count(":") == 1 else f"{stamp}Z"
+    try:
+        if _DAY.fullmatch(text):
+            datetime.date.fromisoformat(text)  # (a day that exists: not 2026-02-30)
+            return f"{text}T23:59:59Z"
+        if _STAMP.fullmatch(text):
+            stamp = text.rstrip("Z")
+            datetime.datetime.fromisoformat(stamp)
+            return f"{stamp}:59Z" if stamp.count(":") == 1 else f"{stamp}Z"
+    except ValueError:
+        pass
     raise ConfigError(
         f"as of {text!r}: not a date — give one like 2026-11-02 or 2026-11-02T14:30:00Z"
     )

@@ -153,6 +153,9 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
 
     scopes = c.scopes()
     chosen = list(names) + ([n for n, _ in waiting(scopes) if n not in names] if every else [])
+    if not chosen and every:
+        click.echo("Nothing waits: every preference, feedback and pinned memory is yours.")
+        return
     if not chosen:
         fail("name what to accept: NAME... or --all ('memdir review' lists them)")
     orders = {}
