@@ -4,9 +4,10 @@ A merge states the same fact once: every specific of every memory it merges — 
 digits or separators, numbers, versions, paths, schema and table names, code spans — must
 survive in the merged text, and the merged memory keeps a type one of its sources had; a
 plan that folds distinct facts into a generalisation loses specifics and is refused. A
-retirement never takes a memory learned or edited since the last run (the same run may have
-just learned it), nor one the person stated themselves (typed on the command line, in the UI,
-or written by hand). This module does NOT ask a model or apply anything.
+retirement in a run nobody watches (after a turn) never takes a memory learned or edited
+since the last run (the same run may have just learned it), nor one the person stated
+themselves (typed on the command line, in the UI, or written by hand); a run the person
+started shows them its plan. This module does NOT ask a model or apply anything.
 """
 
 from __future__ import annotations
