@@ -4,6 +4,7 @@ what they correct, so that the present is recalled alone and the past stays answ
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -44,9 +45,14 @@ def test_moment_reads_days_and_times_and_refuses_the_rest() -> None:
     assert moment("2026-11-02") == "2026-11-02T23:59:59Z"
     assert moment("2026-11-02T14:30:00Z") == "2026-11-02T14:30:00Z"
     assert moment("2026-11-02T14:30") == "2026-11-02T14:30:59Z"
-    for wrong in ("last week", "2026-13-45", "2026-02-30", "2026-11-01T25:00"):
+    for wrong in ("in May", "soon", "2026-13-45", "2026-02-30", "2026-11-01T25:00"):
         with pytest.raises(ConfigError, match="not a date — give one like 2026-11-02"):
             moment(wrong)
+    today = datetime.date(2026, 12, 5)  # a Saturday
+    said = {"yesterday": "2026-12-04", "last week": "2026-11-29", "上周": "2026-11-29",
+            "May 2026": "2026-05-31", "in 2025": "2025-12-31"}  # fmt: skip
+    for words, day in said.items():  # a day or period said in words: its end
+        assert moment(words, today) == f"{day}T23:59:59Z"
 
 
 def test_the_past_is_what_each_memory_said_then(tmp_path: Path) -> None:
@@ -115,6 +121,8 @@ def test_recall_as_of_on_the_command_line(tmp_path: Path, cli: CliFn) -> None:
         assert "curl" not in cli("recall", when, "postgres", "staging", "note").out
     r = cli("recall", "--as-of", "2026-10-01", "postgres", "staging")
     assert r.out == "(no relevant memories as of 2026-10-01T23:59:59Z)\n"
+    r = cli("recall", "--as-of", "yesterday", "postgres", "staging")  # a day said in words
+    assert r.code == 0 and "Staging runs Postgres 16." in r.out, r.err  # (17 came today)
     r = cli("recall", "--as-of", "last tuesday", "postgres")
     assert r.code != 0 and "not a date — give one like 2026-11-02" in r.err
     assert len(r.err.strip().splitlines()) == 1

@@ -25,11 +25,20 @@ from .store import Store
 
 _DAY = re.compile(r"\d{4}-\d\d-\d\d")
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d)?Z?")
+_WORDS = re.compile(r"[a-z]+|\d+")
+# the words a day or period said in words may hold besides numbers and months ("as of last
+# week"): anything else ("yesterday-ish") is not read as a date
+_PERIOD_WORDS = frozenset(
+    "the day before yesterday today this last week month year days weeks months years ago a"
+    " an one two three four five six seven eight nine ten few couple of several in on st nd"
+    " rd th".split()
+)
 
 
-def moment(text: str) -> str:
-    """``text`` (a date, or a UTC time as memdir writes them) as the latest time it names:
-    a day means its end (what was true on that day). ConfigError for anything else."""
+def moment(text: str, today: datetime.date | None = None) -> str:
+    """``text`` (a date, a UTC time as memdir writes them, or a day or period said in words:
+    "yesterday", "last week", "3 days ago", "上周", "May 2026") as the latest time it names:
+    a day or a period means its end (what was true then). ConfigError for anything else."""
     text = text.strip()
     try:
         if _DAY.fullmatch(text):
@@ -41,8 +50,14 @@ def moment(text: str) -> str:
             return f"{stamp}:59Z" if stamp.count(":") == 1 else f"{stamp}Z"
     except ValueError:
         pass
+    said = _WORDS.findall(text.lower())
+    words_only = all(w.isdigit() or w in _PERIOD_WORDS or w in periods.MONTHS for w in said)
+    last = periods.last_day(periods.named_period(text, today)) if words_only else None
+    if last is not None:
+        return f"{last.isoformat()}T23:59:59Z"
     raise ConfigError(
-        f"as of {text!r}: not a date — give one like 2026-11-02 or 2026-11-02T14:30:00Z"
+        f"as of {text!r}: not a date — give one like 2026-11-02, 2026-11-02T14:30:00Z,"
+        " 'yesterday' or 'last week'"
     )
 
 

@@ -35,6 +35,7 @@ _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 _MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
 _MONTH = r"(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)"  # noqa: E501
 _MONTHS["sept"] = 9
+MONTHS = frozenset(_MONTHS)  # the month names and abbreviations read, in small letters
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d\d)"
 # "16 June, 2023", "June 16, 2023", "June 2023", "June", "2023" (checked in this order)
@@ -111,6 +112,20 @@ class Period:
                 else:
                     lo = hi = datetime.date(year, self.month, min(self.day, last))
         return lo <= when <= hi + datetime.timedelta(days=slack_days)
+
+
+def last_day(period: Period | None) -> datetime.date | None:
+    """The last day of ``period`` (None: no period, or one without a year: "in May")."""
+    if period is None:
+        return None
+    if period.end is not None:
+        return period.end
+    if period.year is None:
+        return None
+    if period.month is None:
+        return datetime.date(period.year, 12, 31)
+    last = calendar.monthrange(period.year, period.month)[1]
+    return datetime.date(period.year, period.month, min(period.day or last, last))
 
 
 def weight(period: Period, when: str | None) -> float:

@@ -192,7 +192,7 @@ def llm_check(c: Ctx, memory: bool, as_json: bool) -> None:
     "--as-of",
     "as_of",
     metavar="DATE",
-    help="What the memories said then (a date, or a UTC time), from their history (BM25).",
+    help="What the memories said then (2026-11-02, a UTC time, 'last week'), from history (BM25).",
 )
 @json_option
 @pass_ctx

@@ -110,7 +110,7 @@ def _origin(scopes: Scopes, shown: str) -> str | None:
     "--as-of",
     "as_of",
     metavar="DATE",
-    help="Search what the memories said then (a date, or a UTC time), from their history.",
+    help="Search what the memories said then (2026-11-02, a UTC time, 'last week'), from history.",
 )
 @scope_option("all")
 @json_option

@@ -67,8 +67,8 @@ TOOLS = [
         "Recall the saved memories relevant to a message: returns the <relevant_memories>"
         " block to read before answering (empty when nothing applies). Pass the user's latest"
         " message as 'message' (or 'query'/'text'); optionally 'recent', earlier turns, and"
-        " 'as_of' (a date like 2026-11-02) for what the memories said then, from their"
-        " history.",
+        " 'as_of' (a date like 2026-11-02, or 'last week') for what the memories said then,"
+        " from their history.",
     ),
     Tool(
         "search",
