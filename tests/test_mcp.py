@@ -85,9 +85,10 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
             description="User prefers tabs over spaces",
             body="Indent with tabs.\nKeep lines short.\nTabs in Makefiles too.",
         )
-        assert not err and out == (
-            "Saved memory user-prefers-tabs-over-spaces in the user's own store."
-        )
+        assert not err and out.startswith(
+            "Saved memory user-prefers-tabs-over-spaces in the user's own store. It is recalled"
+        )  # and the agent is told it stands at session start once the user accepts it
+        assert "'memdir accept user-prefers-tabs-over-spaces'" in out
         assert (tmp_path / "user-store" / "user-prefers-tabs-over-spaces.md").is_file()
         out, err = await call(
             client,
@@ -97,7 +98,7 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
             description="Staging runs Postgres 16",
             body="Postgres 16.",
         )
-        assert not err
+        assert not err and out == "Saved memory db."  # a fact: nothing to accept
         out, err = await call(client, "search", q="postgres")
         assert not err and out.startswith("db (project_fact")
         out, err = await call(client, "recall", text="how should I indent?")

@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from ..asof import moment, search_stores_at
 from ..backend import open_store
-from ..config import Config
+from ..config import STANDING_TYPES, Config
 from ..entry import Entry
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
 from ..layout import USAGE
@@ -328,7 +328,13 @@ class MemoryServer:
             )
             if existed and saved.digest == before:
                 return f"Unchanged: memory {saved.name}{there} already says exactly this."
-            return f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
+            done = f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
+            if kind in STANDING_TYPES:  # an agent's words: recalled, but not the user's rule yet
+                done += (
+                    " It is recalled when a prompt needs it; as a rule given at every session"
+                    f" start it stands once the user accepts it ('memdir accept {saved.name}')."
+                )
+            return done
 
         return self.call(run)
 
