@@ -52,6 +52,23 @@ def test_both_add_and_both_end_with_the_union(machines: list[Machine], remote: P
         assert "hand" not in {op.source for op in machine.store().log()}
 
 
+def test_a_rule_from_the_other_machine_says_it_waits_here(machines: list[Machine]) -> None:
+    """A preference given on the laptop reaches the dev box recalled but not standing: the
+    sync says so and names it, and once accepted there it stands."""
+    from memdir.standing import standing
+
+    a, b = machines
+    a.ok("add", "pnpm", "--type", "user_preference", "-d", "Use pnpm", "--body", "Use pnpm.")
+    a.ok("sync", "--scope", "user")
+    out = b.ok("sync", "--scope", "user")
+    assert "Rules that arrived and stand at session start here once you accept them:" in out
+    assert "pnpm" in out.split("accept them:")[1] and "'memdir accept NAME' (or --all)" in out
+    assert "Use pnpm." not in standing(b.store(), 2000, 200, 25_000).text
+    b.ok("accept", "pnpm")
+    assert "Use pnpm." in standing(b.store(), 2000, 200, 25_000).text
+    assert "accept them" not in b.ok("sync", "--scope", "user")
+
+
 def test_same_memory_changed_on_both_sides(machines: list[Machine]) -> None:
     """The same memory changed on two machines is a conflict that keeps both texts and leaves both
     machines consistent."""

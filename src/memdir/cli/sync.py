@@ -92,6 +92,16 @@ def sync_command(
             fail(f"--skip {commit!r}: give the commit id sync named (at least 4 hex digits)")
     let = sync.Let(skip=tuple(s.lower() for s in skip), retire=allow_retire)
     report = sync.sync(store, remote=remote, push=not no_push, let=let)
+    if report.merged:
+        from ..standing import waiting
+
+        arrived = set(report.added) | set(report.updated)
+        waits = [name for name, _ in waiting(store) if name in arrived]
+        if waits:  # (another machine's rules, even the person's own: this machine's word)
+            report.notes.append(
+                f"Rules that arrived and stand at session start here once you accept them:"
+                f" {', '.join(waits)} — 'memdir review', then 'memdir accept NAME' (or --all)"
+            )
     if as_json:
         emit_json(dict(dataclasses.asdict(report), scope=scope, store=str(store.root)))
         return
