@@ -192,6 +192,11 @@ def planted(store: Reader, shown: str, mem: Memory) -> bool:
     agent, a hand edit) and the user did not accept reads as an instruction planted for the
     agent (``instructions``): screened again each time it would be shown, whatever was
     screened when it was written."""
+    try:
+        if Scopes.of(store).origin(shown, mem.digest).users:
+            return False  # (the user's own words: no screen to pay for)
+    except (MemdirError, LookupError, OSError):
+        pass  # an origin that cannot be read is nobody's: screened
     if screen(f"{mem.description}\n{mem.body}") is None:
         return False
     return not users_own(store, shown, mem.digest)
