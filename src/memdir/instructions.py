@@ -312,6 +312,8 @@ _TOGETHER = (_TO_AGENT, _AUTHORITY, _SECRECY, _WAIVED, _HANDED_OUT)
 def _plain(text: str) -> str:
     """Text as the patterns read it: compatibility forms folded (full-width letters, ligatures),
     invisible characters dropped, so that spelling tricks do not hide a sign."""
+    if text.isascii():  # (no compatibility form or invisible character is ASCII)
+        return text
     folded = unicodedata.normalize("NFKC", text)
     return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
 
