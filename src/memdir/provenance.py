@@ -54,7 +54,7 @@ class Origin:
 
 def label_of(source: str, by: str | None = None) -> str:
     """The origin a logged source stands for."""
-    base, _, approved = source.partition(", approved")
+    base, approved, _ = source.partition(", approved")
     head = base.split(":", 1)[0]
     if head == "sync":
         label = f"sync:{author(by)}" if by else base

@@ -334,6 +334,13 @@ def _mark(store: Store, proposal: Proposal, index: int, state: str) -> None:
     write_atomic(path, json.dumps(data, ensure_ascii=False).encode())
 
 
+def order_in(item: Item) -> str | None:
+    """Why a proposed text reads as an instruction planted for an agent (None: it does not):
+    such a change is approved only on its own, never with the rest of a queue or proposal."""
+    mem = item.memory if item.action == "put" else None
+    return None if mem is None else screen_instructions(f"{mem.description}\n{mem.body}")
+
+
 def waiting(store: Store) -> int:
     """How many changes wait for a person."""
     return sum(len(p.pending) for p in proposals(store))

@@ -108,12 +108,24 @@ def _decide(c: Ctx, specs: tuple[str, ...], every: bool, approve: bool) -> None:
         chosen = [
             (st, p, i.index) for _, st in _stores(c) for p in queue.proposals(st) for i in p.pending
         ]
+    alone: set[tuple[str, int]] = set()  # changes named on their own (ID:N)
     for spec in specs:
         _, store, proposal, index = _find(c, spec)
         chosen += [(store, proposal, i.index) for i in proposal.pending if index in (None, i.index)]
+        if index is not None:
+            alone.add((proposal.id, index))
     if not chosen:
         fail("name what to decide: ID, ID:N or --all ('memdir review' lists them)")
     for store, proposal, index in chosen:
+        why = queue.order_in(proposal.items[index]) if approve else None
+        if why is not None and (proposal.id, index) not in alone:
+            click.echo(
+                f"Not approved: {proposal.id}:{index + 1} ({proposal.items[index].name}) reads"
+                f" as an instruction planted for an agent ({why}) — look at it ('memdir review"
+                f" show {proposal.id}'); if it is truly yours, approve it on its own:"
+                f" 'memdir review approve {proposal.id}:{index + 1}'"
+            )
+            continue
         queue.decide(store, proposal.id, index, approve=approve)
         name = proposal.items[index].name
         click.echo(f"{'Approved' if approve else 'Rejected'} {proposal.id}:{index + 1} ({name}).")

@@ -347,6 +347,7 @@ class UI:
             form = await self._form(request)
         except PermissionError as exc:
             return PlainTextResponse(str(exc), status_code=403)
+        left: list[int] = []  # orders to an agent an "approve all" leaves for one by one
         with self.lock:
             store = self._store(scope)
             try:
@@ -354,6 +355,9 @@ class UI:
                 picked = (
                     [int(form["item"])] if "item" in form else [i.index for i in proposal.pending]
                 )
+                if "item" not in form and verb == "approve":  # never an order in a bulk
+                    left = [i for i in picked if queue.order_in(proposal.items[i]) is not None]
+                    picked = [i for i in picked if i not in left]
                 for index in picked:
                     edited = None
                     item = proposal.items[index]
@@ -369,7 +373,13 @@ class UI:
             except (MemdirError, ValueError, KeyError, IndexError) as exc:
                 return _back("/review", f"Not done: {exc}")
         word = "Approved" if verb == "approve" else "Rejected"
-        return _back("/review", f"{word} {len(picked)} change{'s' if len(picked) != 1 else ''}.")
+        done = f"{word} {len(picked)} change{'s' if len(picked) != 1 else ''}."
+        if left:
+            done += (
+                f" Left: {', '.join(proposal.items[i].name for i in left)} — each reads as an"
+                " instruction to an agent; approve it on its own if it is truly yours."
+            )
+        return _back("/review", done)
 
     # -- activity and recalls --------------------------------------------------------------
 
