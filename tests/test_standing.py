@@ -16,7 +16,7 @@ from memdir import MemoryStore
 from memdir.config import Config
 from memdir.standing import standing
 
-from conftest import child_env, trust
+from conftest import CliFn, child_env, trust
 
 
 def hook(kind: str, event: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -286,3 +286,18 @@ def test_tidying_and_undoing_keep_the_users_rules_theirs(tmp_path: Path) -> None
     assert "Use pytest." in given.text and "Pass -v." in given.text
     assert {"pytest-a", "pytest-b", "tabs-2"} <= set(given.names)  # the user's own, back
     assert "tabs" not in given.names and given.waiting == 1  # the hand-written one waits
+
+
+def test_a_held_rule_is_not_accepted_past_its_review(tmp_path: Path, cli: CliFn) -> None:
+    """'memdir accept' of a rule held for review says to approve it first and accepts
+    nothing: a held text is not recalled, so it could not stand."""
+    from memdir.held import Hold, hold
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root)
+    store.write("tabs", type="feedback", description="Tabs", body="Indent with tabs.",
+                source="sync")  # fmt: skip
+    hold(root, [Hold("tabs", store.get("tabs").digest or "", "arrived by sync", "eve")])
+    r = cli("accept", "tabs")
+    assert r.code == 1 and "tabs is held for review" in r.err and "approve it first" in r.err
+    assert "Indent with tabs." not in standing(MemoryStore(root), 2000, 200, 25_000).text

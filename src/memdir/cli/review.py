@@ -170,6 +170,15 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
         return
     if not chosen:
         fail("name what to accept: NAME... or --all ('memdir review' lists them)")
+    from ..held import active
+
+    for name in names:  # held for review: not recalled, so it could not stand
+        scope, real = scopes.locate(name)
+        if scope.store is not None and active(scope.root, real, scopes.get(name).digest):
+            fail(
+                f"{name} is held for review (it came from elsewhere): approve it first"
+                " ('memdir review'), then accept it"
+            )
     orders = {}
     for name in chosen:
         mem = scopes.get(name)
