@@ -11,7 +11,7 @@ from __future__ import annotations
 from .accepted import accept, accepted
 from .atomic import write_atomic
 from .errors import ConflictError, MemdirError
-from .history import ChangeRecord, Operation
+from .history import Operation
 from .layout import ADOPTED
 from .memory import digest_of, loads
 from .plan import Change, Put, Remove
@@ -42,6 +42,7 @@ def undo(store: Store, *, force: bool = False) -> tuple[Operation, Operation | N
     if not force:
         _refuse_over_later_edits(store, target, present)
     theirs: list[str] = []
+    before_target: dict[str, tuple[str | None, Origin]] | None = None  # read once, if needed
     for change in target.changes:
         name, before = change["name"], change.get("before")
         if before is None:  # it was created: remove it (it stays in history)
@@ -51,7 +52,9 @@ def undo(store: Store, *, force: bool = False) -> tuple[Operation, Operation | N
             text = store.version_text(name, int(before))
             mem = loads(text).replace(name=name)
             plan.append(Put(mem, reason=f"undo {target.id}", merge_extra=False))
-            if _was_users(store, target, name, text):
+            if before_target is None:
+                before_target = _written_before(store, target)
+            if _was_users(store, name, text, before_target):
                 theirs.append(name)
     summary = f"undo {target.source} {target.id}"
     op = store.apply(plan, source="undo", summary=summary, secrets="allow", undoes=target.id)
@@ -66,21 +69,29 @@ def undo(store: Store, *, force: bool = False) -> tuple[Operation, Operation | N
     return target, op
 
 
-def _was_users(store: Store, target: Operation, name: str, text: str) -> bool:
-    """Whether the text of ``name`` that ``target`` replaced was the user's own: written by
-    the user's hand through memdir (the last logged change before ``target`` wrote exactly
+def _written_before(store: Store, target: Operation) -> dict[str, tuple[str | None, Origin]]:
+    """For each memory the log names before ``target``: the digest its last logged change
+    wrote, and whose that change was."""
+    out: dict[str, tuple[str | None, Origin]] = {}
+    for op in store.log():
+        if op.id == target.id:
+            break
+        for ch in op.changes:
+            out[ch["name"]] = (ch.get("digest"), Origin(label_of(op.source, ch.get("by"))))
+    return out
+
+
+def _was_users(
+    store: Store, name: str, text: str, before: dict[str, tuple[str | None, Origin]]
+) -> bool:
+    """Whether the text of ``name`` the undone operation replaced was the user's own: written
+    by the user through memdir (the last logged change before it, ``before``, wrote exactly
     it) or accepted by the user. A hand edit, a pull or a sync it replaced stays theirs."""
     digest = digest_of(text.encode("utf-8"))
     if accepted(store.internal, name, digest):
         return True
-    last: tuple[Operation, ChangeRecord] | None = None
-    for op in store.log():
-        if op.id == target.id:
-            break
-        last = next(((op, ch) for ch in op.changes if ch["name"] == name), last)
-    if last is None or last[1].get("digest") != digest:
-        return False
-    return Origin(label_of(last[0].source, last[1].get("by"))).users
+    wrote, origin = before.get(name, (None, None))
+    return origin is not None and wrote == digest and origin.users
 
 
 def _notes_back(store: Store, target: Operation) -> None:
