@@ -160,6 +160,7 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
     on it stands at session start. The acceptance is for its text as it is now; a later
     change from elsewhere waits again. A text that reads as an instruction planted for an
     agent is accepted only by its name with --yes, never by --all."""
+    from ..held import active
     from ..instructions import screen
     from ..standing import accept_as_users, waiting
 
@@ -170,18 +171,16 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
         return
     if not chosen:
         fail("name what to accept: NAME... or --all ('memdir review' lists them)")
-    from ..held import active
-
+    texts = {name: scopes.get(name) for name in chosen}
     for name in names:  # held for review: not recalled, so it could not stand
         scope, real = scopes.locate(name)
-        if scope.store is not None and active(scope.root, real, scopes.get(name).digest):
+        if scope.store is not None and active(scope.root, real, texts[name].digest):
             fail(
                 f"{name} is held for review (it came from elsewhere): approve it first"
                 " ('memdir review'), then accept it"
             )
     orders = {}
-    for name in chosen:
-        mem = scopes.get(name)
+    for name, mem in texts.items():
         why = screen(f"{mem.description}\n{mem.body}")
         if why is not None:
             orders[name] = why
