@@ -150,7 +150,7 @@ POSTGRES: list[str] = []  # the URL of a running PostgreSQL, when --postgres sta
 
 def store_ranker(kind: str, backend: str = "files") -> Ranker:
     """The path a user calls: each document a memory file of a store (its first sentence the
-    description, all of it the body), ranked by ``MemoryStore.search`` (``backend``: a
+    description, all of it the body), ranked by ``MemoryStore.search`` (``store.open_store``: a
     folder, or a store in PostgreSQL)."""
 
     def build(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:

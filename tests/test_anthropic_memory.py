@@ -391,7 +391,7 @@ def test_the_model_is_not_shown_what_a_door_brought_and_a_person_has_not_decided
     the model's own notes read as before."""
     from anthropic.lib.tools import ToolError
 
-    from memdir.held import Hold, hold
+    from memdir.decisions import Hold, hold
 
     root = tmp_path / ".memory"
     store = MemoryStore(root)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from memdir import MemoryStore
-from memdir.cli.work import NICE as LEARN_NICE
+from memdir.cli.upkeep import NICE as LEARN_NICE
 from memdir.integrations.transcripts import read_session
 from memdir.layout import state_dir
 

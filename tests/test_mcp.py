@@ -153,7 +153,7 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
 def test_a_held_memory_is_held_in_every_tool_and_resource(tmp_path: Path) -> None:
     """An arrival held for review is in no search, list or index a client sees, and a client
     asking for it by name (the read tool, memory://NAME) is told it is held, not its text."""
-    from memdir.held import Hold, hold
+    from memdir.decisions import Hold, hold
 
     root = tmp_path / ".memory"
     store = MemoryStore(root)

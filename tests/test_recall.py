@@ -251,7 +251,7 @@ def test_the_memory_model_is_not_shown_what_no_model_may_see(tmp_path: Path) -> 
     """The catalogue the memory model chooses from holds neither a memory held for review nor
     a description a door brought that orders the agent about."""
     from memdir.config import Config
-    from memdir.held import Hold, hold
+    from memdir.decisions import Hold, hold
     from memdir.testing import FakeModel
 
     root = tmp_path / ".memory"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore, jobs
-from memdir.cli.work import NICE as LEARN_NICE
+from memdir.cli.upkeep import NICE as LEARN_NICE
 from memdir.integrations.resident import NICE, failures
 from memdir.layout import state_dir
 
@@ -403,7 +403,7 @@ def test_an_upgraded_memdir_is_answered_by_a_new_resident_and_the_old_one_leaves
     answer = host.ask("which port does the API use?")
     assert answer is not None and "api-port" in answer[0]
 
-    with open(code / "memdir" / "spawn.py", "a") as f:
+    with open(code / "memdir" / "jobs.py", "a") as f:
         f.write("\n# the next version\n")
     assert host.ask("which port does the API use?") is None  # the old one is not asked
     r = host.hook("which port does the API use?")

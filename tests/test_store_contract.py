@@ -309,7 +309,7 @@ def test_export_and_import_round_trip(make: Make, tmp_path: Path) -> None:
 def test_a_move_keeps_what_stands_and_what_is_held(make: Make, tmp_path: Path) -> None:
     """Exported and imported, the user's own rule still stands, a rule another agent wrote
     still waits, and a held memory is still held (in search, recall and session start)."""
-    from memdir.held import Hold, hold
+    from memdir.decisions import Hold, hold
     from memdir.recall import held_names
     from memdir.standing import standing
 

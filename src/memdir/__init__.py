@@ -7,7 +7,6 @@ hosts' hook client, ``memdir --version``) does not pay for the store it does not
 TYPE_CHECKING = False  # (what ``typing`` says at run time, without importing it for the hooks)
 
 if TYPE_CHECKING:
-    from .backend import open_store
     from .config import Config, load_config
     from .entry import Entry, Hit
     from .errors import (
@@ -29,11 +28,11 @@ if TYPE_CHECKING:
     from .memory import Memory
     from .plan import Put, Remove
     from .scopes import Scopes
-    from .store import MemoryStore, Store
+    from .store import MemoryStore, Store, open_store
     from .store.pg import PgStore
 
 _WHERE = {
-    "open_store": "backend",
+    "open_store": "store",
     "Config": "config",
     "load_config": "config",
     "Entry": "entry",

@@ -373,7 +373,7 @@ def _file_problems(store: Store, report: Report, fix: bool) -> None:
 def _held(store: Store, report: Report) -> None:
     """What waits for the person before any model sees it: held memories, a config.toml a
     sync brought."""
-    from .held import active, holds
+    from .decisions import active, holds
     from .trust import pulled
 
     for name, h in sorted(holds(store.root).items()):
@@ -410,7 +410,7 @@ def _held(store: Store, report: Report) -> None:
 def _planted(store: Store) -> list[tuple[str, str, str]]:
     """The memories a door brought (not the user's own words) whose text orders the agent
     about: recall, the index and session start leave them out (``recall.block``)."""
-    from .accepted import accepted
+    from .decisions import accepted
     from .instructions import screen
 
     out = []

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -74,10 +76,15 @@ def start_worker(state: Path, where: Path) -> None:
     """Start the detached worker of the store ``--dir where`` opens (its state folder
     ``state``) unless one is at work. OSError when it cannot start."""
     if not at_work(state):
-        from .spawn import start_memdir
-
         where = where.absolute()
-        start_memdir(["--dir", str(where), "work"], cwd=where.parent)
+        subprocess.Popen(  # detached: a new session, nothing read or printed, never waited for
+            [sys.executable, "-m", "memdir", "--dir", str(where), "work"],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=str(where.parent),
+        )
 
 
 def index_in_background(root: Path, take: Callable[[Path], None] | None = None) -> bool:

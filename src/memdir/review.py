@@ -20,8 +20,8 @@ from typing import NotRequired, TypedDict
 
 from . import memory as memfmt
 from .atomic import write_atomic
+from .decisions import release
 from .errors import MemdirError, MemoryNotFound
-from .held import release
 from .history import Operation
 from .instructions import screen as screen_instructions
 from .layout import REVIEW

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
-from .backend import open_store
 from .config import Config, folder
 from .entry import Entry, Hit
 from .errors import (
@@ -46,7 +45,7 @@ from .layout import state_dir
 from .memory import Memory
 from .plan import Put
 from .provenance import HAND, Origin
-from .store import MemoryStore, Store
+from .store import MemoryStore, Store, open_store
 
 if TYPE_CHECKING:
     from .embed import Embedder

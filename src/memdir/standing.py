@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from .accepted import accept
 from .atomic import write_atomic
 from .config import STANDING_TYPES, Config
+from .decisions import accept
 from .errors import InvalidMemory
 from .memory import CONFLICT_KEY, Memory
 from .recall import (

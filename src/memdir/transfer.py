@@ -2,7 +2,7 @@
 as a files store, memories and history; ``import_store`` loads a files store into any store.
 A memory's file text crosses byte for byte; history versions keep their numbers and times.
 Both refuse, before writing anything, a target that already holds one of the names.
-This module does NOT choose the backend (``backend`` does).
+This module does NOT choose the backend (``store.open_store`` does).
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .accepted import accept, accepted
+from .decisions import Hold, accept, accepted, active, hold
 from .errors import ConflictError, MemdirError, StoreNotFound
-from .held import Hold, active, hold
 from .history import Operation
 from .layout import INTERNAL, state_dir
 from .store import MemoryStore, Store, Taken

@@ -8,8 +8,8 @@ This module does NOT touch files except through ``store.apply``.
 
 from __future__ import annotations
 
-from .accepted import accept, accepted
 from .atomic import write_atomic
+from .decisions import accept, accepted
 from .errors import ConflictError, MemdirError
 from .history import Operation
 from .layout import ADOPTED

@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from ..backend import open_store
 from ..config import Config, ignored_notice, load_config
 from ..errors import MemdirError, MemoryNotFound, StoreNotFound
 from ..jobs import index_in_background
 from ..layout import USAGE
 from ..scopes import PROJECT, USER, Scope, Scopes
-from ..store import Store
+from ..store import Store, open_store
 
 if TYPE_CHECKING:
     from ..providers import ChatModel

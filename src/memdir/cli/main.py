@@ -103,8 +103,8 @@ def init(c: Ctx, with_git: bool) -> None:
     if c.config.database_url:
         if with_git:
             raise click.UsageError("--git syncs a folder; a database store is shared already")
-        from ..backend import open_store
         from ..errors import StoreNotFound
+        from ..store import open_store
 
         try:  # the database's own answer: a store another machine made exists already
             open_store(c.config, create=False, watch=False).close()
@@ -310,7 +310,7 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
 
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import agent, hooks, llm, read, review, sync, tokens, trust, ui, upkeep, versions, work
+    from . import agent, hooks, llm, read, review, sync, tokens, trust, ui, upkeep, versions
 
     for command in (
         *read.COMMANDS,
@@ -323,7 +323,6 @@ def _register_optional() -> None:
         *sync.COMMANDS,
         *review.COMMANDS,
         *ui.COMMANDS,
-        *work.COMMANDS,
         *tokens.COMMANDS,
     ):
         cli.add_command(command)

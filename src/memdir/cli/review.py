@@ -160,7 +160,7 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
     on it stands at session start. The acceptance is for its text as it is now; a later
     change from elsewhere waits again. A text that reads as an instruction planted for an
     agent is accepted only by its name with --yes, never by --all."""
-    from ..held import active
+    from ..decisions import active
     from ..instructions import screen
     from ..standing import accept_as_users, waiting
 

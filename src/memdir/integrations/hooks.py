@@ -26,7 +26,6 @@ from typing import Any, TypedDict
 
 from .. import jobs
 from ..atomic import append_nofollow
-from ..backend import open_store
 from ..config import Config, find_store_dir, load_config
 from ..errors import LLMError, LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
@@ -35,7 +34,7 @@ from ..providers import Message
 from ..recall import message_text
 from ..safetext import one_line
 from ..scopes import Scopes, open_user_store, user_store_dir
-from ..store import Store
+from ..store import Store, open_store
 from ..sync import repo as syncrepo
 from .hostsettings import HOSTS as HOSTS
 from .hostsettings import install as install

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
 from ..asof import moment, search_stores_at
-from ..backend import open_store
 from ..config import STANDING_TYPES, Config
 from ..entry import Entry
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
@@ -43,7 +42,7 @@ from ..recall import (
 from ..review import held_why, land
 from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
-from ..store import Store
+from ..store import Store, open_store
 
 log = logging.getLogger("memdir.mcp")
 PAGE_TOKENS = 2000  # a page of `list` never costs the host more than this

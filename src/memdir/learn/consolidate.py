@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import prompts
-from ..accepted import accept
+from ..decisions import accept
 from ..entry import Entry
 from ..errors import LLMError, MemdirError, PlanError
 from ..layout import CONSOLIDATE as STATE

@@ -15,10 +15,9 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
-from ..accepted import accepted
+from ..decisions import accepted, active, holds
 from ..entry import Entry
 from ..errors import InvalidMemory, MemdirError
-from ..held import active, holds
 from ..instructions import screen
 from ..layout import ACCEPTED
 from ..memory import CONFLICT_KEY, Memory
@@ -204,7 +203,7 @@ def planted(store: Reader, shown: str, mem: Memory) -> bool:
 
 def users_own(store: Reader, shown: str, digest: str | None) -> bool:
     """Whether the memory ``shown`` (with text ``digest``) is the user's own instruction:
-    this machine's user gave it, or accepted exactly this text (``accepted``)."""
+    this machine's user gave it, or accepted exactly this text (``decisions.accepted``)."""
     scopes = Scopes.of(store)
     try:
         if scopes.origin(shown, digest).users:
@@ -232,7 +231,7 @@ def planted_description(store: Reader, shown: str, description: str) -> bool:
 
 def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:
     """Whether the memory shown as ``shown`` is held back from recall until a person reviews
-    it (``held``): an arrival from elsewhere, an instruction-shaped text; and under
+    it (``decisions.holds``): an arrival from elsewhere, an instruction-shaped text; and under
     ``review = "ask"``, a text memdir did not write (a ``git pull``, a clone, a checkout,
     another program, a hand edit) until the user accepts it (``memdir accept``)."""
     store = Scopes.of(store)

@@ -1,6 +1,6 @@
 """What sync commits and what it holds: the store's owned files (``syncguard.stage``),
 screened for credentials, with a message that says what was added, updated and retired, and
-by whom; and the arrivals a person should see before any model does (``held``).
+by whom; and the arrivals a person should see before any model does (``decisions.hold``).
 
 This module does NOT fetch, merge or push (``sync`` does).
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from .. import memory as memfmt
 from .. import review as queue
+from ..decisions import Hold, hold
 from ..entry import INDEX_FILE
 from ..errors import InvalidMemory, MemdirError, SecretFound
-from ..held import Hold, hold
 from ..history import Operation
 from ..instructions import screen as screen_instructions
 from ..memfile import read_file
