@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,31 @@ def test_plain_values_are_written_as_yaml_writes_them() -> None:
             default_flow_style=False,
         )
         assert _dump_pair(key, value) == expected, value
+
+
+def test_git_conflict_markers_read_as_our_side_marked_conflicted() -> None:
+    """A file git left its conflict markers in (the diff3 style's base too) reads as HEAD's
+    side, marked conflicted with the git blob id of the other side; a lone '=======' (a
+    Markdown heading's underline) or a block never closed is plain text."""
+    from memdir.memory import CONFLICT_KEY, check, git_sides
+
+    text = (
+        "---\nname: indent\ntype: feedback\n<<<<<<< HEAD\ndescription: Two spaces\n"
+        "||||||| base\ndescription: Four spaces\n=======\ndescription: Tabs\n>>>>>>> abc123\n"
+        "---\nIndent Python.\n<<<<<<< HEAD\nUse 2 spaces.\n=======\nUse tabs.\n>>>>>>> abc\n"
+    )
+    ours, theirs = git_sides(text) or ("", "")
+    assert "Two spaces" in ours and "2 spaces" in ours and "Tabs" not in ours
+    assert "description: Tabs\n---\nIndent Python.\nUse tabs.\n" in theirs
+    assert "Four spaces" not in ours + theirs
+    mem = memfmt.loads(text)
+    assert mem.description == "Two spaces" and mem.body == "Indent Python.\nUse 2 spaces."
+    data = theirs.encode()
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    assert mem.extra[CONFLICT_KEY] == {"other": blob, "fields": ["description", "body"],
+                                       "by": "git"}  # fmt: skip
+    assert check(mem, ("feedback",))[0].startswith("conflicted: git left conflict markers")
+    heading = "---\nname: a\ntype: feedback\ndescription: d\n---\nTitle\n=======\nText.\n"
+    assert git_sides(heading) is None and CONFLICT_KEY not in memfmt.loads(heading).extra
+    unclosed = heading.replace("Title", "<<<<<<< HEAD\nTitle")
+    assert git_sides(unclosed) is None and "<<<<<<< HEAD" in memfmt.loads(unclosed).body

@@ -8,6 +8,7 @@ This module does NOT touch the filesystem.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -381,11 +382,70 @@ def from_mapping(
 
 def loads(text: str, path: str | None = None, digest: str | None = None) -> Memory:
     """Parse the text of a memory file; raise InvalidMemory with the reason if it is not one.
-    ``path`` and ``digest``: where it was read from, kept in the memory."""
+    ``path`` and ``digest``: where it was read from, kept in the memory.
+
+    A file git left conflict markers in (a merge memdir's drivers did not make: a plain
+    ``git pull`` in a clone memdir never set up) is read as its own side, ``HEAD``'s, marked
+    conflicted (``CONFLICT_KEY``, with the git blob id of the other side's text): the other
+    side came through a door, so it is shown to no model before a person resolves it."""
     if "\x00" in text:
         raise InvalidMemory("the file is binary (contains NUL bytes)")
-    head, body = split_frontmatter(text)
-    return from_mapping(parse_frontmatter(head), body, path, digest)
+    sides = git_sides(text) if "<<<<<<<" in text else None
+    if sides is None:
+        head, body = split_frontmatter(text)
+        return from_mapping(parse_frontmatter(head), body, path, digest)
+    ours, theirs = sides
+    mem = loads(ours, path, digest)
+    try:
+        other = loads(theirs)
+        fields = [
+            f for f in ("type", "description", "body") if getattr(mem, f) != getattr(other, f)
+        ]
+    except InvalidMemory:
+        fields = []
+    data = theirs.encode("utf-8")
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    mark = {"other": blob, "fields": fields, "by": "git"}
+    return replace(mem, extra={**mem.extra, CONFLICT_KEY: mark})
+
+
+def git_conflicted(memory: Memory) -> bool:
+    """Whether ``memory`` was read from a file git left its conflict markers in."""
+    mark = memory.extra.get(CONFLICT_KEY)
+    return isinstance(mark, dict) and mark.get("by") == "git"
+
+
+_MARK = re.compile(r"(<{7}|\|{7}|={7}|>{7})(?:$| )")  # a conflict marker line's start
+
+
+def git_sides(text: str) -> tuple[str, str] | None:
+    """The two texts a file with git's conflict markers stands for: ours (``HEAD``'s side,
+    the lines outside the blocks with it) and theirs; None when it holds no whole block
+    (``<<<<<<<``, optionally ``|||||||`` and the base, ``=======``, ``>>>>>>>``)."""
+    ours: list[str] = []
+    theirs: list[str] = []
+    side = ""  # "" outside a block, then "ours", "base", "theirs"
+    found = False
+    for line in text.splitlines(keepends=True):
+        m = _MARK.match(line.rstrip("\r\n"))
+        kind = m.group(1)[0] if m else ""
+        if side == "" and kind == "<":
+            side = "ours"
+        elif side == "ours" and kind == "|":
+            side = "base"
+        elif side in ("ours", "base") and kind == "=" and line.rstrip("\r\n") == "=" * 7:
+            side = "theirs"
+        elif side == "theirs" and kind == ">":
+            side, found = "", True
+        elif side in ("", "ours"):
+            ours.append(line)
+            if side == "":
+                theirs.append(line)
+        elif side == "theirs":
+            theirs.append(line)
+    if side or not found:
+        return None
+    return "".join(ours), "".join(theirs)
 
 
 def _dump_pair(key: str, value: Any) -> str:
@@ -441,7 +501,13 @@ def check(memory: Memory, types: tuple[str, ...]) -> list[str]:
         )
     if len(memory.description) > MAX_DESCRIPTION_CHARS:
         warnings.append(f"description longer than {MAX_DESCRIPTION_CHARS} characters")
-    if CONFLICT_KEY in memory.extra:
+    if git_conflicted(memory):
+        warnings.append(
+            f"{CONFLICTED} git left conflict markers in it (a merge memdir's drivers did not"
+            " make); only this side is recalled — look ('memdir show"
+            f" {memory.name}'), then run 'memdir resolve {memory.name} --keep current|other'"
+        )
+    elif CONFLICT_KEY in memory.extra:
         warnings.append(
             f"{CONFLICTED} two syncs changed it differently (the other version is in history)"
             f" — look, then run 'memdir resolve {memory.name}'"

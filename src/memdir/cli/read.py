@@ -4,6 +4,9 @@ This module does NOT change anything.
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import click
 
 from .. import memory as memfmt
@@ -77,7 +80,12 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
     if as_json:
         emit_json({**mem.to_dict(), "from": origin.to_dict()})
     else:
-        click.echo(for_terminal_text(memfmt.dumps(mem)), nl=False)
+        text = memfmt.dumps(mem)
+        place = store.place_of(name)
+        if memfmt.git_conflicted(mem) and isinstance(place, Path):  # both sides, as git left them
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                text = place.read_text(encoding="utf-8")
+        click.echo(for_terminal_text(text), nl=False)
         when = f", {origin.at}" if origin.at else ""
         click.echo(f"(from: {for_terminal(origin.label)}{when})", err=True)
         claims = sorted(k for k in mem.extra if k.lower() in ORIGIN_CLAIMS)

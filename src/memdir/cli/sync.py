@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from ..config import STANDING_TYPES
 from ..errors import MemdirError
 from ..scopes import PROJECT, USER
 from ..store import Store
@@ -128,8 +129,14 @@ def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
     from ..sync import repo as syncrepo
 
     store, real, _ = c.pick(name, scope, write=True)
-    what = syncrepo.resolve(as_folder(store), real, keep)
+    what, users = syncrepo.resolve(as_folder(store), real, keep)
     click.echo(f"Resolved {real}: kept {what}.")
+    mem = store.get(real)
+    if not users and (mem.pinned or mem.type in STANDING_TYPES):
+        click.echo(
+            f"It is not a text you gave: it stands as your instruction only once you accept"
+            f" it ('memdir show {real}', then 'memdir accept {real}')."
+        )
 
 
 @click.command("merge-file", hidden=True)

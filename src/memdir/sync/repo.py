@@ -24,11 +24,13 @@ from .. import jobs
 from .. import memory as memfmt
 from ..atomic import private
 from ..config import SYNC_SETTINGS, Config, read_toml
+from ..decisions import accepted
 from ..entry import INDEX_FILE
 from ..errors import MemdirError, MemoryNotFound
 from ..layout import SYNC_STATE, state_dir
 from ..memory import CONFLICT_KEY
 from ..plan import Put
+from ..provenance import Origin, label_of
 from ..statefile import StateFile
 from ..store import MemoryStore
 from ..trust import settings_file
@@ -315,10 +317,16 @@ def other_side(store: MemoryStore, name: str) -> str:
             f"{name} has no conflict to resolve — 'memdir list' marks the ones that do"
         )
     other = str(mark.get("other", ""))
-    for v in reversed(store.history(name)):
-        text = store.version_text(name, v.version)
-        if other and git_blob_id(text.encode()) == other:
-            return text
+    texts = [_on_disk(store, mem)] + [
+        store.version_text(name, v.version) for v in reversed(store.history(name))
+    ]
+    for text in texts:
+        # the text itself (a sync kept it in history), or the other side of a file git left
+        # its conflict markers in (here now, or kept in history once memdir wrote over it)
+        sides = memfmt.git_sides(text) if "<<<<<<<" in text else None
+        for candidate in (text,) if sides is None else (text, sides[1]):
+            if other and git_blob_id(candidate.encode()) == other:
+                return candidate
     where = locate(store.root)
     data = where.git.blob(other) if where is not None and other else None
     if data is None:
@@ -329,9 +337,63 @@ def other_side(store: MemoryStore, name: str) -> str:
     return data.decode("utf-8")
 
 
-def resolve(store: MemoryStore, name: str, keep: str = "ours", *, source: str = "cli") -> str:
+def _on_disk(store: MemoryStore, mem: memfmt.Memory) -> str:
+    """The text of ``mem``'s file as it is now ("" when it cannot be read)."""
+    return _read(store.root / (mem.path or f"{mem.name}.md"))
+
+
+def _mark_merged(store: MemoryStore, mem: memfmt.Memory) -> None:
+    """Tell git the file it left conflict markers in is settled (``git add``), as resolving
+    a conflict in git does, and MEMORY.md with it once memdir has written it again from the
+    files; nothing for a file git does not count unmerged."""
+    where = locate(store.root)
+    if where is None:
+        return
+    for fname in (mem.path or f"{mem.name}.md", INDEX_FILE):
+        path = where.path(fname)
+        unmerged = where.git.run("ls-files", "--unmerged", "--", path, check=False).out.strip()
+        if unmerged and memfmt.git_sides(_read(store.root / fname)) is None:
+            where.git.run("add", "--", path)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _users_before(store: MemoryStore, name: str, kept: memfmt.Memory) -> bool:
+    """Whether this machine's user gave ``kept`` before: the same type, description and body
+    as a text of ``name`` the user wrote through memdir or accepted (here now or in history)."""
+    mine = {
+        ch.get("digest")
+        for op in store.log()
+        for ch in op.changes
+        if ch["name"] == name and Origin(label_of(op.source, ch.get("by"))).users
+    }
+    want = (kept.type, kept.description, kept.body)
+    mem = store.get(name)
+    for text in [_on_disk(store, mem)] + [
+        store.version_text(name, v.version) for v in store.history(name)
+    ]:
+        digest = memfmt.digest_of(text.encode("utf-8"))
+        if digest in mine or accepted(store.internal, name, digest):
+            with contextlib.suppress(MemdirError):
+                m = memfmt.loads(text)
+                if (m.type, m.description, m.body) == want:
+                    return True
+    return False
+
+
+def resolve(
+    store: MemoryStore, name: str, keep: str = "ours", *, source: str = "cli"
+) -> tuple[str, bool]:
     """Clear the conflict mark of ``name``, keeping the current version ("ours"), the other
-    one ("theirs") or a history version ("3", "v3"); what was kept."""
+    one ("theirs") or a history version ("3", "v3"); what was kept, and whether it is the
+    user's own. Choosing a text is not taking it as one's own: a text the user did not give
+    before (the other side, a teammate's) is written as from elsewhere (``sync``, or
+    ``resolve`` for a version from history) and waits for ``memdir accept`` like any other."""
     mem = store.get(name)
     if conflict_of(mem) is None:
         raise MemdirError(
@@ -351,6 +413,7 @@ def resolve(store: MemoryStore, name: str, keep: str = "ours", *, source: str = 
             )
         chosen, what = memfmt.loads(store.version_text(name, number)), f"version {number}"
     extra = {k: v for k, v in chosen.extra.items() if k != CONFLICT_KEY}
+    users = _users_before(store, mem.name, chosen)
     store.apply(
         [
             Put(
@@ -360,8 +423,10 @@ def resolve(store: MemoryStore, name: str, keep: str = "ours", *, source: str = 
                 reason=f"resolved: kept {what}",
             )
         ],
-        source=source,
+        source=source if users else "sync" if keep == "theirs" else "resolve",
         summary=f"resolve {mem.name}",
         secrets="allow",
     )
-    return what
+    if memfmt.git_conflicted(mem):
+        _mark_merged(store, mem)
+    return what, users
