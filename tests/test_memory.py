@@ -237,3 +237,5 @@ def test_git_conflict_markers_read_as_our_side_marked_conflicted() -> None:
     assert git_sides(heading) is None and CONFLICT_KEY not in memfmt.loads(heading).extra
     unclosed = heading.replace("Title", "<<<<<<< HEAD\nTitle")
     assert git_sides(unclosed) is None and "<<<<<<< HEAD" in memfmt.loads(unclosed).body
+    example = heading.replace("Title\n", "```\n<<<<<<< HEAD\na\n=======\nb\n>>>>>>> x\n```\n")
+    assert git_sides(example) is None and "=======\nb\n" in memfmt.loads(example).body

@@ -416,19 +416,23 @@ def git_conflicted(memory: Memory) -> bool:
 
 
 _MARK = re.compile(r"(<{7}|\|{7}|={7}|>{7})(?:$| )")  # a conflict marker line's start
+_FENCE = re.compile(r" {0,3}(```|~~~)")  # a Markdown code fence opens or closes
 
 
 def git_sides(text: str) -> tuple[str, str] | None:
     """The two texts a file with git's conflict markers stands for: ours (``HEAD``'s side,
     the lines outside the blocks with it) and theirs; None when it holds no whole block
-    (``<<<<<<<``, optionally ``|||||||`` and the base, ``=======``, ``>>>>>>>``)."""
+    (``<<<<<<<``, optionally ``|||||||`` and the base, ``=======``, ``>>>>>>>``). Markers in
+    a fenced code block are an example a memory shows, not a conflict."""
     ours: list[str] = []
     theirs: list[str] = []
     side = ""  # "" outside a block, then "ours", "base", "theirs"
-    found = False
+    found = fenced = False
     for line in text.splitlines(keepends=True):
         m = _MARK.match(line.rstrip("\r\n"))
-        kind = m.group(1)[0] if m else ""
+        kind = m.group(1)[0] if m and not fenced else ""
+        if side == "" and _FENCE.match(line):
+            fenced = not fenced
         if side == "" and kind == "<":
             side = "ours"
         elif side == "ours" and kind == "|":
