@@ -111,3 +111,26 @@ def test_a_plain_git_pull_is_recorded_as_a_change_from_outside(tmp_path: Path) -
     assert store.log(1)[0].source == "hand" and store.origin("ci").label == "hand"
     versions = store.history("ci")
     assert "GitHub Actions" in store.version_text("ci", versions[-1].version)
+
+
+def test_a_copy_of_a_memory_or_its_file_renamed_is_not_a_change_to_it(tmp_path: Path) -> None:
+    """A copy of the user's rule made in an editor (the same name in a second file, listed
+    once), edited and then removed, and the rule's file renamed by hand: the memory's text
+    never changed, so nothing is recorded — no deletion in its history or the log — and the
+    rule is still the user's own."""
+    root = tmp_path / ".memory"
+    store = _store(root)
+    store.write("indent", type="feedback", description="Indent", body="Use tabs.")
+    store.close()
+    copy = root / "indent (copy).md"
+    copy.write_text((root / "indent.md").read_text())
+    _store(root).close()  # (the copy seen: a duplicate name, not listed)
+    copy.write_text(copy.read_text() + "Edited in the copy.\n")
+    _store(root).close()
+    copy.unlink()
+    (root / "indent.md").rename(root / "indent-rule.md")
+    fresh = _store(root)
+    assert [e.name for e in fresh.entries()] == ["indent"]
+    assert fresh.history("indent") == []
+    assert [op.source for op in fresh.log()] == ["api"]  # (the library's write alone)
+    assert fresh.origin("indent").users
