@@ -350,3 +350,32 @@ def test_a_conflict_git_left_in_a_memory_is_seen_resolved_and_never_taken_as_the
         assert "2 more memories of this kind came from elsewhere" in start  # and setup-step
         assert "'memdir accept indent'" in r.stdout
         assert "indent.md: a rule from elsewhere (from: sync)" in memdir(victim, "doctor").stdout
+
+
+def test_a_rule_of_the_users_a_pull_deleted_is_named_by_doctor(
+    tmp_path: Path, remote: Path
+) -> None:
+    """A teammate deletes the victim's own rule and pushes; the victim runs plain 'git pull':
+    the rule no longer stands (it is gone), 'memdir doctor' says so with the command that
+    brings it back, and once restored it stands again as the user's."""
+    victim, mate = tmp_path / "victim", tmp_path / "mate"
+    git(tmp_path, "clone", "-q", str(remote), str(victim))
+    with MemoryStore(victim / ".memory") as store:
+        store.write("commits", type="feedback", description="Commit style", body="Imperative.")
+    git(victim, "add", "-A")
+    git(victim, "-c", "user.name=v", "-c", "user.email=v@x", "commit", "-qm", "rule")
+    git(victim, "push", "-q", "origin", "main")
+    assert "Imperative." in start_hook(victim)
+    assert "commits, a rule you gave" not in memdir(victim, "doctor").stdout
+    git(tmp_path, "clone", "-q", str(remote), str(mate))
+    git(mate, "rm", "-q", ".memory/commits.md")
+    git(mate, "-c", "user.name=eve", "-c", "user.email=eve@x", "commit", "-qm", "rm")
+    git(mate, "push", "-q", "origin", "main")
+    git(victim, "pull", "-q", "--no-rebase")
+    assert "Imperative." not in start_hook(victim)
+    r = memdir(victim, "doctor")
+    assert "note: commits, a rule you gave, was deleted outside memdir (hand, " in r.stdout
+    assert "'memdir restore commits' brings it back" in r.stdout, r.stdout
+    assert memdir(victim, "restore", "commits").returncode == 0
+    assert "Imperative." in start_hook(victim)
+    assert "commits, a rule you gave" not in memdir(victim, "doctor").stdout

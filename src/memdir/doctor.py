@@ -397,6 +397,11 @@ def _held(store: Store, report: Report) -> None:
                 f" remove it ('memdir rm {name}')",
             }
         )
+    for name, label, when in _gone_outside(store):
+        report.notes.append(
+            f"note: {name}, a rule you gave, was deleted outside memdir ({label}, {when}) —"
+            f" 'memdir restore {name}' brings it back"
+        )
     if pulled(store.root / "config.toml"):
         report.warnings.append(
             {
@@ -405,6 +410,41 @@ def _held(store: Store, report: Report) -> None:
                 f" — look at it, then 'memdir trust {store.root}'",
             }
         )
+
+
+GONE_DAYS = 30  # how long doctor mentions a rule of the user's deleted outside memdir
+
+
+def _gone_outside(store: Store) -> list[tuple[str, str, str]]:
+    """The user's own rules that a change memdir did not make (a plain ``git pull``, a
+    teammate's sync, a hand) deleted in the last ``GONE_DAYS`` days and nobody brought back:
+    name, whose change it was, when."""
+    from datetime import UTC, datetime, timedelta
+
+    from .config import STANDING_TYPES
+    from .provenance import Origin, label_of
+
+    last: dict[str, tuple[str, Origin, str, bool]] = {}  # action, origin, time, users' before
+    for op in store.log():
+        for ch in op.changes:
+            prev = last.get(ch["name"])
+            origin = Origin(label_of(op.source, ch.get("by")))
+            last[ch["name"]] = (ch["action"], origin, op.time, prev is not None and prev[1].users)
+    since = (datetime.now(UTC) - timedelta(days=GONE_DAYS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = []
+    names = {e.name for e in store.entries()}
+    for name, (action, origin, when, users_before) in sorted(last.items()):
+        if action != "delete" or origin.users or not users_before or when < since:
+            continue
+        if name in names or not store.history(name):
+            continue
+        try:
+            mem = memfmt.loads(store.version_text(name, store.history(name)[-1].version))
+        except MemdirError:
+            continue
+        if mem.pinned or mem.type in STANDING_TYPES:
+            out.append((name, origin.label, when))
+    return out
 
 
 def _planted(store: Store) -> list[tuple[str, str, str]]:
