@@ -106,7 +106,8 @@ TOOLS = [
         "edit",
         WRITE,
         "Change part of a memory: replace the exact text 'old' with 'new' in its body (or its"
-        " description). Refused when 'old' is missing or appears more than once.",
+        " description). Refused when 'old' is missing or appears more than once. Under"
+        ' review = "ask" (as for remember, forget and restore) it waits for the user\'s review.',
     ),
     Tool(
         "forget",

@@ -23,9 +23,9 @@ from ..config import STANDING_TYPES, Config
 from ..entry import Entry
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
 from ..layout import USAGE
-from ..memory import Memory, dumps, slugify
+from ..memory import Memory, dumps, loads, slugify
 from ..notes import guess_type
-from ..plan import Put
+from ..plan import Put, Remove
 from ..providers import Message
 from ..recall import (
     estimate_tokens,
@@ -39,7 +39,7 @@ from ..recall import (
     shown,
     visible_past,
 )
-from ..review import held_why, land
+from ..review import Landed, held_why, land
 from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import Store, open_store
@@ -368,7 +368,11 @@ class MemoryServer:
                 put = Put(
                     changed, reason="edited through MCP", expect=current.digest, merge_extra=False
                 )
-                store.apply([put], source=self.source)
+                landed = land(
+                    store, [put], source=self.source, summary=f"edit {real}", secrets="refuse"
+                )
+                if landed.operation is None:
+                    return self._waits(f"The edit of {which}", landed)
                 return f"Edited the {field} of {which}."
         raise ToolError(f"'old' does not occur in {which} — read it first and copy the exact text")
 
@@ -383,10 +387,25 @@ class MemoryServer:
 
         def run() -> str:
             store, real = self.target(which)
-            store.delete(real, reason=reason or "forgotten through MCP", source=self.source)
+            gone = Remove(
+                real, reason=reason or "forgotten through MCP", expect=store.get(real).digest
+            )
+            landed = land(store, [gone], source=self.source, summary=f"forget {real}")
+            if landed.operation is None:
+                return self._waits(f"Forgetting {which}", landed)
             return f"Forgot {which}; restore with name {which!r} brings it back."
 
         return self.call(run)
+
+    @staticmethod
+    def _waits(what: str, landed: Landed) -> str:
+        """What the agent is told of a change kept for the user's review (``review = "ask"``,
+        or a text that reads as an instruction to an agent)."""
+        why = f" ({landed.held[0].removeprefix('held: ')})" if landed.held else ""
+        return (
+            f"{what} waits for the user's review{why} ('memdir review' or 'memdir ui'):"
+            " nothing is changed until the user approves it."
+        )
 
     def history(
         self, name: str | None = None, id: str | None = None, memory: str | None = None
@@ -421,7 +440,18 @@ class MemoryServer:
 
         def run() -> str:
             store, real = self.target(which)
-            store.restore(real, version, source=self.source)
+            versions = store.history(real)
+            if not versions:
+                raise MemoryNotFound(f"memory {which!r} has no history — nothing to restore")
+            number = versions[-1].version if version is None else version
+            old = loads(store.version_text(real, number)).replace(name=real)
+            put = Put(old, reason=f"restore version {number}", merge_extra=False)
+            landed = land(  # (an earlier text of the store's own: kept as it was)
+                store, [put], source=self.source, summary=f"restore {real} to version {number}",
+                secrets="allow",
+            )  # fmt: skip
+            if landed.operation is None:
+                return self._waits(f"Restoring {which}", landed)
             return f"Restored {which}."
 
         return self.call(run)
