@@ -41,6 +41,7 @@ from ..memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_nam
 from ..notes import first_line, from_text, guess_type
 from ..plan import Put, Remove
 from ..recall import held_back, planted
+from ..review import land
 from ..safetext import lines_of
 from ..store import Store
 
@@ -189,7 +190,10 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
         except (MemdirError, UnicodeDecodeError) as exc:
             raise ToolError(f"{path} cannot be read ({exc}) — see 'memdir doctor'") from None
 
-    def _write(self, store: Store, changes: list[Any], summary: str) -> None:
+    def _write(self, store: Store, changes: list[Any], summary: str) -> str | None:
+        """Make ``changes`` through the review queue (``review.land``); what to tell the model
+        when they wait for the user's review instead (``review = "ask"``, or a text that reads
+        as an instruction to an agent), else None."""
         limit = store.config.max_file_bytes
         for change in changes:
             if isinstance(change, Put) and len(change.memory.body.encode()) > limit:
@@ -198,13 +202,20 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                     " — keep the gist, not the whole document"
                 )
         try:
-            store.apply(changes, source="memory-tool", summary=summary)
+            landed = land(store, changes, source="memory-tool", summary=summary, secrets="refuse")
         except SecretFound as exc:
             raise ToolError(
                 f"refused: {str(exc).split(' — ')[0]} — leave the secret out and write the rest"
             ) from None
         except MemdirError as exc:
             raise ToolError(str(exc)) from None
+        if landed.operation is not None:
+            return None
+        why = f" ({landed.held[0].removeprefix('held: ')})" if landed.held else ""
+        return (
+            f"Not changed yet: {summary} waits for the user's review{why} ('memdir review' or"
+            " 'memdir ui'); the file stays as it was until the user approves it."
+        )
 
     def _new(self, store: Store, name: str, text: str, path: str) -> Memory:
         """The memory a created file's text describes: its own frontmatter, or the type its
@@ -293,7 +304,11 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             store, where = self.user_store, f"{USER}/{name}.md"  # the person's, in any project
             if name in store:
                 raise ToolError(f"File {where} already exists")
-        self._write(store, [Put(mem, reason="created with the memory tool")], f"create {name}")
+        waits = self._write(
+            store, [Put(mem, reason="created with the memory tool")], f"create {name}"
+        )
+        if waits:
+            return waits
         note = (
             ""
             if where == command.path
@@ -324,7 +339,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                 " ensure it is unique"
             )
         new = text.replace(command.old_str, command.new_str, 1)
-        self._write(
+        waits = self._write(
             store,
             [
                 Put(
@@ -336,6 +351,8 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             ],
             f"edit {name}",
         )
+        if waits:
+            return waits
         body = new.split("\n")
         line = lines[0] - 1
         snippet = [
@@ -357,7 +374,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                 f" be within the range [0, {len(lines)}]."
             )
         lines.insert(command.insert_line, command.insert_text.rstrip("\n"))
-        self._write(
+        waits = self._write(
             store,
             [
                 Put(
@@ -369,7 +386,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             ],
             f"insert into {name}",
         )
-        return f"The file {command.path} has been edited."
+        return waits or f"The file {command.path} has been edited."
 
     def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
         store, name = self._locate(command.path, allow_dir=True)
@@ -377,8 +394,10 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"Cannot delete the {command.path.rstrip('/')} directory itself")
         if name not in store:
             raise ToolError(f"The path {command.path} does not exist")
-        self._write(store, [Remove(name, reason="deleted with the memory tool")], f"delete {name}")
-        return f"Successfully deleted {command.path}"
+        gone = Remove(name, reason="deleted with the memory tool")
+        return (
+            self._write(store, [gone], f"delete {name}") or f"Successfully deleted {command.path}"
+        )
 
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         source, old = self._locate(command.old_path, allow_dir=True)
@@ -391,7 +410,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             raise ToolError(f"The destination {command.new_path} already exists")
         current = source.get(old)
         if target is source:
-            self._write(
+            waits = self._write(
                 source,
                 [
                     Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
@@ -401,7 +420,7 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
             )
         else:  # another store: the copy is written before the original goes
             there, here = ("user", "project") if target is self.user_store else ("project", "user")
-            self._write(
+            waits = self._write(
                 target,
                 [
                     Put(
@@ -412,12 +431,12 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                 ],
                 f"moved {old} from {here}",
             )
-            self._write(
+            waits = waits or self._write(  # (the original goes only once the copy is made)
                 source,
                 [Remove(old, reason=f"moved to the {there} store", expect=current.digest)],
                 f"moved {old} to {there}",
             )
-        return f"Successfully renamed {command.old_path} to {command.new_path}"
+        return waits or f"Successfully renamed {command.old_path} to {command.new_path}"
 
     def clear_all_memory(self) -> str:
         """Refused: memdir never deletes everything at once (use `memdir rm` per memory)."""
