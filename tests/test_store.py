@@ -193,6 +193,7 @@ def test_malformed_files_reported_untouched_and_never_break_listing(store: Memor
         "binary.md": b"---\x00\x01\x02",
         "huge.md": b"---\nname: huge\ntype: t\ndescription: d\n---\n" + b"x" * 300_000,
         "latin1.md": "---\nname: é\n---\n".encode("latin-1"),
+        "utf16.md": "---\nname: u\ntype: t\ndescription: d\n---\nb\n".encode("utf-16"),
     }
     for fname, data in bad.items():
         (store.root / fname).write_bytes(data)
@@ -202,7 +203,9 @@ def test_malformed_files_reported_untouched_and_never_break_listing(store: Memor
     reasons = {p.file: p.reason for p in fresh.problems() if p.severity == "error"}
     assert set(reasons) == set(bad)
     assert "bad YAML" in reasons["bad-yaml.md"] and "binary" in reasons["binary.md"]
-    assert "KiB limit" in reasons["huge.md"] and "UTF-8" in reasons["latin1.md"]
+    assert "KiB limit" in reasons["huge.md"]
+    assert reasons["latin1.md"] == "not UTF-8 text (byte 11) — save it again as UTF-8"
+    assert reasons["utf16.md"] == "UTF-16 text, not UTF-8 — save it again as UTF-8"
     for fname, data in bad.items():
         assert (store.root / fname).read_bytes() == data
 

@@ -43,8 +43,10 @@ def parse(data: bytes, fname: str) -> memfmt.Memory:
     """A memory file's bytes as the memory they hold; raise InvalidMemory."""
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidMemory("not UTF-8 text") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidMemory(
+            f"not UTF-8 text (byte {exc.start + 1}) — save it again as UTF-8"
+        ) from None
     return memfmt.loads(text, fname, memfmt.digest_of(data))
 
 
@@ -69,6 +71,8 @@ def read_file(path: str | Path, max_bytes: int) -> bytes:
         os.close(fd)
     if len(data) > max_bytes:
         raise InvalidMemory(f"larger than the {max_bytes // 1024} KiB limit")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # (Windows editors' "Unicode")
+        raise InvalidMemory("UTF-16 text, not UTF-8 — save it again as UTF-8")
     if b"\x00" in data:
         raise InvalidMemory("the file is binary (contains NUL bytes)")
     return data
