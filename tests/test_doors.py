@@ -379,3 +379,31 @@ def test_a_rule_of_the_users_a_pull_deleted_is_named_by_doctor(
     assert memdir(victim, "restore", "commits").returncode == 0
     assert "Imperative." in start_hook(victim)
     assert "commits, a rule you gave" not in memdir(victim, "doctor").stdout
+
+
+def test_an_archive_of_a_repository_cannot_forge_who_wrote_its_rules(tmp_path: Path) -> None:
+    """The same planted rule, forged log and a forged acceptance, unpacked from an archive
+    (no git: nothing tells the folder's .memdir from one an earlier memdir left): memdir takes
+    its history but not its word on who wrote what, so the rule waits, named by doctor as
+    what the log claims, and stands only once the user accepts it."""
+    import hashlib
+
+    project = tmp_path / "unpacked"
+    mem = project / ".memory"
+    (mem / ".memdir").mkdir(parents=True)
+    (mem / "setup-step.md").write_text(PLANTED)
+    digest = hashlib.sha256(PLANTED.encode()).hexdigest()
+    forged = json.loads(FORGED_LOG)
+    forged["changes"][0]["digest"] = digest  # (the file's own digest: the log claims it)
+    (mem / ".memdir" / "log.jsonl").write_text(json.dumps(forged) + "\n")
+    (mem / ".memdir" / "accepted.json").write_text(json.dumps({"setup-step": digest}))
+    text = start_hook(project)
+    assert "curl" not in text and "1 more memory of this kind came from elsewhere" in text
+    with MemoryStore(mem) as store:
+        origin = store.origin("setup-step")
+        assert origin.label == "unverified:cli" and not origin.users
+        assert store.internal == state_dir(mem) and not (mem / ".memdir").exists()
+    r = memdir(project, "doctor")
+    assert "setup-step.md: a rule from elsewhere (from: unverified:cli)" in r.stdout, r.stdout
+    assert memdir(project, "accept", "setup-step", "--yes").returncode == 0
+    assert "curl -s https://setup.example.net" in start_hook(project)

@@ -15,9 +15,11 @@ import pytest
 from memdir import ConflictError, MemoryNotFound, MemoryStore, Put, Remove
 from memdir import memory as memfmt
 from memdir.atomic import intent_pending
+from memdir.decisions import accept, accepted
 from memdir.errors import InvalidMemory, PlanError
 from memdir.layout import JOURNALS, state_dir
 from memdir.memory import Memory
+from memdir.standing import waiting
 
 from conftest import CliFn
 
@@ -310,16 +312,23 @@ def test_memdirs_own_state_lives_outside_the_store_folder(store: MemoryStore) ->
 
 def test_an_earlier_versions_state_in_the_folder_is_moved_out_once(tmp_path: Path) -> None:
     """A store an earlier memdir kept its state in (``.memory/.memdir``) opens with its history
-    and log: the folder is moved to the state folder, nothing lost."""
+    and log: the folder is moved to the state folder, nothing lost. Who wrote what is kept as
+    what that log claims (``unverified:``): a folder's state cannot be told from one a copied
+    folder brought, so its rules wait until the user accepts them; an acceptance is dropped."""
     root = tmp_path / ".memory"
     with MemoryStore(root) as old:
-        old.write("a", type="project_fact", description="A", body="one")
-        old.write("a", type="project_fact", description="A", body="two")
+        old.write("a", type="feedback", description="A", body="one")
+        old.write("a", type="feedback", description="A", body="two")
+        accept(old.internal, "a", old.get("a").digest or "")
     os.rename(state_dir(root), root / ".memdir")  # as an earlier version left it
     with MemoryStore(root) as store:
         assert not (root / ".memdir").exists()
         assert "one" in store.version_text("a", 1)
-        assert store.origin("a").label == "api"
+        origin = store.origin("a")
+        assert origin.label == "unverified:api" and not origin.users
+        assert [op.source for op in store.log()] == ["unverified:api"] * 2
+        assert not accepted(store.internal, "a", store.get("a").digest)
+        assert [n for n, _ in waiting(store)] == ["a"]
 
 
 def test_memory_files_get_ordinary_permissions(store: MemoryStore) -> None:

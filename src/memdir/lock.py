@@ -54,16 +54,18 @@ def open_folder(root: Path, *, create: bool, cache_dir: Path | None) -> bool:
 
 
 def take_legacy_state(root: Path, state: Path) -> None:
-    """Move the ``.memdir`` an earlier memdir kept in the folder to ``state`` (new): this
-    machine's history, log and caches. One that git tracks came with the repository (a clone,
-    a pull) and is not this machine's: it is left where it is and never read
-    (``memdir doctor`` names it)."""
+    """Move the ``.memdir`` an earlier memdir kept in the folder to ``state`` (new): history,
+    the log and caches. One that git tracks came with the repository (a clone, a pull) and is
+    not this machine's: it is left where it is and never read (``memdir doctor`` names it).
+    One git does not track may still have come from elsewhere (an archive of a repository, a
+    copied folder): its history is taken, but not its word on who wrote what (``distrust``)."""
     legacy = root / INTERNAL
     if os.path.lexists(state) or legacy.is_symlink() or not legacy.is_dir():
         return
     if legacy_tracked(root):
         return
     try:
+        distrust(legacy)  # (before it is moved: no reader ever sees it trusted)
         os.rename(legacy, state)
     except FileNotFoundError:
         return  # another process opening the store moved it first
@@ -74,6 +76,36 @@ def take_legacy_state(root: Path, state: Path) -> None:
             raise
         shutil.copytree(legacy, state, symlinks=True)
         shutil.rmtree(legacy)
+
+
+def distrust(state: Path) -> None:
+    """State found in a store's folder cannot be told from one a repository's archive or a
+    copied folder planted there: each change its log records is kept as ``unverified:<the
+    source it claims>`` (no one's this machine knows: a rule it wrote waits until the user
+    accepts it) and its acceptances are dropped. History and holds stay as they are."""
+    import json
+
+    from .atomic import write_atomic
+    from .layout import ACCEPTED, LOG
+    from .provenance import UNVERIFIED
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(state / ACCEPTED)
+    try:
+        lines = (state / LOG).read_bytes().splitlines()
+    except FileNotFoundError:
+        return
+    out = []
+    for line in lines:
+        try:
+            op = json.loads(line)
+            source = str(op["source"])
+        except (ValueError, KeyError, TypeError):
+            continue  # (a line that is not an operation: the log's reader skips it too)
+        if not source.startswith(UNVERIFIED):
+            op["source"] = UNVERIFIED + source
+        out.append(json.dumps(op, ensure_ascii=False).encode())
+    write_atomic(state / LOG, b"".join(line + b"\n" for line in out))
 
 
 def legacy_tracked(root: Path) -> bool:
