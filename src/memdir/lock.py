@@ -80,17 +80,25 @@ def take_legacy_state(root: Path, state: Path) -> None:
 
 def distrust(state: Path) -> None:
     """State found in a store's folder cannot be told from one a repository's archive or a
-    copied folder planted there: each change its log records is kept as ``unverified:<the
-    source it claims>`` (no one's this machine knows: a rule it wrote waits until the user
-    accepts it) and its acceptances are dropped. History and holds stay as they are."""
+    copied folder planted there. Kept: history, the holds, and the log, each change it records
+    kept as ``unverified:<the source it claims>`` (no one's this machine knows: a rule it wrote
+    waits until the user accepts it). Set aside in ``unverified/``, never read: whatever else
+    could speak for the user or act for them — acceptances, kept conversations, queued jobs
+    and handed-over extractions, proposals, an unfinished journal — and the caches (rebuilt)."""
     import json
 
     from .atomic import write_atomic
-    from .layout import ACCEPTED, LOG
+    from .layout import HELD, HISTORY, INDEX_DB, LEGACY_CACHES, LOG
     from .provenance import UNVERIFIED
 
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(state / ACCEPTED)
+    aside = state / UNTRUSTED
+    caches = {*LEGACY_CACHES, *(INDEX_DB + end for end in ("", "-wal", "-shm")), LOCK}
+    for entry in os.listdir(state):
+        if entry in caches and not (state / entry).is_symlink() and (state / entry).is_file():
+            os.unlink(state / entry)
+        elif entry not in (HISTORY, LOG, HELD, UNTRUSTED):
+            aside.mkdir(exist_ok=True)
+            os.replace(state / entry, aside / entry)
     try:
         lines = (state / LOG).read_bytes().splitlines()
     except FileNotFoundError:
@@ -106,6 +114,9 @@ def distrust(state: Path) -> None:
             op["source"] = UNVERIFIED + source
         out.append(json.dumps(op, ensure_ascii=False).encode())
     write_atomic(state / LOG, b"".join(line + b"\n" for line in out))
+
+
+UNTRUSTED = "unverified"  # what a folder's state held that memdir does not take in
 
 
 def legacy_tracked(root: Path) -> bool:
