@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memdir import MemoryStore
 from memdir.layout import state_dir
@@ -213,3 +215,12 @@ def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> N
     damage()
     r = memdir("recall", "--no-llm", "tell me about lambda")
     assert r.returncode == 0 and "<relevant_memories>" in r.stdout, r.stderr
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_plain_english_is_split_as_every_language_is(text: str) -> None:
+    """The fast path for ASCII text finds the very words the general rule finds."""
+    from memdir.search import _ASCII_TOKEN, _TOKEN
+
+    lowered = text.lower()
+    assert _ASCII_TOKEN.findall(lowered) == _TOKEN.findall(lowered)
