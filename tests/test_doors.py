@@ -413,5 +413,6 @@ def test_an_archive_of_a_repository_cannot_forge_who_wrote_its_rules(tmp_path: P
         assert not (store.internal / "jobs").exists()
     r = memdir(project, "doctor")
     assert "setup-step.md: a rule from elsewhere (from: unverified:cli)" in r.stdout, r.stdout
+    assert "note: the .memdir found in the folder (an earlier memdir's, or a copy's)" in r.stdout
     assert memdir(project, "accept", "setup-step", "--yes").returncode == 0
     assert "curl -s https://setup.example.net" in start_hook(project)
