@@ -64,18 +64,20 @@ def take_legacy_state(root: Path, state: Path) -> None:
         return
     if legacy_tracked(root):
         return
-    try:
+    import filelock
+
+    # one process moves it (the others wait, then find the state folder made)
+    with filelock.FileLock(str(state) + ".moving.lock", timeout=60):
+        if os.path.lexists(state) or not legacy.is_dir():
+            return  # another process opening the store moved it first
         distrust(legacy)  # (before it is moved: no reader ever sees it trusted)
-        os.rename(legacy, state)
-    except FileNotFoundError:
-        return  # another process opening the store moved it first
-    except OSError as exc:
-        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-            return  # another process made the state folder meanwhile: .memdir stays as it is
-        if exc.errno != errno.EXDEV:
-            raise
-        shutil.copytree(legacy, state, symlinks=True)
-        shutil.rmtree(legacy)
+        try:
+            os.rename(legacy, state)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            shutil.copytree(legacy, state, symlinks=True)
+            shutil.rmtree(legacy)
 
 
 def distrust(state: Path) -> None:
