@@ -332,6 +332,8 @@ def test_a_conflict_git_left_in_a_memory_is_seen_resolved_and_never_taken_as_the
     assert "tabs" not in hook and "curl" not in hook and "<<<<<<<" not in hook
     start = start_hook(victim)
     assert "2 spaces" not in start and "tabs" not in start  # a conflicted rule stands not
+    r = memdir(victim, "sync")  # (mid-merge: says how to finish it)
+    assert r.returncode == 1 and "'memdir resolve NAME --keep current|other'" in r.stderr
 
     r = memdir(victim, "resolve", "indent", "--keep", keep)
     assert r.returncode == 0 and r.stdout.startswith("Resolved indent"), r.stderr

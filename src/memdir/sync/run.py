@@ -54,9 +54,15 @@ def _preflight(where: Where, root: Path) -> str:
         mine = state_of(root).read().get("merging")
         merge_head = where.git.run("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False)
         if not (what == "a merge" and (where.owned or mine == merge_head.out.strip())):
+            unmerged = where.git.run("ls-files", "--unmerged", "--", where.path("."), check=False)
+            memories = (
+                " (a memory git left conflicted: 'memdir resolve NAME --keep current|other')"
+                if unmerged.out.strip()
+                else ""
+            )
             raise SyncError(
-                f"the repository at {where.top} is in the middle of {what} — finish or abort"
-                " it first, then sync"
+                f"the repository at {where.top} is in the middle of {what} — finish{memories}"
+                " or abort it first, then sync"
             )
     branch = where.git.run("symbolic-ref", "-q", "--short", "HEAD", check=False).out.strip()
     if not branch:
