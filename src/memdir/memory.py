@@ -385,7 +385,8 @@ def loads(text: str, path: str | None = None, digest: str | None = None) -> Memo
     ``path`` and ``digest``: where it was read from, kept in the memory.
 
     A file git left conflict markers in (a merge memdir's drivers did not make: a plain
-    ``git pull`` in a clone memdir never set up) is read as its own side, ``HEAD``'s, marked
+    ``git pull`` in a clone memdir never set up) is read as ``HEAD``'s side (the user's in a
+    merge, the remote's during a rebase: who wrote it is the log's to say), marked
     conflicted (``CONFLICT_KEY``, with the git blob id of the other side's text): the other
     side came through a door, so it is shown to no model before a person resolves it."""
     if "\x00" in text:
