@@ -243,6 +243,8 @@ def test_duplicate_names_reported(store: MemoryStore) -> None:
     fresh = MemoryStore(store.root)
     assert [e.file for e in fresh.entries()] == ["n.md"]
     assert any(p.file == "copy.md" and "duplicate" in p.reason for p in fresh.problems())
+    reason = next(p.reason for p in fresh.problems() if p.file == "copy.md")
+    assert reason.endswith("delete this one") and "\n" not in reason
 
 
 def test_plan_is_validated_before_anything_changes(store: MemoryStore) -> None:

@@ -347,7 +347,12 @@ class Catalog:
         for name, files in self.claims.items():
             winner = self.entries[name].file
             out += [
-                Problem(f, f"duplicate name {name!r} (also in {winner}); not listed")
+                Problem(
+                    f,
+                    f"duplicate name {name!r} (also in {winner}); not listed — a copy (an"
+                    " editor's, or a file-sync tool's conflicted copy): compare the two, keep"
+                    f" what you want in {winner} and delete this one",
+                )
                 for f in files
                 if f != winner
             ]
