@@ -404,6 +404,7 @@ def test_an_archive_of_a_repository_cannot_forge_who_wrote_its_rules(tmp_path: P
     (jobs / "1-1-pending.json").write_text('{"kind": "pending", "data": {}, "tries": 0}')
     (mem / ".memdir" / "episodes").mkdir()
     (mem / ".memdir" / "index.sqlite").mkdir()  # (a folder where a cache goes: set aside)
+    (mem / ".memdir" / "held.json").symlink_to(tmp_path / "elsewhere.json")  # (a link: aside)
     text = start_hook(project)
     assert "curl" not in text and "1 more memory of this kind came from elsewhere" in text
     with MemoryStore(mem) as store:
@@ -411,7 +412,7 @@ def test_an_archive_of_a_repository_cannot_forge_who_wrote_its_rules(tmp_path: P
         assert origin.label == "unverified:cli" and not origin.users
         assert store.internal == state_dir(mem) and not (mem / ".memdir").exists()
         aside = sorted(p.name for p in (store.internal / "unverified").iterdir())
-        assert aside == ["accepted.json", "episodes", "index.sqlite", "jobs"]
+        assert aside == ["accepted.json", "episodes", "held.json", "index.sqlite", "jobs"]
         assert not (store.internal / "jobs").exists()
     r = memdir(project, "doctor")
     assert "setup-step.md: a rule from elsewhere (from: unverified:cli)" in r.stdout, r.stdout

@@ -96,9 +96,10 @@ def distrust(state: Path) -> None:
     aside = state / UNTRUSTED
     caches = {*LEGACY_CACHES, *(INDEX_DB + end for end in ("", "-wal", "-shm")), LOCK}
     for entry in os.listdir(state):
-        if entry in caches and not (state / entry).is_symlink() and (state / entry).is_file():
+        link = (state / entry).is_symlink()  # (never taken in: it points out of the folder)
+        if entry in caches and not link and (state / entry).is_file():
             os.unlink(state / entry)
-        elif entry not in (HISTORY, LOG, HELD, UNTRUSTED):
+        elif link or entry not in (HISTORY, LOG, HELD, UNTRUSTED):
             aside.mkdir(exist_ok=True)
             os.replace(state / entry, aside / entry)
     try:

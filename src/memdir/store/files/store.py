@@ -408,8 +408,8 @@ class MemoryStore(StoreBase):
             if now == old or was is None:
                 continue
             named = was if now is None else (_name_of(now, fname) or was)
-            held = self._catalog.entries.get(named)
-            if held is not None and held.file != fname:
+            holder = self._catalog.entries.get(named)
+            if holder is not None and holder.file != fname:
                 continue  # another file is that memory: this one was a copy (the same name twice)
             if self._ledger.logged(named, None if now is None else memfmt.digest_of(now)):
                 continue  # memdir's own change, from another process
