@@ -54,7 +54,10 @@ def _preflight(where: Where, root: Path) -> str:
         mine = state_of(root).read().get("merging")
         merge_head = where.git.run("rev-parse", "-q", "--verify", "MERGE_HEAD", check=False)
         if not (what == "a merge" and (where.owned or mine == merge_head.out.strip())):
-            unmerged = where.git.run("ls-files", "--unmerged", "--", where.path("."), check=False)
+            unmerged = where.git.run(
+                "ls-files", "--unmerged", "--", where.path("*.md"), f":!{where.path(INDEX_FILE)}",
+                check=False,
+            )  # fmt: skip
             memories = (
                 " (a memory git left conflicted: 'memdir resolve NAME --keep current|other')"
                 if unmerged.out.strip()
