@@ -12,6 +12,8 @@ from memdir import MemoryStore
 from memdir.doctor import STALE_TEMP_SECONDS, diagnose
 from memdir.layout import JOURNALS
 
+from conftest import CliFn
+
 
 def test_a_healthy_store_has_nothing_to_say(store: MemoryStore) -> None:
     """A healthy store has nothing to say."""
@@ -149,3 +151,32 @@ def test_an_unfinished_operation_is_reported_whichever_version_left_it(
     (store.internal / journal).write_text('{"id": "x", "steps": []}')
     (found,) = [e for e in diagnose(store).errors if "unfinished" in e["reason"]]
     assert found["file"] == str(store.internal / journal)
+
+
+def test_many_rules_from_elsewhere_are_one_line_on_a_terminal(tmp_path: Path, cli: CliFn) -> None:
+    """A cloned repository's dozens of rules: doctor says how many wait and how to take them in
+    one line (five or fewer: one line each, with their commands); --json keeps one each."""
+    import json
+
+    root = tmp_path / ".memory"
+    for i in range(7):
+        (root / f"rule-{i}.md").write_text(
+            f"---\nname: rule-{i}\ntype: feedback\ndescription: Rule {i}\n---\nRule {i}.\n"
+        )
+    r = cli("doctor")
+    lines = [line for line in r.out.splitlines() if "from elsewhere" in line]
+    assert lines == [
+        "warning: .: 7 rules from elsewhere (rule-0, rule-1, rule-2 and 4 more) are not your"
+        " instructions and do not stand until you accept them: 'memdir review' lists them with"
+        " where each came from, 'memdir accept --all' takes them (never one that orders the"
+        " agent about)"
+    ], r.out
+    data = json.loads(cli("doctor", "--json").out)
+    assert len([w for w in data["warnings"] if "from elsewhere" in w["reason"]]) == 7
+    for i in range(2, 7):
+        (root / f"rule-{i}.md").unlink()
+    r = cli("doctor")
+    assert (
+        "rule-1.md: a rule from elsewhere (from: hand)" in r.out
+        and "'memdir accept rule-1'" in r.out
+    )

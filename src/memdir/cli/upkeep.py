@@ -72,6 +72,9 @@ def index(c: Ctx, scope: str, show: bool, as_json: bool) -> None:
         )
 
 
+ONE_BY_ONE = 5  # rules from elsewhere doctor names one by one on a terminal; more: one line
+
+
 @click.command(short_help="Check the store and report problems.")
 @click.option("--fix", is_flag=True, help="Repair what can be repaired (never memory files).")
 @scope_option(PROJECT, writes=True)
@@ -97,7 +100,20 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
     report = diagnose(store, fix=fix)
     from ..standing import waiting
 
-    for name, origin in waiting(store):
+    rules = waiting(store)
+    if len(rules) > ONE_BY_ONE and not as_json:  # (a cloned repository's hundreds: one line)
+        shown = ", ".join(name for name, _ in rules[:3])
+        report.warnings.append(
+            {
+                "file": ".",
+                "reason": f"{len(rules)} rules from elsewhere ({shown} and"
+                f" {len(rules) - 3} more) are not your instructions and do not stand until you"
+                " accept them: 'memdir review' lists them with where each came from, 'memdir"
+                " accept --all' takes them (never one that orders the agent about)",
+            }
+        )
+        rules = []
+    for name, origin in rules:
         report.warnings.append(
             {
                 "file": f"{name}.md" if (store.root / f"{name}.md").is_file() else name,
