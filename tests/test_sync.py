@@ -113,7 +113,7 @@ def test_same_memory_changed_on_both_sides(machines: list[Machine]) -> None:
     assert "has no conflict" in a("resolve", "tabs", "--scope", "user").err
     bad = a("resolve", "tabs", "--scope", "user", "--keep", "bogus")
     assert "has no conflict" in bad.err  # checked first; the words below are the help's
-    assert "current (the text here now), other" in a("resolve", "--help").out
+    assert "current (the text here now; git's HEAD side), other" in a("resolve", "--help").out
 
 
 def test_edit_on_one_side_delete_on_the_other_keeps_the_edit(machines: list[Machine]) -> None:

@@ -112,19 +112,23 @@ def sync_command(
         sys.exit(1)
 
 
-@click.command("resolve", short_help="Settle a memory that two syncs changed differently.")
+@click.command(
+    "resolve", short_help="Settle a memory two syncs, or git's own merge, left conflicted."
+)
 @click.argument("name")
 @click.option(
     "--keep",
     default="current",
     show_default=True,
-    help="current (the text here now), other (the version the other side wrote, kept in"
-    " history) or a history version (v3); ours and theirs are the same two.",
+    help="current (the text here now; git's HEAD side), other (the version the other side"
+    " wrote) or a history version (v3); ours and theirs are the same two.",
 )
 @click.option("--scope", type=click.Choice([PROJECT, USER]), help="The store that holds NAME.")
 @pass_ctx
 def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
-    """Clear the conflict mark of NAME, keeping one version (the other stays in history)."""
+    """Clear the conflict mark of NAME, keeping one version (the other stays in history); a
+    file git left its conflict markers in is marked settled for git too (git add). A kept text
+    you did not give before stands as your rule only once you accept it."""
     from ..store import as_folder
     from ..sync import repo as syncrepo
 
