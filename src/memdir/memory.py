@@ -8,7 +8,6 @@ This module does NOT touch the filesystem.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -404,6 +403,8 @@ def loads(text: str, path: str | None = None, digest: str | None = None) -> Memo
         ]
     except InvalidMemory:
         fields = []
+    import hashlib
+
     data = theirs.encode("utf-8")
     blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
     mark = {"other": blob, "fields": fields, "by": "git"}
