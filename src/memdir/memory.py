@@ -403,12 +403,15 @@ def loads(text: str, path: str | None = None, digest: str | None = None) -> Memo
         ]
     except InvalidMemory:
         fields = []
+    mark = {"other": git_blob_id(theirs.encode("utf-8")), "fields": fields, "by": "git"}
+    return replace(mem, extra={**mem.extra, CONFLICT_KEY: mark})
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id git gives ``data`` as a blob (SHA-1 repositories)."""
     import hashlib
 
-    data = theirs.encode("utf-8")
-    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-    mark = {"other": blob, "fields": fields, "by": "git"}
-    return replace(mem, extra={**mem.extra, CONFLICT_KEY: mark})
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
 def git_conflicted(memory: Memory) -> bool:

@@ -17,26 +17,15 @@ from .. import memory as memfmt
 from .. import review as queue
 from ..decisions import Hold, hold
 from ..entry import INDEX_FILE
-from ..errors import InvalidMemory, MemdirError, SecretFound
+from ..errors import MemdirError, SecretFound
 from ..history import Operation
 from ..instructions import screen as screen_instructions
-from ..memfile import read_file
 from ..plan import Put, screen
 from ..review import ItemData
 from ..store import MemoryStore
 from . import guard
 from .git import SyncError
-from .repo import Where, state_of
-
-_READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
-
-
-def read_nofollow(path: Path) -> bytes | None:
-    """A store file's bytes, never through a link (None: missing, a link or unreadable)."""
-    try:
-        return read_file(path, _READ_MAX)
-    except InvalidMemory:
-        return None
+from .repo import Where, read_nofollow, state_of
 
 
 def _screen(root: Path, fname: str) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import shlex
 import socket
@@ -26,8 +25,9 @@ from ..atomic import private
 from ..config import SYNC_SETTINGS, Config, read_toml
 from ..decisions import accepted
 from ..entry import INDEX_FILE
-from ..errors import MemdirError, MemoryNotFound
+from ..errors import InvalidMemory, MemdirError, MemoryNotFound
 from ..layout import SYNC_STATE, state_dir
+from ..memfile import read_file
 from ..memory import CONFLICT_KEY
 from ..plan import Put
 from ..provenance import Origin, label_of
@@ -303,11 +303,6 @@ def _ago(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds))
 
 
-def git_blob_id(data: bytes) -> str:
-    """The id git gives ``data`` as a blob (SHA-1 repositories)."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
 def other_side(store: MemoryStore, name: str) -> str:
     """The text of the version a conflict kept aside (from history, else from git)."""
     mem = store.get(name)
@@ -325,7 +320,7 @@ def other_side(store: MemoryStore, name: str) -> str:
         # its conflict markers in (here now, or kept in history once memdir wrote over it)
         sides = memfmt.git_sides(text) if "<<<<<<<" in text else None
         for candidate in (text,) if sides is None else (text, sides[1]):
-            if other and git_blob_id(candidate.encode()) == other:
+            if other and memfmt.git_blob_id(candidate.encode()) == other:
                 return candidate
     where = locate(store.root)
     data = where.git.blob(other) if where is not None and other else None
@@ -337,9 +332,28 @@ def other_side(store: MemoryStore, name: str) -> str:
     return data.decode("utf-8")
 
 
+_READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
+
+
+def read_nofollow(path: Path) -> bytes | None:
+    """A store file's bytes, never through a link (None: missing, a link or unreadable)."""
+    try:
+        return read_file(path, _READ_MAX)
+    except InvalidMemory:
+        return None
+
+
+def _text(path: Path) -> str:
+    """A store file's text, never through a link ("" when it cannot be read)."""
+    try:
+        return (read_nofollow(path) or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+
+
 def _on_disk(store: MemoryStore, mem: memfmt.Memory) -> str:
     """The text of ``mem``'s file as it is now ("" when it cannot be read)."""
-    return _read(store.root / (mem.path or f"{mem.name}.md"))
+    return _text(store.root / (mem.path or f"{mem.name}.md"))
 
 
 def _mark_merged(store: MemoryStore, mem: memfmt.Memory) -> None:
@@ -352,20 +366,14 @@ def _mark_merged(store: MemoryStore, mem: memfmt.Memory) -> None:
     for fname in (mem.path or f"{mem.name}.md", INDEX_FILE):
         path = where.path(fname)
         unmerged = where.git.run("ls-files", "--unmerged", "--", path, check=False).out.strip()
-        if unmerged and memfmt.git_sides(_read(store.root / fname)) is None:
+        if unmerged and memfmt.git_sides(_text(store.root / fname)) is None:
             where.git.run("add", "--", path)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-def _users_before(store: MemoryStore, name: str, kept: memfmt.Memory) -> bool:
+def _users_before(store: MemoryStore, mem: memfmt.Memory, kept: memfmt.Memory) -> bool:
     """Whether this machine's user gave ``kept`` before: the same type, description and body
-    as a text of ``name`` the user wrote through memdir or accepted (here now or in history)."""
+    as a text of ``mem`` the user wrote through memdir or accepted (here now or in history)."""
+    name = mem.name
     mine = {
         ch.get("digest")
         for op in store.log()
@@ -373,7 +381,6 @@ def _users_before(store: MemoryStore, name: str, kept: memfmt.Memory) -> bool:
         if ch["name"] == name and Origin(label_of(op.source, ch.get("by"))).users
     }
     want = (kept.type, kept.description, kept.body)
-    mem = store.get(name)
     for text in [_on_disk(store, mem)] + [
         store.version_text(name, v.version) for v in store.history(name)
     ]:
@@ -413,7 +420,7 @@ def resolve(
             )
         chosen, what = memfmt.loads(store.version_text(name, number)), f"version {number}"
     extra = {k: v for k, v in chosen.extra.items() if k != CONFLICT_KEY}
-    users = _users_before(store, mem.name, chosen)
+    users = _users_before(store, mem, chosen)
     store.apply(
         [
             Put(

@@ -30,7 +30,7 @@ from ..layout import SYNC_LOCK, state_dir
 from ..store import MemoryStore
 from ..trust import ACCEPTED_COPY, PULLED_CONFIG
 from . import guard
-from .commit import commit_local, hold_arrivals, read_nofollow
+from .commit import commit_local, hold_arrivals
 from .git import Git, Offline, PushRejected, SyncError
 from .merge import conflict_of, merge
 from .repo import (
@@ -39,12 +39,11 @@ from .repo import (
     in_flight,
     need,
     note,
+    read_nofollow,
     repair,
     state_of,
 )
 from .report import Report
-
-_READ_MAX = 16 * 1024 * 1024  # what a snapshot reads of one file at most
 
 
 def _preflight(where: Where, root: Path) -> str:
