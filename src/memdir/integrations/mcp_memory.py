@@ -23,7 +23,7 @@ from ..config import STANDING_TYPES, Config
 from ..entry import Entry
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
 from ..layout import USAGE
-from ..memory import Memory, dumps, loads, slugify
+from ..memory import Memory, dumps, slugify
 from ..notes import guess_type
 from ..plan import Put, Remove
 from ..providers import Message
@@ -43,6 +43,7 @@ from ..review import Landed, held_why, land
 from ..safetext import lines_of, one_line
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import Store, open_store
+from ..store.base import restoring
 
 log = logging.getLogger("memdir.mcp")
 PAGE_TOKENS = 2000  # a page of `list` never costs the host more than this
@@ -440,16 +441,9 @@ class MemoryServer:
 
         def run() -> str:
             store, real = self.target(which)
-            versions = store.history(real)
-            if not versions:
-                raise MemoryNotFound(f"memory {which!r} has no history — nothing to restore")
-            number = versions[-1].version if version is None else version
-            old = loads(store.version_text(real, number)).replace(name=real)
-            put = Put(old, reason=f"restore version {number}", merge_extra=False)
-            landed = land(  # (an earlier text of the store's own: kept as it was)
-                store, [put], source=self.source, summary=f"restore {real} to version {number}",
-                secrets="allow",
-            )  # fmt: skip
+            put, summary = restoring(store, real, version)
+            # (an earlier text of the store's own: kept as it was)
+            landed = land(store, [put], source=self.source, summary=summary, secrets="allow")
             if landed.operation is None:
                 return self._waits(f"Restoring {which}", landed)
             return f"Restored {which}."

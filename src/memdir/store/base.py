@@ -178,6 +178,26 @@ class Store(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+class _Versions(Protocol):
+    def history(self, name: str) -> _list[Version]: ...
+    def version_text(self, name: str, version: int) -> str: ...
+
+
+def restoring(store: _Versions, name: str, version: int | None = None) -> tuple[Put, str]:
+    """The change that brings back a history version of ``name`` (the latest by default),
+    and its summary; MemoryNotFound when there is none (``StoreBase.restore``, and a caller
+    that queues it for review instead)."""
+    versions = store.history(name)
+    if not versions:
+        raise MemoryNotFound(f"memory {name!r} has no history — nothing to restore")
+    number = versions[-1].version if version is None else version
+    mem = memfmt.loads(store.version_text(name, number))
+    if mem.name != memfmt.validate_name(name):
+        mem = mem.replace(name=memfmt.validate_name(name))
+    put = Put(mem, reason=f"restore version {number}", merge_extra=False)
+    return put, f"restore {name} to version {number}"
+
+
 class StoreBase:
     """The operations every backend does alike, written once over the ``Store`` primitives
     (``get``, ``apply``, ``history``, ``version_text``, ``index``, ``entry_at``)."""
@@ -313,20 +333,9 @@ class StoreBase:
 
     def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory:
         """Bring back a history version (the latest by default); the current one is kept too."""
-        versions = self.history(name)
-        if not versions:
-            raise MemoryNotFound(f"memory {name!r} has no history — nothing to restore")
-        number = versions[-1].version if version is None else version
-        mem = memfmt.loads(self.version_text(name, number))
-        if mem.name != memfmt.validate_name(name):
-            mem = mem.replace(name=memfmt.validate_name(name))
+        put, summary = restoring(self, name, version)
         # The user's own earlier text: restored as it was, even if it held a credential.
-        self.apply(
-            [Put(mem, reason=f"restore version {number}", merge_extra=False)],
-            source=source,
-            summary=f"restore {name} to version {number}",
-            secrets="allow",
-        )
+        self.apply([put], source=source, summary=summary, secrets="allow")
         return self.get(name)
 
     def search(
