@@ -445,10 +445,11 @@ def _gone_outside(store: Store) -> list[tuple[str, str, str]]:
     for name, (action, origin, when, users_before) in sorted(last.items()):
         if action != "delete" or origin.users or not users_before or when < since:
             continue
-        if name in names or not store.history(name):
+        versions = [] if name in names else store.history(name)
+        if not versions:
             continue
         try:
-            mem = memfmt.loads(store.version_text(name, store.history(name)[-1].version))
+            mem = memfmt.loads(store.version_text(name, versions[-1].version))
         except MemdirError:
             continue
         if mem.pinned or mem.type in STANDING_TYPES:
