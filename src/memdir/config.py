@@ -30,6 +30,12 @@ DEFAULT_TYPES = ("user_preference", "project_fact", "feedback", "reference")
 # the types that stand in every session whatever the question: about the person and how to work
 STANDING_TYPES = ("user_preference", "feedback")
 
+
+def standing_kind(type_: str, pinned: bool) -> bool:
+    """Whether a memory of this type, pinned or not, is a rule given at every session start."""
+    return pinned or type_ in STANDING_TYPES
+
+
 DEFAULT_MODELS = {
     "anthropic": ("claude-sonnet-5-5", "claude-haiku-5-5"),
     "openai": ("gpt-5.5", "gpt-5.4-mini"),

@@ -430,7 +430,7 @@ def _gone_outside(store: Store) -> list[tuple[str, str, str]]:
     name, whose change it was, when."""
     from datetime import UTC, datetime, timedelta
 
-    from .config import STANDING_TYPES
+    from .config import standing_kind
     from .provenance import Origin, label_of
 
     last: dict[str, tuple[str, Origin, str, bool]] = {}  # action, origin, time, users' before
@@ -452,7 +452,7 @@ def _gone_outside(store: Store) -> list[tuple[str, str, str]]:
             mem = memfmt.loads(store.version_text(name, versions[-1].version))
         except MemdirError:
             continue
-        if mem.pinned or mem.type in STANDING_TYPES:
+        if standing_kind(mem.type, mem.pinned):
             out.append((name, origin.label, when))
     return out
 

@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 
 from .atomic import write_atomic
-from .config import STANDING_TYPES, Config
+from .config import Config, standing_kind
 from .decisions import accept
 from .errors import InvalidMemory
 from .memory import CONFLICT_KEY, Memory
@@ -84,7 +84,7 @@ def standing(
     chosen = [
         (scope, e, shown)
         for scope, e, shown in located
-        if (e.pinned or e.type in STANDING_TYPES) and shown not in held and not e.conflicted
+        if standing_kind(e.type, e.pinned) and shown not in held and not e.conflicted
     ]
     chosen.sort(key=lambda t: t[1].updated or "", reverse=True)
     chosen.sort(key=lambda t: not t[1].pinned)
@@ -173,7 +173,7 @@ def waiting(store: Reader) -> list[tuple[str, str]]:
     held = held_names(store)
     out = []
     for _sc, e, shown in store.located():
-        if not (e.pinned or e.type in STANDING_TYPES) or shown in held or e.conflicted:
+        if not standing_kind(e.type, e.pinned) or shown in held or e.conflicted:
             continue
         try:
             mem = store.get(shown)

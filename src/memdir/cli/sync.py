@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from ..config import STANDING_TYPES
+from ..config import standing_kind
 from ..errors import MemdirError
 from ..scopes import PROJECT, USER
 from ..store import Store
@@ -136,7 +136,7 @@ def resolve_command(c: Ctx, name: str, keep: str, scope: str | None) -> None:
     what, users = syncrepo.resolve(as_folder(store), real, keep)
     click.echo(f"Resolved {real}: kept {what}.")
     mem = store.get(real)
-    if not users and (mem.pinned or mem.type in STANDING_TYPES):
+    if not users and standing_kind(mem.type, mem.pinned):
         click.echo(
             f"It is not a text you gave: it stands as your instruction only once you accept"
             f" it ('memdir show {real}', then 'memdir accept {real}')."

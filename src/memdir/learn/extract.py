@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import prompts
-from ..config import STANDING_TYPES
+from ..config import STANDING_TYPES, standing_kind
 from ..errors import InvalidMemory, InvalidName, MemdirError
 from ..history import Operation
 from ..memory import Memory, skeleton
@@ -503,7 +503,7 @@ def _land(
     theirs = [
         c
         for c in changes
-        if (c.memory.type in STANDING_TYPES or c.memory.pinned) and not said_by_user(c.memory, said)
+        if standing_kind(c.memory.type, c.memory.pinned) and not said_by_user(c.memory, said)
     ]
     mine = [c for c in changes if c not in theirs]
     operation = None
