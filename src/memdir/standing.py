@@ -4,7 +4,8 @@ feedback on how to work, and pinned memories — given to a host at the start of
 is followed in a later session whose prompt shares no word with it.
 
 Per-prompt recall then adds what the question needs; ``Standing.names`` says which memories a
-session already has, so they are not repeated. Held and conflicted memories never stand.
+session already has, so they are not repeated. Held and conflicted memories never stand (a
+conflicted rule is named, so the session knows to ask).
 This module does NOT decide what is relevant to a question (``recall`` does).
 """
 
@@ -49,6 +50,13 @@ WAITING = (
     " the user accepts {them} ('memdir review' lists them, 'memdir accept NAME' makes one"
     " the user's)."
 )
+# A rule of the user's with two versions that disagree (a sync's or a plain git pull's
+# conflict): neither side stands, and the session is told so instead of losing it silently.
+CONFLICTED = (
+    "{names}: {verb} two versions that disagree (from a sync or a git pull), so neither is"
+    " followed for now. If the task touches {them}, ask the user which version holds; 'memdir"
+    " resolve NAME' settles it."
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class Standing:
     cut: tuple[str, ...] = ()
     waiting: int = 0
     tokens: int = 0
+    conflicted: tuple[str, ...] = ()
 
 
 BYTES_PER_TOKEN = 3  # the index's byte bound from a token budget: CJK text is ~3 bytes a token
@@ -86,6 +95,11 @@ def standing(
         for scope, e, shown in located
         if standing_kind(e.type, e.pinned) and shown not in held and not e.conflicted
     ]
+    conflicted = sorted(
+        shown
+        for _scope, e, shown in located
+        if standing_kind(e.type, e.pinned) and shown not in held and e.conflicted
+    )
     chosen.sort(key=lambda t: t[1].updated or "", reverse=True)
     chosen.sort(key=lambda t: not t[1].pinned)
     parts: list[str] = []
@@ -133,9 +147,20 @@ def standing(
             )
             + "\n</waiting_memories>"
         )
+    if conflicted:
+        one = len(conflicted) == 1
+        out.append(
+            "<conflicted_memories>\n"
+            + CONFLICTED.format(
+                names=escape(", ".join(conflicted), quote=False),
+                verb="has" if one else "have",
+                them="it" if one else "them",
+            )
+            + "\n</conflicted_memories>"
+        )
     # the catalogue of the rest: a rule above is not listed again (said twice, a small model
     # weighs the words of the rule it is told to avoid: "never npm" became "npm install")
-    hidden = set(names) | set(waiting)
+    hidden = set(names) | set(waiting) | set(conflicted)
     if not parts or any(shown not in held and shown not in hidden for _, _, shown in located):
         if total_tokens is not None:  # what the rules left, for the index
             left = total_tokens - estimate_tokens("\n\n".join(out)) - INDEX_RESERVE
@@ -147,7 +172,9 @@ def standing(
                 " come with the prompts they matter to):\n" + index + "\n</memory_index>"
             )
     text = "\n\n".join(out)
-    return Standing(text, tuple(names), tuple(cut), len(waiting), estimate_tokens(text))
+    return Standing(
+        text, tuple(names), tuple(cut), len(waiting), estimate_tokens(text), tuple(conflicted)
+    )
 
 
 # tokens kept for the index's frame and its "N more" line when a total budget is given

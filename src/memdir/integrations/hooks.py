@@ -312,7 +312,8 @@ def log_standing(
         memories=[Recalled(name=n, scope=None, score=None) for n in given.names],
         note=f"{len(given.cut)} cut by the budget"
         + (f" ({', '.join(given.cut[:5])})" if given.cut else "")
-        + f"; {given.waiting} waiting for the user",
+        + f"; {given.waiting} waiting for the user"
+        + (f"; conflicted: {', '.join(given.conflicted)}" if given.conflicted else ""),
         session=event.get("session_id") if isinstance(event.get("session_id"), str) else None,
         tokens=given.tokens,
         ms=round((time.monotonic() - started) * 1000),

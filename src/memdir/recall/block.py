@@ -443,6 +443,8 @@ def _index_lines(
             hidden += 1
             continue
         line = f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}"
+        if e.conflicted:  # this is one side only
+            line += " [two versions disagree: ask the user which holds]"
         line_bytes = len(line.encode()) + 1
         if len(lines) + 1 >= max_lines or size + line_bytes + 120 > max_bytes:
             break
