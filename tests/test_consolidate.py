@@ -314,6 +314,58 @@ def test_consolidate_cli_dry_run_diff_and_undo_log(cli: CliFn, llm_server: FakeL
     )
 
 
+def _on_a_terminal(args: list[str], answer: str, env: dict[str, str]) -> str:
+    """``memdir ARGS`` with a terminal for its input and output, answering ``answer``."""
+    import subprocess
+    import sys
+
+    main_fd, side = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "memdir", *args], stdin=side, stdout=side,
+                            stderr=side, env=env, close_fds=True)  # fmt: skip
+    os.close(side)
+    out = b""
+    answered = False
+    while True:
+        try:
+            chunk = os.read(main_fd, 4096)
+        except OSError:  # the child is gone and its side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+        if not answered and b"[y/N]" in out:
+            os.write(main_fd, answer.encode() + b"\n")
+            answered = True
+    os.close(main_fd)
+    assert proc.wait(timeout=60) == 0, out.decode(errors="replace")
+    return out.decode(errors="replace").replace("\r\n", "\n")
+
+
+@pytest.mark.slow
+def test_consolidate_on_a_terminal_applies_only_what_the_person_approves(
+    tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    """Run by a person on a terminal, 'memdir consolidate' shows its plan and asks: 'n'
+    changes nothing (the model is not asked again to apply), 'y' applies the plan shown."""
+    from conftest import child_env
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root)
+    fill(store)
+    before = sorted(e.name for e in store.entries())
+    env = {**child_env(), "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": llm_server.url}
+    llm_server.queue(reply(json.dumps(MERGE)), reply(json.dumps(MERGE)))
+    out = _on_a_terminal(["--dir", str(root), "consolidate"], "n", env)
+    assert "merge pytest-a + pytest-b -> prefer-pytest" in out and "Apply this plan?" in out
+    assert "Nothing changed." in out and "Applied" not in out
+    assert sorted(e.name for e in MemoryStore(root).entries()) == before
+    out = _on_a_terminal(["--dir", str(root), "consolidate"], "y", env)
+    assert "Applied. Undo with 'memdir undo'." in out
+    names = {e.name for e in MemoryStore(root).entries()}
+    assert "prefer-pytest" in names and not names & {"pytest-a", "pytest-b", "old-deadline"}
+    assert len(llm_server.requests) == 2  # one model call a run: the plan shown is applied
+
+
 def _db_facts(store: MemoryStore) -> None:
     for service, schema in (("auth", "auth_users"), ("billing", "ledger_v2"), ("search", "idx")):
         store.write(f"{service}-db", type="project_fact", description=f"{service} database",

@@ -339,6 +339,7 @@ def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: boo
 @click.command("consolidate", short_help="Merge duplicates and retire stale memories.")
 @click.option("--dry-run", is_flag=True, help="Show the plan; change nothing.")
 @click.option("--force", is_flag=True, help="Allow retiring more than the configured share.")
+@click.option("--yes", "-y", is_flag=True, help="Apply without asking (asked only on a terminal).")
 @click.option(
     "--all",
     "whole",
@@ -354,12 +355,15 @@ def extract(c: Ctx, file: Path, dry_run: bool, said_at: str | None, as_json: boo
 )
 @json_option
 @pass_ctx
-def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str, as_json: bool) -> None:
+def consolidate(
+    c: Ctx, dry_run: bool, force: bool, yes: bool, whole: bool, scope: str, as_json: bool
+) -> None:
     """Merge duplicate memories and retire stale ones (asks the memory model).
 
     Without --all, only memories created or changed since the last run are looked at,
-    each with its nearest neighbours, within the configured number of model calls."""
-    from ..learn.consolidate import consolidate_memories
+    each with its nearest neighbours, within the configured number of model calls. On a
+    terminal the plan is shown and applied only once you say yes (--yes skips the question)."""
+    from ..learn.consolidate import apply_plan, consolidate_memories
 
     def progress(done: int, total: int, calls: int) -> None:
         if sys.stderr.isatty():
@@ -370,11 +374,12 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str, as_
             )
 
     store = c.store if scope == "project" else c.scopes(require=False).writable(scope)
+    ask = not (dry_run or yes or as_json) and sys.stdin.isatty() and sys.stdout.isatty()
     plan = consolidate_memories(
         store,
         build_model(c, memory=True),
         force=force,
-        dry_run=dry_run,
+        dry_run=dry_run or ask,
         whole=whole,
         progress=progress,
     )
@@ -385,6 +390,11 @@ def consolidate(c: Ctx, dry_run: bool, force: bool, whole: bool, scope: str, as_
         click.echo(line)
     if plan.is_empty():
         click.echo("Nothing to consolidate.")
+    if ask:
+        if not plan.is_empty() and not click.confirm("Apply this plan?", default=False):
+            click.echo("Nothing changed.")
+            return
+        plan = apply_plan(store, plan)
     if plan.left:
         click.echo(
             f"{len(plan.left)} changed memories are left for the next run (the"
