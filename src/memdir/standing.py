@@ -53,7 +53,7 @@ WAITING = (
 # A rule of the user's with two versions that disagree (a sync's or a plain git pull's
 # conflict): neither side stands, and the session is told so instead of losing it silently.
 CONFLICTED = (
-    "{names}: {verb} two versions that disagree (from a sync or a git pull), so neither is"
+    "{subject} {verb} two versions that disagree (from a sync or a git pull), so neither is"
     " followed for now. If the task touches {them}, ask the user which version holds; 'memdir"
     " resolve NAME' settles it."
 )
@@ -100,6 +100,11 @@ def standing(
         for _scope, e, shown in located
         if standing_kind(e.type, e.pinned) and shown not in held and e.conflicted
     )
+    # held from recall too (under review = "ask", a file git changed): counted, not named
+    unnamed = sum(
+        1 for _, e, shown in located if standing_kind(e.type, e.pinned) and shown in held
+        and e.conflicted
+    )  # fmt: skip
     chosen.sort(key=lambda t: t[1].updated or "", reverse=True)
     chosen.sort(key=lambda t: not t[1].pinned)
     parts: list[str] = []
@@ -147,12 +152,17 @@ def standing(
             )
             + "\n</waiting_memories>"
         )
-    if conflicted:
-        one = len(conflicted) == 1
+    if conflicted or unnamed:
+        one = len(conflicted) + unnamed == 1
+        subject = []
+        if conflicted:
+            subject.append(f"The rule{'' if len(conflicted) == 1 else 's'} {', '.join(conflicted)}")
+        if unnamed:  # (a held text's name is not shown either)
+            subject.append(f"{unnamed} {'rule' if unnamed == 1 else 'rules'} held for review")
         out.append(
             "<conflicted_memories>\n"
             + CONFLICTED.format(
-                names=escape(", ".join(conflicted), quote=False),
+                subject=escape(" and ".join(subject), quote=False),
                 verb="has" if one else "have",
                 them="it" if one else "them",
             )
@@ -218,6 +228,11 @@ def accept_as_users(store: Reader, shown: str) -> Memory:
     mem = scopes.get(shown)
     if mem.digest is None or scope.store is None:
         raise InvalidMemory(f"{shown} has no text on disk to accept — see 'memdir doctor'")
+    if CONFLICT_KEY in mem.extra:  # two texts, not one to accept
+        raise InvalidMemory(
+            f"{shown} has two versions that disagree — choose one first: 'memdir resolve"
+            f" {shown} --keep current|other'"
+        )
     accept(scope.store.internal, name, mem.digest)
     return mem
 

@@ -64,12 +64,19 @@ def review_group(ctx: click.Context, as_json: bool) -> None:
     for sc, st in scopes.stores():
         if not sc.writable or st.config.review != "ask":
             continue
+        conflicted = {e.name for e in st.entries() if e.conflicted}
         for name in sorted(unlogged_names(st) - listed):
             listed.add(name)
+            shown = for_terminal(name)
             click.echo(
-                f"{for_terminal(name)}  from: hand  — written outside memdir (a pull, a"
-                " clone, another program, an edit): held from recall until you accept it:"
-                f" 'memdir accept {for_terminal(name)}'"
+                f"{shown}  from: hand  — written outside memdir (a pull, a clone, another"
+                " program, an edit): held from recall until you "
+                + (
+                    f"choose between its two versions: 'memdir resolve {shown} --keep"
+                    " current|other'"
+                    if name in conflicted
+                    else f"accept it: 'memdir accept {shown}'"
+                )
             )
     if not rows:
         mode = c.config.review
