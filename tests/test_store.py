@@ -333,6 +333,66 @@ def test_an_earlier_versions_state_in_the_folder_is_moved_out_once(tmp_path: Pat
         assert [n for n, _ in waiting(store)] == ["a"]
 
 
+def test_the_user_takes_back_an_earlier_versions_state_as_theirs(tmp_path: Path) -> None:
+    """After an upgrade, 'memdir trust --state' takes back what the move set aside: who
+    wrote what (the rules stand again), the acceptances and the kept conversations (recalled
+    again); what the store has made anew since stays set aside; a second run has nothing."""
+    import shutil
+    import subprocess
+    import sys
+
+    from memdir.episodes import Episodes
+    from memdir.standing import standing
+
+    from conftest import child_env
+
+    root = tmp_path / ".memory"
+    with MemoryStore(root) as old:
+        old.write("tabs", type="feedback", description="Tabs", body="Indent with tabs.",
+                  source="cli")  # fmt: skip
+        (root / "note.md").write_text("---\nname: note\ntype: feedback\ndescription: N\n---\nx\n")
+        old.refresh()  # (a hand's file the user accepted)
+        accept(old.internal, "note", old.get("note").digest or "")
+        kept = Episodes(old.internal, old.config)
+        kept.record([("user", "we deploy the blue pipeline on fridays")], conversation="c0")
+        (ref,) = kept.record([("user", "an older talk")], conversation="c1")
+        c1 = ref.split("#")[0]
+        kept.close()
+    os.rename(state_dir(root), root / ".memdir")  # as an earlier version left it
+    store = MemoryStore(root)
+    assert standing(store, 2000, 200, 25_000).names == ()
+    new = Episodes(store.internal, store.config)
+    new.record([("user", "new talk")], conversation="c2")
+    new.record([("user", "more talk")], conversation="c1")  # (today's file of c1 again)
+    new.close()
+    store.close()
+
+    def trust_state() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "trust",
+                               "--state"], capture_output=True, text=True, env=child_env(),
+                              timeout=120)  # fmt: skip
+
+    r = trust_state()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(
+        "Taken back as yours: accepted.json, episodes (1 file), intent.json, who wrote 1 logged"
+        " change\n"
+    )
+    assert "who wrote 1 logged change" in r.stdout and "accepted.json" in r.stdout
+    assert r.stdout.count("\n") == 2 and "Left in " in r.stdout  # (the new file stays)
+    assert r.stdout.endswith("or it is a link): episodes/" + c1 + "\n")
+    with MemoryStore(root) as store:
+        assert store.origin("tabs").label == "cli"
+        assert set(standing(store, 2000, 200, 25_000).names) == {"note", "tabs"}
+        said = Episodes(store.internal, store.config).search("blue pipeline fridays", 3)
+        assert said and "blue pipeline" in said[0].turn.text
+    r = trust_state()  # what is left stays, said again; once it is deleted, nothing waits
+    assert r.returncode == 0 and r.stdout.startswith("Left in ")
+    shutil.rmtree(state_dir(root) / "unverified")
+    r = trust_state()
+    assert r.returncode == 1 and "nothing of an earlier memdir's state waits" in r.stderr
+
+
 def test_memory_files_get_ordinary_permissions(store: MemoryStore) -> None:
     """Files are created with the mode open() would give (umask), not a temp file's 0600."""
     store.write("n", type="user_preference", description="d", body="b")

@@ -82,8 +82,9 @@ def _left_in_folder(store: Store, report: Report) -> None:
         report.notes.append(
             f"note: the .memdir found in the folder (an earlier memdir's, or a copy's) was taken"
             f" in without what could speak for you, set aside unread in {aside} (acceptances,"
-            " kept conversations, queued jobs): delete it once you have looked; its rules wait"
-            " until you accept them ('memdir review')"
+            " kept conversations, queued jobs), and its rules wait until you accept them: if it"
+            " was your own memdir's, 'memdir trust --state' takes it all back as yours; if not,"
+            " delete that folder"
         )
 
 

@@ -100,7 +100,7 @@ def distrust(state: Path) -> None:
         if entry in caches and not link and (state / entry).is_file():
             os.unlink(state / entry)
         elif link or entry not in (HISTORY, LOG, HELD, UNTRUSTED):
-            aside.mkdir(exist_ok=True)
+            aside.mkdir(mode=0o700, exist_ok=True)
             os.replace(state / entry, aside / entry)
     try:
         lines = (state / LOG).read_bytes().splitlines()
@@ -120,6 +120,68 @@ def distrust(state: Path) -> None:
 
 
 UNTRUSTED = "unverified"  # what a folder's state held that memdir does not take in
+
+
+def reclaim(state: Path) -> tuple[list[str], list[str]]:
+    """The user vouches that the state ``distrust`` found in the folder was their own
+    memdir's: its log's sources are theirs again and what was set aside comes back (a link
+    never does). What came back, and what stays set aside because the store has made a file
+    of that name since. The caller holds the writers' lock."""
+    import json
+
+    from .atomic import write_atomic
+    from .layout import INDEX_STATE, LOG
+    from .provenance import UNVERIFIED
+    from .safetext import plural
+
+    back: list[str] = []
+    left: list[str] = []
+    aside = state / UNTRUSTED
+
+    def take(src: Path, dst: Path, shown: str) -> int:
+        """Move ``src`` to ``dst`` (a folder file by file); how many files came back."""
+        if src.is_symlink():
+            left.append(shown)
+        elif src.is_dir() and dst.is_dir() and not dst.is_symlink():
+            count = sum(take(src / e, dst / e, f"{shown}/{e}") for e in sorted(os.listdir(src)))
+            with contextlib.suppress(OSError):  # (emptied, unless something stayed)
+                src.rmdir()
+            return count
+        elif os.path.lexists(dst):
+            left.append(shown)
+        else:
+            os.replace(src, dst)
+            return len(os.listdir(dst)) if dst.is_dir() else 1
+        return 0
+
+    if aside.is_dir() and not aside.is_symlink():
+        for entry in sorted(os.listdir(aside)):
+            if entry.endswith(".lock") or entry == INDEX_STATE:  # (made again when needed)
+                os.unlink(aside / entry)
+                continue
+            was_dir = (aside / entry).is_dir()
+            count = take(aside / entry, state / entry, entry)
+            if count:
+                back.append(f"{entry} ({plural(count, 'file')})" if was_dir else entry)
+        with contextlib.suppress(OSError):
+            aside.rmdir()
+    try:
+        lines = (state / LOG).read_bytes().splitlines()
+    except FileNotFoundError:
+        return back, left
+    out, claims = [], 0
+    for line in lines:
+        # (a line that is not an operation stays as it is: the log's reader skips it)
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            op = json.loads(line)
+            if str(op["source"]).startswith(UNVERIFIED):
+                op["source"] = op["source"].removeprefix(UNVERIFIED)
+                line, claims = json.dumps(op, ensure_ascii=False).encode(), claims + 1
+        out.append(line)
+    if claims:
+        write_atomic(state / LOG, b"".join(line + b"\n" for line in out))
+        back.append(f"who wrote {plural(claims, 'logged change')}")
+    return back, left
 
 
 def legacy_tracked(root: Path) -> bool:
