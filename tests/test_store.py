@@ -342,6 +342,7 @@ def test_the_user_takes_back_an_earlier_versions_state_as_theirs(tmp_path: Path)
     import sys
 
     from memdir.episodes import Episodes
+    from memdir.jobs import enqueue, failures, queued
     from memdir.standing import standing
 
     from conftest import child_env
@@ -358,6 +359,7 @@ def test_the_user_takes_back_an_earlier_versions_state_as_theirs(tmp_path: Path)
         (ref,) = kept.record([("user", "an older talk")], conversation="c1")
         c1 = ref.split("#")[0]
         kept.close()
+        enqueue(old.internal, "index")  # (work it had queued and not done yet)
     os.rename(state_dir(root), root / ".memdir")  # as an earlier version left it
     store = MemoryStore(root)
     assert standing(store, 2000, 200, 25_000).names == ()
@@ -375,8 +377,8 @@ def test_the_user_takes_back_an_earlier_versions_state_as_theirs(tmp_path: Path)
     r = trust_state()
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(
-        "Taken back as yours: accepted.json, episodes (1 file), intent.json, who wrote 1 logged"
-        " change\n"
+        "Taken back as yours: accepted.json, episodes (1 file), intent.json, jobs (1 file), who"
+        " wrote 1 logged change\n"
     )
     assert "who wrote 1 logged change" in r.stdout and "accepted.json" in r.stdout
     assert r.stdout.count("\n") == 2 and "Left in " in r.stdout  # (the new file stays)
@@ -386,6 +388,10 @@ def test_the_user_takes_back_an_earlier_versions_state_as_theirs(tmp_path: Path)
         assert set(standing(store, 2000, 200, 25_000).names) == {"note", "tabs"}
         said = Episodes(store.internal, store.config).search("blue pipeline fridays", 3)
         assert said and "blue pipeline" in said[0].turn.text
+    deadline = time.monotonic() + 60  # the queued work is done by the store's worker
+    while queued(state_dir(root)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not queued(state_dir(root)) and not failures(state_dir(root))
     r = trust_state()  # what is left stays, said again; once it is deleted, nothing waits
     assert r.returncode == 0 and r.stdout.startswith("Left in ")
     shutil.rmtree(state_dir(root) / "unverified")

@@ -82,6 +82,7 @@ def trust_cmd(
 
 
 def _reclaim(c: Ctx, as_json: bool) -> None:
+    from ..jobs import queued, start_worker
     from ..lock import reclaim
     from ..store.files import MemoryStore
 
@@ -91,6 +92,8 @@ def _reclaim(c: Ctx, as_json: bool) -> None:
     with store.locked():
         back, left = reclaim(store.internal)
     store.rebuild()  # (the index takes in the conversations that came back)
+    if queued(store.internal):  # the work an earlier memdir queued is done now
+        start_worker(store.internal, store.root)
     if as_json:
         emit_json({"taken_back": back, "left": left})
         return
