@@ -277,6 +277,34 @@ def test_a_folder_or_socket_that_is_not_the_users_own_is_never_used(host: Host) 
     other.stopping.set()
 
 
+def test_where_the_platform_names_no_peer_the_owner_only_folder_decides(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without SO_PEERCRED (macOS, the BSDs) the resident still answers this user's hooks:
+    what keeps other users out there is the socket's owner-only folder."""
+    from memdir.hookclient import receive, send
+    from memdir.integrations.resident import Resident, peer_uid
+
+    monkeypatch.delattr(socket, "SO_PEERCRED")
+    host.folder.mkdir(mode=0o700)
+    sock_path = host.folder / "mine.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock_path))
+    listener.listen(1)
+    mine = Resident(sock_path, idle=60, uid=os.getuid())
+    threading.Thread(target=mine.serve, args=(listener,), daemon=True).start()
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(60)
+    client.connect(str(sock_path))
+    assert peer_uid(client) is None
+    request = {"kind": "prompt", "host": "claude-code", "cwd": str(host.project),
+               "event": host.event("which port does the API use?")}  # fmt: skip
+    send(client, json.dumps(request).encode())
+    assert "api-port" in json.loads(receive(client))["out"]
+    client.close()
+    mine.stopping.set()
+
+
 def test_resident_off_keeps_every_hook_in_its_own_process(host: Host) -> None:
     """MEMDIR_RESIDENT=off: the hook answers as before and no resident is started."""
     host.env["MEMDIR_RESIDENT"] = "off"

@@ -5,14 +5,15 @@ Started detached by the first hook that finds none (``python -m memdir.integrati
 at a lower priority; one per socket (a lock decides), exits after ``MEMDIR_RESIDENT_IDLE``
 seconds (600) without a call, when its socket is taken away, when the installed memdir
 changes (an upgrade: the hooks' next calls go to a new socket and a new resident), or on
-SIGTERM. It listens on a Unix socket in a folder only the user can enter (mode 0700, the
-socket 0600) and answers only callers of the same user (the peer's credentials,
-SO_PEERCRED). Every call runs the same code as a hook's own process: the configuration is
-read again for each call (an edited config.toml or trust list counts at once); stores stay
-open between calls, each with its file watcher, so a memory edited by hand is seen; a store
-whose configuration or presence changed is opened anew. The stores' background work queued by
-its hooks (learn, embed, sync: ``jobs``) is done by its own worker thread, under each store's
-worker lock, with the model client warm; other kinds go to the store's detached worker.
+SIGTERM. It listens on a Unix socket in a folder only the user can enter (mode 0700, the socket
+0600) and answers only callers of the same user (the peer's credentials, SO_PEERCRED, where the
+platform has them; elsewhere the folder alone). Every call runs the same code as a hook's own
+process: the configuration is read again for each call (an edited config.toml or trust list
+counts at once); stores stay open between calls, each with its file watcher, so a memory edited
+by hand is seen; a store whose configuration or presence changed is opened anew. The stores'
+background work queued by its hooks (learn, embed, sync: ``jobs``) is done by its own worker
+thread, under each store's worker lock, with the model client warm; other kinds go to the
+store's detached worker.
 This module does NOT decide what a hook answers (``hooks``) or how a hook reaches it
 (``hookclient``).
 """
@@ -196,9 +197,14 @@ class Worker:
                 note_failure(self.where, f"the jobs of {config.dir}: {type(exc).__name__}: {exc}")
 
 
-def peer_uid(conn: socket.socket) -> int:
-    """The user id of the process at the other end of a Unix socket."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+def peer_uid(conn: socket.socket) -> int | None:
+    """The user id of the process at the other end of a Unix socket; None where the platform
+    does not say (no ``SO_PEERCRED``: macOS, the BSDs), and the socket's owner-only folder,
+    which only this user can enter, is what keeps others out."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    creds = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
     return int(struct.unpack("3i", creds)[1])
 
 
@@ -270,7 +276,7 @@ class Resident:
             self.calls[me] = time.monotonic()
         try:
             with conn:
-                if peer_uid(conn) != self.uid:
+                if peer_uid(conn) not in (self.uid, None):
                     return  # another user: not a word
                 conn.settimeout(30)
                 request = read_request(receive(conn))
