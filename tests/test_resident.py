@@ -29,8 +29,8 @@ from fakeserver import FakeLLMServer, Scripted
 pytestmark = pytest.mark.slow  # real processes, started and killed
 
 ASK = (
-    "import json, sys; from memdir.hookclient import ask;"
-    " a = ask(sys.argv[1], 'claude-code', sys.stdin.read());"
+    "import json, sys; from memdir.hookclient import ask, socket_path;"
+    " a = ask(sys.argv[1], 'claude-code', sys.stdin.read(), socket_path());"
     " print(json.dumps(a))"
 )
 
@@ -275,6 +275,27 @@ def test_a_folder_or_socket_that_is_not_the_users_own_is_never_used(host: Host) 
     with pytest.raises(ConnectionError):
         receive(client)  # closed without a word
     other.stopping.set()
+
+
+def test_a_home_too_long_for_a_socket_path_gets_no_resident(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the usual folder is taken, the resident's socket goes to the user's cache only
+    where its whole path fits a socket's (108 bytes with its NUL; 104 on macOS and BSDs);
+    elsewhere there is none, and each hook runs in its own process."""
+    from memdir import hookclient
+    from memdir.hookclient import SUN_PATH
+
+    taken = tmp_path / "taken"
+    taken.mkdir(mode=0o755)
+    taken.chmod(0o755)  # (open to others: never used)
+    monkeypatch.setattr(hookclient, "usual_folder", lambda: str(taken))
+    base = Path("/tmp") / "h"
+    for size, fits in ((50, True), (62, False)):
+        home = str(base) + "x" * (size - len(str(base)))  # + "/.cache/memdir/run"
+        monkeypatch.setenv("HOME", home)
+        where = hookclient.socket_path()
+        assert where.startswith(home) == fits and len(os.fsencode(where)) < SUN_PATH, where
 
 
 def test_where_the_platform_names_no_peer_the_owner_only_folder_decides(

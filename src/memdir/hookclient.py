@@ -113,9 +113,17 @@ def folder() -> str:
     if not os.path.lexists(usual) or private(usual, kind=stat.S_IFDIR):
         return usual
     own = os.path.join(os.path.expanduser("~"), ".cache", "memdir", "run")
-    # a socket's path holds at most 107 bytes: where the home's is too long, no resident
-    # (every hook runs in its own process, as it would in the taken folder)
-    return own if len(os.fsencode(own)) + len("/0123456789abcdef.sock") <= 107 else usual
+    # where the home's is too long for a socket's path, no resident (every hook runs in its
+    # own process, as it would in the taken folder)
+    return own if len(os.fsencode(own)) + len(_name("0123456789abcdef")) < SUN_PATH else usual
+
+
+# the bytes of a socket's path, its NUL included
+SUN_PATH = 108 if sys.platform.startswith("linux") else 104  # (macOS and the BSDs: 104)
+
+
+def _name(key: str) -> str:
+    return f"/resident-{key}.sock"
 
 
 def private(path: str | os.PathLike[str], *, kind: int) -> bool:
@@ -136,7 +144,7 @@ def socket_path(
     environ: dict[str, str] | os._Environ[str] | None = None, code: str | None = None
 ) -> str:
     key = environment_key(os.environ if environ is None else environ, code)
-    return os.path.join(folder(), f"resident-{key}.sock")
+    return folder() + _name(key)
 
 
 def send(conn: socket.socket, payload: bytes) -> None:
@@ -210,10 +218,9 @@ def read_reply(data: bytes) -> Reply:
     return Reply(out=out, err=err)
 
 
-def ask(kind: str, host: str | None, raw: str) -> tuple[str, str] | None:
-    """The resident's answer (stdout, stderr) to one hook call; None when no resident of this
-    user's could answer it (the caller runs the hook itself)."""
-    where = socket_path()
+def ask(kind: str, host: str | None, raw: str, where: str) -> tuple[str, str] | None:
+    """The resident's answer (stdout, stderr) to one hook call through the socket ``where``;
+    None when no resident of this user's could answer it (the caller runs the hook itself)."""
     if not private(os.path.dirname(where), kind=stat.S_IFDIR) or not private(
         where, kind=stat.S_IFSOCK
     ):
@@ -268,9 +275,11 @@ def hook(argv: list[str]) -> bool:
     if os.environ.get(RESIDENT_ENV, "").lower() in ("off", "0", "no", "false"):
         return False
     raw = sys.stdin.read()
-    answer = ask(argv[1], host, raw)
+    where = socket_path()
+    answer = ask(argv[1], host, raw, where)
     if answer is None:
-        start_resident()
+        if len(os.fsencode(where)) < SUN_PATH:  # (else no resident could listen there)
+            start_resident()
         import io
 
         sys.stdin = io.StringIO(raw)  # the command line reads the event once more
