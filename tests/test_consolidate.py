@@ -82,6 +82,24 @@ def test_undo_reverts_a_consolidation(store: MemoryStore) -> None:
     assert {m.name: m.body for m in store.list()} == before
 
 
+def test_a_conflicted_memory_is_left_to_the_person(store: MemoryStore) -> None:
+    """A memory with two versions that disagree (a plain git pull's conflict) is not shown
+    to the model, merged or retired: its file stays as git left it until 'memdir resolve'."""
+    fill(store)
+    path = store.root / "pytest-a.md"
+    text = path.read_text().replace(
+        "Use pytest.\n", "<<<<<<< HEAD\nUse pytest.\n=======\nUse nose.\n>>>>>>> theirs\n"
+    )
+    path.write_text(text)
+    model = FakeModel([MERGE | {"retire": [{"name": "pytest-a"}, {"name": "old-deadline"}]}])
+    plan = consolidate_memories(store, model)
+    assert "pytest-a" not in str(model.calls[0]) and "Use nose" not in str(model.calls[0])
+    assert [m.sources for m in plan.merges] == [["pytest-b"]]
+    assert [n for n, _ in plan.retires] == ["old-deadline"]
+    assert any("pytest-a" in d and "conflicted" in d for d in plan.dropped)
+    assert path.read_text() == text
+
+
 def test_invalid_parts_are_dropped_pinned_untouched(store: MemoryStore) -> None:
     """Unknown names, pinned memories, double use and overwriting a bystander are refused."""
     fill(store)

@@ -260,7 +260,7 @@ def _consolidate(
     started = memory_now()
     recent = _changed_since_last_run(store) if automatic else None
     everything = store.entries()
-    entries = [e for e in everything if not e.pinned]
+    entries = [e for e in everything if not e.pinned and not e.conflicted]
     seeds = entries if whole else changed_since_last_run(store, everything)
     budget = None if whole else (max_calls if max_calls is not None else cfg.consolidate_max_calls)
     batches = _groups(entries, seeds, cfg.consolidate_batch)

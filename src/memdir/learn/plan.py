@@ -162,7 +162,8 @@ def validate_plan(
     themselves."""
     plan = Consolidation()
     entries = store.entries()
-    pinned = {e.name for e in entries if e.pinned}
+    # pinned, or two versions that disagree (settled by a person: 'memdir resolve') — kept
+    pinned = {e.name for e in entries if e.pinned or e.conflicted}
     existing = {e.name for e in entries}
     used: set[str] = set()
     for raw in answer.get("merge", []):
@@ -176,7 +177,7 @@ def validate_plan(
         sources = list(dict.fromkeys(n for n in sources if n not in bad))
         if bad:
             plan.dropped.append(
-                f"merge: ignored {', '.join(bad)} (unknown, pinned or already used)"
+                f"merge: ignored {', '.join(bad)} (unknown, pinned, conflicted or already used)"
             )
         if not sources:
             continue
@@ -200,7 +201,9 @@ def validate_plan(
         reason = str(raw.get("reason", "")).strip() if isinstance(raw, dict) else ""
         reason = one_line(redact(reason)[0])[:MAX_DESCRIPTION_CHARS]
         if name not in allowed or name in pinned or name in used:
-            plan.dropped.append(f"retire {safe_repr(name[:60])}: unknown, pinned or already merged")
+            plan.dropped.append(
+                f"retire {safe_repr(name[:60])}: unknown, pinned, conflicted or already merged"
+            )
             continue
         kept = (
             retire_problem(name in recent, origin_label(store, name), name in pinned)
