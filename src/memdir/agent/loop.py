@@ -300,6 +300,7 @@ def agent_loop(
     last = messages[-1] if messages else None
     # what the user said this turn: save_memory retires what a correction of theirs replaced
     tools.said = message_text(last) if last is not None and last.get("role") == "user" else ""
+    tools.heard = "\n".join(message_text(m) for m in messages if m.get("role") == "user")
     reader: Store | Scopes = scopes if scopes is not None else store
     _recall(turn, reader, messages, memory_model, emit)
     system = build_system((base_system or BASE_SYSTEM).format(root=tools.root), reader)
