@@ -301,6 +301,7 @@ def agent_loop(
     # what the user said this turn: save_memory retires what a correction of theirs replaced
     tools.said = message_text(last) if last is not None and last.get("role") == "user" else ""
     tools.heard = "\n".join(message_text(m) for m in messages if m.get("role") == "user")
+    tools.unasked = 0
     reader: Store | Scopes = scopes if scopes is not None else store
     _recall(turn, reader, messages, memory_model, emit)
     system = build_system((base_system or BASE_SYSTEM).format(root=tools.root), reader)
@@ -439,16 +440,20 @@ def _converse(
             call = f"{use['name']} {_short(use.get('input', {}))}"
             emit("tool", call)
             key = json.dumps([use["name"], use.get("input", {})], sort_keys=True, default=str)
-            if refused.get(key, 0) >= REPEATS:  # asked again what was refused: end the turn
-                turn.text = (
+            if refused.get(key, 0) >= REPEATS or refused.get(use["name"], 0) >= REFUSALS:
+                turn.text = (  # asked again what was refused: end the turn
                     f"(stopped: the model asked {REPEATS + 1} times for {call}, which was"
                     " refused — say what you want done differently, or allow it)"
+                    if refused.get(key, 0) >= REPEATS
+                    else f"(stopped: {REFUSALS} calls of {use['name']} were refused this turn"
+                    " — say what you want done differently, or allow it)"
                 )
                 emit("refused", turn.text)
                 return
             result = tools.run(use["name"], use.get("input", {}))
             if result.is_error and result.text.startswith("refused"):
                 refused[key] = refused.get(key, 0) + 1
+                refused[use["name"]] = refused.get(use["name"], 0) + 1  # (any arguments)
                 emit("refused", result.text)  # said to the person, not only to the model
             if result.saved:
                 emit("memory", f"memory {result.saved}")
@@ -465,6 +470,7 @@ def _converse(
 
 
 REPEATS = 2  # a refused call asked for again this many times ends the turn
+REFUSALS = 4  # and this many refused calls of one tool, whatever their arguments
 
 
 def _short(args: Any) -> str:

@@ -151,6 +151,7 @@ class Tools:
         # the user's words in the whole conversation (set by the loop): a rule the agent saves
         # is the user's only if they carry it (not a file's, a web page's or the model's own)
         self.heard = ""
+        self.unasked = 0  # rules proposed this turn that the user did not state (the loop resets)
         self._handlers: dict[str, Callable[[ToolInput], ToolResult]] = {
             "bash": self.bash,
             "read_file": self.read_file,
@@ -321,9 +322,7 @@ class Tools:
         borrowed = borrowed_description(store, proposed)
         if borrowed is not None:
             return ToolResult(f"not saved: {borrowed}", is_error=True)
-        if standing_kind(proposed.type, proposed.pinned) and not said_by_user(
-            proposed, self.heard
-        ):
+        if standing_kind(proposed.type, proposed.pinned) and not said_by_user(proposed, self.heard):
             return self._propose(store, proposed, where)
         replaced: list[str] = []
         if proposed.name not in store:  # a restatement or a correction updates its memory
@@ -404,7 +403,15 @@ class Tools:
     def _propose(self, store: Store, proposed: Memory, where: str) -> ToolResult:
         """A rule the user's own words in this conversation do not carry (a file said it, a
         page, or the model itself) waits for the user's approval, as extraction's would: it
-        neither stands as the user's nor replaces a memory of theirs until they approve it."""
+        neither stands as the user's nor replaces a memory of theirs until they approve it.
+        One a turn: a model that keeps saving (a small one echoes the answer) is refused."""
+        if self.unasked:
+            return ToolResult(
+                "refused: a rule the user did not state waits for their approval already;"
+                " save nothing more this turn — answer the user.",
+                is_error=True,
+            )
+        self.unasked += 1
         landed = land(
             store,
             [Put(proposed, reason="saved by the agent; the user did not say it")],
