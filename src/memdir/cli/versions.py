@@ -7,9 +7,11 @@ from __future__ import annotations
 import click
 
 from .. import memory as memfmt
+from ..config import standing_kind
 from ..errors import MemdirError
 from ..safetext import for_terminal, for_terminal_text
 from ..scopes import PROJECT
+from ..store.base import RESTORED
 from .context import (
     Ctx,
     emit_json,
@@ -100,6 +102,12 @@ def restore(c: Ctx, name: str, scope: str | None) -> None:
         scope = PROJECT  # a deleted memory is in no scope's listing: the project's by default
     store, name, _ = c.pick(name, scope, write=True)
     mem = store.restore(name, version, source="cli")
+    if store.origin(mem.name, mem.digest).label == RESTORED and standing_kind(mem.type, mem.pinned):
+        click.echo(
+            f"Restored {mem.name}: a text you did not give, so it is not your rule until you"
+            f" accept it ('memdir show {mem.name}', then 'memdir accept {mem.name}')."
+        )
+        return
     click.echo(f"Restored {mem.name}.")
 
 

@@ -25,7 +25,7 @@ from ..errors import ConflictError, InvalidMemory, MemoryNotFound
 from ..history import Operation, Version
 from ..memory import Memory
 from ..plan import Change, Put, Remove, check_memory
-from ..provenance import Origin
+from ..provenance import Origin, label_of
 
 if TYPE_CHECKING:
     from ..ranking import Ranker, Ranking
@@ -198,6 +198,47 @@ def restoring(store: _Versions, name: str, version: int | None = None) -> tuple[
     return put, f"restore {name} to version {number}"
 
 
+class _Told(_Versions, Protocol):
+    internal: Path
+
+    def get(self, name: str) -> Memory: ...
+    def log(self, limit: int | None = None) -> _list[Operation]: ...
+    def __contains__(self, name: object) -> bool: ...
+
+
+def users_gave(store: _Told, name: str, text: Memory) -> bool:
+    """Whether this machine's user gave ``text`` (its type, description and body) as
+    ``name`` before: a version of it, now or in history, that the user wrote through memdir
+    or accepted. Choosing a text (a restore, a resolve) does not make it the user's."""
+    from ..decisions import accepted
+
+    mine = {
+        ch.get("digest")
+        for op in store.log()
+        for ch in op.changes
+        if ch["name"] == name and Origin(label_of(op.source, ch.get("by"))).users
+    }
+    want = (text.type, text.description, text.body)
+    texts: list[tuple[str | None, Memory]] = []
+    if name in store:
+        now = store.get(name)
+        texts.append((now.digest, now))
+    for version in store.history(name):
+        raw = store.version_text(name, version.version)
+        try:
+            texts.append((memfmt.digest_of(raw.encode("utf-8")), memfmt.loads(raw)))
+        except InvalidMemory:
+            continue  # (a version that is no memory was nobody's rule)
+    return any(
+        (digest in mine or (digest is not None and accepted(store.internal, name, digest)))
+        and (mem.type, mem.description, mem.body) == want
+        for digest, mem in texts
+    )
+
+
+RESTORED = "restore"  # the source of a restored text the user did not give before
+
+
 class StoreBase:
     """The operations every backend does alike, written once over the ``Store`` primitives
     (``get``, ``apply``, ``history``, ``version_text``, ``index``, ``entry_at``)."""
@@ -227,6 +268,9 @@ class StoreBase:
         def locked(self) -> AbstractContextManager[None]: ...
         def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation: ...
         def __contains__(self, name: object) -> bool: ...
+        def log(self, limit: int | None = None) -> _list[Operation]: ...
+
+        internal: Path
 
     def _drop_versions(self, name: str, version: int | None) -> int:
         """Remove the kept versions of ``name`` (or only ``version``); how many went."""
@@ -332,8 +376,12 @@ class StoreBase:
         return True
 
     def restore(self, name: str, version: int | None = None, *, source: str = "api") -> Memory:
-        """Bring back a history version (the latest by default); the current one is kept too."""
+        """Bring back a history version (the latest by default); the current one is kept too.
+        A text the user did not give before (a teammate's, a pull's) comes back as from
+        ``restore``: it waits for the user to accept it, as it did before."""
         put, summary = restoring(self, name, version)
+        if Origin(label_of(source)).users and not users_gave(self, name, put.memory):
+            source = RESTORED
         # The user's own earlier text: restored as it was, even if it held a credential.
         self.apply([put], source=source, summary=summary, secrets="allow")
         return self.get(name)

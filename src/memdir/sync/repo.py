@@ -23,16 +23,15 @@ from .. import jobs
 from .. import memory as memfmt
 from ..atomic import private
 from ..config import SYNC_SETTINGS, Config, read_toml
-from ..decisions import accepted
 from ..entry import INDEX_FILE
 from ..errors import InvalidMemory, MemdirError, MemoryNotFound
 from ..layout import SYNC_STATE, state_dir
 from ..memfile import read_file
 from ..memory import CONFLICT_KEY
 from ..plan import Put
-from ..provenance import Origin, label_of
 from ..statefile import StateFile
 from ..store import MemoryStore
+from ..store.base import users_gave
 from ..trust import settings_file
 from . import guard
 from .git import Git, SyncError
@@ -370,29 +369,6 @@ def _mark_merged(store: MemoryStore, mem: memfmt.Memory) -> None:
             where.git.run("add", "--", path)
 
 
-def _users_before(store: MemoryStore, mem: memfmt.Memory, kept: memfmt.Memory) -> bool:
-    """Whether this machine's user gave ``kept`` before: the same type, description and body
-    as a text of ``mem`` the user wrote through memdir or accepted (here now or in history)."""
-    name = mem.name
-    mine = {
-        ch.get("digest")
-        for op in store.log()
-        for ch in op.changes
-        if ch["name"] == name and Origin(label_of(op.source, ch.get("by"))).users
-    }
-    want = (kept.type, kept.description, kept.body)
-    for text in [_on_disk(store, mem)] + [
-        store.version_text(name, v.version) for v in store.history(name)
-    ]:
-        digest = memfmt.digest_of(text.encode("utf-8"))
-        if digest in mine or accepted(store.internal, name, digest):
-            with contextlib.suppress(MemdirError):
-                m = memfmt.loads(text)
-                if (m.type, m.description, m.body) == want:
-                    return True
-    return False
-
-
 def resolve(
     store: MemoryStore, name: str, keep: str = "ours", *, source: str = "cli"
 ) -> tuple[str, bool]:
@@ -420,7 +396,7 @@ def resolve(
             )
         chosen, what = memfmt.loads(store.version_text(name, number)), f"version {number}"
     extra = {k: v for k, v in chosen.extra.items() if k != CONFLICT_KEY}
-    users = _users_before(store, mem, chosen)
+    users = users_gave(store, mem.name, chosen)
     store.apply(
         [
             Put(
