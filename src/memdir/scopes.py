@@ -46,6 +46,7 @@ from .memory import Memory
 from .plan import Put
 from .provenance import HAND, Origin
 from .store import MemoryStore, Store, open_store
+from .store.base import carrying
 
 if TYPE_CHECKING:
     from .embed import Embedder
@@ -282,7 +283,7 @@ class Scopes:
         mem = origin.get(name)
         target.apply(
             [Put(mem.replace(name=new or name), reason=f"moved from the {here} store")],
-            source=source,
+            source=carrying(origin, mem, source),  # (a teammate's rule moved is still theirs)
             summary=f"moved {name} from {here}",
         )
         origin.delete(name, reason=f"moved to the {to} store", source=source)

@@ -239,6 +239,29 @@ def users_gave(store: _Told, name: str, text: Memory) -> bool:
 RESTORED = "restore"  # the source of a restored text the user did not give before
 
 
+class _Whose(Protocol):
+    internal: Path
+
+    def origin(self, name: str, digest: str | None = None) -> Origin: ...
+
+
+def carrying(store: _Whose, current: Memory, source: str) -> str:
+    """The source a change that carries ``current``'s text over as it is (a rename, a pin, a
+    move to another scope) is logged with: the caller's when the text is the user's own (or
+    the caller is no user), else whose the text is — renaming or pinning a teammate's rule
+    does not make it the user's."""
+    from ..decisions import accepted
+
+    if not Origin(label_of(source)).users:
+        return source
+    origin = store.origin(current.name, current.digest)
+    if origin.users or (
+        current.digest is not None and accepted(store.internal, current.name, current.digest)
+    ):
+        return source
+    return origin.label
+
+
 class StoreBase:
     """The operations every backend does alike, written once over the ``Store`` primitives
     (``get``, ``apply``, ``history``, ``version_text``, ``index``, ``entry_at``)."""
@@ -269,6 +292,7 @@ class StoreBase:
         def record(self, summary: str, *, source: str, undoes: str | None = None) -> Operation: ...
         def __contains__(self, name: object) -> bool: ...
         def log(self, limit: int | None = None) -> _list[Operation]: ...
+        def origin(self, name: str, digest: str | None = None) -> Origin: ...
 
         internal: Path
 
@@ -317,7 +341,7 @@ class StoreBase:
                     Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
                     Remove(old, reason=f"renamed to {new}", expect=current.digest),
                 ],
-                source=source,
+                source=carrying(self, current, source),
                 summary=f"rename {old} to {new}",
                 secrets="allow",
             )
@@ -369,7 +393,7 @@ class StoreBase:
                     reason="pinned" if pinned else "unpinned",
                 )
             ],
-            source=source,
+            source=carrying(self, current, source),
             summary=f"{'pin' if pinned else 'unpin'} {current.name}",
             secrets="allow",
         )
