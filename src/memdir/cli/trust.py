@@ -83,7 +83,7 @@ def trust_cmd(
 
 def _reclaim(c: Ctx, as_json: bool) -> None:
     from ..jobs import queued, start_worker
-    from ..lock import reclaim
+    from ..lock import UNTRUSTED, reclaim
     from ..store.files import MemoryStore
 
     store = c.store
@@ -106,7 +106,7 @@ def _reclaim(c: Ctx, as_json: bool) -> None:
         click.echo("Taken back as yours: " + for_terminal(", ".join(back)))
     if left:
         click.echo(
-            f"Left in {store.internal / 'unverified'} (the store has its own of the same name"
+            f"Left in {store.internal / UNTRUSTED} (the store has its own of the same name"
             " now, or it is a link): " + for_terminal(", ".join(left))
         )
 
