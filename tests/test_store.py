@@ -397,6 +397,12 @@ def test_the_user_takes_back_an_earlier_versions_state_as_theirs(tmp_path: Path)
     shutil.rmtree(state_dir(root) / "unverified")
     r = trust_state()
     assert r.returncode == 1 and "nothing of an earlier memdir's state waits" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "trust", "--state",
+                        str(root)], capture_output=True, text=True, env=child_env(),
+                       timeout=120)  # fmt: skip
+    assert (r.returncode, r.stderr) == (
+        1, "memdir: error: --state goes alone: run it where the store is, or name it with --dir\n"
+    )  # fmt: skip
 
 
 def test_memory_files_get_ordinary_permissions(store: MemoryStore) -> None:

@@ -51,6 +51,8 @@ def trust_cmd(
     work set aside, since a downloaded or copied folder looks the same. If it was your own
     memdir's, this takes all of it back as yours."""
     if state:
+        if path is not None or list_ or revoke:
+            fail("--state goes alone: run it where the store is, or name it with --dir")
         _reclaim(c, as_json)
         return
     trusted = TrustList(config_home(os.environ))
