@@ -513,7 +513,7 @@ def check(memory: Memory, types: tuple[str, ...]) -> list[str]:
     if git_conflicted(memory):
         warnings.append(
             f"{CONFLICTED} git left conflict markers in it (a merge memdir's drivers did not"
-            " make); only this side is recalled — look ('memdir show"
+            " make); no model is shown the other side — look ('memdir show"
             f" {memory.name}'), then run 'memdir resolve {memory.name} --keep current|other'"
         )
     elif CONFLICT_KEY in memory.extra:
