@@ -340,6 +340,27 @@ def test_a_write_during_sync_is_kept_for_the_next(machines: list[Machine]) -> No
     assert {f"learned-{i}.md" for i in range(5)} <= set(files(b.user))
 
 
+def test_a_sync_that_waits_for_another_says_so(machines: list[Machine]) -> None:
+    """While another sync of the store is at work (a background one, stuck on the network),
+    'memdir sync' says it waits for it instead of hanging without a word, then syncs."""
+    from memdir.layout import SYNC_LOCK, state_dir
+
+    a, _ = machines
+    a.add("tabs", "Indent with tabs.")
+    lock = state_dir(a.user) / SYNC_LOCK
+    holder = subprocess.Popen(  # another process's sync, for three seconds
+        [sys.executable, "-c", "import filelock, sys, time;"
+         " l = filelock.FileLock(sys.argv[1]); l.acquire(); print('held', flush=True);"
+         " time.sleep(3)", str(lock)], stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    r = a("sync", "--scope", "user")
+    holder.wait(timeout=60)
+    assert r.code == 0, r.err
+    assert "Another sync of this store is at work: waiting for it to end" in r.err
+    assert "another sync of this store is at work" not in r.out  # (it did sync itself)
+
+
 def wait_for(check: Callable[[], bool], what: str) -> None:
     """Poll a background process's effect (a wait, not a speed check)."""
     for _ in range(600):

@@ -92,7 +92,17 @@ def sync_command(
         if not (4 <= len(commit) <= 64 and all(ch in "0123456789abcdef" for ch in commit.lower())):
             fail(f"--skip {commit!r}: give the commit id sync named (at least 4 hex digits)")
     let = sync.Let(skip=tuple(s.lower() for s in skip), retire=allow_retire)
-    report = sync.sync(store, remote=remote, push=not no_push, let=let)
+    report = sync.sync(
+        store,
+        remote=remote,
+        push=not no_push,
+        let=let,
+        waiting=lambda: click.echo(
+            "Another sync of this store is at work: waiting for it to end (at most"
+            f" {sync.WAIT_FOR_SYNC // 60} minutes)…",
+            err=True,
+        ),
+    )
     if report.merged:
         from ..standing import waiting
 

@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import hashlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -291,16 +291,25 @@ def _push(where: Where, remote: str, branch: str, theirs: str) -> None:
     git.run(*args, remote=remote)
 
 
+WAIT_FOR_SYNC = 600  # seconds a sync waits for another one of the same store to end
+
+
 @contextlib.contextmanager
-def _sync_lock(root: Path, wait: bool) -> Iterator[bool]:
+def _sync_lock(root: Path, wait: bool, waiting: Callable[[], None] | None = None) -> Iterator[bool]:
+    """The store's one sync at work (``waiting`` is told when another one holds it first)."""
     import filelock
 
     lock = filelock.FileLock(str(state_dir(root) / SYNC_LOCK))
     try:
-        lock.acquire(timeout=600 if wait else 0)
+        lock.acquire(timeout=0)
     except filelock.Timeout:
-        yield False
-        return
+        if waiting is not None and wait:
+            waiting()
+        try:
+            lock.acquire(timeout=WAIT_FOR_SYNC if wait else 0)
+        except filelock.Timeout:
+            yield False
+            return
     try:
         yield True
     finally:
@@ -322,6 +331,7 @@ def sync(
     push: bool = True,
     wait: bool = True,
     let: Let | None = None,
+    waiting: Callable[[], None] | None = None,
 ) -> Report:
     """Commit the store's changes, fetch, check what the remote sent, merge and push; a
     failure that loses nothing (the remote unreachable, the push rejected twice) is in the
@@ -331,7 +341,7 @@ def sync(
     found = need(root)
     where = dataclasses.replace(found, git=Git(found.top, identity(found.git)))
     report = Report()
-    with _sync_lock(root, wait) as held:
+    with _sync_lock(root, wait, waiting) as held:
         if not held:
             state_of(root).update(lambda s: s.__setitem__("again", True))
             report.offline = "another sync of this store is at work; it will include these changes"
