@@ -332,6 +332,16 @@ def test_a_conflicted_rule_is_named_at_session_start_never_followed(tmp_path: Pa
     index = given.text.split("<memory_index>")[1]
     assert "- tabs" not in index
     assert "- port (project_fact): The API port [two versions disagree" in index
+    many = MemoryStore(root)
+    for i in range(12):  # a pull that conflicts many rules: ten named, the rest counted
+        many.write(f"rule-{i:02}", type="feedback", description=f"Rule {i}", body=f"Do {i}.")
+        (root / f"rule-{i:02}.md").write_text(conflict.format(
+            n=f"rule-{i:02}", t="feedback", d=f"Rule {i}", a=f"Do {i}.", b="Other."))  # fmt: skip
+    note = standing(MemoryStore(root), 2000, 200, 25_000).text.split("<conflicted_memories>")[1]
+    assert "rule-08, rule-09 and 3 more ('memdir list' marks them) have" in note
+    assert "rule-10" not in note and "tabs" not in note
+    for i in range(12):
+        (root / f"rule-{i:02}.md").unlink()
     assert resolve(MemoryStore(root), "tabs", "current") == ("the current version", True)
     settled = standing(MemoryStore(root), 2000, 200, 25_000)
     assert settled.names == ("tabs",) and "<conflicted_memories>" not in settled.text

@@ -58,6 +58,8 @@ CONFLICTED = (
     " resolve NAME' settles it."
 )
 
+NAMED = 10  # conflicted rules named at most; the rest counted
+
 
 @dataclass(frozen=True)
 class Standing:
@@ -155,8 +157,13 @@ def standing(
     if conflicted or unnamed:
         one = len(conflicted) + unnamed == 1
         subject = []
-        if conflicted:
-            subject.append(f"The rule{'' if len(conflicted) == 1 else 's'} {', '.join(conflicted)}")
+        if conflicted:  # (named up to a few: a pull that conflicts hundreds fits the budget)
+            shown = ", ".join(conflicted[:NAMED]) + (
+                f" and {len(conflicted) - NAMED} more ('memdir list' marks them)"
+                if len(conflicted) > NAMED
+                else ""
+            )
+            subject.append(f"The rule{'' if len(conflicted) == 1 else 's'} {shown}")
         if unnamed:  # (a held text's name is not shown either)
             subject.append(f"{unnamed} {'rule' if unnamed == 1 else 'rules'} held for review")
         out.append(
