@@ -180,7 +180,8 @@ def test_a_restored_text_is_the_users_only_if_they_gave_it(make: Make) -> None:
 def test_renaming_or_pinning_a_rule_does_not_make_it_the_users(make: Make) -> None:
     """A teammate's rule renamed or pinned by the user is still the teammate's (it waits
     for 'memdir accept'); once accepted, or for the user's own rule, a pin keeps it theirs."""
-    from memdir.decisions import accept
+    from memdir.decisions import Hold, accept, hold
+    from memdir.recall import held_names
     from memdir.standing import standing
 
     store = make()
@@ -197,6 +198,16 @@ def test_renaming_or_pinning_a_rule_does_not_make_it_the_users(make: Make) -> No
     store.set_pinned("indent", False, source="cli")  # accepted: what the user does is theirs
     assert store.origin("indent").label == "cli"
     assert set(standing(store, 2000, 200, 25_000).names) == {"mine", "indent"}
+    # a text held for review is not carried out of its hold unreviewed
+    store.write("arrived", type="project_fact", description="A", body="From a sync.",
+                source="sync")  # fmt: skip
+    hold(store.root, [Hold("arrived", store.get("arrived").digest or "", "arrival", "eve")])
+    for change in (lambda: store.rename("arrived", "mine-now", source="cli"),
+                   lambda: store.set_pinned("arrived", True, source="cli")):  # fmt: skip
+        with pytest.raises(ConflictError, match="arrived is held for review"):
+            change()
+    assert "mine-now" not in store and store.history("mine-now") == []
+    assert held_names(store) == {"arrived"}
 
 
 def test_purge_removes_every_version(make: Make) -> None:

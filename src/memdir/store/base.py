@@ -240,6 +240,7 @@ RESTORED = "restore"  # the source of a restored text the user did not give befo
 
 
 class _Whose(Protocol):
+    root: Path
     internal: Path
 
     def origin(self, name: str, digest: str | None = None) -> Origin: ...
@@ -249,9 +250,15 @@ def carrying(store: _Whose, current: Memory, source: str) -> str:
     """The source a change that carries ``current``'s text over as it is (a rename, a pin, a
     move to another scope) is logged with: the caller's when the text is the user's own (or
     the caller is no user), else whose the text is — renaming or pinning a teammate's rule
-    does not make it the user's."""
-    from ..decisions import accepted
+    does not make it the user's. A text held for review is refused (ConflictError): carried
+    over, it would slip out of its hold unreviewed."""
+    from ..decisions import accepted, active
 
+    if active(store.root, current.name, current.digest) is not None:
+        raise ConflictError(
+            f"{current.name} is held for review (it came from elsewhere): approve or reject it"
+            " first ('memdir review')"
+        )
     if not Origin(label_of(source)).users:
         return source
     origin = store.origin(current.name, current.digest)
@@ -294,6 +301,7 @@ class StoreBase:
         def log(self, limit: int | None = None) -> _list[Operation]: ...
         def origin(self, name: str, digest: str | None = None) -> Origin: ...
 
+        root: Path
         internal: Path
 
     def _drop_versions(self, name: str, version: int | None) -> int:
@@ -335,13 +343,14 @@ class StoreBase:
                 raise ConflictError(
                     f"a memory named {new!r} exists — choose another name or remove it first"
                 )
+            by = carrying(self, current, source)
             self._carry_history(old, new)
             self.apply(
                 [
                     Put(current.replace(name=new), reason=f"renamed from {old}", merge_extra=False),
                     Remove(old, reason=f"renamed to {new}", expect=current.digest),
                 ],
-                source=carrying(self, current, source),
+                source=by,
                 summary=f"rename {old} to {new}",
                 secrets="allow",
             )
