@@ -23,6 +23,7 @@ from ..errors import LLMError, MemdirError, PlanError
 from ..layout import CONSOLIDATE as STATE
 from ..memory import now as memory_now
 from ..providers import ChatModel, complete_json, runs_locally
+from ..recall import shown
 from ..review import land
 from ..safetext import for_body, for_prompt
 from ..search import tokenize
@@ -261,7 +262,12 @@ def _consolidate(
     recent = _changed_since_last_run(store) if automatic else None
     everything = store.entries()
     entries = [e for e in everything if not e.pinned and not e.conflicted]
-    seeds = entries if whole else changed_since_last_run(store, everything)
+    kept = {e.name for e in entries}  # (a seed left out above is no model's to see either)
+    seeds = (
+        entries
+        if whole
+        else [e for e in changed_since_last_run(store, everything) if e.name in kept]
+    )
     budget = None if whole else (max_calls if max_calls is not None else cfg.consolidate_max_calls)
     batches = _groups(entries, seeds, cfg.consolidate_batch)
     plan = Consolidation()
@@ -271,6 +277,12 @@ def _consolidate(
     for k, batch in enumerate(batches):
         if budget is not None and plan.batches >= budget:
             left += [e.name for e in batch if e.name in {s.name for s in seeds}]
+            continue
+        # what no model is shown (held for review, a door's planted instruction) is not
+        # consolidated: asked per batch, what is sent (a whole store's check is seconds)
+        visible = set(shown(store, [e.name for e in batch]))
+        batch = [e for e in batch if e.name in visible]
+        if len(batch) < 2:
             continue
         plan.batches += 1
         try:

@@ -111,6 +111,17 @@ def search_query(messages: list[Message]) -> str:
     return "\n".join(users[-2:])[-MAX_QUERY_CHARS:]  # a pasted file is not a question
 
 
+def for_models(store: Reader, entries: list[Entry]) -> list[Entry]:
+    """Of these catalogue entries, those a model may be shown: not held back for review, no
+    description a door planted (selection, extraction)."""
+    held = held_names(store)
+    return [
+        e
+        for e in entries
+        if e.name not in held and not planted_description(store, e.name, e.description)
+    ]
+
+
 def catalogue_for(store: Reader, query: str, limit: int) -> list[Entry]:
     """Every memory when they fit the prompt; else pinned ones plus the best search hits."""
     entries = store.entries()
@@ -261,13 +272,8 @@ def _select(
         model, why = None, "recall_select = search"
     if not store.entries():
         return Selection([], "search" if model is None else "llm", note="the store is empty")
-    if model is not None:
-        held = held_names(store)  # what no model is shown, the memory model neither
-        catalogue = [
-            e
-            for e in catalogue_for(store, query, cfg.select_catalogue_max)
-            if e.name not in held and not planted_description(store, e.name, e.description)
-        ]
+    if model is not None:  # what no model is shown, the memory model neither
+        catalogue = for_models(store, catalogue_for(store, query, cfg.select_catalogue_max))
         lines = "\n".join(
             f"{i}. {e.name} ({for_prompt(e.type)}{_scope_tag(store, e)}) —"
             f" {for_prompt(e.description)}"
