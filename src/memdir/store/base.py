@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 from .. import memory as memfmt
 from ..config import Config
 from ..entry import Entry, Hit, Problem
-from ..errors import ConflictError, InvalidMemory, MemoryNotFound
+from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
 from ..history import Operation, Version
 from ..memory import Memory
 from ..plan import Change, Put, Remove, check_memory
@@ -227,7 +227,7 @@ def users_gave(store: _Told, name: str, text: Memory) -> bool:
         raw = store.version_text(name, version.version)
         try:
             texts.append((memfmt.digest_of(raw.encode("utf-8")), memfmt.loads(raw)))
-        except InvalidMemory:
+        except MemdirError:
             continue  # (a version that is no memory was nobody's rule)
     return any(
         (digest in mine or (digest is not None and accepted(store.internal, name, digest)))
