@@ -92,21 +92,12 @@ def standing(
     held = held_names(store)
     several = len(store.scopes) > 1
     located = [(sc.name if several else "", e, shown) for sc, e, shown in store.located()]
-    chosen = [
-        (scope, e, shown)
-        for scope, e, shown in located
-        if standing_kind(e.type, e.pinned) and shown not in held and not e.conflicted
-    ]
-    conflicted = sorted(
-        shown
-        for _scope, e, shown in located
-        if standing_kind(e.type, e.pinned) and shown not in held and e.conflicted
-    )
+    rules = [t for t in located if standing_kind(t[1].type, t[1].pinned)]
+    chosen = [t for t in rules if t[2] not in held and not t[1].conflicted]
+    split = [shown for _, e, shown in rules if e.conflicted]  # two versions: neither stands
+    conflicted = sorted(shown for shown in split if shown not in held)
     # held from recall too (under review = "ask", a file git changed): counted, not named
-    unnamed = sum(
-        1 for _, e, shown in located if standing_kind(e.type, e.pinned) and shown in held
-        and e.conflicted
-    )  # fmt: skip
+    unnamed = len(split) - len(conflicted)
     chosen.sort(key=lambda t: t[1].updated or "", reverse=True)
     chosen.sort(key=lambda t: not t[1].pinned)
     parts: list[str] = []
