@@ -87,9 +87,7 @@ def distrust(state: Path) -> None:
     waits until the user accepts it). Set aside in ``unverified/``, never read: whatever else
     could speak for the user or act for them — acceptances, kept conversations, queued jobs
     and handed-over extractions, proposals, an unfinished journal — and the caches (rebuilt)."""
-    import json
 
-    from .atomic import write_atomic
     from .layout import HELD, HISTORY, INDEX_DB, LEGACY_CACHES, LOG
     from .provenance import UNVERIFIED
 
@@ -102,21 +100,7 @@ def distrust(state: Path) -> None:
         elif link or entry not in (HISTORY, LOG, HELD, UNTRUSTED):
             aside.mkdir(mode=0o700, exist_ok=True)
             os.replace(state / entry, aside / entry)
-    try:
-        lines = (state / LOG).read_bytes().splitlines()
-    except FileNotFoundError:
-        return
-    out = []
-    for line in lines:
-        try:
-            op = json.loads(line)
-            source = str(op["source"])
-        except (ValueError, KeyError, TypeError):
-            continue  # (a line that is not an operation: the log's reader skips it too)
-        if not source.startswith(UNVERIFIED):
-            op["source"] = UNVERIFIED + source
-        out.append(json.dumps(op, ensure_ascii=False).encode())
-    write_atomic(state / LOG, b"".join(line + b"\n" for line in out))
+    _relabel(state, lambda source: source if source.startswith(UNVERIFIED) else UNVERIFIED + source)
 
 
 UNTRUSTED = "unverified"  # what a folder's state held that memdir does not take in
@@ -127,10 +111,8 @@ def reclaim(state: Path) -> tuple[list[str], list[str]]:
     memdir's: its log's sources are theirs again and what was set aside comes back (a link
     never does). What came back, and what stays set aside because the store has made a file
     of that name since. The caller holds the writers' lock."""
-    import json
 
-    from .atomic import write_atomic
-    from .layout import INDEX_STATE, LOG
+    from .layout import INDEX_STATE
     from .provenance import UNVERIFIED
     from .safetext import plural
 
@@ -165,23 +147,40 @@ def reclaim(state: Path) -> tuple[list[str], list[str]]:
                 back.append(f"{entry} ({plural(count, 'file')})" if was_dir else entry)
         with contextlib.suppress(OSError):
             aside.rmdir()
+    claims = _relabel(state, lambda source: source.removeprefix(UNVERIFIED))
+    if claims:
+        back.append(f"who wrote {plural(claims, 'logged change')}")
+    return back, left
+
+
+def _relabel(state: Path, relabel: Callable[[str], str]) -> int:
+    """Give every operation in the log of the state folder ``state`` the source ``relabel``
+    makes of its own; how many changed. A line that is not an operation stays as it is (the
+    log's reader passes over it)."""
+    import json
+
+    from .atomic import write_atomic
+    from .layout import LOG
+
     try:
         lines = (state / LOG).read_bytes().splitlines()
     except FileNotFoundError:
-        return back, left
-    out, claims = [], 0
+        return 0
+    out, changed = [], 0
     for line in lines:
-        # (a line that is not an operation stays as it is: the log's reader skips it)
-        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+        try:
             op = json.loads(line)
-            if str(op["source"]).startswith(UNVERIFIED):
-                op["source"] = op["source"].removeprefix(UNVERIFIED)
-                line, claims = json.dumps(op, ensure_ascii=False).encode(), claims + 1
+            source = str(op["source"])
+        except (ValueError, KeyError, TypeError):
+            out.append(line)
+            continue
+        if relabel(source) != source:
+            op["source"] = relabel(source)
+            line, changed = json.dumps(op, ensure_ascii=False).encode(), changed + 1
         out.append(line)
-    if claims:
+    if changed:
         write_atomic(state / LOG, b"".join(line + b"\n" for line in out))
-        back.append(f"who wrote {plural(claims, 'logged change')}")
-    return back, left
+    return changed
 
 
 def legacy_tracked(root: Path) -> bool:
