@@ -440,14 +440,13 @@ def _converse(
             call = f"{use['name']} {_short(use.get('input', {}))}"
             emit("tool", call)
             key = json.dumps([use["name"], use.get("input", {})], sort_keys=True, default=str)
-            if refused.get(key, 0) >= REPEATS or refused.get(use["name"], 0) >= REFUSALS:
-                turn.text = (  # asked again what was refused: end the turn
-                    f"(stopped: the model asked {REPEATS + 1} times for {call}, which was"
-                    " refused — say what you want done differently, or allow it)"
-                    if refused.get(key, 0) >= REPEATS
+            again = refused.get(key, 0) >= REPEATS  # asked again what was refused
+            if again or refused.get(use["name"], 0) >= REFUSALS:  # end the turn
+                turn.text = (
+                    f"(stopped: the model asked {REPEATS + 1} times for {call}, which was refused"
+                    if again
                     else f"(stopped: {REFUSALS} calls of {use['name']} were refused this turn"
-                    " — say what you want done differently, or allow it)"
-                )
+                ) + " — say what you want done differently, or allow it)"
                 emit("refused", turn.text)
                 return
             result = tools.run(use["name"], use.get("input", {}))
