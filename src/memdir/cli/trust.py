@@ -91,9 +91,8 @@ def _reclaim(c: Ctx, as_json: bool) -> None:
     store = c.store
     if not isinstance(store, MemoryStore):
         fail("a database store keeps no state in a folder: there is nothing to take back")
-    with store.locked():
+    with store.locked():  # (the episodes' index takes in what came back at its next search)
         back, left = reclaim(store.internal)
-    store.rebuild()  # (the index takes in the conversations that came back)
     if queued(store.internal):  # the work an earlier memdir queued is done now
         start_worker(store.internal, store.root)
     if as_json:
