@@ -86,11 +86,11 @@ def trust_cmd(
 def _reclaim(c: Ctx, as_json: bool) -> None:
     from ..jobs import queued, start_worker
     from ..lock import UNTRUSTED, reclaim
-    from ..store.files import MemoryStore
+    from ..store.files import as_folder
 
-    store = c.store
-    if not isinstance(store, MemoryStore):
-        fail("a database store keeps no state in a folder: there is nothing to take back")
+    store = as_folder(
+        c.store, "a database store keeps no state in a folder: there is nothing to take back"
+    )
     with store.locked():  # (the episodes' index takes in what came back at its next search)
         back, left = reclaim(store.internal)
     if queued(store.internal):  # the work an earlier memdir queued is done now

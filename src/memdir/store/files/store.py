@@ -448,11 +448,14 @@ def _name_of(text: bytes | None, fname: str) -> str | None:
         return None
 
 
-def as_folder(store: Store) -> MemoryStore:
+def as_folder(
+    store: Store,
+    refusal: str = "a database store is not synced through git — 'memdir export DIR' writes a"
+    " copy as files",
+) -> MemoryStore:
     """``store`` as the folder it is, for what only a folder does (git sync, adopting a
-    merge); MemdirError for a database store."""
+    merge, taking back state kept in the folder); MemdirError saying ``refusal`` for a
+    database store."""
     if isinstance(store, MemoryStore):
         return store
-    raise MemdirError(
-        "a database store is not synced through git — 'memdir export DIR' writes a copy as files"
-    )
+    raise MemdirError(refusal)
