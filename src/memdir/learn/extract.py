@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import prompts
+from .. import conventions, prompts
 from ..config import STANDING_TYPES, standing_kind
 from ..errors import InvalidMemory, InvalidName, MemdirError
 from ..history import Operation
@@ -25,7 +25,7 @@ from ..plan import Put, Remove
 from ..providers import ChatModel, Message, complete_json, runs_locally
 from ..recall import catalogue_for, for_models, message_text
 from ..review import land
-from ..safetext import for_body, for_prompt
+from ..safetext import for_body, for_prompt, one_line
 from ..scopes import USER_TYPES
 from ..search import tokenize
 from ..store import Store
@@ -179,9 +179,83 @@ class _Planner:
     retired: dict[str, Remove] = field(default_factory=dict)  # what corrections replace
     twins: dict[str, str] = field(default_factory=dict)  # look-alike key -> listed name
     agent_names: list[str] | None = None  # what the agent's save_memory wrote just now
+    slots: dict[str, list[str]] | None = None  # a convention's slot -> the rules that hold it
 
     def __post_init__(self) -> None:
         self.twins = {skeleton(name): name for name in sorted(self.existing)}
+
+    def _slots(self) -> dict[str, list[str]]:
+        """The existing standing rules that state one convention, by the slot it governs."""
+        if self.slots is None:
+            self.slots = {}
+            for entry in self.store.entries():
+                if entry.type in STANDING_TYPES or entry.pinned:
+                    conv = conventions.one(entry.description) or conventions.one(
+                        self.store.get(entry.name).body
+                    )
+                    if conv is not None:
+                        self.slots.setdefault(conv.slot, []).append(entry.name)
+        return self.slots
+
+    def governs(self, raw: Any) -> bool:
+        """Whether a rule of this store governs the slot of the convention ``raw`` states
+        (the person's rule for that slot then updates this store's, never stands beside it)."""
+        if not isinstance(raw, dict):
+            return False
+        conv = conventions.one(str(raw.get("description") or "")) or conventions.one(
+            str(raw.get("body") or "")
+        )
+        return conv is not None and conv.slot in self._slots()
+
+    def _ruled(self) -> set[str]:
+        """The existing rules that govern a slot: changed only by a rule of that slot."""
+        return {name for names in self._slots().values() for name in names}
+
+    def _as_rule(self, mem: Memory, named: bool) -> Memory | None:
+        """``mem`` as the kind of memory it is: a report of what was talked about is a note,
+        not a standing rule; a standing rule that states one convention is landed by its slot
+        (None: done)."""
+        if mem.type in STANDING_TYPES and conventions.reported(mem.description):
+            types = self.store.config.types
+            return mem.replace(type="project_fact" if "project_fact" in types else types[0])
+        if mem.type not in STANDING_TYPES:
+            return mem
+        conv = conventions.one(mem.description) or conventions.one(mem.body)
+        if conv is None:
+            return mem
+        self.add_convention(mem, conv, named)
+        return None
+
+    def add_convention(self, mem: Memory, conv: conventions.Convention, named: bool) -> None:
+        """A convention replaces exactly the rules that hold its slot, never a neighbour: the
+        rule named for the slot is updated in place; a rule under another name is retired in
+        the same operation and the new one takes its type (a preference stays one). A new slot
+        is a new rule, under the model's name (``named``) or named for its slot."""
+        holders = [n for n in self._slots().get(conv.slot, []) if n not in self.retired]
+        for name, put in list(self.planned.items()):  # said twice in one reply: the later
+            other = conventions.one(put.memory.description) or conventions.one(put.memory.body)
+            if other is not None and other.slot == conv.slot:
+                del self.planned[name]
+        own = mem.name if named or conv.subject == "practice" else conv.name
+        own = self.twins.get(skeleton(own), own)  # a look-alike of a name means that memory
+        if own in holders:
+            holders.remove(own)
+        elif own in self.existing and own in self.shown:
+            pass  # the memory the model was shown and names: updated
+        else:
+            taken = self.existing | self.planned.keys()
+            own = own if own not in taken else short_name(own, taken)
+            kinds = {self.store.get(n).type for n in holders}
+            if len(kinds) == 1:
+                mem = mem.replace(type=kinds.pop())
+        mem = mem.replace(name=own)
+        try:
+            self.store.check(mem)
+        except (InvalidMemory, InvalidName) as exc:
+            self.result.dropped.append(f"{mem.name}: {exc}")
+            return
+        self._put(mem)
+        self.retire(holders, mem)
 
     def add(self, raw: Any) -> None:
         store, planned, existing = self.store, self.planned, self.existing
@@ -198,6 +272,11 @@ class _Planner:
         if borrowed is not None:
             self.result.dropped.append(f"{mem.name}: {borrowed}")
             return
+        named = isinstance(raw, dict) and bool(str(raw.get("name") or "").strip())
+        ruled = self._as_rule(mem, named)
+        if ruled is None:
+            return
+        mem = ruled
         if action == "update" and mem.name not in self.shown:
             action = "create"  # the model named a memory it was not shown: never overwrite
         twin = self.twins.get(skeleton(mem.name))
@@ -221,15 +300,10 @@ class _Planner:
                 mem, action = mem.replace(name=same), "update"
         replaced: list[str] = []
         if action == "create" and mem.name not in existing:
-            found = corrected(store, mem)
-            dup = found[0] if found else None
-            if dup is not None and dup in planned:
-                self.result.dropped.append(f"{mem.name}: repeats {dup}")
+            corrects = self._corrects(mem)
+            if corrects is None:
                 return
-            if dup is not None:
-                mem, replaced = mem.replace(name=dup), found[1:]
-            # what the user's correction named as replaced, however the model worded it
-            replaced += [n for n in stale_by_correction(store, mem, self.said) if n != dup]
+            mem, replaced = corrects
         if any(
             p.memory.description == mem.description and p.memory.body == mem.body
             for p in planned.values()
@@ -243,6 +317,26 @@ class _Planner:
             return
         self._put(self._as_rule_it_replaces(mem, replaced))
         self.retire(replaced, mem)
+
+    def _corrects(self, mem: Memory) -> tuple[Memory, list[str]] | None:
+        """A new memory as the update of the one it restates or corrects (``corrected``), and
+        the others it makes stale; None: it repeats an item of this reply. A rule that governs
+        a convention's slot is never among them (it changes only by a rule of its slot)."""
+        found = [n for n in corrected(self.store, mem) if n not in self._ruled()]
+        dup = found[0] if found else None
+        if dup is not None and dup in self.planned:
+            self.result.dropped.append(f"{mem.name}: repeats {dup}")
+            return None
+        replaced: list[str] = []
+        if dup is not None:
+            mem, replaced = mem.replace(name=dup), found[1:]
+        # what the user's correction named as replaced, however the model worded it
+        replaced += [
+            n
+            for n in stale_by_correction(self.store, mem, self.said)
+            if n != dup and n not in self._ruled()
+        ]
+        return mem, replaced
 
     def _as_rule_it_replaces(self, mem: Memory, replaced: list[str]) -> Memory:
         """A correction of the person's standing rule is that rule now, whatever type the
@@ -349,6 +443,32 @@ def _is_users(raw: Any) -> bool:
     return kind_of(str(raw.get("type") or "")) in USER_TYPES
 
 
+def _as_conventions(raw: Any, types: tuple[str, ...]) -> list[Any]:
+    """An item that states how code must be written, as one standing rule per convention it
+    states (``learn.conventions``), in the project's store unless the model said it is the
+    person's own in every project; any other item as it is."""
+    if not isinstance(raw, dict) or "feedback" not in types:
+        return [raw]
+    text = f"{raw.get('description') or ''}\n{raw.get('body') or ''}"
+    found = conventions.read(str(raw.get("body") or "")) or conventions.read(text)
+    if not found:
+        return [raw]
+    if found[0].subject == "practice":  # an instruction on how to work: a rule, in its words
+        fact = kind_of(str(raw.get("type") or "")) in ("project_fact", "")
+        return [{**raw, "type": "feedback"} if fact and len(found) == 1 else raw]
+    user = str(raw.get("scope") or "").strip().lower() == "user" or (
+        kind_of(str(raw.get("type") or "")) == "user_preference" and raw.get("scope")
+    )
+    rule = {**raw, "type": "user_preference" if user else "feedback"}
+    if len(found) == 1:
+        return [rule]
+    body = str(raw.get("body") or raw.get("description") or "")
+    return [
+        {**rule, "name": "", "description": one_line(piece), "body": piece}
+        for piece in conventions.split(body)
+    ]
+
+
 def plan_extraction(
     store: Store,
     messages: list[Message],
@@ -402,7 +522,7 @@ def plan_extraction(
         )
     )
     replied = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "assistant")
-    for raw in items:
+    for raw in [part for item in items for part in _as_conventions(item, store.config.types)]:
         if isinstance(raw, dict) and assistants_promise(raw, said, replied):
             result.dropped.append(f"the assistant's own promise: {str(raw.get('name'))[:60]}")
             continue
@@ -413,7 +533,7 @@ def plan_extraction(
             and preferred_by_user(raw, said)
         ):
             raw = {**raw, "type": "user_preference", "scope": "user"}  # the person's own
-        if user_planner is not None and _is_users(raw):
+        if user_planner is not None and _is_users(raw) and not planner.governs(raw):
             user_planner.add(raw)
         else:
             planner.add(raw)

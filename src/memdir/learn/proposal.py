@@ -326,9 +326,10 @@ def _evidence(text: str) -> set[str]:
     return out - _FRAME
 
 
-# the user saying what they prefer, in their own words
+# the user saying what they prefer, in their own words ("I want you to…" asks for work here)
 _PREFERS = re.compile(
-    r"\b(?:i|we)\s+(?:really\s+|always\s+|generally\s+)?(?:prefer|like|love|want|favou?r)\b|"
+    r"\b(?:i|we)\s+(?:really\s+|always\s+|generally\s+)?"
+    r"(?:prefer|(?:like|love|want)(?!\s+(?:you|us|everyone|the team|all)\b)|favou?r)\b|"
     r"\bi'?d\s+rather\b|\bmy\s+(?:preference|preferred|favou?rite)\b|"
     r"我(?:更|比较|一直)?(?:喜欢|偏好|倾向|习惯)|私は.{0,10}(?:好き|好む)",
     re.IGNORECASE,
