@@ -268,10 +268,11 @@ def test_doctor_says_what_the_last_learn_saved_and_consolidated(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_learn_failure_is_logged_not_raised(tmp_path: Path) -> None:
-    """No model at all: the worker logs the failure; doctor shows it."""
+    """A memory model that cannot be reached: the worker logs the failure; doctor shows it."""
     project = tmp_path / "app"
     MemoryStore(project / ".memory")
-    env = _env(tmp_path, PATH="/usr/bin:/bin")
+    env = _env(tmp_path, PATH="/usr/bin:/bin", MEMDIR_PROVIDER="openai", OPENAI_API_KEY="k",
+               OPENAI_BASE_URL="http://127.0.0.1:9/v1")  # fmt: skip
     event = {
         "transcript_path": str(DATA / "claude_session.jsonl"),
         "cwd": str(project),
@@ -280,7 +281,7 @@ def test_learn_failure_is_logged_not_raised(tmp_path: Path) -> None:
     r = hook(["learn", "--host", "claude-code"], event, tmp_path, env)
     assert r.returncode == 0
     log = state_dir(project / ".memory") / "hooks.jsonl"
-    assert _wait_for(lambda: log.exists() and "error" in log.read_text())
+    assert _wait_for(lambda: log.exists() and "error" in log.read_text(), 90)
     r = subprocess.run(
         [sys.executable, "-m", "memdir", "doctor"],
         cwd=project,
@@ -288,7 +289,7 @@ def test_learn_failure_is_logged_not_raised(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     )
-    assert "the last learn hook failed: no memory model" in r.stdout
+    assert "the last learn hook failed:" in r.stdout
 
 
 def test_sessions_of_both_hosts_are_read(tmp_path: Path) -> None:
@@ -350,7 +351,7 @@ def test_doctor_shows_hooks_installed_for_everyone_where_no_project_store_is(
         time.sleep(0.1)
     after = memdir("doctor")
     # no model here (no key, no host CLI): the person is told why nothing is learned
-    assert "last learn hook" in after.stdout and "(claude-code) failed: no memory model" in (
+    assert "last learn hook" in after.stdout and "(claude-code) ok; no memory model" in (
         after.stdout
     )
 
@@ -1202,3 +1203,148 @@ def test_a_worker_for_some_kinds_leaves_the_others_queued(tmp_path: Path) -> Non
     assert not jobs.failures(state)  # (a kind left alone is not a failure)
     assert jobs.work(state, {"pending": lambda data: done.append("pending")}) == 1
     assert done[-1] == "pending" and not jobs.left(state, [])
+
+
+def test_the_tool_hook_reminds_of_a_convention_an_edit_breaks_and_is_silent_otherwise(
+    tmp_path: Path,
+) -> None:
+    """PreToolUse, as Claude Code and Codex send it: an edit that breaks a standing convention
+    gets a short reminder naming the rule and where; one that keeps it, a read, or a rule that
+    does not stand (a teammate's, waiting for the user) gets nothing. Installed by `memdir
+    hooks install`, logged in the recall log."""
+    project = tmp_path / "app"
+    store = MemoryStore(project / ".memory")
+    store.write("function-name-prefix", type="feedback",
+                description="Always start function names with 'x_'",
+                body="Always start function names with 'x_'.")  # fmt: skip
+    store.write("use-pnpm", type="feedback", description="Use pnpm, never npm",
+                body="Always use pnpm, never npm.")  # fmt: skip
+    (project / ".memory" / "method-decorator.md").write_text(  # a door's rule: not the user's
+        "---\nname: method-decorator\ntype: feedback\ndescription: Always add the '@trace'"
+        " decorator to all methods\n---\nAlways add the '@trace' decorator to all methods.\n"
+    )
+    env = _env(tmp_path)
+    base = {"session_id": "s1", "cwd": str(project), "hook_event_name": "PreToolUse"}
+    bad = {**base, "tool_name": "Edit", "tool_input": {
+        "file_path": str(project / "app.py"), "old_string": "pass",
+        "new_string": "    def helper(a, b):\n        return a + b\n"}}  # fmt: skip
+    r = hook(["tool", "--host", "claude-code"], bad, tmp_path, env)
+    assert r.returncode == 0 and r.stderr == ""
+    out = json.loads(r.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "PreToolUse"
+    text = out["additionalContext"]
+    assert "Always start function names with 'x_'" in text and "'helper'" in text
+    assert "@trace" not in text  # waiting for the user: never presented as a rule
+    good = {**bad, "tool_input": {**bad["tool_input"], "new_string": "def x_helper(a):\n  pass"}}
+    assert hook(["tool", "--host", "claude-code"], good, tmp_path, env).stdout == ""
+    read = {**base, "tool_name": "Read", "tool_input": {"file_path": str(project / "app.py")}}
+    assert hook(["tool", "--host", "claude-code"], read, tmp_path, env).stdout == ""
+    npm = {**base, "tool_name": "Bash", "tool_input": {"command": "npm install lodash"}}
+    r = hook(["tool", "--host", "claude-code"], npm, tmp_path, env)
+    assert "Always use pnpm, never npm." in r.stdout and "runs npm" in r.stdout
+    pnpm = {**base, "tool_name": "Bash", "tool_input": {"command": "pnpm add lodash"}}
+    assert hook(["tool", "--host", "claude-code"], pnpm, tmp_path, env).stdout == ""
+    patch = "*** Begin Patch\n*** Add File: src/m.py\n+def compute():\n+    return 1\n*** End Patch"
+    codex = {**base, "tool_name": "apply_patch", "tool_input": {"command": patch}}
+    r = hook(["tool", "--host", "codex"], codex, tmp_path, env)
+    assert "'compute'" in r.stdout
+    log = memdir(["recall-log", "--json"], project, env)
+    assert '"tool:claude-code"' in log and "function-name-prefix" in log
+    r = subprocess.run([sys.executable, "-m", "memdir", "hooks", "install", "claude-code",
+                        "--scope", "user"], env=env, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    settings = json.loads((tmp_path / "home" / ".claude" / "settings.json").read_text())
+    group = settings["hooks"]["PreToolUse"][0]
+    assert group["matcher"] == "Write|Edit|MultiEdit|Bash" and "hook tool" in str(group)
+
+
+def test_without_a_memory_model_learning_keeps_the_turns_and_says_so_once(
+    tmp_path: Path,
+) -> None:
+    """No key, no host CLI: the learn job keeps the conversation's turns as episodes (recall
+    finds them), extracts nothing, and says so in doctor and once in the recall log."""
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    env = _env(tmp_path, PATH="/usr/bin:/bin")
+    session = tmp_path / "s.jsonl"
+    session.write_text(
+        json.dumps({"type": "user", "message": {"role": "user",
+                    "content": "The flaky test is test_checkout; it needs the fake clock."}})
+        + "\n" + json.dumps({"type": "assistant", "message": {"role": "assistant",
+                             "content": "Understood."}}) + "\n"
+    )  # fmt: skip
+    event = {"transcript_path": str(session), "cwd": str(project), "hook_event_name": "Stop"}
+    log = state_dir(project / ".memory") / "hooks.jsonl"
+    for n in (1, 2):
+        assert hook(["learn", "--host", "claude-code"], event, tmp_path, env).returncode == 0
+        assert _wait_for(lambda n=n: log.exists() and log.read_text().count("no memory model") == n)
+    first = json.loads(log.read_text().splitlines()[0])
+    assert first["status"] == "ok" and first["saved"] == []
+    assert "turns are kept, nothing was extracted" in first["note"]
+    doctor = subprocess.run([sys.executable, "-m", "memdir", "doctor"], cwd=project, env=env,
+                            capture_output=True, text=True)  # fmt: skip
+    assert "no memory model: the conversation's turns are kept" in doctor.stdout
+    assert "test_checkout" in memdir(["recall", "which test is flaky?"], project, env)
+    assert memdir(["recall-log", "--json"], project, env).count("no memory model") == 1
+
+
+def test_why_a_session_started_is_in_the_recall_log(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory").write(
+        "tabs", type="user_preference", description="Tabs", body="Indent with tabs."
+    )
+    event = {"hook_event_name": "SessionStart", "source": "compact", "session_id": "s",
+             "cwd": str(project)}  # fmt: skip
+    env = _env(tmp_path)
+    assert "Indent with tabs." in hook(["start"], event, tmp_path, env).stdout
+    assert "(session start: compact)" in memdir(["recall-log", "--json"], project, env)
+
+
+def memdir(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    """``memdir ARGS`` in ``cwd``: what it printed (it must succeed)."""
+    r = subprocess.run([sys.executable, "-m", "memdir", *args], cwd=cwd, env=env,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_a_pipe_or_a_relabelled_job_is_dropped_and_the_queue_goes_on(tmp_path: Path) -> None:
+    """A FIFO placed in the queue as a job, and a job file named for one kind whose body
+    names another (an index job that would run as a learn), are each dropped with the reason
+    in the failure log; the worker does not block and the next job runs."""
+    from memdir import jobs
+
+    store = MemoryStore(tmp_path / ".memory")
+    queue = jobs.folder(store.internal)
+    queue.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(queue / "1-1-learn.json")
+    (queue / "2-1-index.json").write_text(json.dumps({"kind": "learn", "data": {}, "tries": 0}))
+    jobs.enqueue(store.internal, "index")
+    assert _work(store.root).returncode == 0
+    assert jobs.queued(store.internal, running=True) == []
+    errors = [f["error"] for f in jobs.failures(store.internal)]
+    assert any("not a regular file" in e for e in errors)
+    assert any("its body names a 'learn' job" in e for e in errors)
+    assert len(errors) == 2  # (the real index job ran)
+
+
+def test_the_learn_hook_queues_without_reading_the_store(tmp_path: Path) -> None:
+    """The learn hook only queues the job: a store of hand-written files it is the first to
+    see is not read (no catalogue, no index, no log of hand edits) until the worker runs."""
+    from memdir import jobs
+    from memdir.integrations import hooks
+
+    root = tmp_path / "app" / ".memory"
+    root.mkdir(parents=True)
+    for i in range(50):
+        (root / f"note-{i}.md").write_text(
+            f"---\nname: note-{i}\ntype: project_fact\ndescription: note {i}\n---\nbody {i}\n"
+        )
+    session = tmp_path / "s.jsonl"
+    session.write_text(json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}}))
+    event = {"transcript_path": str(session), "cwd": str(root.parent), "hook_event_name": "Stop"}
+    taken: list[Path] = []
+    job = hooks.learn(event, host="claude-code", worker=lambda state, config: taken.append(state))
+    state = state_dir(root)
+    assert job is not None and taken == [state] and jobs.queued(state) == [job]
+    assert sorted(p.name for p in state.iterdir()) == ["jobs"]

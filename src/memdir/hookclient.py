@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - another interpreter
 
 
 RESIDENT_ENV = "MEMDIR_RESIDENT"  # "off": no resident process
-KINDS = ("start", "prompt", "learn")
+KINDS = ("start", "prompt", "tool", "learn")
 CONNECT_TIMEOUT = 0.5
 # Below the hosts' hook timeout memdir installs (10 s), with room for this process to run the
 # hook itself when the resident is stuck or stopped

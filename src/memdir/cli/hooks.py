@@ -19,15 +19,16 @@ HOST_CHOICE = click.Choice(["claude-code", "codex"])
 
 
 @click.command("hook", short_help="Run as a Claude Code or Codex hook.")
-@click.argument("kind", type=click.Choice(["start", "prompt", "learn"]))
+@click.argument("kind", type=click.Choice(["start", "prompt", "tool", "learn"]))
 @click.option(
     "--host",
     help="The host that runs the hook: claude-code or codex (another name is used as no host).",
 )
 @pass_ctx
 def hook(c: Ctx, kind: str, host: str | None) -> None:
-    """Run as a host hook: KIND is prompt (UserPromptSubmit) or learn (Stop, SessionEnd,
-    PreCompact). Reads the event JSON on stdin; always exits 0."""
+    """Run as a host hook: KIND is start (SessionStart), prompt (UserPromptSubmit), tool
+    (PreToolUse) or learn (Stop, SessionEnd, PreCompact). Reads the event JSON on stdin;
+    always exits 0."""
     import os
 
     if os.environ.get(NESTED_ENV):  # a session memdir started as its memory model
@@ -44,7 +45,7 @@ def hook(c: Ctx, kind: str, host: str | None) -> None:
     except Exception as exc:  # a hook must never break its host: report and go on
         click.echo(f"memdir hook {kind}: {exc}".splitlines()[0], err=True)
     finally:
-        if kind in ("prompt", "start"):
+        if kind in ("prompt", "start", "tool"):
             _leave()  # a search or model call still at work must not keep the host waiting
 
 

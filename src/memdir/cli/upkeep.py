@@ -180,7 +180,7 @@ def _worker_report(store: Store, report: Any) -> None:
 def _hook_report(store: Store, report: Any, project: Path) -> None:
     """Which host hooks are installed (for everyone, and in the ``project`` folder), and how
     the store's last learn ended."""
-    from ..integrations.hooks import installed, last_learn
+    from ..integrations.hooks import NO_MODEL, installed, last_learn
 
     places = installed(project)
     report.hooks = places
@@ -203,7 +203,13 @@ def _hook_report(store: Store, report: Any, project: Path) -> None:
                 f" {merged} merged, {retired} retired"
                 + (" (each with its reason in 'memdir log')" if merged or retired else "")
             )
+        if last.get("note"):
+            how += f"; {last.get('note')}"
         report.notes.append(f"last learn hook: {last.get('time')} ({last.get('host')}) {how}")
+        if str(last.get("note") or "").startswith(NO_MODEL):
+            report.warnings.append(
+                {"file": str(store.internal / "hooks.jsonl"), "reason": str(last.get("note"))}
+            )
         if last.get("status") != "ok":
             report.warnings.append(
                 {

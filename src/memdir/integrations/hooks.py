@@ -24,16 +24,17 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .. import jobs
+from .. import conventions, jobs
 from ..atomic import append_nofollow
 from ..config import Config, find_store_dir, load_config
 from ..errors import LLMError, LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import NESTED_MARK, USAGE, state_dir
+from ..lock import open_folder
 from ..providers import Message
 from ..recall import message_text
 from ..safetext import one_line
-from ..scopes import Scopes, open_user_store, user_store_dir
+from ..scopes import Scopes, make_private, open_user_store, user_store_dir
 from ..store import Store, open_store
 from ..sync import repo as syncrepo
 from .hostsettings import HOSTS as HOSTS
@@ -55,6 +56,8 @@ class HookEvent(TypedDict, total=False):
     transcript_path: str
     stop_hook_active: bool
     source: str  # SessionStart: startup, resume, clear, compact
+    tool_name: str  # PreToolUse: the tool about to run
+    tool_input: dict[str, Any]  # PreToolUse: its arguments
 
 
 LogRecord = dict[str, Any]  # one line of hooks.jsonl: JSON written for people and doctor
@@ -87,6 +90,12 @@ def read_event(raw: str) -> HookEvent:
         out["transcript_path"] = value
     if isinstance(flag := event.get("stop_hook_active"), bool):
         out["stop_hook_active"] = flag
+    if isinstance(value := event.get("source"), str):
+        out["source"] = value
+    if isinstance(value := event.get("tool_name"), str):
+        out["tool_name"] = value
+    if isinstance(args := event.get("tool_input"), dict):
+        out["tool_input"] = args
     return out
 
 
@@ -99,8 +108,8 @@ def run(
     stores: StoreSource | None = None,
     worker: Worker | None = None,
 ) -> tuple[str, str]:
-    """One hook call (``start``, ``prompt`` or ``learn``) on the event text ``raw``: what goes
-    to stdout and to stderr. Never raises: a failure is one line on stderr and in the hook
+    """One hook call (``start``, ``prompt``, ``tool`` or ``learn``) on the event text ``raw``:
+    what goes to stdout and to stderr. Never raises: a failure is one line on stderr and in the hook
     log. ``cwd``: the hook's folder, for an event that names none; ``worker``: who takes the
     jobs queued (the resident's own worker; None: the store's detached one)."""
     event = None
@@ -108,10 +117,12 @@ def run(
         event = read_event(raw)
         if cwd is not None and "cwd" not in event:
             event["cwd"] = cwd
-        if kind in ("prompt", "start"):
-            if kind == "start":
-                return start(event, host=host, stores=stores), ""
+        if kind == "start":
+            return start(event, host=host, stores=stores), ""
+        if kind == "prompt":
             return prompt(event, host=host, stores=stores, worker=worker), ""
+        if kind == "tool":
+            return tool(event, host=host, stores=stores), ""
         learn(event, host=host, worker=worker)
         return "", ""
     except Exception as exc:  # a hook must never break its host: report and go on
@@ -292,6 +303,62 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
     )
 
 
+def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = None) -> str:
+    """The hook's stdout for a PreToolUse event: a short reminder of the user's standing
+    conventions the pending write, edit or command would break; '' when it breaks none (or
+    there is no store). Logged in the recall log when it reminds."""
+    from ..recalllog import Recalled, record
+    from ..standing import session_start
+    from .toolcheck import findings, pending, reminder
+
+    started = time.monotonic()
+    name, args = event.get("tool_name"), event.get("tool_input")
+    if not isinstance(name, str) or not isinstance(args, dict):
+        raise HookError("the event names no tool_name and tool_input — is this on PreToolUse?")
+    work = pending(name, args)
+    if not work.code and not work.command:
+        return ""
+    config = _config_for(event)
+    try:
+        lease = (stores or FRESH).take(config, 0.0)
+    except StoreNotFound:
+        return ""
+    try:
+        store = lease.scopes
+        rules = []
+        for shown in session_start(store, config).names:
+            mem = store.get(shown)
+            rules.append((shown, mem.body if conventions.one(mem.body) else mem.description))
+        found = findings(rules, work)
+        home = store.home()
+        if found and home is not None and home.config.recall_log:
+            record(
+                home.internal,
+                source=f"tool:{host or 'unknown'}",
+                question=f"({name} {' '.join(p for p, _ in work.code) or work.command[:80]})",
+                path="tool",
+                memories=[Recalled(name=n, scope=None, score=None) for n, _, _ in found],
+                note="; ".join(b for _, _, broken in found for b in broken[:2])[:300],
+                session=event.get("session_id")
+                if isinstance(event.get("session_id"), str)
+                else None,
+                ms=round((time.monotonic() - started) * 1000),
+            )
+    finally:
+        lease.release()
+    if not found:
+        return ""
+    return json.dumps(
+        {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "additionalContext": reminder(found),
+            }
+        },
+        ensure_ascii=False,
+    )
+
+
 def log_standing(
     store: Scopes, given: Any, host: str | None, event: HookEvent, started: float
 ) -> None:
@@ -450,13 +517,19 @@ def learn(event: HookEvent, *, host: str | None, worker: Worker | None = None) -
                 " 'memdir init' in the project to learn there"
             )
         config = dataclasses.replace(config, dir=root, dir_source="user")
-        store = open_user_store(root, config)
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private(root)
+    # the queue is all the hook needs: the store is read by the worker (its catalogue is a
+    # sweep of the folder), never on the host's time
+    if config.database_url:
+        internal = open_store(config, create=True, watch=False).internal
     else:
-        store = open_store(config, create=True, watch=False)
+        open_folder(config.dir, create=True, cache_dir=None)
+        internal = state_dir(config.dir)
     data = {"event": event, "host": host}
-    job = jobs.enqueue(store.internal, "learn", data, start=config.dir if worker is None else None)
+    job = jobs.enqueue(internal, "learn", data, start=config.dir if worker is None else None)
     if worker is not None:
-        worker(store.internal, config)
+        worker(internal, config)
     return job
 
 
@@ -521,8 +594,15 @@ def learn_job(data: jobs.Data, config: Config, *, by: str = "worker") -> LogReco
         if _nested(messages):
             raise _Nothing("a session memdir started as its memory model: not learned from")
         model = _memory_model(config, host, store.internal / USAGE)
-        if model is None:
-            raise HookError("no memory model: set an API key, or install the host's CLI")
+        if model is None:  # what was said is kept all the same: recall finds the turns
+            from ..learn.conversation import keep_episodes
+
+            keep_episodes(store, messages)
+            embed_episodes(store)
+            raise _Nothing(
+                f"{NO_MODEL}: the conversation's turns are kept, nothing was extracted —"
+                " set an API key, or install the host's CLI"
+            )
         root = user_store_dir(config)
         user = open_user_store(root, config) if root is not None else None
         result = extract_memories(
@@ -556,12 +636,36 @@ def learn_job(data: jobs.Data, config: Config, *, by: str = "worker") -> LogReco
         if isinstance(exc, LLMError):  # the model was down: the job is kept for later
             record["note"] = "kept for a later learn"
             later = exc
+    if str(record.get("note") or "").startswith(NO_MODEL):
+        _say_no_model(store, record)
     log_line(store.root, record)
     if later is not None:
         raise jobs.Later(str(later))
     if record.get("status") == "ok":
         syncrepo.kick_all([store.root, user_store_dir(config)], config)
     return record
+
+
+NO_MODEL = "no memory model"  # how a learn without one begins its note
+
+
+def _say_no_model(store: Store, record: LogRecord) -> None:
+    """Say in the recall log, once (not again while every learn since had no model either),
+    that learning keeps the turns but extracts nothing."""
+    from ..recalllog import record as recall
+
+    last = last_learn(store.root)
+    if last is not None and str(last.get("note") or "").startswith(NO_MODEL):
+        return
+    if store.config.recall_log:
+        recall(
+            store.internal,
+            source=f"learn:{record.get('host') or 'unknown'}",
+            question="(learning)",
+            path="learn",
+            memories=[],
+            note=str(record.get("note")),
+        )
 
 
 class _Nothing(Exception):

@@ -22,10 +22,15 @@ from ..atomic import write_atomic
 from ..errors import MemdirError
 
 HOSTS = ("claude-code", "codex")
-MARKER = re.compile(r"(?:-m memdir|\bmemdir) hook (?:start|prompt|learn)\b")  # memdir's own entries
+# memdir's own entries
+MARKER = re.compile(r"(?:-m memdir|\bmemdir) hook (?:start|prompt|tool|learn)\b")
 
 
 Settings = dict[str, Any]  # a host's settings file: the host's own shape, kept as it is
+
+
+# the tool calls the PreToolUse hook is asked about: those that write code or run a command
+TOOL_MATCHER = {"claude-code": "Write|Edit|MultiEdit|Bash", "codex": ""}
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ def target(host: str, *, user: bool, project: Path) -> Target:
         events = {
             "SessionStart": "start",
             "UserPromptSubmit": "prompt",
+            "PreToolUse": "tool",
             "Stop": "learn",
             "SessionEnd": "learn",
             "PreCompact": "learn",
@@ -58,6 +64,7 @@ def target(host: str, *, user: bool, project: Path) -> Target:
         events = {
             "SessionStart": "start",
             "UserPromptSubmit": "prompt",
+            "PreToolUse": "tool",
             "Stop": "learn",
             "PreCompact": "learn",
         }
@@ -130,15 +137,17 @@ def install(host: str, *, user: bool, project: Path, timeout: int = 10) -> tuple
     hooks = data.setdefault("hooks", {})
     shared = not user and host == "codex"  # .codex/hooks.json is checked in with the project
     for event, sub in t.events.items():
+        matcher = {"matcher": TOOL_MATCHER[host]} if event == "PreToolUse" else {}
         hooks.setdefault(event, []).append(
             {
+                **matcher,
                 "hooks": [
                     {
                         "type": "command",
                         "command": _command(sub, host, shared=shared),
                         "timeout": timeout,
                     }
-                ]
+                ],
             }
         )
     return t.path, _save(t.path, before, data)
