@@ -446,3 +446,42 @@ def test_a_part_of_the_index_emptied_forgets_its_matrix_too(tmp_path: Path) -> N
     with sqlite3.connect(tmp_path / "index.sqlite") as db:
         assert db.execute("SELECT count(*) FROM episode_vec_docs").fetchone()[0] == 1
     vectors.close()
+
+
+def _chat(user: str, reply_: str = "Okay.") -> list[Any]:
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": reply_}]
+
+
+def test_a_later_chat_that_amends_a_decision_replaces_it_without_a_model(
+    tmp_path: Path,
+) -> None:
+    """ "We settled on Redis for the session cache" then, later, "actually, from now on the
+    session cache uses Memcached instead": the earlier turn is kept but never recalled, the
+    later says when what it replaces was said, and a chat that only shares a word or two (or
+    amends something else) replaces nothing."""
+    from memdir.learn.conversation import keep_episodes
+    from memdir.recall.block import render_block
+
+    store = MemoryStore(tmp_path / ".memory", Config(dir=tmp_path / ".memory", embedder="none"))
+    decided = "We settled on Redis for the session cache in the auth service, 30 minute TTL."
+    keep_episodes(store, _chat(decided), said_at="2026-03-02")
+    keep_episodes(store, _chat("The auth service docs need a new diagram."), said_at="2026-03-03")
+    unrelated = "From now on standups start at 9:30 instead of 9."
+    keep_episodes(store, _chat(unrelated), said_at="2026-03-04")
+    amended = (
+        "Actually, from now on the auth service session cache uses Memcached instead of"
+        " Redis, with a 15 minute TTL."
+    )
+    keep_episodes(store, _chat(amended), said_at="2026-04-20")
+    episodes = Episodes(store.internal, store.config)
+    by_text = {t.text.splitlines()[0]: t for t in episodes.turns()}
+    old = next(t for k, t in by_text.items() if "settled on Redis" in k)
+    new = next(t for k, t in by_text.items() if "Memcached" in k)
+    assert old.held.startswith("replaced by") and new.replaces == "2026-03-02"
+    assert not any(t.held for k, t in by_text.items() if "diagram" in k or "standups" in k)
+    found = episodes.search("which cache does the auth service session use?", 3)
+    assert [s.turn.ref for s in found][:1] == [new.ref]
+    assert all(s.turn.ref != old.ref for s in found)
+    block = render_block(store, [], 2000, found)
+    assert 'replaces="what was decided on 2 March 2026"' in block
+    episodes.close()

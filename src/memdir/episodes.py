@@ -63,6 +63,7 @@ class Turn:
     who: tuple[str, ...]
     text: str
     held: str = ""  # why it is never recalled (it reads as an instruction to an agent)
+    replaces: str = ""  # when what it amends was said (that turn is never recalled again)
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,50 @@ class Episodes:
             write_atomic(path, ("\n".join(out) + "\n").encode(), mode=0o600)
         return marked
 
+    def amend(self, refs: Sequence[str]) -> list[str]:
+        """Of the new turns ``refs``, each whose user says an earlier decision changed ("from
+        now on", "instead", "we changed our mind"…) marks the closest earlier turn that decided
+        the same thing (``amended``) as replaced: kept, never recalled again, and the new turn
+        says when what it replaces was said. The refs marked."""
+        new = set(refs)
+        files = {ref.partition("#")[0] for ref in refs}
+        mine = {t.ref: t for name in files for t in self._turns_in(name) if t.ref in new}
+        marked: list[str] = []
+        for ref in refs:
+            turn = mine.get(ref)
+            says = _amending(turn.text) if turn is not None else ""
+            if turn is None or turn.held or not says:
+                continue
+            found = [
+                said.turn
+                for said in self.search(says, 5)
+                if said.turn.ref not in new and said.turn.said <= turn.said
+            ]
+            gone = [t for t in found if amended(t.text, turn.text)][:1]  # the closest decision
+            if not gone:
+                continue
+            self.supersede([t.ref for t in gone], f"replaced by {ref} ({turn.said[:10]})")
+            self._note(ref, "replaces", min(t.said for t in gone))
+            marked += [t.ref for t in gone]
+        return marked
+
+    def _note(self, ref: str, key: str, value: str) -> None:
+        """Set ``key`` on the kept turn ``ref``."""
+        name, _, n = ref.partition("#")
+        path = self.folder / name
+        lines = path.read_text(encoding="utf-8").splitlines()
+        out = []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+                if int(rec["n"]) == int(n):
+                    rec[key] = value
+                    line = json.dumps(rec)
+            except (ValueError, KeyError, TypeError):
+                pass  # a torn or hand-edited line stays as it is
+            out.append(line)
+        write_atomic(path, ("\n".join(out) + "\n").encode(), mode=0o600)
+
     def prune(self) -> int:
         """Drop episode files past ``episodes_keep_days``, then the oldest past the size cap;
         how many went."""
@@ -237,6 +282,7 @@ class Episodes:
                         tuple(str(w) for w in rec["who"]),
                         str(rec["text"]),
                         str(rec.get("held") or ""),
+                        str(rec.get("replaces") or ""),
                     )
                 )
             except (ValueError, KeyError, TypeError):
@@ -468,6 +514,57 @@ class Made(CacheDB):
             if name in {f"{self.prefix}{t}" for t in ("files", "docs", "vec_docs")}
         ]
         return any(self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in tables)
+
+
+# what a user says when a decision changed
+_AMENDS = re.compile(
+    r"\b(?:from now on|instead(?: of)?|going forward|from here on|no longer|not anymore|"
+    r"changed? (?:our|my) minds?|chang(?:e|ed|ing) (?:it|that|this) to|switch(?:ed|ing)? (?:it |"
+    r"over )?to|replac(?:e|ed|ing)|scrap (?:that|this)|revers(?:e|ed|ing)|revert(?:ed|ing)?|"
+    r"actually,|rather than|update:|amend(?:ed|ing)?|on second thought)\b",
+    re.IGNORECASE,
+)
+# what a turn says when it decides something
+_DECIDES = re.compile(
+    r"\b(?:decided?|decision|settled on|settle on|agreed?|go with|going with|we(?:'ll| will) use|"
+    r"let'?s use|use|always|never|must|should|policy|rule|standard|convention|pick(?:ed)?|"
+    r"chose|choose|keep|set)\b",
+    re.IGNORECASE,
+)
+_USER_LINE = re.compile(r"^user:\s?", re.IGNORECASE)
+_GENERIC = frozenset(
+    tokenize(
+        "we our us you your i my it this that now from on instead going forward decided decision"
+        " use using always never should must change changed mind actually let lets team project"
+        " code rather than anymore longer replace replaced switch switched settle settled agree"
+        " agreed keep set new old"
+    )
+)
+
+
+def _users_words(text: str) -> str:
+    """What the user said in a kept turn (its ``user:`` lines), else the whole turn."""
+    lines = text.splitlines()
+    users = [_USER_LINE.sub("", line) for line in lines if _USER_LINE.match(line)]
+    return "\n".join(users) if users else text
+
+
+def _amending(text: str) -> str:
+    """The sentences of the user's words in a kept turn that say a decision changed ('':
+    none)."""
+    sentences = re.split(r"(?<=[.!?])\s+|\n+", _users_words(text))
+    return " ".join(s for s in sentences if _AMENDS.search(s))
+
+
+def amended(earlier: str, later: str) -> bool:
+    """Whether the later turn changes what the earlier one decided: the earlier decides
+    something, and the two share the subject — at least three of the informative words of
+    the later user's sentences that say what changed, and half of them."""
+    if not _DECIDES.search(_users_words(earlier)):
+        return False
+    theirs = set(tokenize(_amending(later))) - _GENERIC
+    shared = theirs & set(tokenize(_users_words(earlier)))
+    return len(shared) >= 3 and 2 * len(shared) >= len(theirs)
 
 
 def _in_period_first(

@@ -150,6 +150,7 @@ def keep_episodes(
             start = _start(data.get(key), messages)
             said = [(str(m.get("role")), _spoken(m)) for m in messages[start:]]
             refs = episodes.record(said, conversation=key, said_at=said_at)
+            episodes.amend(refs)  # what these turns decided again replaces what was said
             data[key] = {
                 "count": len(messages),
                 "digest": _prefix_digest(messages),
