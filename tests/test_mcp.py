@@ -22,6 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from memdir import MemoryStore
 from memdir import memory as memfmt
+from memdir.decisions import accept
 from memdir.memory import Memory
 
 from conftest import child_env
@@ -101,6 +102,11 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
         assert not err and out == "Saved memory db."  # a fact: nothing to accept
         out, err = await call(client, "search", q="postgres")
         assert not err and out.startswith("db (project_fact")
+        out, err = await call(client, "recall", text="how should I indent?")
+        assert not err and "Indent with tabs." not in out  # a client's rule: not the user's
+        user = MemoryStore(tmp_path / "user-store")
+        accept(user.internal, "user-prefers-tabs-over-spaces",
+               user.get("user-prefers-tabs-over-spaces").digest)  # fmt: skip
         out, err = await call(client, "recall", text="how should I indent?")
         assert not err and "<relevant_memories>" in out and "Indent with tabs." in out
         out, err = await call(client, "read", id="db")

@@ -546,8 +546,8 @@ def test_a_team_stores_memory_shows_its_writer_to_a_reader(
     pg_config: Config, tmp_path: Path
 ) -> None:
     """Alice writes through MCP into the team's database store; Bob, who may only read it,
-    sees her as the writer in recall (never just "team"), and her rule does not stand as his
-    own instruction."""
+    sees her as the writer in recall (never just "team"), and her rule neither stands as his
+    own instruction nor is recalled as one."""
     from memdir.recall import render_block
     from memdir.scopes import Scope, Scopes
     from memdir.standing import standing
@@ -556,11 +556,14 @@ def test_a_team_stores_memory_shows_its_writer_to_a_reader(
     writer = PgStore(team_config, root=tmp_path / "alice")
     writer.write("review-rota", type="feedback", description="Alice reviews on Mondays",
                  body="Alice reviews the deploys on Mondays.", source="mcp:alice")  # fmt: skip
+    writer.write("deploy-window", type="project_fact", description="Deploys run on Tuesdays",
+                 body="The deploy window is Tuesday morning.", source="mcp:alice")  # fmt: skip
     bobs = MemoryStore(tmp_path / "bob" / ".memory")
     scopes = Scopes(Config(dir=bobs.root, embedder="none"), project=bobs, scopes=["project"])
     team = PgStore(team_config, create=False, root=tmp_path / "bob-team", read_only=True)
     scopes.scopes.append(Scope("team", team.root, False, team))
     assert scopes.origin("review-rota").label == "mcp:alice"
-    assert 'from="mcp:alice"' in render_block(scopes, ["review-rota"], 2000)
+    assert 'from="mcp:alice"' in render_block(scopes, ["deploy-window"], 2000)
+    assert render_block(scopes, ["review-rota"], 2000) == ""  # her rule: not one he acts on
     text = standing(scopes, 2000, 200, 25_000).text
     assert "Alice reviews the deploys" not in text and "came from elsewhere" in text

@@ -252,9 +252,10 @@ def test_recall_log_false_keeps_session_starts_out_of_the_log(
 
 
 def test_tidying_and_undoing_keep_the_users_rules_theirs(tmp_path: Path) -> None:
-    """Consolidation merging two of the user's rules keeps the merged rule standing; a merge
-    that takes in a hand-written file waits for the user; undo brings the user's rules back
-    standing, and a hand-written text it brings back still waits."""
+    """Consolidation merging two of the user's rules keeps the merged rule standing; a
+    hand-written rule the user has not accepted is in no merge (no model is shown it) and
+    still waits; undo brings the user's rules back standing, and the hand-written text still
+    waits."""
     from memdir.learn.consolidate import consolidate_memories
     from memdir.testing import FakeModel
     from memdir.undo import undo
@@ -280,7 +281,10 @@ def test_tidying_and_undoing_keep_the_users_rules_theirs(tmp_path: Path) -> None
     assert len(done.merges) == 2, done
     given = standing(store, 2000, 200, 25_000)
     assert "Use pytest. Pass -v." in given.text and "pytest" in given.names
-    assert "indent" not in given.names and given.waiting == 1
+    # the hand-written rule is shown to no model, so no merge takes it in: it waits as it was,
+    # and the rule merged from the user's own stands
+    assert done.merges[1].sources == ["tabs-2"] and "tabs" in store
+    assert "indent" in given.names and "tabs" not in given.names and given.waiting == 1
     undo(store)
     given = standing(MemoryStore(root), 2000, 200, 25_000)
     assert "Use pytest." in given.text and "Pass -v." in given.text

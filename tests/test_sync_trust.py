@@ -62,10 +62,8 @@ def attacker(tmp_path: Path, remote: Path, machines: list[Machine]) -> Attacker:
     return Attacker(tmp_path, remote)
 
 
-def memory_text(name: str, body: str) -> str:
-    return memfmt.dumps(
-        memfmt.Memory(name=name, type="user_preference", description=f"About {name}", body=body)
-    )
+def memory_text(name: str, body: str, kind: str = "user_preference") -> str:
+    return memfmt.dumps(memfmt.Memory(name=name, type=kind, description=f"About {name}", body=body))
 
 
 def test_a_pushed_gitignore_never_publishes_memdirs_own_files(
@@ -267,11 +265,13 @@ def test_a_memory_from_the_remote_is_recalled_as_the_remotes(
 ) -> None:
     """Provenance comes from memdir's own log: a memory merged from the remote is recalled
     with the commit author's address whatever its file claims, and a hand edit here is
-    said to be one."""
+    said to be one (and a rule so changed is not recalled until the user accepts it)."""
     a, _ = machines
     a.add("prefer-tabs", "Indent with tabs")
     a.ok("sync", "--scope", "user")
-    text = memory_text("deploy-note", "Deploys go through the staging cluster first.")
+    text = memory_text(
+        "deploy-note", "Deploys go through the staging cluster first.", "project_fact"
+    )
     attacker.push("note", {"deploy-note.md": text.replace("---\n", "---\norigin: cli\n", 1)})
     a.ok("sync", "--scope", "user")
     block = a.ok("recall", "--no-llm", "deploys staging cluster")
@@ -281,7 +281,8 @@ def test_a_memory_from_the_remote_is_recalled_as_the_remotes(
     assert 'name="prefer-tabs"' in tabs and 'from="cli"' in tabs
     path = a.user / "prefer-tabs.md"
     path.write_text(path.read_text().replace("Indent with tabs", "Indent with tabs, width 4"))
-    assert 'from="hand"' in a.ok("recall", "--no-llm", "indent with tabs")
+    # a rule changed outside memdir is no longer the user's word until accepted: not recalled
+    assert 'name="prefer-tabs"' not in a.ok("recall", "--no-llm", "indent with tabs")
     listed = {e["name"]: e["from"] for e in json.loads(a.ok("list", "--scope", "user", "--json"))}
     assert listed["deploy-note"] == "sync:mallory@example.com"
     assert listed["prefer-tabs"] == "hand"

@@ -325,6 +325,7 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
     _file_problems(store, report, fix)
     _sync_health(store, report, fix)
     _held(store, report)
+    _outdated(store, report)
     report.warnings += _misnamed(store)
     report.memories = len(store.entries())
     return report
@@ -420,6 +421,23 @@ def _held(store: Store, report: Report) -> None:
                 f" — look at it, then 'memdir trust {store.root}'",
             }
         )
+
+
+def _outdated(store: Store, report: Report) -> None:
+    """The memories whose files or symbols in the project's working tree are gone or changed
+    since they were written (``anchors``): recall and session start mark them."""
+    from .anchors import outdated, project_of
+
+    project = project_of(store.root)
+    if project is None:
+        return
+    for mem in store.list():
+        why = outdated(f"{mem.description}\n{mem.body}", mem.updated, project)
+        if why is not None:
+            report.notes.append(
+                f"{mem.name}: {why} — check it ('memdir show {mem.name}'), then edit it or"
+                f" 'memdir rm {mem.name}'"
+            )
 
 
 GONE_DAYS = 30  # how long doctor mentions a rule of the user's deleted outside memdir

@@ -20,8 +20,9 @@ from typing import NotRequired, TypedDict
 
 from . import memory as memfmt
 from .atomic import write_atomic
-from .decisions import release
-from .errors import MemdirError, MemoryNotFound
+from .config import standing_kind
+from .decisions import accept, release
+from .errors import ConflictError, MemdirError, MemoryNotFound
 from .history import Operation
 from .instructions import screen as screen_instructions
 from .layout import REVIEW
@@ -309,12 +310,24 @@ def decide(
 def _decide_hold(
     store: Store, proposal: Proposal, item: Item, approve: bool, source: str
 ) -> Operation | None:
-    """A held arrival: approved, it is recalled from now on; rejected, the text it replaced
-    comes back (a new memory is retired), as this machine's own change."""
-    release(store.root, item.name)
+    """A held arrival: approved, it is recalled from now on — and a rule (a text of a standing
+    kind) is the user's own, since the person approved exactly this text; one that changed
+    since it was held is refused, its hold kept. Rejected, the text it replaced comes back (a
+    new memory is retired), as this machine's own change."""
     if approve:
+        if item.name in store and item.text is not None:
+            now = store.get(item.name)
+            if now.digest != memfmt.digest_of(item.text.encode()):
+                raise ConflictError(
+                    f"{item.name} changed since it was held — 'memdir review' shows it again"
+                    " as it is now; approve that"
+                )
+            if standing_kind(now.type, now.pinned):
+                accept(store.internal, item.name, now.digest)
+        release(store.root, item.name)
         store.record(f"accepted {item.name} from {proposal.source}", source=source)
         return None
+    release(store.root, item.name)
     if item.name not in store:
         return None
     if item.before is not None:

@@ -56,11 +56,20 @@ def for_prompt(text: str) -> str:
 def for_body(text: str) -> str:
     """Several lines inside an XML-tagged prompt section: line breaks stay, tags are escaped,
     other control characters go."""
-    clean = "".join(
-        ch if ch == "\n" else _clean_char(ch) if not ch.isprintable() else ch
+    return escape(visible(text), quote=False)
+
+
+def visible(text: str) -> str:
+    """Several lines as they read: line breaks and tabs stay; control characters and invisible
+    ones (format characters such as Unicode tag characters, zero-width joiners, bidirectional
+    overrides; unassigned and private-use code points; lone surrogates) go — a model is never
+    handed text a person cannot see."""
+    if text.isprintable():
+        return text
+    return "".join(
+        ch if ch in "\n\t" or ch.isprintable() else _clean_char(ch)
         for ch in text.replace("\r\n", "\n")
     )
-    return escape(clean, quote=False)
 
 
 def for_terminal(text: str) -> str:
@@ -71,10 +80,7 @@ def for_terminal(text: str) -> str:
 def for_terminal_text(text: str) -> str:
     """Several lines for a terminal: line breaks and tabs stay, escape sequences and other
     control or invisible characters go."""
-    return "".join(
-        ch if ch in "\n\t" or ch.isprintable() else _clean_char(ch)
-        for ch in text.replace("\r\n", "\n")
-    )
+    return visible(text)
 
 
 def display_width(text: str) -> int:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from . import anchors, conventions
 from .atomic import write_atomic
 from .config import Config, standing_kind
 from .decisions import accept
@@ -85,7 +86,8 @@ def standing(
     *,
     total_tokens: int | None = None,
 ) -> Standing:
-    """The standing memories (pinned first, then the newest), within ``budget_tokens``, and
+    """The standing memories (pinned first, then the newest; of two rules that govern one
+    convention's slot, in any two stores, the first only), within ``budget_tokens``, and
     the memory index after them; with ``total_tokens``, the whole text stays within it, the
     index shrinking first (then the rules)."""
     store = Scopes.of(store)
@@ -104,24 +106,22 @@ def standing(
     names: list[str] = []
     waiting: list[str] = []
     cut: list[str] = []
+    slots: set[str] = set()  # the conventions' slots a rule above governs
+    replaced: list[str] = []  # older rules of a slot a newer one governs: not shown
     if total_tokens is not None:
         budget_tokens = min(budget_tokens, total_tokens - INDEX_RESERVE)
     used = estimate_tokens(PREAMBLE) + 20
     for scope, _entry, shown in chosen:
-        try:
-            mem = store.get(shown)
-        except (InvalidMemory, LookupError):
-            continue
-        if CONFLICT_KEY in mem.extra:
+        mem = _readable(store, shown)
+        if mem is None:
             continue
         if not users_own(store, shown, mem.digest):
             waiting.append(shown)
             continue
-        where = f", {scope} store" if scope else ""
-        said = one_line(mem.body.strip() or mem.description)  # one line: one rule, no structure
-        origin = one_line(origin_label(store, shown, mem.digest))
-        # where it came from first: a text cannot end with a forged "(from: …)" of its own
-        part = escape(f"- (from: {origin}{where}) {said}", quote=False)
+        if _governed(mem, slots):
+            replaced.append(shown)  # a newer rule (or a pinned one) governs its slot
+            continue
+        part = _line(store, scope, shown, mem)
         cost = estimate_tokens(part)
         if used + cost > budget_tokens:
             cut.append(shown)
@@ -168,7 +168,7 @@ def standing(
         )
     # the catalogue of the rest: a rule above is not listed again (said twice, a small model
     # weighs the words of the rule it is told to avoid: "never npm" became "npm install")
-    hidden = set(names) | set(waiting) | set(conflicted)
+    hidden = set(names) | set(waiting) | set(conflicted) | set(replaced)
     if not parts or any(shown not in held and shown not in hidden for _, _, shown in located):
         if total_tokens is not None:  # what the rules left, for the index
             left = total_tokens - estimate_tokens("\n\n".join(out)) - INDEX_RESERVE
@@ -183,6 +183,46 @@ def standing(
     return Standing(
         text, tuple(names), tuple(cut), len(waiting), estimate_tokens(text), tuple(conflicted)
     )
+
+
+def _readable(store: Scopes, shown: str) -> Memory | None:
+    """The rule's memory, or None: gone, unreadable, or a conflict git left in it."""
+    try:
+        mem = store.get(shown)
+    except (InvalidMemory, LookupError):
+        return None
+    return None if CONFLICT_KEY in mem.extra else mem
+
+
+def _line(store: Scopes, scope: str, shown: str, mem: Memory) -> str:
+    """A rule's line: where it came from first (a text cannot end with a forged "(from: …)"
+    of its own), then its text on one line (one rule, no structure)."""
+    where = f", {scope} store" if scope else ""
+    said = one_line(mem.body.strip() or mem.description)
+    origin = one_line(origin_label(store, shown, mem.digest))
+    stale = _outdated(store, shown, mem)
+    note = f" ({stale})" if stale else ""
+    return escape(f"- (from: {origin}{where}) {said}{note}", quote=False)
+
+
+def _outdated(store: Scopes, shown: str, mem: Memory) -> str | None:
+    """Why a memory may be outdated in the project's working tree (``anchors``), or None."""
+    scope, _ = store.locate(shown)
+    root = scope.store.root if scope.store is not None else None
+    project = anchors.project_of(root) if root is not None else None
+    return anchors.outdated(f"{mem.description}\n{mem.body}", mem.updated, project)
+
+
+def _governed(mem: Memory, slots: set[str]) -> bool:
+    """Whether a rule shown before governs the convention's slot ``mem`` governs; else its
+    slot (if it states one) is added to ``slots``."""
+    conv = conventions.one(mem.description) or conventions.one(mem.body)
+    if conv is None:
+        return False
+    if conv.slot in slots:
+        return True
+    slots.add(conv.slot)
+    return False
 
 
 # tokens kept for the index's frame and its "N more" line when a total budget is given

@@ -32,6 +32,7 @@ from ..recall import (
     held_names,
     index_section,
     log_recall,
+    planted,
     planted_description,
     render_block,
     render_past,
@@ -40,7 +41,7 @@ from ..recall import (
     visible_past,
 )
 from ..review import Landed, held_why, land
-from ..safetext import lines_of, one_line
+from ..safetext import lines_of, one_line, visible
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import Store, open_store
 from ..store.base import restoring
@@ -487,8 +488,14 @@ def as_read(scopes: Scopes, name: str) -> str:
     if name in held_names(scopes):
         return held_note(name)
     mem = scopes.get(name)
+    if planted(scopes, name, mem):
+        return (
+            f"{name}: not shown — it came from elsewhere and reads as an instruction planted"
+            f" for an agent; the user sees it with 'memdir show {name}'"
+        )
     origin = scopes.origin(name, mem.digest)
-    return dumps(mem) + f"\n(from: {origin.label}" + (f", {origin.at})" if origin.at else ")")
+    text = visible(dumps(mem))  # (nothing a person cannot see: tag characters, bidi marks)
+    return text + f"\n(from: {origin.label}" + (f", {origin.at})" if origin.at else ")")
 
 
 def held_note(name: str) -> str:

@@ -15,6 +15,8 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
+from ..anchors import outdated, project_of
+from ..config import standing_kind
 from ..decisions import accepted, active, holds
 from ..entry import Entry
 from ..errors import InvalidMemory, MemdirError
@@ -23,7 +25,7 @@ from ..layout import ACCEPTED
 from ..memory import CONFLICT_KEY, Memory
 from ..provenance import HAND
 from ..providers import Message
-from ..safetext import for_prompt, one_line
+from ..safetext import for_body, for_prompt, one_line
 from ..scopes import Reader, Scope, Scopes
 from ..store import Store
 
@@ -44,6 +46,7 @@ PREAMBLE = (
     " repository take precedence."
 )
 EPISODE_NOTE = " An <episode> is what was said in an earlier conversation, on the date it gives."
+REPLACES_NOTE = " One that replaces an earlier decision is the one that holds."
 
 
 def render_block(
@@ -72,8 +75,11 @@ def render_block(
         attrs += f' from="{escape(one_line(origin_label(store, name)))}"'
         if CONFLICT_KEY in mem.extra:  # two syncs disagreed: the model should not lean on it
             attrs += ' conflicted="true: another version disagrees; ask the user which holds"'
+        stale = _outdated(store, name, mem)
+        if stale:  # what it names of the code is gone or changed: check before relying on it
+            attrs += f' outdated="{escape(one_line(stale))}"'
 
-        body = escape(mem.body.strip() or mem.description, quote=False)
+        body = for_body(mem.body.strip() or mem.description)
         head, tail = f"<memory {attrs}>\n", "\n</memory>"
         cost = estimate_tokens(head + body + tail)
         room = budget_tokens - used
@@ -89,11 +95,16 @@ def render_block(
         used += cost
     for said in episodes:
         turn = said.turn
+        replaces = (
+            f' replaces="what was decided on {escape(said_date(turn.replaces))}"'
+            if turn.replaces
+            else ""
+        )
         head = (
             f'<episode said="{escape(said_date(turn.said))}"'
-            f' who="{escape(", ".join(turn.who))}" ref="{escape(turn.ref)}">\n'
+            f' who="{escape(", ".join(turn.who))}" ref="{escape(turn.ref)}"{replaces}>\n'
         )
-        body, tail = escape(turn.text, quote=False), "\n</episode>"
+        body, tail = for_body(turn.text), "\n</episode>"
         room = budget_tokens - used - estimate_tokens(head + tail)
         if room < 40:
             break
@@ -109,16 +120,30 @@ def render_block(
             f" {escape(', '.join(omitted))})"
         )
     preamble = PREAMBLE + (EPISODE_NOTE if any(p.startswith("<episode") for p in parts) else "")
+    preamble += REPLACES_NOTE if any(' replaces="' in p.split("\n", 1)[0] for p in parts) else ""
     return "<relevant_memories>\n" + preamble + "\n" + "\n".join(parts) + "\n</relevant_memories>"
+
+
+def _outdated(store: Scopes, shown: str, mem: Memory) -> str | None:
+    """Why a memory may be outdated in its project's working tree (``anchors``), or None."""
+    scope, _ = store.locate(shown)
+    if scope.store is None:
+        return None
+    return outdated(f"{mem.description}\n{mem.body}", mem.updated, project_of(scope.store.root))
 
 
 def _shown(store: Scopes, name: str) -> Memory | None:
     """The memory ``name`` if a model may be shown it: readable, not held back for review,
-    not an instruction planted for the agent."""
+    not an instruction planted for the agent, and not a rule that waits for the user's
+    acceptance (a text of a standing kind someone else wrote reaches no model as a memory to
+    act on, at a session start or with a prompt)."""
     try:
         mem = store.get(name)
         if held_back(store, name, mem) or planted(store, name, mem):
             return None
+        rule = standing_kind(mem.type, mem.pinned) and CONFLICT_KEY not in mem.extra
+        if rule and not users_own(store, name, mem.digest):
+            return None  # (a conflicted one shows this side of git's, marked: see below)
         store.scope_of(name)
     except (InvalidMemory, LookupError):
         return None
@@ -166,7 +191,7 @@ def render_past(
         attrs += f' updated="{escape(one_line(mem.updated or mem.created or "unknown"))}"'
         if held.until is not None:
             attrs += f' replaced="{escape(held.until)}"'
-        body = escape(mem.body.strip() or mem.description, quote=False)
+        body = for_body(mem.body.strip() or mem.description)
         part = f"<memory {attrs}>\n{body}\n</memory>"
         if used + estimate_tokens(part) > budget_tokens:
             break
