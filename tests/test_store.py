@@ -667,3 +667,69 @@ def test_processes_opening_an_older_store_at_once_lose_nothing(tmp_path: Path) -
         assert p.returncode == 0, err
     with MemoryStore(root) as store:
         assert "one" in store.version_text("a", 1)
+
+
+def _write_until(root: str, step: int) -> None:
+    """In a child process: update memory ``a`` and add ``b``, ending the process at once at
+    the ``step``-th change the write makes to a file (each open for writing, rename or
+    unlink, seen through Python's audit events)."""
+    import sys
+
+    seen = 0
+
+    def hook(event: str, args: tuple[object, ...]) -> None:
+        nonlocal seen
+        writes = event in ("os.rename", "os.remove") or (
+            event == "open" and isinstance(args[2], int) and args[2] & (os.O_WRONLY | os.O_RDWR)
+        )
+        if writes:
+            seen += 1
+            if seen == step:
+                os._exit(3)
+
+    store = MemoryStore(root)
+    sys.addaudithook(hook)
+    store.apply(
+        [
+            Put(Memory("a", "project_fact", "A, second version", "second")),
+            Put(Memory("b", "project_fact", "B", "b body")),
+        ]
+    )
+
+
+def test_a_crash_at_every_step_of_a_write_loses_nothing_and_memory_md_is_corrected(
+    tmp_path: Path,
+) -> None:
+    """A writer ended at each of the changes a write makes (the intent, the history copy, the
+    memory files, MEMORY.md — renamed into place without a sync of its own —, the log): the
+    next reader finishes or undoes the write whole, keeps every text (in its file or in
+    history), and the MEMORY.md it leaves lists exactly the memories there are."""
+    seed = tmp_path / "seed" / ".memory"
+    MemoryStore(seed).write("a", type="project_fact", description="A", body="first")
+    step, finished = 0, False
+    while not finished:
+        step += 1
+        assert step < 60, "a write of two memories made over 60 changes"
+        root = tmp_path / f"run{step}" / ".memory"
+        import shutil
+
+        shutil.copytree(seed, root)
+        shutil.copytree(state_dir(seed), state_dir(root))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _write_until(str(root), step)
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        finished = os.waitstatus_to_exitcode(status) == 0
+        store = MemoryStore(root)  # the reader: recovery, and MEMORY.md checked
+        bodies = {m.name: m.body for m in store.list()}
+        assert bodies.get("a") in ("first", "second"), (step, bodies)
+        assert ("b" in bodies) == (bodies["a"] == "second"), (step, bodies)  # all or nothing
+        kept = {store.version_text("a", v.version) for v in store.history("a")}
+        assert bodies["a"] == "first" or any("first" in t for t in kept), step
+        listed = (root / "MEMORY.md").read_text()
+        assert ("[b](b.md)" in listed) == ("b" in bodies), (step, listed)
+        assert not any(intent_pending(state_dir(root) / n) for n in JOURNALS), step
+    assert step > 8  # (the write made several changes, each one a crash point)

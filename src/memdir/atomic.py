@@ -45,12 +45,15 @@ def write_atomic(
     data: bytes,
     *,
     sync: bool = True,
+    sync_folder: bool = True,
     mode: int | None = None,
     stage: Path | None = None,
 ) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
 
-    ``sync=False`` skips the fsyncs, for derived files that are rebuilt when found stale.
+    ``sync=False`` skips the fsyncs, for derived files that are rebuilt when found stale;
+    ``sync_folder=False`` leaves the folder's sync to the caller, who makes several renames
+    in one folder durable with one ``fsync_dir``.
     ``mode``: the file's permissions (default: what ``open`` gives, or 0600 in a folder only
     its owner may enter). ``stage``: a folder on the same file system to write the temporary
     file in (so that watchers of ``path``'s folder see one rename, not a file being
@@ -70,7 +73,7 @@ def write_atomic(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    if sync:
+    if sync and sync_folder:
         fsync_dir(path.parent)
 
 

@@ -230,9 +230,16 @@ class Folder:
     def write_index(self, *, stale: bool = False, log: bool = False) -> None:
         """Write MEMORY.md from the catalogue (only called holding the lock); ``stale``: the
         caller knows it changed; ``log``: the operation log will record what it was rendered
-        from (so no separate record is written)."""
+        from (so no separate record is written), and the caller syncs the folder once for
+        the memory files and MEMORY.md alike — MEMORY.md itself is not synced: it is derived,
+        and a reader that finds it other than what the log says it was rendered from renders
+        it again."""
         if stale or not self.index_current():
             # A new file renamed over the old one, as every file memdir writes: a reader keeps
             # the whole file it opened, and nothing another process does can stop the writer.
-            write_atomic(self.index_path, b"".join(self.catalog.render()), sync=not self.read_only)
+            write_atomic(
+                self.index_path,
+                b"".join(self.catalog.render()),
+                sync=not self.read_only and not log,
+            )
             self.note_index(memfile.stat_key(os.lstat(self.index_path)), save=not log)

@@ -184,7 +184,8 @@ class Transaction:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
             else:
-                write_atomic(path, step["content"].encode(), stage=self._stage)
+                # (synced; its folder is synced once below, with MEMORY.md's rename)
+                write_atomic(path, step["content"].encode(), stage=self._stage, sync_folder=False)
             written = (
                 None if step["content"] is None else memfmt.digest_of(step["content"].encode())
             )
@@ -220,8 +221,7 @@ class Transaction:
             self._tracker.mark()
             self._catalog.sweep()
         self._folder.write_index(stale=incremental, log=True)
-        if any(step["content"] is None for step in op["steps"]):
-            fsync_dir(self.root)  # make the unlinks durable (each write synced its own rename)
+        fsync_dir(self.root)  # the renames and unlinks durable: one folder sync per write
         self.log(record, again=not incremental)
         clear_intent(self.internal / journal, empty=journal != JOURNAL)
         self._folder.save()  # the files' rows and documents, in one transaction
