@@ -176,3 +176,19 @@ def test_the_trust_lists_come_from_the_settings_table(tmp_path: Path) -> None:
     cfg = load_config(environ={"MEMDIR_DIR": str(store), "MEMDIR_CONFIG_DIR": str(tmp_path)})
     assert (cfg.embed_url, cfg.recall_token_budget, cfg.max_retries) == (None, 100, 2)
     assert set(cfg.ignored) == {"embed_url", "max_retries"}
+
+
+def test_a_project_file_cannot_make_writes_fail_or_recall_flood(tmp_path: Path) -> None:
+    """An untrusted project file that sets a lock timeout of a millisecond (every write past
+    a moment's contention would fail) or a thousand recalled turns is ignored; raising the
+    wait and lowering the turns still apply."""
+    store = tmp_path / "m"
+    store.mkdir()
+    env = {"MEMDIR_DIR": str(store), "MEMDIR_CONFIG_DIR": str(tmp_path)}
+    (store / "config.toml").write_text("lock_timeout = 0.001\nrecall_episodes = 1000\n")
+    cfg = load_config(environ=env)
+    assert (cfg.lock_timeout, cfg.recall_episodes) == (30.0, 2)
+    assert {"lock_timeout", "recall_episodes"} <= set(cfg.ignored)
+    (store / "config.toml").write_text("lock_timeout = 120\nrecall_episodes = 1\n")
+    cfg = load_config(environ=env)
+    assert (cfg.lock_timeout, cfg.recall_episodes) == (120.0, 1)

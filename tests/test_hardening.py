@@ -285,7 +285,8 @@ def test_read_only_store_serves_reads(tmp_path: Path) -> None:
     lists, shows, searches and recalls; a write says it is read-only."""
     root = tmp_path / ".memory"
     store = MemoryStore(root)
-    store.write("style", type="user_preference", description="Prefers tabs", body="tabs")
+    # (a fact: a rule in a store whose state is gone is nobody's, and is recalled by no one)
+    store.write("style", type="project_fact", description="Prefers tabs", body="tabs")
     shutil.rmtree(state_dir(root))
     if not _immutable(root, True):
         pytest.skip("chattr +i is not available here")
@@ -530,3 +531,41 @@ def test_doctor_warns_about_invisible_characters(store: MemoryStore) -> None:
     )
     store.refresh()
     assert any(p.file == "odd.md" and "invisible characters" in p.reason for p in store.problems())
+
+
+def test_a_key_that_is_no_text_and_a_lone_surrogate_get_one_line(
+    store: MemoryStore, cli: CliFn
+) -> None:
+    """A hand-written frontmatter key YAML reads as a number (``1: one``) is shown like any
+    other; a lone surrogate through the library is refused in one line naming the field,
+    and nothing is written."""
+    (store.root / "odd.md").write_text(
+        "---\nname: odd\ntype: project_fact\ndescription: odd keys\n1: one\n---\nbody\n"
+    )
+    r = cli("show", "odd")
+    assert r.code == 0 and "body" in r.out and "Traceback" not in r.err
+    assert store.get("odd").extra == {"1": "one"}
+    for field in ("description", "body"):
+        text = {"description": "d", "body": "b", field: "half \ud800 of it"}
+        with pytest.raises(InvalidMemory, match=f"the {field} holds a lone surrogate"):
+            store.write("sur", type="project_fact", **text)
+    assert "sur" not in store
+
+
+def test_ctrl_c_while_memdir_loads_ends_it_without_a_traceback(tmp_path: Path) -> None:
+    """An interrupt that arrives while the command's modules are imported (made certain here
+    by an import hook that raises it) exits 130 with no traceback."""
+    hooks = tmp_path / "site"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'memdir.cli.main':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+    )
+    env = {**child_env(), "PYTHONPATH": str(hooks), "MEMDIR_RESIDENT": "off"}
+    r = subprocess.run([sys.executable, "-m", "memdir", "list"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.returncode == 130 and "Traceback" not in r.stderr and r.stdout == ""

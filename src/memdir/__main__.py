@@ -12,11 +12,15 @@ from .hookclient import hook
 
 
 def main() -> None:
-    """Run ``memdir`` with the process's arguments."""
-    if hook(sys.argv[1:]):
-        return
-    from .cli.main import main as cli
-
+    """Run ``memdir`` with the process's arguments. Ctrl-C before a command has started
+    (while its modules load) ends it quietly, as a shell expects (exit 130)."""
+    try:
+        if hook(sys.argv[1:]):
+            return
+        from .cli.main import main as cli
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        raise SystemExit(130) from None
     cli()
 
 

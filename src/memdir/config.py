@@ -88,7 +88,7 @@ class Config:
     base_url: str | None = setting(None, env="MEMDIR_BASE_URL", sensitive=True)
     timeout: float = setting(60.0, env="MEMDIR_TIMEOUT", tighten=LOWER)
     max_retries: int = setting(2, env="MEMDIR_MAX_RETRIES", tighten=LOWER)
-    lock_timeout: float = setting(30.0, project=True)
+    lock_timeout: float = setting(30.0, tighten=HIGHER)  # a project may make writers wait longer
     max_file_bytes: int = setting(256 * 1024, tighten=LOWER)
     recall_max_items: int = setting(5, tighten=LOWER)
     recall_token_budget: int = setting(2000, env="MEMDIR_RECALL_TOKEN_BUDGET", tighten=LOWER)
@@ -150,7 +150,7 @@ class Config:
     episodes: bool = setting(True, project=True)
     episodes_keep_days: int = setting(90, tighten=LOWER)
     episodes_max_bytes: int = setting(20 * 1024 * 1024, tighten=LOWER)
-    recall_episodes: int = setting(2, project=True)  # turns recall may add beside the memories
+    recall_episodes: int = setting(2, tighten=LOWER)  # turns recall may add beside the memories
     # turns said after / before each of them that come with it (the answer, what it answers)
     recall_episode_after: int = setting(1, project=True)
     recall_episode_before: int = setting(0, project=True)

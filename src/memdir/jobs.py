@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -191,9 +192,11 @@ def _run(state: Path, job: Path, handlers: Mapping[str, Handler]) -> None:
         os.replace(job, at_work)  # (a later request of its kind is queued anew)
         job = at_work
     try:
-        body = json.loads(job.read_text(encoding="utf-8"))
+        body = json.loads(_read(job))
         kind, data, tries = body["kind"], body["data"], int(body.get("tries", 0))
         ended = int(body.get("ended", 0)) + left_at_work
+        if kind != _kind(job):  # the file's name says what it is: its body may not change it
+            raise ValueError(f"its body names a {kind!r} job")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         _failed(state, "?", f"unreadable job {job.name}: {exc}")
         job.unlink(missing_ok=True)
@@ -222,6 +225,22 @@ def _run(state: Path, job: Path, handlers: Mapping[str, Handler]) -> None:
     except Exception as exc:  # the worker's boundary: logged once, and the next job runs
         _failed(state, kind, f"{type(exc).__name__}: {exc}")
     job.unlink(missing_ok=True)
+
+
+MAX_JOB_BYTES = 1024 * 1024
+
+
+def _read(job: Path) -> str:
+    """A job file's text: a regular file, never followed through a link, never a pipe (which
+    would block the worker for ever), at most ``MAX_JOB_BYTES``; OSError or ValueError."""
+    fd = os.open(job, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = fh.read(MAX_JOB_BYTES + 1)
+    if len(data) > MAX_JOB_BYTES:
+        raise ValueError(f"over {MAX_JOB_BYTES} bytes")
+    return data.decode("utf-8")
 
 
 def _failed(state: Path, kind: str, why: str) -> None:

@@ -365,7 +365,8 @@ def from_mapping(
         name = validate_name(raw_name)
     except InvalidName as exc:
         raise InvalidMemory(str(exc)) from None
-    extra = {k: v for k, v in data.items() if k not in KNOWN_KEYS}
+    # a key YAML reads as a number or a date (``1: one``) is a key all the same: text
+    extra = {k if isinstance(k, str) else str(k): v for k, v in data.items() if k not in KNOWN_KEYS}
     return Memory(
         name=name,
         type=_text_field(data, "type", required=True) or "",
@@ -537,6 +538,13 @@ def validate_new(memory: Memory, types: tuple[str, ...]) -> Memory:
             raise InvalidMemory(
                 f"the {field_name} holds a NUL character (binary data) — write text only"
             )
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidMemory(
+                f"the {field_name} holds a lone surrogate (half of a character, not text)"
+                " — send it as UTF-8 text"
+            ) from None
     desc = memory.description.strip()
     if not desc:
         raise InvalidMemory("the description is empty — say in one line what the memory is about")
