@@ -29,10 +29,17 @@ CliFn = Callable[..., Result]
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test sees the developer's memdir settings, provider keys or endpoints, or their
-    user store: each test's user store is a folder of its own (created when first written)."""
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No test sees the developer's memdir settings, provider keys or endpoints, their user
+    store or their resident memdir (its socket and log): each test's user store is a folder
+    of its own (created when first written), and so is its runtime folder (short: a socket's
+    path must fit)."""
     import os
+    import shutil
+    import tempfile
+
+    run = tempfile.mkdtemp(prefix="mdr-", dir="/tmp")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", run)
 
     for var in list(os.environ):
         if var.startswith(("MEMDIR_", "ANTHROPIC_", "OPENAI_")):
@@ -44,6 +51,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the stores' own state
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    yield
+    shutil.rmtree(run, ignore_errors=True)
 
 
 def trust(config_file: Path) -> None:

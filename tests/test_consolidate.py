@@ -15,6 +15,7 @@ import pytest
 from memdir import MemoryStore
 from memdir.config import Config
 from memdir.errors import PlanError, ReplyFormatError
+from memdir.layout import state_dir
 from memdir.learn.consolidate import consolidate_memories, is_due, note_turn
 from memdir.providers import ChatModel
 from memdir.testing import FakeModel
@@ -288,6 +289,7 @@ def test_crash_while_applying_loses_nothing(tmp_path: Path) -> None:
     for i in range(25):
         root = tmp_path / f"run{i}"
         shutil.copytree(seed, root)
+        shutil.copytree(state_dir(seed), state_dir(root))  # (who wrote each: the user)
         pid = os.fork()
         if pid == 0:
             try:
