@@ -384,10 +384,10 @@ def test_a_rule_of_the_users_a_pull_deleted_is_named_by_doctor(
 
 
 def test_an_archive_of_a_repository_cannot_forge_who_wrote_its_rules(tmp_path: Path) -> None:
-    """The same planted rule, forged log and a forged acceptance, unpacked from an archive
-    (no git: nothing tells the folder's .memdir from one an earlier memdir left): memdir takes
-    its history but not its word on who wrote what, so the rule waits, named by doctor as
-    what the log claims, and stands only once the user accepts it."""
+    """The same planted rule, forged log, a forged acceptance and a queued job, unpacked from
+    an archive (no git to say the folder's .memdir came with it): nothing of that .memdir is
+    read or run — the rule is a hand edit that waits, doctor names the folder, and the rule
+    stands only once the user accepts it."""
     import hashlib
 
     project = tmp_path / "unpacked"
@@ -409,14 +409,13 @@ def test_an_archive_of_a_repository_cannot_forge_who_wrote_its_rules(tmp_path: P
     assert "curl" not in text and "1 more memory of this kind came from elsewhere" in text
     with MemoryStore(mem) as store:
         origin = store.origin("setup-step")
-        assert origin.label == "unverified:cli" and not origin.users
-        assert store.internal == state_dir(mem) and not (mem / ".memdir").exists()
-        aside = sorted(p.name for p in (store.internal / "unverified").iterdir())
-        assert aside == ["accepted.json", "episodes", "held.json", "index.sqlite", "jobs"]
-        assert not (store.internal / "jobs").exists()
+        assert origin.label == "hand" and not origin.users
+        assert store.internal == state_dir(mem)
+        assert not (store.internal / "jobs").exists() and not store.log()
+    assert (jobs / "1-1-pending.json").is_file()  # (left where it was: never run)
     r = memdir(project, "doctor")
-    assert "setup-step.md: a rule from elsewhere (from: unverified:cli)" in r.stdout, r.stdout
-    assert "note: the .memdir found in the folder (an earlier memdir's, or a copy's)" in r.stdout
+    assert "setup-step.md: a rule from elsewhere (from: hand)" in r.stdout, r.stdout
+    assert ".memdir: not memdir's state" in r.stdout
     assert memdir(project, "accept", "setup-step", "--yes").returncode == 0
     assert "curl -s https://setup.example.net" in start_hook(project)
 

@@ -19,7 +19,7 @@ from memdir import memory as memfmt
 from memdir.atomic import intent_pending
 from memdir.config import Config
 from memdir.errors import InvalidName, ReplyFormatError, SecretFound
-from memdir.layout import JOURNALS, LEGACY_JOURNAL, state_dir
+from memdir.layout import JOURNALS, state_dir
 from memdir.learn.consolidate import consolidate_memories
 from memdir.learn.extract import extract_memories
 from memdir.memory import Memory
@@ -121,10 +121,7 @@ def test_explicit_yaml_tags_are_plain_or_reported(store: MemoryStore, cli: CliFn
     assert "b.md: bad YAML in frontmatter" in r.out and "s.md: bad YAML" in r.out
 
 
-@pytest.mark.parametrize("journal", JOURNALS)  # this version's, and what earlier ones wrote
-def test_undo_after_crash_recovery_brings_back_deleted_memories(
-    tmp_path: Path, journal: str
-) -> None:
+def test_undo_after_crash_recovery_brings_back_deleted_memories(tmp_path: Path) -> None:
     """An operation finished by recovery logs the versions it archived before the crash, so
     undo restores deletions that had already run."""
     root = tmp_path / ".memory"
@@ -152,12 +149,10 @@ def test_undo_after_crash_recovery_brings_back_deleted_memories(
     }
     store._history.archive("a", root / "a.md", "delete", "merged", op["id"])
     (root / "a.md").unlink()
-    (state_dir(root) / journal).write_text(json.dumps(op))
+    (state_dir(root) / JOURNALS[0]).write_text(json.dumps(op))
     recovered = MemoryStore(root)
     assert [e.name for e in recovered.entries()] == ["ab"]
     assert not any(intent_pending(state_dir(root) / n) for n in JOURNALS)  # finished
-    if journal == LEGACY_JOURNAL:  # emptied, as the versions that read it expect
-        assert (state_dir(root) / journal).stat().st_size == 0
     change = {c["name"]: c for c in recovered.log()[-1].changes}
     assert change["a"]["before"] is not None and change["b"]["before"] is not None
     undo(recovered)

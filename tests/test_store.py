@@ -15,11 +15,9 @@ import pytest
 from memdir import ConflictError, MemoryNotFound, MemoryStore, Put, Remove
 from memdir import memory as memfmt
 from memdir.atomic import intent_pending
-from memdir.decisions import accept, accepted
 from memdir.errors import InvalidMemory, PlanError
 from memdir.layout import JOURNALS, state_dir
 from memdir.memory import Memory
-from memdir.standing import waiting
 
 from conftest import CliFn
 
@@ -312,99 +310,6 @@ def test_memdirs_own_state_lives_outside_the_store_folder(store: MemoryStore) ->
     assert os.stat(store.internal).st_mode & 0o077 == 0
 
 
-def test_an_earlier_versions_state_in_the_folder_is_moved_out_once(tmp_path: Path) -> None:
-    """A store an earlier memdir kept its state in (``.memory/.memdir``) opens with its history
-    and log: the folder is moved to the state folder, nothing lost. Who wrote what is kept as
-    what that log claims (``unverified:``): a folder's state cannot be told from one a copied
-    folder brought, so its rules wait until the user accepts them; an acceptance is dropped."""
-    root = tmp_path / ".memory"
-    with MemoryStore(root) as old:
-        old.write("a", type="feedback", description="A", body="one")
-        old.write("a", type="feedback", description="A", body="two")
-        accept(old.internal, "a", old.get("a").digest or "")
-    os.rename(state_dir(root), root / ".memdir")  # as an earlier version left it
-    with MemoryStore(root) as store:
-        assert not (root / ".memdir").exists()
-        assert "one" in store.version_text("a", 1)
-        origin = store.origin("a")
-        assert origin.label == "unverified:api" and not origin.users
-        assert [op.source for op in store.log()] == ["unverified:api"] * 2
-        assert not accepted(store.internal, "a", store.get("a").digest)
-        assert [n for n, _ in waiting(store)] == ["a"]
-
-
-def test_the_user_takes_back_an_earlier_versions_state_as_theirs(tmp_path: Path) -> None:
-    """After an upgrade, 'memdir trust --state' takes back what the move set aside: who
-    wrote what (the rules stand again), the acceptances and the kept conversations (recalled
-    again); what the store has made anew since stays set aside; a second run has nothing."""
-    import shutil
-    import subprocess
-    import sys
-
-    from memdir.episodes import Episodes
-    from memdir.jobs import enqueue, failures, queued
-    from memdir.standing import standing
-
-    from conftest import child_env
-
-    root = tmp_path / ".memory"
-    with MemoryStore(root) as old:
-        old.write("tabs", type="feedback", description="Tabs", body="Indent with tabs.",
-                  source="cli")  # fmt: skip
-        (root / "note.md").write_text("---\nname: note\ntype: feedback\ndescription: N\n---\nx\n")
-        old.refresh()  # (a hand's file the user accepted)
-        accept(old.internal, "note", old.get("note").digest or "")
-        kept = Episodes(old.internal, old.config)
-        kept.record([("user", "we deploy the blue pipeline on fridays")], conversation="c0")
-        (ref,) = kept.record([("user", "an older talk")], conversation="c1")
-        c1 = ref.split("#")[0]
-        kept.close()
-        enqueue(old.internal, "index")  # (work it had queued and not done yet)
-    os.rename(state_dir(root), root / ".memdir")  # as an earlier version left it
-    store = MemoryStore(root)
-    assert standing(store, 2000, 200, 25_000).names == ()
-    new = Episodes(store.internal, store.config)
-    new.record([("user", "new talk")], conversation="c2")
-    new.record([("user", "more talk")], conversation="c1")  # (today's file of c1 again)
-    new.close()
-    store.close()
-
-    def trust_state() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "trust",
-                               "--state"], capture_output=True, text=True, env=child_env(),
-                              timeout=120)  # fmt: skip
-
-    r = trust_state()
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith(
-        "Taken back as yours: accepted.json, episodes (1 file), intent.json, jobs (1 file), who"
-        " wrote 1 logged change\n"
-    )
-    assert "who wrote 1 logged change" in r.stdout and "accepted.json" in r.stdout
-    assert r.stdout.count("\n") == 2 and "Left in " in r.stdout  # (the new file stays)
-    assert r.stdout.endswith("or it is a link): episodes/" + c1 + "\n")
-    with MemoryStore(root) as store:
-        assert store.origin("tabs").label == "cli"
-        assert set(standing(store, 2000, 200, 25_000).names) == {"note", "tabs"}
-        said = Episodes(store.internal, store.config).search("blue pipeline fridays", 3)
-        assert said and "blue pipeline" in said[0].turn.text
-    deadline = time.monotonic() + 60  # the queued work is done by the store's worker
-    while queued(state_dir(root)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not queued(state_dir(root)) and not failures(state_dir(root))
-    r = trust_state()  # what is left stays, said again; once it is deleted, nothing waits
-    assert r.returncode == 0 and r.stdout.startswith("Left in ")
-    shutil.rmtree(state_dir(root) / "unverified")
-    r = trust_state()
-    assert r.returncode == 1 and "nothing of an earlier memdir's state waits" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "memdir", "--dir", str(root), "trust", "--state",
-                        str(root)], capture_output=True, text=True, env=child_env(),
-                       timeout=120)  # fmt: skip
-    assert (r.returncode, r.stderr) == (
-        1, "memdir: error: --state goes alone: run it where the store is, or name it with --dir\n"
-    )  # fmt: skip
-
-
 def test_memory_files_get_ordinary_permissions(store: MemoryStore) -> None:
     """Files are created with the mode open() would give (umask), not a temp file's 0600."""
     store.write("n", type="user_preference", description="d", body="b")
@@ -646,27 +551,6 @@ def test_undo_goes_back_through_its_own_restores(store: MemoryStore) -> None:
     next_second()
     undo(store)  # the add of "n": undone, although its file is no longer the add's bytes
     assert "n" not in store
-
-
-def test_processes_opening_an_older_store_at_once_lose_nothing(tmp_path: Path) -> None:
-    """Eight processes open a store an earlier version left with its .memdir at the same
-    moment: one moves the state, none fails, and the history is there afterwards."""
-    import subprocess
-    import sys
-
-    root = tmp_path / ".memory"
-    with MemoryStore(root) as old:
-        old.write("a", type="project_fact", description="A", body="one")
-        old.write("a", type="project_fact", description="A", body="two")
-    os.rename(state_dir(root), root / ".memdir")
-    code = "import sys; from memdir import MemoryStore; MemoryStore(sys.argv[1]).close()"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(root)], stderr=subprocess.PIPE,
-                              text=True) for _ in range(8)]  # fmt: skip
-    for p in procs:
-        _, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-    with MemoryStore(root) as store:
-        assert "one" in store.version_text("a", 1)
 
 
 def _write_until(root: str, step: int) -> None:

@@ -108,16 +108,12 @@ def write_intent(path: Path, data: bytes) -> None:
         fsync_dir(path.parent)  # (a file just made: its name must survive too)
 
 
-def clear_intent(path: Path, *, empty: bool = False) -> None:
+def clear_intent(path: Path) -> None:
     """The intent at ``path`` is carried out: blank it in place (the file keeps its size for
-    the next one); ``empty``: empty it instead (a journal earlier versions read, which take
-    anything else for an intent)."""
+    the next one)."""
     fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if empty:
-            os.ftruncate(fd, 0)
-        else:
-            os.pwrite(fd, b" " * os.fstat(fd).st_size, 0)
+        os.pwrite(fd, b" " * os.fstat(fd).st_size, 0)
     finally:
         os.close(fd)
 

@@ -19,7 +19,6 @@ from . import memory as memfmt
 from .atomic import TEMP_PREFIX, write_atomic
 from .errors import MemdirError
 from .layout import ADOPTED, HISTORY, INDEX_DB, INTERNAL
-from .lock import UNTRUSTED
 from .memory import Memory, safe_repr
 from .safetext import plural
 from .store import Store
@@ -76,15 +75,6 @@ def _left_in_folder(store: Store, report: Report) -> None:
                 f" {store.internal}); it came from elsewhere, such as the repository, and is"
                 " never read — remove it ('git rm -r --cached .memdir' if git tracks it)",
             }
-        )
-    aside = store.internal / UNTRUSTED
-    if aside.is_dir():
-        report.notes.append(
-            f"note: the .memdir found in the folder (an earlier memdir's, or a copy's) was taken"
-            f" in without what could speak for you, set aside unread in {aside} (acceptances,"
-            " kept conversations, queued jobs), and its rules wait until you accept them: if it"
-            " was your own memdir's, 'memdir trust --state' takes it all back as yours; if not,"
-            " delete that folder"
         )
 
 

@@ -34,7 +34,7 @@ from .atomic import append_nofollow, write_atomic
 from .cachedb import CacheDB, damaged
 from .config import Config
 from .instructions import screen as screen_instructions
-from .layout import INDEX_DB, LEGACY_CACHES
+from .layout import INDEX_DB
 from .periods import Period
 from .safetext import speaker_turn
 from .search import Doc, SearchIndex, tokenize
@@ -443,10 +443,6 @@ class Episodes:
         if self._made is None:
             self._made = Made(self.index_path, prefix=PREFIX)
             self._made.db.execute("PRAGMA secure_delete = ON")  # what is deleted is gone
-            if self._made.rebuilt:  # the files earlier versions kept their indexes in
-                for name in LEGACY_CACHES:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.internal / name)
         return self._made
 
     def _search(self) -> SearchIndex:

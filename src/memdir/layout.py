@@ -3,10 +3,9 @@
 A folder store's state (history, the log, review and held lists, caches) lives outside the
 store's folder, in the user's state folder keyed by the store's real path
 (``state_dir``), where no ``git pull``, ``git clone`` or checkout can write or delete it and
-no file a repository brings can pass for it. Stores written by earlier versions kept it in
-the folder's ``.memdir`` (``INTERNAL``): that is moved out once, when it was this machine's
-(``lock.open_folder``). Everything here except ``HISTORY`` and ``LOG`` can be rebuilt from the
-memory files or is disposable state; ARCHITECTURE.md says what each holds.
+no file a repository brings can pass for it: a ``.memdir`` (``INTERNAL``) in the folder is
+not memdir's and is never read. Everything here except ``HISTORY`` and ``LOG`` can be rebuilt
+from the memory files or is disposable state; ARCHITECTURE.md says what each holds.
 This module does NOT read or write them.
 """
 
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 # (the hook's client imports this module for a name: what the functions need, they import)
-INTERNAL = ".memdir"  # where earlier versions kept a store's state, inside its folder
+INTERNAL = ".memdir"  # a state folder inside a store's folder: never memdir's (sync refuses it)
 STORES = "stores"  # <user state folder>/stores/<folder name>-<digest of its real path>
 
 
@@ -47,22 +46,12 @@ def state_dir(root: Path) -> Path:
 
 LOCK = "lock"  # the writers' lock
 JOURNAL = "intent.json"  # the operation in flight (padded to whole blocks; blank: none)
-LEGACY_JOURNAL = "journal.json"  # what earlier versions write (emptied when done): read too
-JOURNALS = (LEGACY_JOURNAL, JOURNAL)  # where an unfinished operation may be
+JOURNALS = (JOURNAL,)  # where an unfinished operation may be
 LOG = "log.jsonl"  # every applied operation
 HISTORY = "history"  # history/<name>/NNNN.md and NNNN.json
 # the store's index: each file's row, full-text document and vector, and the episodes'
 INDEX_DB = "index.sqlite"
 INDEX_STATE = "index.json"  # what MEMORY.md was last rendered from, after a repair
-# the caches earlier versions kept, which the index replaces (deleted when it is first built)
-LEGACY_CACHES = tuple(
-    [
-        f"{db}.sqlite{end}"
-        for db in ("search", "vectors", "episodes", "episodes-vectors")
-        for end in ("", "-wal", "-shm")
-    ]
-    + ["meta.json", "meta.log", "episodes.json", "episodes-vectors.json"]
-)
 EMBED_DOWN = "embed_down.json"  # an embedder that just failed, and until when to leave it be
 USAGE = "usage.jsonl"  # model calls
 ENDPOINTS = "endpoints.json"  # what an endpoint was found not to support

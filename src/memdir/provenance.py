@@ -52,13 +52,8 @@ class Origin:
         return {"from": self.label, "at": self.at, "op": self.op}
 
 
-UNVERIFIED = "unverified:"  # a change a log found in the store's folder claims (``lock``)
-
-
 def label_of(source: str, by: str | None = None) -> str:
     """The origin a logged source stands for."""
-    if source.startswith(UNVERIFIED):
-        return source.replace(", approved", " (approval claimed)")  # nobody's this machine knows
     base, approved, _ = source.partition(", approved")
     head = base.split(":", 1)[0]
     if head == "sync":

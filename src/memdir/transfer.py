@@ -13,7 +13,7 @@ from pathlib import Path
 from .decisions import Hold, accept, accepted, active, hold
 from .errors import ConflictError, MemdirError, StoreNotFound
 from .history import Operation
-from .layout import INTERNAL, state_dir
+from .layout import state_dir
 from .store import MemoryStore, Store, Taken
 
 
@@ -42,7 +42,7 @@ def export(store: Store, dest: Path, *, source: str = "export") -> Operation | N
 
 def import_store(src: Path, store: Store, *, source: str = "import") -> Operation | None:
     """Load the files store at ``src`` (memories and history) into ``store``."""
-    if not state_dir(src).is_dir() and not (src / INTERNAL).is_dir() and not any(src.glob("*.md")):
+    if not state_dir(src).is_dir() and not any(src.glob("*.md")):
         raise StoreNotFound(f"no memory store at {src} — give the folder that holds the .md files")
     config = dataclasses.replace(store.config, dir=src, database_url=None)
     with MemoryStore(src, config, create=False, watch=False) as origin:

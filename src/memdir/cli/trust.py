@@ -32,29 +32,12 @@ def _config_file(c: Ctx, path: Path | None) -> Path:
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--list", "list_", is_flag=True, help="List the trusted files.")
 @click.option("--revoke", is_flag=True, help="Stop trusting the file.")
-@click.option(
-    "--state",
-    is_flag=True,
-    help="The state an earlier memdir kept in the store's folder was yours: take it back.",
-)
 @json_option
 @pass_ctx
-def trust_cmd(
-    c: Ctx, path: Path | None, list_: bool, revoke: bool, state: bool, as_json: bool
-) -> None:
+def trust_cmd(c: Ctx, path: Path | None, list_: bool, revoke: bool, as_json: bool) -> None:
     """Trust the project's config.toml (or PATH's), so its provider, endpoints, embedder,
     user store, outside read-only stores and approval rules apply. Trust is kept for this
-    exact content: after an edit, look again and trust it again.
-
-    With --state: the .memdir an earlier memdir kept inside the store's folder was taken in
-    without its word on who wrote what, and with acceptances, kept conversations and queued
-    work set aside, since a downloaded or copied folder looks the same. If it was your own
-    memdir's, this takes all of it back as yours."""
-    if state:
-        if path is not None or list_ or revoke:
-            fail("--state goes alone: run it where the store is, or name it with --dir")
-        _reclaim(c, as_json)
-        return
+    exact content: after an edit, look again and trust it again."""
     trusted = TrustList(config_home(os.environ))
     if list_:
         grants = trusted.grants()
@@ -81,35 +64,6 @@ def trust_cmd(
         return
     what = ", ".join(sensitive) if sensitive else "nothing sensitive yet"
     click.echo(f"Trusted {file} as it is now ({what}). After it changes, run 'memdir trust' again.")
-
-
-def _reclaim(c: Ctx, as_json: bool) -> None:
-    from ..jobs import queued, start_worker
-    from ..lock import UNTRUSTED, reclaim
-    from ..store.files import as_folder
-
-    store = as_folder(
-        c.store, "a database store keeps no state in a folder: there is nothing to take back"
-    )
-    with store.locked():  # (the episodes' index takes in what came back at its next search)
-        back, left = reclaim(store.internal)
-    if queued(store.internal):  # the work an earlier memdir queued is done now
-        start_worker(store.internal, store.root)
-    if as_json:
-        emit_json({"taken_back": back, "left": left})
-        return
-    if not back and not left:
-        fail(
-            f"nothing of an earlier memdir's state waits to be taken back for {store.root}"
-            " ('memdir doctor' says when something does)"
-        )
-    if back:
-        click.echo("Taken back as yours: " + for_terminal(", ".join(back)))
-    if left:
-        click.echo(
-            f"Left in {store.internal / UNTRUSTED} (the store has its own of the same name"
-            " now, or it is a link): " + for_terminal(", ".join(left))
-        )
 
 
 def _current(path: Path, sha256: str) -> bool:

@@ -36,7 +36,6 @@ from ..errors import (
 )
 from ..history import Operation, Version
 from ..layout import state_dir
-from ..lock import take_legacy_state
 from ..memory import Memory
 from ..plan import Change, Put, check_memory, new_op_id, screen
 from ..provenance import HAND, Origin, label_of
@@ -98,7 +97,6 @@ class PgStore(StoreBase):
         self.member = bool(session)  # restricted by row-level security: owns nothing
         self.root = root or pgschema.state_dir(config)
         self.internal = state_dir(self.root)
-        take_legacy_state(self.root, self.internal)
         self._mu = threading.RLock()
         self._conn = pgschema.connect(self.url, autocommit=True)
         self._used = time.monotonic()

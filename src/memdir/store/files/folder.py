@@ -30,7 +30,7 @@ from ...cachedb import damaged
 from ...config import Config
 from ...entry import INDEX_FILE
 from ...history import History
-from ...layout import INDEX_DB, INDEX_STATE, JOURNALS, LEGACY_CACHES, LOG
+from ...layout import INDEX_DB, INDEX_STATE, JOURNALS, LOG
 from ...watch import Tracker
 from . import catalog as idx
 from .storeindex import StoreIndex
@@ -65,10 +65,6 @@ class Folder:
         self.catalog = idx.Catalog(
             root, StoreIndex(self.index_db), config.types, config.max_file_bytes
         )
-        if self.catalog.db.rebuilt and not read_only:  # the caches earlier versions kept
-            for name in LEGACY_CACHES:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(internal / name)
         self.tracker = Tracker(
             root, internal / LOG, [internal / name for name in JOURNALS], watch=watch
         )

@@ -223,7 +223,7 @@ class Transaction:
         self._folder.write_index(stale=incremental, log=True)
         fsync_dir(self.root)  # the renames and unlinks durable: one folder sync per write
         self.log(record, again=not incremental)
-        clear_intent(self.internal / journal, empty=journal != JOURNAL)
+        clear_intent(self.internal / journal)
         self._folder.save()  # the files' rows and documents, in one transaction
         return record
 
@@ -288,8 +288,7 @@ class Transaction:
         return op
 
     def recover(self) -> None:
-        """Finish an operation a crashed process left in a journal (this version's, or the
-        one earlier versions write)."""
+        """Finish an operation a crashed process left in the journal."""
         for name in JOURNALS:
             self._recover(self.internal / name)
 
