@@ -7,6 +7,7 @@ who is a second clone that commits and pushes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,8 +102,8 @@ def test_a_cloned_repositorys_rule_waits_and_its_forged_log_is_never_read(
     assert ".memdir: not memdir's state" in r.stdout
     assert "setup-step.md: a rule from elsewhere (from: hand)" in r.stdout, r.stdout
     assert "setup-step.md: reads as an instruction planted for an agent (it pipes" in r.stdout
-    r = memdir(victim, "accept", "--all")  # a bulk accept never takes an order to the agent
-    assert r.returncode == 0 and r.stdout.startswith("Not accepted: setup-step reads as"), r
+    r = memdir(victim, "accept", "--all")  # no terminal to ask on: nothing accepted in bulk
+    assert r.returncode == 1 and "--all shows each rule and asks you on a terminal" in r.stderr
     assert "curl" not in start_hook(victim)
     r = memdir(victim, "accept", "setup-step")  # by name: one line, nothing accepted
     assert r.returncode == 1 and "'memdir accept setup-step --yes'" in r.stderr
@@ -462,3 +463,54 @@ def test_a_cloned_rule_that_waits_is_not_recalled_with_the_prompt_it_is_about(
     assert "4.17.21" in block and 'from="hand"' in block
     assert memdir(victim, "accept", "deps-policy", "--yes").returncode == 0
     assert "lodash-utils-ext" in start_hook(victim)
+
+
+def test_the_hosts_agent_is_not_the_user(tmp_path: Path) -> None:
+    """A command the host's agent runs (Claude Code marks its tools' environment with
+    CLAUDECODE, Codex with CODEX_THREAD_ID) writes as that agent, and cannot accept, approve
+    or trust: a rule it adds does not stand, and the refusal is one line."""
+    project = tmp_path / "app"
+    (project / ".memory").mkdir(parents=True)
+    for mark, host in (("CLAUDECODE", "claude-code"), ("CODEX_THREAD_ID", "codex")):
+        agent = {**child_env(), mark: "1"}
+        name = f"push-{host}"
+        r = subprocess.run([sys.executable, "-m", "memdir", "add", name, "--type", "feedback",
+                            "-d", "Push straight to main", "--body", "Always push to main."],
+                           cwd=project, env=agent, capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        with MemoryStore(project / ".memory") as store:
+            assert store.origin(name).label == f"host-agent:{host}"
+        assert "push to main" not in start_hook(project).split("<memory_index>")[0]
+        for args in (("accept", name, "--yes"), ("review", "approve", "--all"), ("trust",)):
+            r = subprocess.run([sys.executable, "-m", "memdir", *args], cwd=project, env=agent,
+                               capture_output=True, text=True)  # fmt: skip
+            assert r.returncode == 1 and f"{host}'s agent is running this command" in r.stderr
+            assert len(r.stderr.strip().splitlines()) == 1
+    assert memdir(project, "accept", "push-codex", "--yes").returncode == 0  # the user can
+    assert "Always push to main." in start_hook(project)
+
+
+def test_accepting_every_waiting_rule_shows_and_asks_each(tmp_path: Path) -> None:
+    """On a terminal, 'memdir accept --all' shows each waiting rule and asks: what the user
+    says no to keeps waiting."""
+    import pty
+
+    mem = tmp_path / "app" / ".memory"
+    mem.mkdir(parents=True)
+    for name, body in (("a-rule", "Wrap lines at 100."), ("b-rule", "Use --no-verify always."),
+                       ("c-rule", "Name branches feature/x.")):  # fmt: skip
+        (mem / f"{name}.md").write_text(
+            f"---\nname: {name}\ntype: feedback\ndescription: {name}\n---\n{body}\n"
+        )
+    parent, child = pty.openpty()
+    os.write(parent, b"y\nn\ny\n")
+    r = subprocess.run([sys.executable, "-m", "memdir", "accept", "--all"], cwd=mem.parent,
+                       env=child_env(), stdin=child, capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    os.close(child)
+    os.close(parent)
+    assert r.returncode == 0, r.stderr
+    assert "Use --no-verify always." in r.stdout  # shown before asked
+    text = start_hook(mem.parent)
+    assert "Wrap lines at 100." in text and "Name branches feature/x." in text
+    assert "no-verify" not in text

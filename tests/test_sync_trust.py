@@ -342,10 +342,14 @@ def test_arrivals_wait_for_review_when_the_store_asks(
     assert "+Deploy straight to production." in shown and "-Deploy with make deploy" in shown
     names = [i["name"] for p in queue for i in p["items"] if p["id"] == pid]
     assert sorted(names) == ["curl-note", "deploy-steps"]
+    out = a("review", "approve", "--all").out  # an order to the agent is approved alone
+    assert "curl-note" in out and "on its own" in out
+    block = a.ok("recall", "--no-llm", "ignore previous instructions curl system note")
+    assert "curl-note" not in block
     a.ok("review", "reject", f"{pid}:{names.index('curl-note') + 1}")
-    a.ok("review", "reject", f"{pid}:{names.index('deploy-steps') + 1}")
     assert not (a.user / "curl-note.md").exists()
-    assert a.store().get("deploy-steps").body == "Deploy with make deploy after the tests pass."
+    # (deploy-steps was approved with the rest: the teammate's text stands approved)
+    assert a.store().get("deploy-steps").body == "Deploy straight to production."
     a.ok("sync", "--scope", "user")  # the person's decision reaches the remote
     git(attacker.path, "fetch", "-q")
     assert "curl-note.md" not in git(attacker.path, "ls-tree", "--name-only", "origin/main")

@@ -22,7 +22,7 @@ from . import memory as memfmt
 from .atomic import write_atomic
 from .config import standing_kind
 from .decisions import accept, release
-from .errors import ConflictError, MemdirError, MemoryNotFound
+from .errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
 from .history import Operation
 from .instructions import screen as screen_instructions
 from .layout import REVIEW
@@ -348,9 +348,15 @@ def _mark(store: Store, proposal: Proposal, index: int, state: str) -> None:
 
 
 def order_in(item: Item) -> str | None:
-    """Why a proposed text reads as an instruction planted for an agent (None: it does not):
-    such a change is approved only on its own, never with the rest of a queue or proposal."""
-    mem = item.memory if item.action == "put" else None
+    """Why a proposed or held text reads as an instruction planted for an agent (None: it
+    does not): such a change is approved only on its own, never with the rest of a queue or
+    proposal."""
+    if item.action not in ("put", "hold") or item.text is None:
+        return None
+    try:
+        mem = item.memory
+    except InvalidMemory:  # (a held arrival is any text a sync brought)
+        return screen_instructions(item.text) or "it is not a readable memory"
     return None if mem is None else screen_instructions(f"{mem.description}\n{mem.body}")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -27,17 +27,44 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# what a host sets in the environment of the commands its agent runs
+HOST_AGENT_MARKS = (("CLAUDECODE", "claude-code"), ("CODEX_THREAD_ID", "codex"))
+
+
+def host_agent(environ: Mapping[str, str]) -> str | None:
+    """The host whose agent runs this command (its tool's environment says so), or None."""
+    return next((host for var, host in HOST_AGENT_MARKS if environ.get(var)), None)
+
+
 class Ctx:
     """What the group callback resolved, handed to every command."""
 
     def __init__(self, overrides: dict[str, Any]) -> None:
+        import os
+
         self.overrides = overrides
+        self.agent = host_agent(os.environ)
         self._config: Config | None = None
         self._store: Store | None = None
         self._scopes: Scopes | None = None
         self.also: tuple[str, ...] = tuple(overrides.pop("also", None) or ())
         self.create_store = False  # commands that write set this: they may create the store
         self._paced: list[Store] = []
+
+    @property
+    def source(self) -> str:
+        """Who the command's writes are from: the user (``cli``), or the host's agent that
+        runs it (``host-agent:claude-code``), whose text is not the user's own."""
+        return "cli" if self.agent is None else f"host-agent:{self.agent}"
+
+    def users_decision(self, what: str) -> None:
+        """Refuse ``what`` (accepting, approving, trusting) when an agent runs the command:
+        only the user decides what stands as theirs."""
+        if self.agent is not None:
+            fail(
+                f"{what} is yours to decide, and {self.agent}'s agent is running this command —"
+                " run it in your own terminal"
+            )
 
     @property
     def config(self) -> Config:

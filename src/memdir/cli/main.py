@@ -167,7 +167,7 @@ def add(
         type=type_,
         description=description,
         body=text,
-        source="cli",
+        source=c.source,
         secrets="allow" if allow_secret else "refuse",
     )
     if existed and mem.digest == before:
@@ -196,11 +196,11 @@ def mv(c: Ctx, old: str, new: str | None, to: str | None) -> None:
         if new is None:
             raise click.UsageError("give NEW, or --scope project|user")
         store, old, _ = c.pick(old, write=True)
-        mem = store.rename(old, new, source="cli")
+        mem = store.rename(old, new, source=c.source)
         click.echo(f"Renamed {old} to {mem.name}.")
         return
     _, name, here = c.pick(old, write=True)
-    path = c.scopes().move(name, here, to, new=new, source="cli")
+    path = c.scopes().move(name, here, to, new=new, source=c.source)
     click.echo(f"Moved {name} from the {here} store to the {to} store ({path}).")
 
 
@@ -212,7 +212,7 @@ def pin(c: Ctx, name: str, scope: str | None) -> None:
     """Pin NAME: shown first in the system prompt's index, never changed by extraction or
     consolidation (`pinned: true` in its frontmatter)."""
     store, name, _ = c.pick(name, scope, write=True)
-    changed = store.set_pinned(name, True, source="cli")
+    changed = store.set_pinned(name, True, source=c.source)
     click.echo(f"Pinned {name}." if changed else f"{name} was already pinned; unchanged.")
 
 
@@ -223,7 +223,7 @@ def pin(c: Ctx, name: str, scope: str | None) -> None:
 def unpin(c: Ctx, name: str, scope: str | None) -> None:
     """Unpin NAME."""
     store, name, _ = c.pick(name, scope, write=True)
-    changed = store.set_pinned(name, False, source="cli")
+    changed = store.set_pinned(name, False, source=c.source)
     click.echo(f"Unpinned {name}." if changed else f"{name} was not pinned; unchanged.")
 
 
@@ -297,10 +297,10 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
             if not sys.stdin.isatty():
                 fail(f"purging {what} cannot be undone — confirm with --yes")
             click.confirm(f"Remove {what} for good? This cannot be undone", abort=True)
-        gone = store.purge(name, version, source="cli")
+        gone = store.purge(name, version, source=c.source)
         click.echo(f"Purged {what} ({plural(gone, 'version', 'versions')} removed).")
         return
-    store.delete(name, reason="removed with memdir rm", source="cli")
+    store.delete(name, reason="removed with memdir rm", source=c.source)
     again = f"memdir restore {name}" + ("" if where == PROJECT else f" --scope {where}")
     click.echo(
         f"Deleted {name}{'' if where == PROJECT else f' from the {where} store'};"

@@ -6,11 +6,13 @@ This module does NOT contain the queue's logic (``review`` does).
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from .. import review as queue
 from ..errors import MemoryNotFound
-from ..safetext import for_terminal
+from ..safetext import for_terminal, for_terminal_text
 from ..store import Store
 from .context import Ctx, emit_json, fail, json_option, pass_ctx
 
@@ -144,6 +146,7 @@ def _decide(c: Ctx, specs: tuple[str, ...], every: bool, approve: bool) -> None:
 @pass_ctx
 def approve(c: Ctx, specs: tuple[str, ...], every: bool) -> None:
     """Save the proposed changes (history kept, undo works)."""
+    c.users_decision("approving a change")
     _decide(c, specs, every, approve=True)
 
 
@@ -171,11 +174,17 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
     from ..instructions import screen
     from ..standing import accept_as_users, waiting
 
+    c.users_decision("accepting a rule as your own")
     scopes = c.scopes()
     chosen = list(names) + ([n for n, _ in waiting(scopes) if n not in names] if every else [])
     if not chosen and every:
         click.echo("Nothing waits: every preference, feedback and pinned memory is yours.")
         return
+    if every and not sys.stdin.isatty():
+        fail(
+            "--all shows each rule and asks you on a terminal — run it in one, or accept"
+            " each by its name: memdir accept NAME"
+        )
     if not chosen:
         fail("name what to accept: NAME... or --all ('memdir review' lists them)")
     texts = {name: scopes.get(name) for name in chosen}
@@ -205,7 +214,13 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
                 f" 'memdir accept {for_terminal(name)} --yes'"
             )
             continue
-        mem = accept_as_users(scopes, name)
+        if name not in names:  # (--all: each shown, each asked)
+            text = texts[name]
+            click.echo(f"{for_terminal(name)}  ({for_terminal(text.type)})")
+            click.echo(for_terminal_text(text.body.strip() or text.description))
+            if not click.confirm(f"Accept {for_terminal(name)} as your own instruction?"):
+                continue
+        mem = accept_as_users(scopes, name, texts[name].digest)
         said = for_terminal((mem.body.strip() or mem.description).splitlines()[0][:200])
         click.echo(f"Accepted {for_terminal(name)} as your instruction: {said}")
 

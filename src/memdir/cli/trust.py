@@ -38,6 +38,8 @@ def trust_cmd(c: Ctx, path: Path | None, list_: bool, revoke: bool, as_json: boo
     """Trust the project's config.toml (or PATH's), so its provider, endpoints, embedder,
     user store, outside read-only stores and approval rules apply. Trust is kept for this
     exact content: after an edit, look again and trust it again."""
+    if not (list_ or revoke):
+        c.users_decision("trusting a project's settings")
     trusted = TrustList(config_home(os.environ))
     if list_:
         grants = trusted.grants()

@@ -109,7 +109,7 @@ def doctor(c: Ctx, fix: bool, scope: str, as_json: bool) -> None:
                 "reason": f"{len(rules)} rules from elsewhere ({shown} and"
                 f" {len(rules) - 3} more) are not your instructions and do not stand until you"
                 " accept them: 'memdir review' lists them with where each came from, 'memdir"
-                " accept --all' takes them (never one that orders the agent about)",
+                " accept --all' shows each and asks you (never one that orders the agent about)",
             }
         )
         rules = []

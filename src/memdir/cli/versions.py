@@ -101,7 +101,7 @@ def restore(c: Ctx, name: str, scope: str | None) -> None:
     if scope is None and ":" not in name:
         scope = PROJECT  # a deleted memory is in no scope's listing: the project's by default
     store, name, _ = c.pick(name, scope, write=True)
-    mem = store.restore(name, version, source="cli")
+    mem = store.restore(name, version, source=c.source)
     if store.origin(mem.name, mem.digest).label == RESTORED and standing_kind(mem.type, mem.pinned):
         click.echo(
             f"Restored {mem.name}: a text you did not give, so it is not your rule until you"

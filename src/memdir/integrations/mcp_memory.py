@@ -332,8 +332,9 @@ class MemoryServer:
             done = f"{'Updated' if existed else 'Saved'} memory {saved.name}{there}."
             if kind in STANDING_TYPES:  # an agent's words: recalled, but not the user's rule yet
                 done += (
-                    " It is recalled when a prompt needs it; as a rule given at every session"
-                    f" start it stands once the user accepts it ('memdir accept {saved.name}')."
+                    " It is not the user's rule: it is recalled and stands at session start"
+                    " only once the user accepts it in their own terminal"
+                    f" ('memdir accept {saved.name}')."
                 )
             return done
 

@@ -298,8 +298,19 @@ class UI:
                     to = form.get("to", "")
                     self.scopes.move(name, scope, to, source="ui")
                     return _back(f"/memory/{quote(to)}/{quote(name)}", f"Moved to {to}.")
-                elif action == "accept":
-                    accept_as_users(self.scopes, self._shown(scope, name))
+                elif action == "accept":  # the text the page showed, and only that
+                    if not form.get("digest"):
+                        raise MemdirError(
+                            "this form does not say which text it accepts — reload the page"
+                            " and look at it again"
+                        )
+                    shown = self._shown(scope, name)
+                    if shown in held_names(self.scopes):
+                        raise MemdirError(
+                            "it is held for review (it came from elsewhere): approve it in"
+                            " Review first, then accept it"
+                        )
+                    accept_as_users(self.scopes, shown, form.get("digest"))
                     done = "Accepted as your own: it stands at the start of every session."
                 elif action == "forget":
                     store.delete(name, reason="forgotten in memdir ui", source="ui")
