@@ -617,3 +617,27 @@ def test_a_crash_at_every_step_of_a_write_loses_nothing_and_memory_md_is_correct
         assert ("[b](b.md)" in listed) == ("b" in bodies), (step, listed)
         assert not any(intent_pending(state_dir(root) / n) for n in JOURNALS), step
     assert step > 8  # (the write made several changes, each one a crash point)
+
+
+def test_a_renamed_project_keeps_its_state_and_a_copy_gets_none(tmp_path: Path) -> None:
+    """``mv proj proj2``: history, who wrote each rule and the rules standing come along; a
+    copy of the folder (``cp -r``, as a clone is) inherits nothing: its rules wait."""
+    import shutil
+
+    from memdir.standing import standing
+
+    proj = tmp_path / "proj"
+    store = MemoryStore(proj / ".memory")
+    store.write("tabs", type="feedback", description="Tabs", body="Indent with tabs.")
+    store.write("tabs", type="feedback", description="Tabs", body="Indent with tabs, width 4.")
+    moved = tmp_path / "proj2"
+    os.rename(proj, moved)
+    copy = tmp_path / "proj3"
+    shutil.copytree(moved, copy)
+    here = MemoryStore(moved / ".memory")
+    assert len(here.history("tabs")) == 1 and here.origin("tabs").users
+    assert "Indent with tabs, width 4." in standing(here, 2000, 200, 25_000).text
+    there = MemoryStore(copy / ".memory")
+    assert there.history("tabs") == [] and not there.origin("tabs").users
+    text = standing(there, 2000, 200, 25_000).text
+    assert "width 4" not in text and "came from elsewhere" in text

@@ -45,6 +45,7 @@ def state_dir(root: Path) -> Path:
 
 
 LOCK = "lock"  # the writers' lock
+FOLDER_ID = "folder.json"  # which folder the state is for: its device, inode and path
 JOURNAL = "intent.json"  # the operation in flight (padded to whole blocks; blank: none)
 JOURNALS = (JOURNAL,)  # where an unfinished operation may be
 LOG = "log.jsonl"  # every applied operation

@@ -45,8 +45,82 @@ def open_folder(root: Path, *, create: bool, cache_dir: Path | None) -> bool:
     not_a_link(state, "folder")
     if not state.is_dir():
         state.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        carry_moved(root, state)
         state.mkdir(mode=0o700, exist_ok=True)
+    note_folder(root, state)
     return False
+
+
+def note_folder(root: Path, state: Path) -> None:
+    """Record which folder ``state`` belongs to (its device and inode, and its path) so that
+    the folder, renamed or moved, finds its state again."""
+    import json
+
+    from .atomic import write_atomic
+    from .layout import FOLDER_ID
+
+    st = os.stat(root)
+    mine = {"dev": st.st_dev, "ino": st.st_ino, "path": os.path.realpath(root)}
+    try:
+        if json.loads((state / FOLDER_ID).read_text(encoding="utf-8")) == mine:
+            return
+    except (OSError, ValueError):
+        pass  # not recorded yet (or unreadable): recorded now
+    write_atomic(state / FOLDER_ID, json.dumps(mine).encode(), sync=False, mode=0o600)
+
+
+def carry_moved(root: Path, state: Path) -> None:
+    """A store folder renamed or moved (``mv proj proj2``) takes its state along: the state
+    folder of the same folder (the same device and inode, which a clone or a copy never has)
+    whose recorded path no longer is that folder, and whose log wrote a text this folder
+    holds, becomes ``state``. Another folder that reuses the inode of a deleted one holds
+    none of its texts, and gets nothing."""
+    import json
+
+    import filelock
+
+    from .layout import FOLDER_ID, LOG
+
+    st = os.stat(root)
+    with filelock.FileLock(str(state.parent / "moving.lock"), timeout=60):
+        if os.path.lexists(state):
+            return  # another process opening the store made it first
+        for other in sorted(state.parent.iterdir()):
+            try:
+                rec = json.loads((other / FOLDER_ID).read_text(encoding="utf-8"))
+                if (rec["dev"], rec["ino"]) != (st.st_dev, st.st_ino):
+                    continue
+                there = os.stat(rec["path"]) if os.path.exists(rec["path"]) else None
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if there is not None and (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
+                continue  # the same folder, still there by that path too: not a move
+            if other.is_symlink() or not _wrote_a_text_here(other / LOG, root):
+                continue
+            os.rename(other, state)
+            return
+
+
+def _wrote_a_text_here(log: Path, root: Path) -> bool:
+    """Whether the log ``log`` wrote a text one of ``root``'s memory files holds now."""
+    import hashlib
+    import json
+
+    try:
+        lines = log.read_bytes().splitlines()[-500:]
+    except OSError:
+        return False
+    written: set[object] = set()
+    for line in lines:
+        try:
+            written.update(c.get("digest") for c in json.loads(line).get("changes", []))
+        except (ValueError, AttributeError, TypeError):
+            continue
+    files = [p for p in sorted(root.glob("*.md"))[:500] if p.name != "MEMORY.md"]
+    return any(
+        p.is_file() and not p.is_symlink() and hashlib.sha256(p.read_bytes()).hexdigest() in written
+        for p in files
+    )
 
 
 class WritersLock:
