@@ -1,8 +1,10 @@
 """`memdir mcp` (stdio) from start to its first answers, as a host starts it: the time to the
 `initialize` answer and to the `tools/list` answer, against the same run's baseline of the
-interpreter importing the MCP SDK alone (what no server on this SDK can start under).
+interpreter importing the MCP SDK alone (what a server that loads the SDK first cannot
+answer under). ``--load N`` keeps N processes spinning meanwhile (a busy machine: hosts give a
+server about 5 s to answer ``initialize``).
 
-    python benchmarks/mcp_bench.py [--runs 7]
+    python benchmarks/mcp_bench.py [--runs 7] [--load 4]
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ def imported(env: dict[str, str]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--load", type=int, default=0, help="busy processes beside it")
     args = ap.parse_args()
+    spin = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass"
+    busy = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(args.load)]
     home = Path(tempfile.mkdtemp())
     project = home / "app"
     (project / ".git").mkdir(parents=True)
@@ -68,9 +73,13 @@ def main() -> None:
     env.update(HOME=str(home), MEMDIR_USER_DIR="none")
     subprocess.run([sys.executable, "-m", "memdir", "init"], cwd=project, env=env, check=True,
                    capture_output=True)  # fmt: skip
-    runs = [once(project, env) for _ in range(args.runs)]
-    sdk = [imported(env) for _ in range(args.runs)]
-    print(f"`memdir mcp` (stdio), medians of {args.runs}:")
+    try:
+        runs = [once(project, env) for _ in range(args.runs)]
+        sdk = [imported(env) for _ in range(args.runs)]
+    finally:
+        for p in busy:
+            p.kill()
+    print(f"`memdir mcp` (stdio), medians of {args.runs}, {args.load} busy processes beside:")
     print(f"  initialize answered: {statistics.median(r[0] for r in runs):.2f} s")
     print(f"  tools/list answered: {statistics.median(r[1] for r in runs):.2f} s")
     print(f"  baseline, importing the MCP SDK alone: {statistics.median(sdk):.2f} s")

@@ -87,8 +87,9 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
             body="Indent with tabs.\nKeep lines short.\nTabs in Makefiles too.",
         )
         assert not err and out.startswith(
-            "Saved memory user-prefers-tabs-over-spaces in the user's own store. It is recalled"
-        )  # and the agent is told it stands at session start once the user accepts it
+            "Saved memory user-prefers-tabs-over-spaces in the user's own store. It is not the"
+            " user's rule"
+        )  # and the agent is told it is recalled and stands once the user accepts it
         assert "'memdir accept user-prefers-tabs-over-spaces'" in out
         assert (tmp_path / "user-store" / "user-prefers-tabs-over-spaces.md").is_file()
         out, err = await call(
@@ -621,3 +622,39 @@ def test_an_agents_edit_forget_and_restore_wait_for_review_as_remember_does(
     said_plant = run(root, plant)
     assert said_plant.startswith("The edit of indent waits for the user's review (it pipes")
     assert "curl" not in MemoryStore(root).get("indent").body
+
+
+def test_stdio_answers_initialize_before_the_sdk_and_then_serves(tmp_path: Path) -> None:
+    """A host's initialize is answered once, as the SDK would answer it, before the SDK is
+    loaded; the SDK's server then takes the session on: the initialized notification and
+    tools/list work, and no second answer to initialize is sent."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    MemoryStore(tmp_path / ".memory")
+    p = subprocess.Popen([sys.executable, "-m", "memdir", "mcp"], cwd=tmp_path,
+                         env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert p.stdin is not None and p.stdout is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {},
+             "clientInfo": {"name": "t", "version": "1"}}  # fmt: skip
+    for message in (
+        {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 8, "method": "tools/list"},
+    ):
+        p.stdin.write(json.dumps(message) + "\n")
+    p.stdin.flush()
+    first = json.loads(p.stdout.readline())
+    second = json.loads(p.stdout.readline())
+    p.stdin.close()
+    assert p.wait(timeout=60) == 0
+    rest = p.stdout.read()
+    assert first["id"] == 7 and first["result"]["protocolVersion"] == "2025-06-18"
+    assert first["result"]["serverInfo"]["name"] == "memdir"
+    assert "recall" in first["result"]["instructions"]
+    assert second["id"] == 8 and any(t["name"] == "recall" for t in second["result"]["tools"])
+    assert '"id":7' not in rest.replace(" ", "")  # (the SDK's own answer went nowhere)

@@ -175,13 +175,30 @@ def mcp_cmd(
 ) -> None:
     """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp, which needs a
     bearer token)."""
-    try:
-        from ..integrations.mcp import serve
-    except ImportError:
+    import contextlib
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
         raise MemdirError(
             "the MCP server needs the mcp package — install memdir[mcp] (pip install 'memdir[mcp]')"
-        ) from None
+        )
+    from ..integrations.mcpstart import initialize_first
 
+    # on stdio the host's initialize is answered before the SDK loads (hosts wait seconds)
+    with contextlib.nullcontext() if http else initialize_first():
+        _serve_mcp(c, http, host, port, token, origins, hosts)
+
+
+def _serve_mcp(
+    c: Ctx,
+    http: bool,
+    host: str | None,
+    port: int,
+    token: str | None,
+    origins: tuple[str, ...],
+    hosts: tuple[str, ...],
+) -> None:
+    from ..integrations.mcp import serve
     from ..trust import config_home
 
     serve(
