@@ -1348,3 +1348,76 @@ def test_the_learn_hook_queues_without_reading_the_store(tmp_path: Path) -> None
     state = state_dir(root)
     assert job is not None and taken == [state] and jobs.queued(state) == [job]
     assert sorted(p.name for p in state.iterdir()) == ["jobs"]
+
+
+def test_a_key_without_its_sdk_names_the_extra_to_install(tmp_path: Path) -> None:
+    """An API key set where the model's SDK is not installed (a PATH install without the
+    extra): the learn keeps the turns, and doctor names the extra that is missing."""
+    blocker = tmp_path / "site"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class NoSDK:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'anthropic':\n"
+        "            raise ImportError('No module named anthropic', name='anthropic')\n"
+        "sys.meta_path.insert(0, NoSDK())\n"
+    )
+    project = tmp_path / "app"
+    MemoryStore(project / ".memory")
+    env = _env(tmp_path, PATH="/usr/bin:/bin", PYTHONPATH=str(blocker), ANTHROPIC_API_KEY="k")
+    event = {"transcript_path": str(DATA / "claude_session.jsonl"), "cwd": str(project),
+             "hook_event_name": "Stop"}  # fmt: skip
+    assert hook(["learn", "--host", "claude-code"], event, tmp_path, env).returncode == 0
+    log = state_dir(project / ".memory") / "hooks.jsonl"
+    assert _wait_for(lambda: log.exists() and "no memory model" in log.read_text())
+    doctor = memdir(["doctor"], project, env)
+    assert "the anthropic SDK is not installed — pip install 'memdir[anthropic]'" in doctor
+
+
+def _workers(state_home: str) -> list[int]:
+    """The memdir worker processes of the user whose state folder is ``state_home``."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ours = f"XDG_STATE_HOME={state_home}".encode() in env
+        if ours and b"work" in cmd and b"memdir" in b" ".join(cmd):
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.slow
+def test_a_program_searching_eight_stores_leaves_one_worker_for_all(tmp_path: Path) -> None:
+    """A library program opens eight fresh stores of 300 memories and searches each once:
+    each hands its backlog to the background, and one worker for the user embeds them all,
+    then leaves."""
+    from memdir import jobs
+    from memdir.config import Config
+
+    stores = []
+    for n in range(8):
+        root = tmp_path / f"s{n}" / ".memory"
+        root.mkdir(parents=True)
+        for i in range(300):
+            (root / f"m-{i}.md").write_text(
+                f"---\nname: m-{i}\ntype: project_fact\ndescription: fact {i} of store {n}\n---\n"
+                f"Store {n} holds fact number {i} about deploys.\n"
+            )
+        stores.append(MemoryStore(root, Config(dir=root, embedder="minilm")))
+    for store in stores:
+        assert store.search("deploys")
+    seen: set[int] = set()
+    home = os.environ["XDG_STATE_HOME"]
+
+    def drained() -> bool:
+        seen.update(_workers(home))
+        return not any(jobs.queued(s.internal, running=True) for s in stores) and not _workers(home)
+
+    assert _wait_for(drained, 300)
+    assert len(seen) == 1  # one worker, for all eight
+    for store in stores:
+        assert MemoryStore(store.root, Config(dir=store.root, embedder="minilm")).index.backlog == 0

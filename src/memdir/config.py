@@ -143,6 +143,10 @@ class Config:
     review: str = setting("auto", choices=("auto", "ask"), tighten=("ask",))
     # keep a bounded log of what was recalled for which prompt and why
     recall_log: bool = setting(True, tighten=(True,))
+    # "off": memdir starts no process in the background; queued work waits for 'memdir work --all'
+    background: str = setting(
+        "auto", env="MEMDIR_BACKGROUND", choices=("auto", "off"), tighten=("off",)
+    )
     # search recalls only what is evidence for the prompt (close in meaning, or holding its
     # terms): nothing for a prompt the store cannot answer
     recall_floor: bool = setting(True, tighten=(True,))

@@ -1,12 +1,16 @@
-"""A store's background work as jobs in one queue, done by one worker.
+"""A store's background work as jobs in one queue, done by one worker for all of a user's
+stores.
 
 Hooks and commands never do slow work while a person waits: they ``enqueue`` a job (learn
 from a session, embed the memories not embedded yet, sync, finish what an exiting agent
-handed over) and start the store's worker if none is at work. A job is one JSON file in the
+handed over) and start the user's worker if none is at work. A job is one JSON file in the
 store's state folder (``jobs/``), removed only once done, so a worker killed mid-job leaves
 it for the next one (a job at work is renamed ``.run``; the next worker takes it first).
-One worker per store (``worker.lock``, released by the system when its process ends) takes
-every job, oldest first, and looks at the queue again before it ends. A job that fails is
+One worker per user (``worker.lock`` in the user's state folder, released by the system when
+its process ends: ``memdir work --all``) takes the jobs of every store, one store's next job
+at a time in turn, and leaves when no store has any; while it runs a store's job it holds
+that store's ``worker.lock`` too, which the resident's worker thread (and a database store's
+own worker, ``memdir --dir … work``) take as well. A job that fails is
 logged once with its reason (``failures``, shown by ``memdir doctor``) and dropped, except
 one that asks to be tried again later (``Later``), kept up to ``MAX_TRIES`` times; a job
 that many workers ended at (killed, out of memory) is dropped the same way.
@@ -27,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from .atomic import append_nofollow, write_atomic
-from .layout import state_dir
+from .layout import FOLDER_ID, STORES, state_dir, state_home
 
 log = logging.getLogger("memdir")
 
@@ -74,26 +78,113 @@ def enqueue(state: Path, kind: str, data: Data | None = None, *, start: Path | N
 
 
 def start_worker(state: Path, where: Path) -> None:
-    """Start the detached worker of the store ``--dir where`` opens (its state folder
-    ``state``) unless one is at work. OSError when it cannot start."""
-    if not at_work(state):
-        where = where.absolute()
-        subprocess.Popen(  # detached: a new session, nothing read or printed, never waited for
-            [sys.executable, "-m", "memdir", "--dir", str(where), "work"],
-            start_new_session=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=str(where.parent),
-        )
+    """Start the user's detached worker (``memdir work --all``) unless it, or this store's,
+    is at work; a store whose state does not say which folder it is for (a database store's)
+    gets a worker of its own (``memdir --dir where work``). OSError when it cannot start."""
+    if at_work(state):
+        return
+    where = where.absolute()
+    if (state / FOLDER_ID).is_file():
+        if users_worker_at_work() or not _may_start():
+            return  # (it looks at every queue again before it leaves)
+        args = ["work", "--all"]
+    else:
+        args = ["--dir", str(where), "work"]
+    subprocess.Popen(  # detached: a new session, nothing read or printed, never waited for
+        [sys.executable, "-m", "memdir", *args],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=str(where.parent),
+    )
 
 
-def index_in_background(root: Path, take: Callable[[Path], None] | None = None) -> bool:
-    """Queue embedding what is not embedded yet of the folder store at ``root`` and start its
-    worker, or hand its queue (the state folder) to ``take`` (the resident's worker); False
-    when that could not be done (searches embed a little at a time then)."""
+def _users_lock() -> Path:
+    return state_home() / WORKER_LOCK
+
+
+STARTING = "worker.starting"  # in the user's state folder: a worker was just started
+STARTING_FOR = 10.0  # seconds a started worker has to take its lock before another starts
+
+
+def _may_start() -> bool:
+    """Whether to start the user's worker: none was started in the last ``STARTING_FOR``
+    seconds (one that is still starting takes every queue: a search of eight stores starts
+    one process, not eight)."""
+    stamp = state_home() / STARTING
     try:
-        enqueue(state_dir(root), "index", start=root if take is None else None)
+        if time.time() - stamp.stat().st_mtime < STARTING_FOR:
+            return False
+    except FileNotFoundError:
+        pass  # (none started yet)
+    stamp.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp.touch()
+    return True
+
+
+def users_worker_at_work() -> bool:
+    """Whether the user's worker is at work now."""
+    return _held(_users_lock())
+
+
+def with_work() -> list[Path]:
+    """The state folders of the user's stores with jobs waiting (or left at work)."""
+    try:
+        folders = sorted((state_home() / STORES).iterdir())
+    except OSError:
+        return []
+    return [s for s in folders if not s.is_symlink() and queued(s, running=True)]
+
+
+def folder_of(state: Path) -> Path | None:
+    """The store folder a state folder is for, as it recorded (None: not recorded)."""
+    try:
+        path = json.loads((state / FOLDER_ID).read_text(encoding="utf-8"))["path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return Path(path) if isinstance(path, str) and Path(path).is_dir() else None
+
+
+def work_all(handlers_for: Callable[[Path, Path], Mapping[str, Handler]]) -> int:
+    """Be the user's worker: while any store has jobs waiting, run the next job of each in
+    turn (``handlers_for(state, folder)``: what its jobs do), then leave; a worker that finds
+    another at work leaves at once. How many jobs it ran."""
+    import filelock
+
+    _users_lock().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = filelock.FileLock(str(_users_lock()), timeout=0)
+    ran = 0
+    skipped: set[Path] = set()  # stores whose folder is gone or unknown: not this worker's
+    while True:
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            return ran
+        (state_home() / STARTING).unlink(missing_ok=True)  # (started: the next may start)
+        try:
+            while stores := [s for s in with_work() if s not in skipped]:
+                for state in stores:
+                    root = folder_of(state)
+                    if root is None or at_work(state):
+                        skipped.add(state)  # (another worker has it, or none can)
+                        continue
+                    ran += work(state, handlers_for(state, root), limit=1)
+        finally:
+            lock.release()
+        if not [s for s in with_work() if s not in skipped]:  # (one queued meanwhile?)
+            return ran
+
+
+def index_in_background(
+    root: Path, take: Callable[[Path], None] | None = None, *, start: bool = True
+) -> bool:
+    """Queue embedding what is not embedded yet of the folder store at ``root`` and start the
+    user's worker (not with ``start`` False: background work is off), or hand its queue (the
+    state folder) to ``take`` (the resident's worker); False when that could not be done
+    (searches embed a little at a time then)."""
+    try:
+        enqueue(state_dir(root), "index", start=root if take is None and start else None)
     except OSError as exc:
         log.warning("memdir: cannot queue the background index of %s: %s", root, exc)
         return False
@@ -126,9 +217,13 @@ def queued(state: Path, kind: str | None = None, *, running: bool = False) -> li
 
 def at_work(state: Path) -> bool:
     """Whether the store's worker is at work now."""
+    return _held(folder(state) / WORKER_LOCK)
+
+
+def _held(lock: Path) -> bool:
+    """Whether a process holds the lock file ``lock`` now."""
     import filelock
 
-    lock = folder(state) / WORKER_LOCK
     if not lock.exists():
         return False
     held = filelock.FileLock(str(lock), timeout=0)
@@ -140,11 +235,13 @@ def at_work(state: Path) -> bool:
     return False
 
 
-def work(state: Path, handlers: Mapping[str, Handler], *, only: bool = False) -> int:
+def work(
+    state: Path, handlers: Mapping[str, Handler], *, only: bool = False, limit: int = 0
+) -> int:
     """Be the store's worker: run every queued job, oldest first, until none is left (a job
-    queued meanwhile included); a worker that finds another at work leaves at once. With
-    ``only``, the jobs of kinds ``handlers`` has no function for are left in the queue (for
-    the detached worker, ``left``). How many jobs it ran."""
+    queued meanwhile included), or ``limit`` jobs; a worker that finds another at work leaves
+    at once. With ``only``, the jobs of kinds ``handlers`` has no function for are left in
+    the queue (for the detached worker, ``left``). How many jobs it ran."""
     import filelock
 
     jobs = folder(state)
@@ -166,13 +263,13 @@ def work(state: Path, handlers: Mapping[str, Handler], *, only: bool = False) ->
         except filelock.Timeout:
             return ran  # the worker at work takes what is queued
         try:
-            while waiting := todo():
+            while (waiting := todo()) and not (limit and ran >= limit):
                 tried.add(waiting[0].stem)
                 _run(state, waiting[0], handlers)
                 ran += 1
         finally:
             lock.release()
-        if not todo():  # (one queued meanwhile?)
+        if not todo() or (limit and ran >= limit):  # (one queued meanwhile?)
             return ran
 
 

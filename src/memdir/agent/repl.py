@@ -156,7 +156,8 @@ class Session:
         left = self.worker.close()
         if left:
             try:  # finished in the background now, not one session late
-                jobs.enqueue(self.store.internal, "pending", start=self.store.root)
+                off = self.store.config.background == "off"
+                jobs.enqueue(self.store.internal, "pending", start=None if off else self.store.root)
                 where = "finishing in the background"
             except OSError:
                 where = "handed over to the next session"

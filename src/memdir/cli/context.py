@@ -108,7 +108,7 @@ class Ctx:
         for store in self._paced:
             left = store.index.backlog
             if left and not store.read_only:
-                started = index_in_background(store.root)
+                started = index_in_background(store.root, start=store.config.background != "off")
                 if started:
                     click.echo(
                         f"memdir: {left} memories are being embedded in the background;"

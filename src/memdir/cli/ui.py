@@ -42,7 +42,8 @@ def ui_command(c: Ctx, port: int | None, no_open: bool) -> None:
         from ..ui.access import Access
         from ..ui.app import build_app
     except ImportError as exc:
-        fail(f"memdir ui needs its extra ({exc.name} is missing) — pip install 'memdir[ui]'")
+        missing = exc.name or str(exc)
+        fail(f"memdir ui needs the ui extra ({missing} is missing) — pip install 'memdir[ui]'")
     scopes = c.scopes(require=False)
     if not scopes.stores():
         fail("no memory store here or in your user folder yet — 'memdir init' creates one")

@@ -19,13 +19,13 @@ from typing import Any
 import click
 
 from .. import jobs
+from ..config import Config, load_config
 from ..errors import MemdirError
 from ..safetext import pad, plural
 from ..scopes import PROJECT, USER
 from ..store import Store
 from .context import (
     Ctx,
-    build_model,
     emit_json,
     existing_store,
     json_option,
@@ -314,28 +314,44 @@ NICE = 5  # the worker's priority at least this far below the user's
 
 
 @click.command("work", hidden=True)
+@click.option("--all", "every", is_flag=True, help="Be the user's worker: every store's jobs.")
 @pass_ctx
-def work_cmd(c: Ctx) -> None:
-    """Run the jobs queued for this store (started detached by hooks and commands)."""
-    from ..integrations.hooks import job_handlers
+def work_cmd(c: Ctx, every: bool) -> None:
+    """Run the jobs queued for this store, or (--all) for every store of the user's (started
+    detached by hooks and commands)."""
     from ..layout import state_dir
 
+    with contextlib.suppress(OSError):  # below the user's work (the resident's share, if more)
+        os.nice(max(0, NICE - os.nice(0)))
+    if every:
+        jobs.work_all(lambda state, root: _handlers(load_config({"dir": root})))
+        return
     config = c.config
     # (a folder's queue is known without opening the store: at 100,000 memories that takes
     # seconds, which an index job spends once itself)
     folder = None if config.database_url else state_dir(config.dir)
     if folder is not None and jobs.at_work(folder):
         return  # the store's worker takes the queue: this one leaves before opening the store
-    with contextlib.suppress(OSError):  # below the user's work (the resident's share, if more)
-        os.nice(max(0, NICE - os.nice(0)))
+    jobs.work(folder or c.store.internal, _handlers(config))
+
+
+def _handlers(config: Config) -> dict[str, jobs.Handler]:
+    """What the jobs of the store ``config`` opens do: learn, index, sync, and finish what an
+    exiting agent handed over."""
+    from ..integrations.hooks import job_handlers
 
     def pending(data: jobs.Data) -> None:
         from ..agent.loop import finish_handed_over
+        from ..layout import USAGE
+        from ..providers import make_model
         from ..scopes import user_store_dir
+        from ..store import open_store
 
-        finish_handed_over(c.store, build_model(c, memory=True), user_store_dir(config))
+        store = open_store(config, create=False, watch=False)
+        model = make_model(config, memory=True, usage_log=store.internal / USAGE)
+        finish_handed_over(store, model, user_store_dir(config))
 
-    jobs.work(folder or c.store.internal, {**job_handlers(config), "pending": pending})
+    return {**job_handlers(config), "pending": pending}
 
 
 COMMANDS = [index, doctor, scopes, export_cmd, import_cmd, work_cmd]

@@ -171,19 +171,25 @@ def log_line(store_dir: Path, record: LogRecord) -> None:
 def _memory_model(config: Config, host: str | None, usage: Path | None = None) -> Any:
     """The configured memory model; without one, the host's own CLI; else None. Its calls
     are logged in ``usage`` (the store's usage log: ``memdir llm stats``)."""
+    return _model_or_why(config, host, usage)[0]
+
+
+def _model_or_why(config: Config, host: str | None, usage: Path | None = None) -> tuple[Any, str]:
+    """The memory model (``_memory_model``), or None and why there is none (a key without its
+    SDK names the extra to install)."""
     from ..providers import make_model
 
     try:
-        return make_model(config, memory=True, usage_log=usage)
-    except LLMUnavailable:
+        return make_model(config, memory=True, usage_log=usage), ""
+    except LLMUnavailable as exc:
+        why = str(exc)
         if host in HOSTS and config.provider is None:
             try:
-                return make_model(
-                    Config(**{**config.__dict__, "provider": host}), memory=True, usage_log=usage
-                )
-            except LLMUnavailable:
-                return None
-        return None
+                hosts = Config(**{**config.__dict__, "provider": host})
+                return make_model(hosts, memory=True, usage_log=usage), ""
+            except LLMUnavailable as also:
+                why = why if "pip install" in why else str(also)
+        return None, why
 
 
 def _usage_of(scopes: Scopes) -> Path | None:
@@ -266,7 +272,11 @@ def prompt(
         )
         for _, opened in store.stores():
             if opened.index.backlog and not opened.read_only:  # the rest, later, not here
-                jobs.index_in_background(opened.root, _hand(worker, opened.config))
+                jobs.index_in_background(
+                    opened.root,
+                    _hand(worker, opened.config),
+                    start=opened.config.background != "off",
+                )
     finally:
         lease.release()
     if not block:
@@ -527,7 +537,8 @@ def learn(event: HookEvent, *, host: str | None, worker: Worker | None = None) -
         open_folder(config.dir, create=True, cache_dir=None)
         internal = state_dir(config.dir)
     data = {"event": event, "host": host}
-    job = jobs.enqueue(internal, "learn", data, start=config.dir if worker is None else None)
+    starts = worker is None and config.background != "off"
+    job = jobs.enqueue(internal, "learn", data, start=config.dir if starts else None)
     if worker is not None:
         worker(internal, config)
     return job
@@ -593,14 +604,16 @@ def learn_job(data: jobs.Data, config: Config, *, by: str = "worker") -> LogReco
         messages = read_session(Path(event["transcript_path"]))
         if _nested(messages):
             raise _Nothing("a session memdir started as its memory model: not learned from")
-        model = _memory_model(config, host, store.internal / USAGE)
+        model, why = _model_or_why(config, host, store.internal / USAGE)
         if model is None:  # what was said is kept all the same: recall finds the turns
             from ..learn.conversation import keep_episodes
 
             keep_episodes(store, messages)
             embed_episodes(store)
             raise _Nothing(
-                f"{NO_MODEL}: the conversation's turns are kept, nothing was extracted —"
+                f"{NO_MODEL}: the conversation's turns are kept, nothing was extracted — {why}"
+                if "pip install" in why
+                else f"{NO_MODEL}: the conversation's turns are kept, nothing was extracted —"
                 " set an API key, or install the host's CLI"
             )
         root = user_store_dir(config)

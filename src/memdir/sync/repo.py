@@ -284,7 +284,7 @@ def kick(root: Path, config: Config, *, pull: bool = False) -> bool:
         if last and last > _ago(config.sync_interval):
             return False
     try:
-        jobs.enqueue(state_dir(root), "sync", start=root)
+        jobs.enqueue(state_dir(root), "sync", start=root if config.background != "off" else None)
     except OSError:
         return False
     return True

@@ -251,7 +251,7 @@ class Lookup:
             and self.hand_over
             and budget
             and not self._handed()
-            and index_in_background(self.root)
+            and index_in_background(self.root, start=self.config.background != "off")
         ):
             self._handed_at = time.monotonic()
 
@@ -286,7 +286,7 @@ class Lookup:
             self.hand_over
             and not self._handed()
             and not self._indexer_at_work()
-            and index_in_background(self.root)
+            and index_in_background(self.root, start=self.config.background != "off")
         ):
             self._handed_at = time.monotonic()
 
