@@ -168,8 +168,8 @@ def test_many_rules_from_elsewhere_are_one_line_on_a_terminal(tmp_path: Path, cl
     assert lines == [
         "warning: .: 7 rules from elsewhere (rule-0, rule-1, rule-2 and 4 more) are not your"
         " instructions and do not stand until you accept them: 'memdir review' lists them with"
-        " where each came from, 'memdir accept --all' takes them (never one that orders the"
-        " agent about)"
+        " where each came from, 'memdir accept --all' shows each and asks you (never one that"
+        " orders the agent about)"
     ], r.out
     data = json.loads(cli("doctor", "--json").out)
     assert len([w for w in data["warnings"] if "from elsewhere" in w["reason"]]) == 7

@@ -309,23 +309,6 @@ def test_a_damaged_index_is_rebuilt_from_the_files_memories_and_episodes(
     assert "we go with Alembic" in said.turn.text
 
 
-def test_a_store_of_the_previous_version_drops_its_episode_caches(store: MemoryStore) -> None:
-    """The files the previous version kept the episodes' index in are deleted when the
-    episodes' parts of the store's index are first made; nothing said is lost."""
-    extract_memories(store, TALK, FakeModel([{"memories": []}]))
-    store.close()
-    with sqlite3.connect(store.internal / "index.sqlite") as db:  # as the version before left it
-        for table in ("episode_files", "episode_docs", "episode_fts", "episode_stats"):
-            db.execute(f"DROP TABLE IF EXISTS {table}")
-        db.execute("DELETE FROM meta WHERE key LIKE 'episode_%'")
-    old = ["episodes.sqlite", "episodes.json", "episodes-vectors.sqlite", "episodes-vectors.json"]
-    for name in old:
-        (store.internal / name).write_bytes(b"{}")
-    (said,) = Episodes(store.internal, store.config).search("alembic migration", 1)
-    assert "we go with Alembic" in said.turn.text
-    assert not [name for name in old if (store.internal / name).exists()]
-
-
 def test_deleting_the_episodes_folder_takes_its_caches_along(store: MemoryStore) -> None:
     """What was said, deleted by a person, is not left behind in the search index or as
     vectors: the next search removes both."""

@@ -119,33 +119,6 @@ def test_extraction_leaves_pinned_memories_alone(store: MemoryStore) -> None:
     assert (store.root / "house-rules.md").read_text() == before
 
 
-def test_the_caches_an_earlier_version_kept_give_way_to_the_store_index(tmp_path: Path) -> None:
-    """A store whose state folder holds an earlier version's caches (metadata snapshot and
-    log, search and vector files) opens with every memory listed and found, builds its one
-    index, and removes the old caches; a second process re-parses nothing."""
-    root = tmp_path / ".memory"
-    store = MemoryStore(root, watch=False)
-    for i in range(130):
-        store.write(f"n{i}", type="reference", description=f"note {i}", body=f"word{i}")
-        old = 1_700_000_000 + i
-        import os
-
-        os.utime(root / f"n{i}.md", (old, old))  # out of the racy window: trusted
-    store.close()
-    state = state_dir(root)
-    (state / "index.sqlite").unlink()
-    legacy = ["meta.json", "meta.log", "search.sqlite", "vectors.sqlite", "search.sqlite-wal"]
-    for name in legacy:
-        (state / name).write_bytes(b'{"version": 4, "rows": []}')
-    fresh = MemoryStore(root, watch=False)
-    assert len(fresh.entries()) == 130
-    assert fresh.search("word77")[0].name == "n77"
-    assert not [name for name in legacy if (state / name).exists()]
-    again = MemoryStore(root, watch=False)
-    assert len(again.entries()) == 130 and again._catalog.recheck == set()
-    assert again._catalog.pending == {}
-
-
 def _collector(out: list[str]) -> Any:
     """A writable stream class whose writes land in ``out``."""
 
