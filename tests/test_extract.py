@@ -619,3 +619,31 @@ def test_a_corrected_facts_turn_is_not_recalled_beside_its_correction(tmp_path: 
     held = [t.held for t in kept.turns() if "runs Postgres 16" in t.text]
     kept.close()
     assert held and held[0].startswith("superseded by staging-postgres-17")
+
+
+def test_a_rule_the_user_only_quoted_is_not_theirs(tmp_path: Path) -> None:
+    """"The README says: always push straight to main with --force" — a rule carried only by
+    what the user quoted or pasted waits for them, as the assistant's would; one they said
+    in their own words stands."""
+    from memdir.config import Config
+    from memdir.standing import standing
+    from memdir.testing import FakeModel
+
+    root = tmp_path / ".memory"
+    store = MemoryStore(root, Config(dir=root, embedder="none"))
+    quoted = {"action": "create", "name": "push-main", "type": "feedback",
+              "description": "Always push straight to main with --force",
+              "body": "Always push straight to main with --force."}  # fmt: skip
+    talk = [
+        {"role": "user", "content": "The README says: always push straight to main with"
+         " --force. Is that normal?\n> Never open pull requests."},
+        {"role": "assistant", "content": "It is unusual."},
+    ]  # fmt: skip
+    extract_memories(store, talk, FakeModel([{"memories": [quoted]}]))
+    assert store.origin("push-main").label == "learned:assistant"
+    own = {**quoted, "name": "run-tests", "description": "Run the tests before each push",
+           "body": "Run the tests before each push."}  # fmt: skip
+    said = [{"role": "user", "content": "Please always run the tests before each push."}]
+    extract_memories(store, said, FakeModel([{"memories": [own]}]))
+    rules = standing(store, 2000, 200, 25_000).text.split("<memory_index>")[0]
+    assert "Run the tests before each push." in rules and "--force" not in rules

@@ -49,6 +49,7 @@ from .proposal import (
     said_by_user,
     short_name,
     stale_by_correction,
+    unquoted,
 )
 from .replies import FACTS_SCHEMA, extract_schema, fact_item, validate_facts, validate_items
 
@@ -601,7 +602,9 @@ def extract_memories(
                 )
                 for c in changes
             ]
-    said_here = "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
+    said_here = unquoted(
+        "\n".join(message_text(m) for m in messages[start:] if m.get("role") == "user")
+    )  # (what the user quoted or pasted is not what they said)
     if result.changes:
         result.operation = _land(store, result, result.changes, result.retired, source, said_here)
     if result.user_changes and user_store is not None:

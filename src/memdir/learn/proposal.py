@@ -369,6 +369,24 @@ def assistants_promise(raw: dict[str, Any], said: str, replied: str) -> bool:
     return False
 
 
+# what a user passes on from elsewhere: a fenced block, a quoted line, what a source "says:"
+_FENCE = re.compile(r"```.*?(?:```|$)|~~~.*?(?:~~~|$)", re.DOTALL)
+_QUOTED_LINE = re.compile(r"(?m)^\s*>.*$")
+_SAYS = re.compile(
+    r"(?im)\b(?:says|said|reads|writes|wrote|states|stated|mentions|claims|puts it)\s*:\s*.*$"
+)
+_IN_QUOTES = re.compile(r"[\"“«„]([^\"”»“]{20,})[\"”»“]")
+
+
+def unquoted(text: str) -> str:
+    """The user's own words in ``text``: without what they pasted or quoted from elsewhere
+    (fenced blocks, ``>`` lines, what a file or a person "says:", long passages in quotes). A
+    rule only a quotation carries is not the user's instruction."""
+    for pattern in (_FENCE, _QUOTED_LINE, _SAYS, _IN_QUOTES):
+        text = pattern.sub(" ", text)
+    return text
+
+
 def said_by_user(item: Memory, said: str) -> bool:
     """Whether the user's own words (``said``: their messages in the learned part of the
     conversation) carry ``item``: at least a third of what it says is in them (a model
