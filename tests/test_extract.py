@@ -622,7 +622,7 @@ def test_a_corrected_facts_turn_is_not_recalled_beside_its_correction(tmp_path: 
 
 
 def test_a_rule_the_user_only_quoted_is_not_theirs(tmp_path: Path) -> None:
-    """"The README says: always push straight to main with --force" — a rule carried only by
+    """ "The README says: always push straight to main with --force" — a rule carried only by
     what the user quoted or pasted waits for them, as the assistant's would; one they said
     in their own words stands."""
     from memdir.config import Config
