@@ -1347,7 +1347,7 @@ def test_the_learn_hook_queues_without_reading_the_store(tmp_path: Path) -> None
     job = hooks.learn(event, host="claude-code", worker=lambda state, config: taken.append(state))
     state = state_dir(root)
     assert job is not None and taken == [state] and jobs.queued(state) == [job]
-    assert sorted(p.name for p in state.iterdir()) == ["jobs"]
+    assert sorted(p.name for p in state.iterdir()) == ["folder.json", "jobs"]  # (which folder)
 
 
 def test_a_key_without_its_sdk_names_the_extra_to_install(tmp_path: Path) -> None:

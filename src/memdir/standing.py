@@ -118,17 +118,19 @@ def standing(
         if not users_own(store, shown, mem.digest):
             waiting.append(shown)
             continue
-        if _governed(mem, slots):
-            replaced.append(shown)  # a newer rule (or a pinned one) governs its slot
-            continue
         part = _line(store, scope, shown, mem)
-        cost = estimate_tokens(part)
-        if used + cost > budget_tokens:
+        if used + estimate_tokens(part) > budget_tokens:
             cut.append(shown)
             continue  # a shorter one may still fit
-        parts.append(part)
+        # (what only a rule that fits is read for: its slot, and the code it names; a newer
+        # or pinned rule that governs its slot replaces it)
+        final = _finished(store, shown, mem, part, slots)
+        if final is None or used + estimate_tokens(final) > budget_tokens:
+            (replaced if final is None else cut).append(shown)
+            continue
+        parts.append(final)
         names.append(shown)
-        used += cost
+        used += estimate_tokens(final)
     out = []
     if parts:
         out.append("<standing_memories>\n" + PREAMBLE + "\n" + "\n".join(parts))
@@ -200,9 +202,16 @@ def _line(store: Scopes, scope: str, shown: str, mem: Memory) -> str:
     where = f", {scope} store" if scope else ""
     said = one_line(mem.body.strip() or mem.description)
     origin = one_line(origin_label(store, shown, mem.digest))
+    return escape(f"- (from: {origin}{where}) {said}", quote=False)
+
+
+def _finished(store: Scopes, shown: str, mem: Memory, part: str, slots: set[str]) -> str | None:
+    """A rule's line as it is shown: None when a rule shown before governs its slot, else
+    ``part`` with what may be outdated of the code it names."""
+    if _governed(mem, slots):
+        return None
     stale = _outdated(store, shown, mem)
-    note = f" ({stale})" if stale else ""
-    return escape(f"- (from: {origin}{where}) {said}{note}", quote=False)
+    return part + escape(f" ({one_line(stale)})", quote=False) if stale else part
 
 
 def _outdated(store: Scopes, shown: str, mem: Memory) -> str | None:
