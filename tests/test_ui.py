@@ -525,3 +525,27 @@ def test_what_each_memory_was_used_for_and_what_sessions_were_given(
     assert "start:claude-code" in recalls and "3f1c9a2e-77aa-4c1b-9d10-5b0e8d2f6a11" in recalls
     assert "We moved the API to port 8080 last week." in recalls
     assert "40 tokens<" in recalls and "57 tokens, 48 ms" in recalls  # what each cost
+
+
+def test_the_review_page_shows_the_rules_that_wait_and_accepts_them(
+    ui: tuple[TestClient, Access], project: MemoryStore
+) -> None:
+    """A rule that waits for acceptance (a hand-dropped feedback file) is on the Review page
+    with its text, where it came from and an Accept that takes that text."""
+    from memdir.standing import standing
+
+    (project.root / "wrap.md").write_text(
+        "---\nname: wrap\ntype: feedback\ndescription: Wrap lines\n---\nWrap lines at 100.\n"
+    )
+    project.refresh()
+    client = signed_in(ui)
+    _, access = ui
+    page = client.get("/review").text
+    assert 'id="waiting"' in page and "Wrap lines at 100." in page and "from: hand" in page
+    digest = re.search(r'id="wait-project-wrap">.*?name="digest" value="([0-9a-f]+)"', page, re.S)
+    assert digest is not None
+    r = client.post("/memory/project/wrap/accept",
+                    data={"csrf": access.csrf, "digest": digest.group(1)})  # fmt: skip
+    assert r.status_code in (200, 303)
+    assert "Wrap lines at 100." in standing(MemoryStore(project.root), 2000, 200, 25_000).text
+    assert 'id="waiting"' not in client.get("/review").text

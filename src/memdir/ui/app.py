@@ -26,6 +26,7 @@ from starlette.templating import Jinja2Templates
 
 from .. import memory as memfmt
 from .. import review as queue
+from ..decisions import active
 from ..entry import Entry
 from ..episodes import Turn
 from ..errors import MemdirError
@@ -305,7 +306,7 @@ class UI:
                             " and look at it again"
                         )
                     shown = self._shown(scope, name)
-                    if shown in held_names(self.scopes):
+                    if active(store.root, name, store.get(name).digest) is not None:
                         raise MemdirError(
                             "it is held for review (it came from elsewhere): approve it in"
                             " Review first, then accept it"
@@ -341,14 +342,37 @@ class UI:
             existing = {
                 scope: {e.name for e in store.entries()} for scope, store in self._writable()
             }
+            proposed = {(s, i.name) for s, p, items in waiting for i, _ in items}
+            rules = self._waiting_rules(proposed)
         return self.page(
             request,
             "review.html",
             proposals=waiting,
+            rules=rules,
             mode=mode,
             existing=existing,  # a proposal's name links to a memory only when there is one
             done=request.query_params.get("done", ""),
         )
+
+    def _waiting_rules(self, proposed: set[tuple[str, str]]) -> list[dict[str, str]]:
+        """What else waits for the person: rules from elsewhere that wait for acceptance
+        (``standing.waiting``) and texts held back from recall that no proposal holds (a
+        door's arrival under ``review = "ask"``), each with the text it would accept."""
+        out = []
+        held = held_names(self.scopes)
+        names = {shown: why for shown, why in waiting(self.scopes)}
+        names.update({shown: "held for review" for shown in held if shown not in names})
+        for shown, why in names.items():
+            scope, name = self.scopes.locate(shown)
+            if (scope.name, name) in proposed or scope.store is None or not scope.writable:
+                continue
+            mem = self.scopes.get(shown)
+            arrival = active(scope.store.root, name, mem.digest) is not None
+            out.append(
+                {"scope": scope.name, "name": name, "from": why, "digest": mem.digest or "",
+                 "text": mem.body.strip() or mem.description, "held": str(arrival)}
+            )  # fmt: skip
+        return out
 
     async def decide(self, request: Request) -> Response:
         scope, pid, verb = (request.path_params[k] for k in ("scope", "pid", "verb"))
