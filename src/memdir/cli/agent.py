@@ -186,31 +186,19 @@ def mcp_cmd(
 
     # on stdio the host's initialize is answered before the SDK loads (hosts wait seconds)
     with contextlib.nullcontext() if http else initialize_first():
-        _serve_mcp(c, http, host, port, token, origins, hosts)
+        from ..integrations.mcp import serve
+        from ..trust import config_home
 
-
-def _serve_mcp(
-    c: Ctx,
-    http: bool,
-    host: str | None,
-    port: int,
-    token: str | None,
-    origins: tuple[str, ...],
-    hosts: tuple[str, ...],
-) -> None:
-    from ..integrations.mcp import serve
-    from ..trust import config_home
-
-    serve(
-        c.config,
-        http=http,
-        host=host or "127.0.0.1",
-        port=port,
-        token=token,
-        origins=origins,
-        hosts=hosts,
-        home=config_home(os.environ),
-    )
+        serve(
+            c.config,
+            http=http,
+            host=host or "127.0.0.1",
+            port=port,
+            token=token,
+            origins=origins,
+            hosts=hosts,
+            home=config_home(os.environ),
+        )
 
 
 COMMANDS = [chat_cmd, run_cmd, mcp_cmd]

@@ -279,12 +279,24 @@ def prompt(
                 )
     finally:
         lease.release()
-    if not block:
+    return context_for("UserPromptSubmit", block)
+
+
+def context_for(event_name: str, text: str) -> str:
+    """A hook's stdout that adds ``text`` to the host's context ('' adds nothing): the
+    ``additionalContext`` both hosts read."""
+    if not text:
         return ""
-    return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": block}},
-        ensure_ascii=False,
-    )
+    out = {"hookSpecificOutput": {"hookEventName": event_name, "additionalContext": text}}
+    return json.dumps(out, ensure_ascii=False)
+
+
+def _lease(config: Config, stores: StoreSource | None) -> Lease | None:
+    """The stores of ``config`` for a hook that must not wait on them; None: no store."""
+    try:
+        return (stores or FRESH).take(config, 0.0)
+    except StoreNotFound:
+        return None
 
 
 def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = None) -> str:
@@ -295,9 +307,8 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
 
     started = time.monotonic()
     config = _config_for(event)
-    try:
-        lease = (stores or FRESH).take(config, 0.0)
-    except StoreNotFound:
+    lease = _lease(config, stores)
+    if lease is None:
         return ""
     try:
         store = lease.scopes
@@ -307,10 +318,7 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
         log_standing(store, given, host, event, started)
     finally:
         lease.release()
-    return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": given.text}},
-        ensure_ascii=False,
-    )
+    return context_for("SessionStart", given.text)
 
 
 def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = None) -> str:
@@ -329,9 +337,8 @@ def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = Non
     if not work.code and not work.command:
         return ""
     config = _config_for(event)
-    try:
-        lease = (stores or FRESH).take(config, 0.0)
-    except StoreNotFound:
+    lease = _lease(config, stores)
+    if lease is None:
         return ""
     try:
         store = lease.scopes
@@ -356,17 +363,7 @@ def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = Non
             )
     finally:
         lease.release()
-    if not found:
-        return ""
-    return json.dumps(
-        {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "additionalContext": reminder(found),
-            }
-        },
-        ensure_ascii=False,
-    )
+    return context_for("PreToolUse", reminder(found) if found else "")
 
 
 def log_standing(
