@@ -31,6 +31,7 @@ from memdir.undo import undo
 from test_store_contract import fill
 
 from conftest import CliFn, child_env, trust
+from fakeserver import FakeLLMServer
 
 pytestmark = pytest.mark.postgres
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -567,3 +568,25 @@ def test_a_team_stores_memory_shows_its_writer_to_a_reader(
     assert render_block(scopes, ["review-rota"], 2000) == ""  # her rule: not one he acts on
     text = standing(scopes, 2000, 200, 25_000).text
     assert "Alice reviews the deploys" not in text and "came from elsewhere" in text
+
+
+def test_a_failed_embedder_is_asked_again_after_a_while(
+    pg_config: Config, tmp_path: Path, llm_server: FakeLLMServer
+) -> None:
+    """A failure of the embedder leaves a database store's search BM25-only for a while (not
+    tried again at once), then it is tried again: a long-running server is not BM25-only until
+    restarted."""
+    config = dataclasses.replace(
+        pg_config, embedder="http", embed_url=llm_server.url + "/v1", embed_model="m"
+    )
+    store = PgStore(config, root=tmp_path / "pg")
+    fill(store)  # the fake server has no embeddings to give: embedding fails
+    store.search("PostgreSQL", 2)
+    ranker = store.index.ranker()
+    assert "BM25 alone" in store.index.describe() and ranker.dense_error is not None
+    first = ranker._retry_at
+    store.search("PostgreSQL", 2)  # within the delay: not tried again
+    assert ranker._retry_at == first
+    ranker._retry_at = 0.0  # the delay has passed
+    store.search("PostgreSQL", 2)
+    assert ranker._retry_at > first  # tried again (and failed again: BM25 for a while more)

@@ -55,11 +55,14 @@ class Database(Protocol):
 class PgSearch:
     """BM25 and vectors over one database store."""
 
+    RETRY_AFTER = 30.0  # seconds before an embedder that failed is asked again
+
     def __init__(self, db: Database, embedder: Embedder | None = None) -> None:
         self.db = db
         self.embedder = embedder
         self._made = embedder is not None
         self.dense_error: str | None = None
+        self._retry_at = float("inf")  # when a failed embedder is asked again (never: broken)
         self.progress: Callable[[int, int], None] | None = None
         self.budget: float | None = None
         self.backlog = 0
@@ -278,6 +281,8 @@ class PgSearch:
         return self._mutex
 
     def prepare(self, dense: bool) -> PgSearch:
+        if self.dense_error is not None and time.monotonic() >= self._retry_at:
+            self.dense_error = None  # an endpoint that failed a while ago: asked again
         if dense and self._make_embedder() is not None and self.dense_error is None:
             try:
                 self.sync(self.budget)
@@ -307,7 +312,10 @@ class PgSearch:
         return self._dense(qvec, names, self.embedder)
 
     def failed(self, exc: MemdirError) -> None:
+        """The embedder failed: BM25 alone for ``RETRY_AFTER`` seconds, then asked again (a
+        long-running server is not BM25-only for good after one timeout)."""
         self.dense_error = str(exc)
+        self._retry_at = time.monotonic() + self.RETRY_AFTER
         log.warning("memdir: search by meaning failed, BM25 alone: %s", exc)
 
     def repair(self, exc: Exception) -> bool:
