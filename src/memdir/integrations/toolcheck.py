@@ -44,11 +44,8 @@ def pending(tool_name: str, tool_input: dict[str, Any]) -> Pending:
         return Pending(code=((path, str(tool_input.get("new_string") or "")),))
     if tool_name == "MultiEdit":
         edits = tool_input.get("edits")
-        parts = (
-            [str(e.get("new_string") or "") for e in edits or [] if isinstance(e, dict)]
-            if isinstance(edits, list)
-            else []
-        )
+        edits = edits if isinstance(edits, list) else []
+        parts = [str(e.get("new_string") or "") for e in edits if isinstance(e, dict)]
         return Pending(code=((path, "\n\n".join(parts)),))
     command = tool_input.get("command")
     if isinstance(command, list):  # Codex may send argv
