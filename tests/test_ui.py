@@ -541,11 +541,11 @@ def test_the_review_page_shows_the_rules_that_wait_and_accepts_them(
     client = signed_in(ui)
     _, access = ui
     page = client.get("/review").text
-    assert 'id="waiting"' in page and "Wrap lines at 100." in page and "from: hand" in page
+    assert 'id="rules-waiting"' in page and "Wrap lines at 100." in page and "from: hand" in page
     digest = re.search(r'id="wait-project-wrap">.*?name="digest" value="([0-9a-f]+)"', page, re.S)
     assert digest is not None
     r = client.post("/memory/project/wrap/accept",
                     data={"csrf": access.csrf, "digest": digest.group(1)})  # fmt: skip
     assert r.status_code in (200, 303)
     assert "Wrap lines at 100." in standing(MemoryStore(project.root), 2000, 200, 25_000).text
-    assert 'id="waiting"' not in client.get("/review").text
+    assert 'id="rules-waiting"' not in client.get("/review").text

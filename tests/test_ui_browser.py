@@ -162,11 +162,18 @@ def test_a_person_sees_corrects_and_reviews_memories(server: tuple[str, Path]) -
         assert "width 4" in (root / "tabs.md").read_text()
 
         page.get_by_role("link", name=re.compile("^Review")).click()
-        expect(page.locator(".item")).to_have_count(2)
+        expect(page.locator(".proposal .item")).to_have_count(2)
+        # the rule the person edited by hand after accepting it waits again, shown with them
+        expect(page.locator("#rules-waiting .item")).to_have_count(1)
+        expect(page.locator("#rules-waiting")).to_contain_text("fact-03")
         shot(page, "review")
         page.locator(".item", has_text="pytest").locator("button.approve").click()
         expect(page.get_by_role("status")).to_contain_text("Approved 1 change")
         page.locator(".item", has_text="deploy").locator("button.reject").click()
+        expect(page.locator(".proposal")).to_have_count(0)
+        page.locator("#rules-waiting .item", has_text="fact-03").locator("button.approve").click()
+        expect(page.get_by_role("status")).to_contain_text("Accepted as your own")
+        page.get_by_role("link", name=re.compile("^Review")).click()
         expect(page.get_by_text("Nothing waits for review")).to_be_visible()
         store = MemoryStore(root)
         assert "pytest" in store and "deploy" not in store
