@@ -177,7 +177,7 @@ def environment(home: Path, base_url: str | None) -> Iterator[None]:
 def run_dialogue(dialogue: dict[str, Any], perfect: Perfect | None, base: Path) -> dict[str, Any]:
     """Learn every session through the hooks, start a new one; what stood there."""
     from memdir import jobs
-    from memdir.integrations import hooks
+    from memdir.integrations import hooks, workerjobs
 
     project = base / "project"
     (project / ".memory").mkdir(parents=True)
@@ -185,7 +185,7 @@ def run_dialogue(dialogue: dict[str, Any], perfect: Perfect | None, base: Path) 
     versions, per_session = instructions(dialogue)
 
     def worker(state: Path, config: Any) -> None:
-        jobs.work(state, hooks.job_handlers(config))
+        jobs.work(state, workerjobs.job_handlers(config))
 
     errors = []
     for i, session in enumerate(dialogue["sessions"]):

@@ -227,9 +227,9 @@ def run(
 
 def _inline(state: Path, config: Any) -> None:
     from memdir import jobs
-    from memdir.integrations import hooks
+    from memdir.integrations import workerjobs
 
-    jobs.work(state, hooks.job_handlers(config))
+    jobs.work(state, workerjobs.job_handlers(config))
 
 
 def main() -> None:

@@ -786,7 +786,7 @@ def test_the_background_embedder_stops_when_its_store_is_deleted(tmp_path: Path)
     instead of embedding what it read before (minutes of CPU for nothing)."""
     import shutil
 
-    from memdir.integrations.hooks import embed_while_there
+    from memdir.integrations.workerjobs import embed_while_there
 
     root = tmp_path / ".memory"
     with MemoryStore(root, Config(dir=root, embedder="none")) as plain:
@@ -894,7 +894,7 @@ def test_a_prompt_answered_by_the_resident_hands_its_backlog_to_the_residents_wo
 
     from memdir import jobs
     from memdir.config import load_config
-    from memdir.integrations import hooks
+    from memdir.integrations import hooks, workerjobs
     from memdir.layout import state_dir
     from memdir.memory import Memory
     from memdir.plan import Put
@@ -917,5 +917,5 @@ def test_a_prompt_answered_by_the_resident_hands_its_backlog_to_the_residents_wo
     assert err == "" and "note-" in out
     assert [(s, c.dir) for s, c in handed] == [(state_dir(root), root)]
     assert jobs.queued(state_dir(root), "index")  # the job waits for the worker it was handed to
-    jobs.work(state_dir(root), hooks.job_handlers(load_config({"dir": root}), by="resident"))
+    jobs.work(state_dir(root), workerjobs.job_handlers(load_config({"dir": root}), by="resident"))
     assert _embedded(root) == 40

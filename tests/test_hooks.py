@@ -548,7 +548,7 @@ def test_the_prompt_hook_never_waits_on_the_model(tmp_path: Path) -> None:
 def test_learn_workers_refuse_pipes_and_devices(tmp_path: Path) -> None:
     """A transcript that is a FIFO or /dev/zero ends the worker with an error, not a hang."""
     from memdir.config import load_config
-    from memdir.integrations.hooks import learn_job
+    from memdir.integrations.workerjobs import learn_job
 
     project = tmp_path / "app"
     MemoryStore(project / ".memory")
@@ -1149,7 +1149,7 @@ def test_a_learn_whose_model_was_down_is_kept_and_learned_later(
     kept (not dropped), and the next worker, once the model answers, learns from it."""
     from memdir import jobs
     from memdir.config import load_config
-    from memdir.integrations.hooks import learn_job
+    from memdir.integrations.workerjobs import learn_job
 
     root = tmp_path / "app" / ".memory"
     store = MemoryStore(root)

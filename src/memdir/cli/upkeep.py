@@ -180,7 +180,8 @@ def _worker_report(store: Store, report: Any) -> None:
 def _hook_report(store: Store, report: Any, project: Path) -> None:
     """Which host hooks are installed (for everyone, and in the ``project`` folder), and how
     the store's last learn ended."""
-    from ..integrations.hooks import NO_MODEL, installed, last_learn
+    from ..integrations.hooks import installed
+    from ..integrations.workerjobs import NO_MODEL, last_learn
 
     places = installed(project)
     report.hooks = places
@@ -338,7 +339,7 @@ def work_cmd(c: Ctx, every: bool) -> None:
 def _handlers(config: Config) -> dict[str, jobs.Handler]:
     """What the jobs of the store ``config`` opens do: learn, index, sync, and finish what an
     exiting agent handed over."""
-    from ..integrations.hooks import job_handlers
+    from ..integrations.workerjobs import job_handlers
 
     def pending(data: jobs.Data) -> None:
         from ..agent.loop import finish_handed_over

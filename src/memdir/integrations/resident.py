@@ -49,7 +49,7 @@ from ..hookclient import (
     socket_path,
 )
 from ..scopes import Scopes, user_store_dir
-from . import hooks
+from . import hooks, workerjobs
 from .lease import Lease
 
 log = logging.getLogger("memdir")
@@ -144,7 +144,7 @@ def _close(scopes: Scopes) -> None:
 class Worker:
     """The resident's worker: one thread that takes the queues its hooks handed it, one store
     after another (each under the store's worker lock, as the detached worker takes it), and
-    ends when none is left. It does the jobs ``hooks.job_handlers`` knows (learn, index,
+    ends when none is left. It does the jobs ``workerjobs.job_handlers`` knows (learn, index,
     sync); another kind (an agent's hand-over) is left to the store's detached worker,
     started for it."""
 
@@ -189,7 +189,7 @@ class Worker:
                         return
                 continue
             try:
-                handlers = hooks.job_handlers(config, by="resident")
+                handlers = workerjobs.job_handlers(config, by="resident")
                 jobs.work(state, handlers, only=True)
                 if jobs.left(state, list(handlers)):
                     jobs.start_worker(state, config.dir)
