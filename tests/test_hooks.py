@@ -1421,3 +1421,26 @@ def test_a_program_searching_eight_stores_leaves_one_worker_for_all(tmp_path: Pa
     assert len(seen) == 1  # one worker, for all eight
     for store in stores:
         assert MemoryStore(store.root, Config(dir=store.root, embedder="minilm")).index.backlog == 0
+
+
+def test_the_users_worker_leaves_a_job_kept_for_later_and_ends(tmp_path: Path) -> None:
+    """A store whose job asks to be tried later (its model was down) and one with work that
+    can be done: the user's worker does the one, keeps the other (tried once, not five times
+    in a row), and ends."""
+    from memdir import jobs
+
+    down, fine = MemoryStore(tmp_path / "a" / ".memory"), MemoryStore(tmp_path / "b" / ".memory")
+    jobs.enqueue(down.internal, "learn", {"host": None})
+    jobs.enqueue(fine.internal, "index")
+    done: list[str] = []
+
+    def later(data: jobs.Data) -> None:
+        raise jobs.Later("the model is down")
+
+    def handlers(state: Path, root: Path) -> dict[str, jobs.Handler]:
+        return {"learn": later, "index": lambda data: done.append(str(root))}
+
+    assert jobs.work_all(handlers) == 2
+    assert done == [str(fine.root)] and jobs.queued(fine.internal) == []
+    kept = jobs.queued(down.internal)
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["tries"] == 1

@@ -155,7 +155,8 @@ def work_all(handlers_for: Callable[[Path, Path], Mapping[str, Handler]]) -> int
     _users_lock().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     lock = filelock.FileLock(str(_users_lock()), timeout=0)
     ran = 0
-    skipped: set[Path] = set()  # stores whose folder is gone or unknown: not this worker's
+    skipped: set[Path] = set()  # stores whose folder is gone or unknown, or done for now
+    tried: dict[Path, set[str]] = {}  # per store, the jobs run (one kept for later waits)
     while True:
         try:
             lock.acquire()
@@ -169,7 +170,15 @@ def work_all(handlers_for: Callable[[Path, Path], Mapping[str, Handler]]) -> int
                     if root is None or at_work(state):
                         skipped.add(state)  # (another worker has it, or none can)
                         continue
-                    ran += work(state, handlers_for(state, root), limit=1)
+                    done = work(
+                        state,
+                        handlers_for(state, root),
+                        limit=1,
+                        tried=tried.setdefault(state, set()),
+                    )
+                    if not done:
+                        skipped.add(state)  # (what waits there is kept for a later worker)
+                    ran += done
         finally:
             lock.release()
         if not [s for s in with_work() if s not in skipped]:  # (one queued meanwhile?)
@@ -236,19 +245,25 @@ def _held(lock: Path) -> bool:
 
 
 def work(
-    state: Path, handlers: Mapping[str, Handler], *, only: bool = False, limit: int = 0
+    state: Path,
+    handlers: Mapping[str, Handler],
+    *,
+    only: bool = False,
+    limit: int = 0,
+    tried: set[str] | None = None,
 ) -> int:
     """Be the store's worker: run every queued job, oldest first, until none is left (a job
     queued meanwhile included), or ``limit`` jobs; a worker that finds another at work leaves
     at once. With ``only``, the jobs of kinds ``handlers`` has no function for are left in
-    the queue (for the detached worker, ``left``). How many jobs it ran."""
+    the queue (for the detached worker, ``left``). ``tried``: the jobs this worker ran already
+    (one kept for later waits for another worker). How many jobs it ran."""
     import filelock
 
     jobs = folder(state)
     jobs.mkdir(parents=True, exist_ok=True, mode=0o700)
     lock = filelock.FileLock(str(jobs / WORKER_LOCK), timeout=0)
     ran = 0
-    tried: set[str] = set()  # a job kept for later waits for another worker
+    tried = set() if tried is None else tried
 
     def todo() -> list[Path]:
         return [
