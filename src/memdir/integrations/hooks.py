@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from .. import conventions, jobs
 from ..atomic import append_nofollow
@@ -75,26 +75,21 @@ def read_event(raw: str) -> HookEvent:
         ) from None
     if not isinstance(event, dict):
         raise HookError("the hook input is not a JSON object")
-    out: HookEvent = {}  # the fields memdir reads, each checked
-    if isinstance(value := event.get("hook_event_name"), str):
-        out["hook_event_name"] = value
-    if isinstance(value := event.get("session_id"), str):
-        out["session_id"] = value
-    if isinstance(value := event.get("cwd"), str):
-        out["cwd"] = value
-    if isinstance(value := event.get("prompt"), str):
-        out["prompt"] = value
-    if isinstance(value := event.get("transcript_path"), str):
-        out["transcript_path"] = value
-    if isinstance(flag := event.get("stop_hook_active"), bool):
-        out["stop_hook_active"] = flag
-    if isinstance(value := event.get("source"), str):
-        out["source"] = value
-    if isinstance(value := event.get("tool_name"), str):
-        out["tool_name"] = value
-    if isinstance(args := event.get("tool_input"), dict):
-        out["tool_input"] = args
-    return out
+    # the fields memdir reads, each of the type ``HookEvent`` says (others are left out)
+    return cast(HookEvent, {k: event[k] for k, kind in _FIELDS if isinstance(event.get(k), kind)})
+
+
+_FIELDS: tuple[tuple[str, type], ...] = (
+    ("hook_event_name", str),
+    ("session_id", str),
+    ("cwd", str),
+    ("prompt", str),
+    ("transcript_path", str),
+    ("stop_hook_active", bool),
+    ("source", str),
+    ("tool_name", str),
+    ("tool_input", dict),
+)
 
 
 def run(
