@@ -1235,6 +1235,10 @@ def test_the_tool_hook_reminds_of_a_convention_an_edit_breaks_and_is_silent_othe
     text = out["additionalContext"]
     assert "Always start function names with 'x_'" in text and "'helper'" in text
     assert "@trace" not in text  # waiting for the user: never presented as a rule
+    started = {"hook_event_name": "SessionStart", "session_id": "s2", "cwd": str(project)}
+    assert "x_" in hook(["start"], started, tmp_path, env).stdout  # the session's own rules:
+    r = hook(["tool", "--host", "claude-code"], {**bad, "session_id": "s2"}, tmp_path, env)
+    assert "'helper'" in r.stdout and "@trace" not in r.stdout  # those it was given are held
     good = {**bad, "tool_input": {**bad["tool_input"], "new_string": "def x_helper(a):\n  pass"}}
     assert hook(["tool", "--host", "claude-code"], good, tmp_path, env).stdout == ""
     read = {**base, "tool_name": "Read", "tool_input": {"file_path": str(project / "app.py")}}

@@ -344,6 +344,11 @@ def one(text: str) -> Convention | None:
     return found[0] if len(found) == 1 else None
 
 
+def stated(description: str, body: str) -> Convention | None:
+    """The one convention a memory states: its description's, else its body's."""
+    return one(description) or one(body)
+
+
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
 
 

@@ -225,7 +225,7 @@ def _outdated(store: Scopes, shown: str, mem: Memory) -> str | None:
 def _governed(mem: Memory, slots: set[str]) -> bool:
     """Whether a rule shown before governs the convention's slot ``mem`` governs; else its
     slot (if it states one) is added to ``slots``."""
-    conv = conventions.one(mem.description) or conventions.one(mem.body)
+    conv = conventions.stated(mem.description, mem.body)
     if conv is None:
         return False
     if conv.slot in slots:

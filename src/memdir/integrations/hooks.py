@@ -26,7 +26,7 @@ from typing import Any, TypedDict, cast
 from .. import conventions, jobs
 from ..atomic import append_nofollow
 from ..config import Config, find_store_dir, load_config
-from ..errors import LLMUnavailable, MemdirError, StoreNotFound
+from ..errors import InvalidMemory, LLMUnavailable, MemdirError, StoreNotFound
 from ..layout import HOOK_LOG as LOG
 from ..layout import USAGE, state_dir
 from ..lock import open_folder
@@ -318,8 +318,9 @@ def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = Non
     """The hook's stdout for a PreToolUse event: a short reminder of the user's standing
     conventions the pending write, edit or command would break; '' when it breaks none (or
     there is no store). Logged in the recall log when it reminds."""
+    from ..recall import users_own
     from ..recalllog import Recalled, record
-    from ..standing import session_start
+    from ..standing import given, session_start
     from .toolcheck import findings, pending, reminder
 
     started = time.monotonic()
@@ -335,10 +336,17 @@ def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = Non
         return ""
     try:
         store = lease.scopes
+        session = event.get("session_id")
+        # the rules this session was given at its start (its own session start, not a second)
+        names = given(store, session if isinstance(session, str) else None)
         rules = []
-        for shown in session_start(store, config).names:
-            mem = store.get(shown)
-            rules.append((shown, mem.body if conventions.one(mem.body) else mem.description))
+        for shown in sorted(names) if names else session_start(store, config).names:
+            try:
+                mem = store.get(shown)
+            except (InvalidMemory, LookupError):
+                continue  # (gone since the session started)
+            if users_own(store, shown, mem.digest):  # (not a text changed since by a door)
+                rules.append((shown, mem.body if conventions.one(mem.body) else mem.description))
         found = findings(rules, work)
         home = store.home()
         if found and home is not None and home.config.recall_log:

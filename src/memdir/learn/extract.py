@@ -191,9 +191,8 @@ class _Planner:
             self.slots = {}
             for entry in self.store.entries():
                 if entry.type in STANDING_TYPES or entry.pinned:
-                    conv = conventions.one(entry.description) or conventions.one(
-                        self.store.get(entry.name).body
-                    )
+                    # (the catalogue's description only: no file read per rule)
+                    conv = conventions.one(entry.description)
                     if conv is not None:
                         self.slots.setdefault(conv.slot, []).append(entry.name)
         return self.slots
@@ -203,9 +202,7 @@ class _Planner:
         (the person's rule for that slot then updates this store's, never stands beside it)."""
         if not isinstance(raw, dict):
             return False
-        conv = conventions.one(str(raw.get("description") or "")) or conventions.one(
-            str(raw.get("body") or "")
-        )
+        conv = conventions.stated(str(raw.get("description") or ""), str(raw.get("body") or ""))
         return conv is not None and conv.slot in self._slots()
 
     def _ruled(self) -> set[str]:
@@ -221,7 +218,7 @@ class _Planner:
             return mem.replace(type="project_fact" if "project_fact" in types else types[0])
         if mem.type not in STANDING_TYPES:
             return mem
-        conv = conventions.one(mem.description) or conventions.one(mem.body)
+        conv = conventions.stated(mem.description, mem.body)
         if conv is None:
             return mem
         self.add_convention(mem, conv, named)
@@ -234,7 +231,7 @@ class _Planner:
         is a new rule, under the model's name (``named``) or named for its slot."""
         holders = [n for n in self._slots().get(conv.slot, []) if n not in self.retired]
         for name, put in list(self.planned.items()):  # said twice in one reply: the later
-            other = conventions.one(put.memory.description) or conventions.one(put.memory.body)
+            other = conventions.stated(put.memory.description, put.memory.body)
             if other is not None and other.slot == conv.slot:
                 del self.planned[name]
         own = mem.name if named or conv.subject == "practice" else conv.name
