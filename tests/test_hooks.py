@@ -1448,3 +1448,39 @@ def test_the_users_worker_leaves_a_job_kept_for_later_and_ends(tmp_path: Path) -
     assert done == [str(fine.root)] and jobs.queued(fine.internal) == []
     kept = jobs.queued(down.internal)
     assert len(kept) == 1 and json.loads(kept[0].read_text())["tries"] == 1
+
+
+def test_recall_late_by_meaning_answers_from_full_text_instead_of_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm_server: Any
+) -> None:
+    """An embedder that answers later than the hook may wait (a busy machine, a cold model, a
+    slow endpoint): the hook recalls what full text finds, within its time, and the recall
+    log says why — recall is never skipped while full text has an answer."""
+    from memdir.integrations import hooks
+    from memdir.recalllog import entries
+
+    project = tmp_path / "app"
+    root = project / ".memory"
+    (root).mkdir(parents=True)
+    (root / "config.toml").write_text(
+        f'embedder = "http"\nembed_url = "{llm_server.url}/v1"\nembed_model = "slow"\n'
+    )
+    trust(root / "config.toml")
+    store = MemoryStore(root)
+    store.write("deploy-days", type="project_fact", description="Deploys happen on Fridays",
+                body="We deploy on Fridays after lunch.")  # fmt: skip
+    llm_server.embed_text = lambda text: [1.0] * 8
+    assert store.index.embed_all() == 1
+
+    def slow(text: str) -> list[float]:
+        time.sleep(8)
+        return [1.0] * 8
+
+    llm_server.embed_text = slow
+    event = {"prompt": "when do we deploy?", "cwd": str(project), "session_id": "s1"}
+    started = time.monotonic()
+    out = hooks.prompt(event, host="claude-code", budget=0.2)
+    assert time.monotonic() - started < 6  # the hook's time, not the embedder's
+    assert "We deploy on Fridays" in out
+    (logged,) = entries(store.internal)
+    assert "embedding the question took over 3 s; used full text" in logged["note"]

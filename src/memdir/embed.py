@@ -70,10 +70,23 @@ def reads(embedder: Embedder, query: str) -> bool:
 
 def query_vector(embedder: Embedder, query: str) -> Vectors:
     """A question's vector: ``embed_query`` for models that embed questions differently from
-    what they are matched against (e5), else ``embed``."""
+    what they are matched against (e5), else ``embed``. The embedder's last question is kept:
+    a prompt is matched against memories and kept turns with one embedding, made before any
+    store is read (``hooks``) so a slow embedder holds up no reader."""
+    text = query[:MAX_QUERY_CHARS]  # models read ~256 tokens anyway
+    with _ASKED_LOCK:
+        last = _ASKED.get(embedder)
+    if last is not None and last[0] == text:
+        return last[1]
     embed = getattr(embedder, "embed_query", None) or embedder.embed
-    vector: Vectors = embed([query[:MAX_QUERY_CHARS]])[0]  # models read ~256 tokens anyway
+    vector: Vectors = embed([text])[0]
+    with _ASKED_LOCK:
+        _ASKED[embedder] = (text, vector)
     return vector
+
+
+_ASKED: weakref.WeakKeyDictionary[Any, tuple[str, Vectors]] = weakref.WeakKeyDictionary()
+_ASKED_LOCK = threading.Lock()
 
 
 def baseline(embedder: Embedder) -> float:

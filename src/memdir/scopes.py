@@ -409,10 +409,12 @@ class Scopes:
         return origin
 
     @_serial
-    def search(self, query: str, k: int = 5, *, explain: bool = False) -> list[Hit]:
+    def search(
+        self, query: str, k: int = 5, *, explain: bool = False, meaning: bool = True
+    ) -> list[Hit]:
         """The ``k`` best memories over every scope, with comparable scores, each with its
         scope and catalogue entry (named as the catalogue shows it; a same-content copy
-        hidden by the project's is left out)."""
+        hidden by the project's is left out); by full text alone when not ``meaning``."""
         from .asked import Asked
         from .entry import to_hit
         from .ranking import rank_many
@@ -420,7 +422,11 @@ class Scopes:
         pairs = self.stores()
         asked = Asked.of(query, k, self.config)
         ranking = rank_many(
-            [store.index.ranker() for _, store in pairs], query, asked.ranked, explain=explain
+            [store.index.ranker() for _, store in pairs],
+            query,
+            asked.ranked,
+            explain=explain,
+            dense=meaning,
         )
         for _, store in pairs:
             store.index.last = ranking

@@ -404,9 +404,10 @@ def _race(
 ) -> Any:
     """The memory model's selection if it answers within ``budget`` seconds of ``started``,
     else search's (run meanwhile, in ``lease``'s stores), saying the model was late or why
-    it failed; HookError when even search takes past ``budget + SEARCH_GRACE``. Each side
-    holds its share of the lease while it runs, so a side that outlives the answer keeps
-    the stores until it ends."""
+    it failed. Search finds by full text first (milliseconds), then by meaning too: past
+    ``budget + SEARCH_GRACE`` the full text's answer is recalled, and only when even that
+    is not ready, HookError. Each side holds its share of the lease while it runs, so a
+    side that outlives the answer keeps the stores until it ends."""
     from ..recall import select
 
     def choose() -> Any:  # a host CLI is too slow here: only a configured model
@@ -419,8 +420,14 @@ def _race(
             # the same stores as search's, one reader at a time
             return select(scopes, messages, model, max_items=config.recall_max_items)
 
+    words: list[Any] = []  # full text's selection, while the question is being embedded
+
     def search() -> Any:
         with lease.shared() as scopes:
+            found = select(scopes, messages, None, max_items=config.recall_max_items, meaning=False)
+            words.append(found)
+            _embed_question(config, messages)  # (no store is read meanwhile)
+            words.clear()  # from here the stores are read: a late answer is not waited for
             return select(scopes, messages, None, max_items=config.recall_max_items)
 
     def left(until: float) -> float:
@@ -454,6 +461,9 @@ def _race(
             f" (of the hook's {budget:g} s); used search"
         )
     futures.wait([finder], timeout=left(budget + SEARCH_GRACE))
+    if not finder.done() and words:  # (still embedding the question: no store is held)
+        late = f"embedding the question took over {budget + SEARCH_GRACE:.0f} s; used full text"
+        return dataclasses.replace(words[0], note="; ".join(filter(None, [why_not, late])))
     if not finder.done():
         raise HookError(
             f"recall took over {budget + SEARCH_GRACE:.0f} s and was skipped —"
@@ -463,6 +473,21 @@ def _race(
     if why_not is not None:
         return dataclasses.replace(found, path="search-fallback", note=why_not)
     return found
+
+
+def _embed_question(config: Config, messages: list[Message]) -> None:
+    """The prompt's vector made (and kept by ``embed.query_vector``) before search reads the
+    stores by meaning: a cold or busy embedder then holds up no reader of them."""
+    from ..embed import from_config, query_vector, reads
+    from ..recall import search_query
+
+    try:
+        embedder = from_config(config)
+    except MemdirError:  # the same error is search's to say (it ranks by full text then)
+        return
+    query = search_query(messages)
+    if embedder is not None and query.strip() and reads(embedder, query):
+        query_vector(embedder, query)
 
 
 class _Fresh:

@@ -174,20 +174,26 @@ def _validator(catalogue: list[Entry], max_items: int) -> Any:
 
 
 def select(
-    store: Reader, messages: list[Message], model: ChatModel | None = None, *, max_items: int = 5
+    store: Reader,
+    messages: list[Message],
+    model: ChatModel | None = None,
+    *,
+    max_items: int = 5,
+    meaning: bool = True,
 ) -> Selection:
     """Choose up to ``max_items`` memory names for the conversation, saying how, and the
-    turns of earlier conversations (episodes) that speak to it."""
+    turns of earlier conversations (episodes) that speak to it; by full text alone (no
+    embedder loaded or asked) when not ``meaning``."""
     store = Scopes.of(store)
-    sel = _select(store, messages, model, max_items=max_items)
-    sel.episodes = episodes_for(store, search_query(messages))
+    sel = _select(store, messages, model, max_items=max_items, meaning=meaning)
+    sel.episodes = episodes_for(store, search_query(messages), meaning=meaning)
     return sel
 
 
 EPISODE_EMBED_SECONDS = 0.5  # a recall embeds turns no extraction embedded for at most this
 
 
-def episodes_for(store: Reader, query: str) -> list[Said]:
+def episodes_for(store: Reader, query: str, *, meaning: bool = True) -> list[Said]:
     """The kept turns that best match the question, each with the turn that followed it, best
     first: at most ``recall_episodes``; none when episodes are off. Ranked by BM25 fused with
     the turns' embeddings when the configuration has an embedder; a turn must be close in
@@ -204,8 +210,10 @@ def episodes_for(store: Reader, query: str) -> list[Said]:
     kept = [e for e in kept if e.present()]
     if not kept:  # nothing was said yet: no embedder is loaded for nothing
         return []
-    with Scopes.of(store).held():
-        embedder = _episode_embedder(cfg, query, stores)
+    embedder = None
+    if meaning:
+        with Scopes.of(store).held():
+            embedder = _episode_embedder(cfg, query, stores)
     given = _named(query)
     wanted = sorted(set().union(*given.values()))
     known: set[str] = set()
@@ -263,7 +271,12 @@ def _episode_embedder(cfg: Config, query: str, stores: list[Store]) -> Embedder 
 
 
 def _select(
-    store: Scopes, messages: list[Message], model: ChatModel | None = None, *, max_items: int = 5
+    store: Scopes,
+    messages: list[Message],
+    model: ChatModel | None = None,
+    *,
+    max_items: int = 5,
+    meaning: bool = True,
 ) -> Selection:
     cfg = store.config
     query = search_query(messages)
@@ -310,7 +323,7 @@ def _select(
             log.warning("memory selection fell back to search: %s", exc)
             note = f"the model failed ({exc}); used search"
             return _search_selection(store, query, max_items, "search-fallback", note)
-    return _search_selection(store, query, max_items, "search", why)
+    return _search_selection(store, query, max_items, "search", why, meaning=meaning)
 
 
 def confident(hit: Hit) -> bool:
@@ -399,8 +412,10 @@ def unknown_names(store: Scopes, query: str) -> list[str]:
     return [n for n, terms in given.items() if not terms <= known]
 
 
-def _search_selection(store: Scopes, query: str, max_items: int, path: str, note: str) -> Selection:
-    hits = store.search(query, max_items) if query.strip() else []
+def _search_selection(
+    store: Scopes, query: str, max_items: int, path: str, note: str, *, meaning: bool = True
+) -> Selection:
+    hits = store.search(query, max_items, meaning=meaning) if query.strip() else []
     kept = hits
     if store.config.recall_floor and hits:
         unknown = unknown_names(store, query)
