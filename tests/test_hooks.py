@@ -1484,3 +1484,28 @@ def test_recall_late_by_meaning_answers_from_full_text_instead_of_nothing(
     assert "We deploy on Fridays" in out
     (logged,) = entries(store.internal)
     assert "embedding the question took over 3 s; used full text" in logged["note"]
+
+
+def test_the_recall_log_says_recalled_only_for_what_reached_the_model(tmp_path: Path) -> None:
+    """A memory held for review that search picked for a prompt injected nothing: the recall
+    log (and Activity, which reads it) does not say it was recalled, and its note says it was
+    held back."""
+    from memdir.decisions import Hold, hold
+    from memdir.integrations import hooks
+    from memdir.recalllog import entries
+
+    project = tmp_path / "app"
+    root = project / ".memory"
+    store = MemoryStore(root)
+    store.write("deploy-days", type="project_fact", description="Deploys happen on Fridays",
+                body="We deploy on Fridays.")  # fmt: skip
+    store.write("deploy-script", type="project_fact", description="Deploy with the deploy script",
+                body="Run ./deploy.sh to deploy.", source="sync")  # fmt: skip
+    digest = store.get("deploy-script").digest or ""
+    hold(root, [Hold("deploy-script", digest, "arrived by sync", "eve")])
+    event = {"prompt": "how do we deploy?", "cwd": str(project), "session_id": "s1"}
+    out = hooks.prompt(event, host="claude-code")
+    assert "We deploy on Fridays" in out and "deploy.sh" not in out
+    (logged,) = entries(store.internal)
+    assert [m["name"] for m in logged["memories"]] == ["deploy-days"]
+    assert "held back from the model: deploy-script" in logged["note"]

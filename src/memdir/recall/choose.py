@@ -466,13 +466,34 @@ def log_recall(
 ) -> None:
     """Add a recall to the recall log of the store it mainly read (the project's, else the
     user's), unless ``recall_log = false``; with what it cost: the tokens of ``block`` (the
-    text injected) and the time since ``started`` (``time.monotonic()``)."""
+    text injected) and the time since ``started`` (``time.monotonic()``). With ``block``, the
+    memories logged as recalled are those it holds; the note says which picks it does not
+    (held back from a model, or given at the session's start or past the budget)."""
     from ..recalllog import Recalled, record
+    from .block import escape, shown
 
     scopes = Scopes.of(store)
     target = scopes.home()
     if target is None or not target.config.recall_log:
         return
+    names, note = sel.names, sel.note
+    if block is not None:
+        names = [n for n in sel.names if f'<memory name="{escape(n)}"' in block]
+        left = [n for n in sel.names if n not in names]
+        may = shown(scopes, left)
+        held = [n for n in left if n not in may]
+        note = "; ".join(
+            filter(
+                None,
+                [
+                    note,
+                    held and f"held back from the model: {', '.join(held)}",
+                    may
+                    and f"not injected (in the session already, or past the budget):"
+                    f" {', '.join(may)}",
+                ],
+            )
+        )
     scores = dict(sel.candidates)
     memories: list[Recalled] = [
         {
@@ -480,10 +501,12 @@ def log_recall(
             "scope": _scope(scopes, name),
             "score": None if scores.get(name) is None else round(float(scores[name] or 0), 4),
         }
-        for name in sel.names
+        for name in names
     ]
     memories += [
-        {"name": e.turn.ref, "scope": "episode", "score": round(e.score, 4)} for e in sel.episodes
+        {"name": e.turn.ref, "scope": "episode", "score": round(e.score, 4)}
+        for e in sel.episodes
+        if block is None or f'ref="{escape(e.turn.ref)}"' in block
     ]
     record(
         target.internal,
@@ -491,7 +514,7 @@ def log_recall(
         question=question,
         path=sel.path,
         memories=memories,
-        note=sel.note,
+        note=note,
         session=session,
         tokens=None if block is None else estimate_tokens(block),
         ms=None if started is None else round((time.monotonic() - started) * 1000),
