@@ -470,7 +470,9 @@ def log_recall(
     memories logged as recalled are those it holds; the note says which picks it does not
     (held back from a model, or given at the session's start or past the budget)."""
     from ..recalllog import Recalled, record
-    from .block import escape, shown
+    from html import escape
+
+    from .block import shown
 
     scopes = Scopes.of(store)
     target = scopes.home()
@@ -482,18 +484,12 @@ def log_recall(
         left = [n for n in sel.names if n not in names]
         may = shown(scopes, left)
         held = [n for n in left if n not in may]
-        note = "; ".join(
-            filter(
-                None,
-                [
-                    note,
-                    held and f"held back from the model: {', '.join(held)}",
-                    may
-                    and f"not injected (in the session already, or past the budget):"
-                    f" {', '.join(may)}",
-                ],
+        if held:
+            note += ("; " if note else "") + f"held back from the model: {', '.join(held)}"
+        if may:
+            note += ("; " if note else "") + (
+                f"not injected (in the session already, or past the budget): {', '.join(may)}"
             )
-        )
     scores = dict(sel.candidates)
     memories: list[Recalled] = [
         {
