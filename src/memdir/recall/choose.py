@@ -469,9 +469,9 @@ def log_recall(
     text injected) and the time since ``started`` (``time.monotonic()``). With ``block``, the
     memories logged as recalled are those it holds; the note says which picks it does not
     (held back from a model, or given at the session's start or past the budget)."""
-    from ..recalllog import Recalled, record
     from html import escape
 
+    from ..recalllog import Recalled, record
     from .block import shown
 
     scopes = Scopes.of(store)
