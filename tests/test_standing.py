@@ -380,3 +380,24 @@ def test_a_conflicted_rule_held_for_review_is_counted_and_settled_not_accepted(
     assert r.code == 1 and "tabs has two versions that disagree — choose one first" in r.err
     assert cli("resolve", "tabs", "--keep", "current").code == 0
     assert "<conflicted_memories>" not in standing(MemoryStore(root), 2000, 200, 25_000).text
+
+
+def test_review_says_an_accepted_rule_changed_since_it_was_accepted(
+    tmp_path: Path, cli: CliFn
+) -> None:
+    """A teammate's rule the user accepted, then changed by a pull: it no longer stands, and
+    'memdir review' says it changed since the user accepted it (not merely that it waits)."""
+    from memdir.standing import accept_as_users
+
+    root = tmp_path / ".memory"
+    MemoryStore(root)
+    rule = "---\nname: wrap\ntype: feedback\ndescription: Line length\n---\n{}\n"
+    (root / "wrap.md").write_text(rule.format("Wrap lines at 100 characters."))  # a clone
+    store = MemoryStore(root)
+    assert "changed since" not in cli("review").out
+    accept_as_users(store, "wrap", store.get("wrap").digest)
+    assert "wrap" not in cli("review").out  # accepted: it stands, nothing waits
+    (root / "wrap.md").write_text(rule.format("Wrap lines at 120 characters."))  # a later pull
+    out = cli("review").out
+    assert "wrap  from: hand; changed since you accepted it" in out
+    assert "120" not in standing(MemoryStore(root), 2000, 200, 25_000).text

@@ -549,3 +549,17 @@ def test_the_review_page_shows_the_rules_that_wait_and_accepts_them(
     assert r.status_code in (200, 303)
     assert "Wrap lines at 100." in standing(MemoryStore(project.root), 2000, 200, 25_000).text
     assert 'id="rules-waiting"' not in client.get("/review").text
+
+
+def test_an_edited_config_toml_counts_at_the_next_page(project: MemoryStore) -> None:
+    """The UI reads the configuration at each page: turning on review = "ask" in the store's
+    config.toml while it runs changes what the Review page says, without a restart."""
+    root = project.root
+    config = load_config({"dir": root})
+    access = Access(PORT)
+    scopes = Scopes(config, project=MemoryStore(root, config))
+    app = build_app(scopes, access, lambda: load_config({"dir": root}))
+    client = signed_in((TestClient(app, base_url=BASE), access))
+    assert 'put <code>review = "ask"</code>' in client.get("/review").text
+    (root / "config.toml").write_text('review = "ask"\n')
+    assert 'put <code>review = "ask"</code>' not in client.get("/review").text

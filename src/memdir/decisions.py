@@ -93,3 +93,8 @@ def accepted(state: Path, name: str, digest: str | None) -> bool:
     """Whether the user accepted exactly this text of ``name`` (``state``: the store's state
     folder, ``Store.internal``)."""
     return digest is not None and _accepted(state).read().get(name) == digest
+
+
+def accepted_once(state: Path, name: str) -> bool:
+    """Whether the user accepted some text of ``name`` (this one or an earlier one)."""
+    return name in _accepted(state).read()

@@ -19,7 +19,7 @@ from pathlib import Path
 from . import anchors, conventions
 from .atomic import write_atomic
 from .config import Config, standing_kind
-from .decisions import accept
+from .decisions import accept, accepted_once
 from .errors import ConflictError, InvalidMemory
 from .memory import CONFLICT_KEY, Memory
 from .recall import (
@@ -252,7 +252,8 @@ def session_start(store: Reader, config: Config) -> Standing:
 
 def waiting(store: Reader) -> list[tuple[str, str]]:
     """The memories of a standing kind that are not the user's own yet (shown name, where
-    they came from): they stand once the user accepts them (``accept``)."""
+    they came from — and that their text changed since the user accepted an earlier one):
+    they stand once the user accepts them (``accept``)."""
     store = Scopes.of(store)
     held = held_names(store)
     out = []
@@ -264,7 +265,11 @@ def waiting(store: Reader) -> list[tuple[str, str]]:
         except (InvalidMemory, LookupError):
             continue
         if not users_own(store, shown, mem.digest):
-            out.append((shown, one_line(origin_label(store, shown))))
+            why = one_line(origin_label(store, shown))
+            scope, name = store.locate(shown)
+            if scope.store is not None and accepted_once(scope.store.internal, name):
+                why += "; changed since you accepted it"
+            out.append((shown, why))
     return out
 
 

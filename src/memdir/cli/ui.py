@@ -13,6 +13,7 @@ import tempfile
 
 import click
 
+from ..config import load_config
 from .context import Ctx, fail, pass_ctx
 
 
@@ -49,7 +50,7 @@ def ui_command(c: Ctx, port: int | None, no_open: bool) -> None:
         fail("no memory store here or in your user folder yet — 'memdir init' creates one")
     chosen = _free_port(port)
     access = Access(chosen)
-    app = build_app(scopes, access)
+    app = build_app(scopes, access, lambda: load_config(c.overrides), c.also)
     link = access.link
     click.echo(f"memdir ui: {link}  (one-time link; Ctrl-C stops)", err=True)
     # uvicorn stops on SIGTERM, then raises it again with the handler it found: this one ends

@@ -26,6 +26,7 @@ from starlette.templating import Jinja2Templates
 
 from .. import memory as memfmt
 from .. import review as queue
+from ..config import Config
 from ..decisions import active
 from ..entry import Entry
 from ..episodes import Turn
@@ -80,14 +81,32 @@ class Row:
 class UI:
     """The stores and pages of one running ``memdir ui``."""
 
-    def __init__(self, scopes: Scopes, access: Access) -> None:
+    def __init__(
+        self,
+        scopes: Scopes,
+        access: Access,
+        config: Callable[[], Config] | None = None,
+        also: tuple[str, ...] = (),
+    ) -> None:
         self.scopes = scopes
         self.access = access
+        self._config, self._also = config, also
         self.lock = threading.Lock()  # one page at a time touches the stores
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.globals["markdown"] = _markdown
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def fresh(self) -> None:
+        """The stores opened again when the configuration in force (``config``: the project's
+        and the user's config.toml, read at each page) is not the one they were opened with."""
+        if self._config is None:
+            return
+        now = self._config()
+        with self.lock:
+            if now != self.scopes.config:
+                old, self.scopes = self.scopes, Scopes(now, also=self._also, watch=None)
+                old.close()
 
     def page(self, request: Request, template: str, status: int = 200, **data: Any) -> Response:
         data.update(
@@ -546,9 +565,15 @@ def _markdown(text: str) -> str:
     return html
 
 
-def build_app(scopes: Scopes, access: Access) -> Starlette:
-    """The ASGI app of ``memdir ui`` over ``scopes``."""
-    ui = UI(scopes, access)
+def build_app(
+    scopes: Scopes,
+    access: Access,
+    config: Callable[[], Config] | None = None,
+    also: tuple[str, ...] = (),
+) -> Starlette:
+    """The ASGI app of ``memdir ui`` over ``scopes``; with ``config`` (the configuration in
+    force now), opened again with ``also`` when that changes."""
+    ui = UI(scopes, access, config, also)
 
     async def root(request: Request) -> Response:
         return RedirectResponse("/memories", status_code=303)
@@ -567,8 +592,15 @@ def build_app(scopes: Scopes, access: Access) -> Starlette:
         Route("/recalls", ui.recalls),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    dispatch: Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]
-    dispatch = access
+    Next = Callable[[Request], Awaitable[Response]]
+
+    async def dispatch(request: Request, call_next: Next) -> Response:
+        async def fresh(admitted: Request) -> Response:
+            ui.fresh()  # (a caller without the link opens nothing)
+            return await call_next(admitted)
+
+        return await access(request, fresh)
+
     return Starlette(
         routes=routes,
         middleware=[Middleware(BaseHTTPMiddleware, dispatch=dispatch)],
