@@ -564,3 +564,45 @@ def test_ctrl_c_while_memdir_loads_ends_it_without_a_traceback(tmp_path: Path) -
     r = subprocess.run([sys.executable, "-m", "memdir", "list"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.returncode == 130 and "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_a_state_folder_another_user_made_or_may_write_is_refused(
+    tmp_path: Path, cli: CliFn
+) -> None:
+    """A shared XDG_STATE_HOME: a state folder others may write in, or one another user made
+    for this store (with forged decisions), is refused with a one-line error naming the
+    folder — nothing is read from it and nothing written."""
+    from memdir.layout import state_dir
+
+    root = tmp_path / ".memory"
+    MemoryStore(root).write("tabs", type="feedback", description="Tabs", body="Use tabs.")
+    state = state_dir(root)
+    os.chmod(state.parent, 0o777)  # another user may put folders there
+    r = cli("add", "port", "--type", "project_fact", "-d", "Port", "--body", "8080")
+    assert r.code == 1 and "may be written by other users" in r.err
+    assert str(state.parent) in r.err and len(r.err.strip().splitlines()) == 1
+    assert not (root / "port.md").exists()
+    os.chmod(state.parent, 0o700)
+    assert cli("list").code == 0
+    if os.geteuid() == 0:  # (only root can give a folder to another user)
+        os.chown(state, 4321, 4321)
+        r = cli("list")
+        assert r.code == 1 and "belongs to another user (uid 4321)" in r.err
+
+
+def test_without_owner_ids_the_state_folder_is_taken_as_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the platform has no user ids (Windows), the owner check gives way and the store
+    opens (its profile folder is the user's)."""
+    from memdir.layout import state_dir
+    from memdir.lock import owned
+
+    root = tmp_path / ".memory"
+    MemoryStore(root)
+    os.chmod(state_dir(root), 0o777)
+    with pytest.raises(ConflictError, match="may be written by other users"):
+        owned(state_dir(root))
+    monkeypatch.delattr(os, "getuid")
+    owned(state_dir(root))
+    MemoryStore(root).write("tabs", type="feedback", description="Tabs", body="Use tabs.")

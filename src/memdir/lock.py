@@ -45,10 +45,33 @@ def open_folder(root: Path, *, create: bool, cache_dir: Path | None) -> bool:
     not_a_link(state, "folder")
     if not state.is_dir():
         state.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        owned(state.parent)
         carry_moved(root, state)
         state.mkdir(mode=0o700, exist_ok=True)
+    owned(state.parent)
+    owned(state)
     note_folder(root, state)
     return False
+
+
+def owned(folder: Path) -> None:
+    """ConflictError unless ``folder`` (memdir's state) is the user's own and nobody else may
+    write in it: state another user made or may change (a shared ``XDG_STATE_HOME``) could
+    give this user's stores forged decisions, conversations and jobs."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:  # (Windows: no owner ids; a user's profile folder is theirs)
+        return
+    st = os.stat(folder)
+    if st.st_uid != getuid():
+        raise ConflictError(
+            f"memdir's state folder {folder} belongs to another user (uid {st.st_uid}) — set"
+            " XDG_STATE_HOME to a folder of your own"
+        )
+    if st.st_mode & 0o022:
+        raise ConflictError(
+            f"memdir's state folder {folder} may be written by other users — 'chmod go-w"
+            f" {folder}', or set XDG_STATE_HOME to a folder of your own"
+        )
 
 
 def note_folder(root: Path, state: Path) -> None:
