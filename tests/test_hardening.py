@@ -606,3 +606,88 @@ def test_without_owner_ids_the_state_folder_is_taken_as_the_users(
     monkeypatch.delattr(os, "getuid")
     owned(state_dir(root))
     MemoryStore(root).write("tabs", type="feedback", description="Tabs", body="Use tabs.")
+
+
+def _bind(source: Path, target: Path) -> bool:
+    """Mount ``source`` again at ``target`` (root only); whether it could be done here."""
+    target.mkdir(parents=True)
+    done = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True)
+    return done.returncode == 0
+
+
+def test_one_store_reached_by_two_paths_keeps_one_state_and_loses_no_write(
+    tmp_path: Path,
+) -> None:
+    """A project reached through a bind mount as well as its own path: writes through either
+    path succeed (no cross-device error, no unfinished intent), share one lock, one history
+    and one log, and two writers through the two paths lose no acknowledged write."""
+    from memdir.layout import JOURNAL, state_dir
+
+    first = tmp_path / "a"
+    root = first / ".memory"
+    MemoryStore(root).write("one", type="project_fact", description="One", body="1")
+    second = tmp_path / "b"
+    if not _bind(first, second):
+        pytest.skip("mount --bind is not permitted here (the simulated test below still runs)")
+    try:
+        other = second / ".memory"
+        MemoryStore(other).write("two", type="project_fact", description="Two", body="2")
+        assert state_dir(other) == state_dir(root)
+        assert not (state_dir(root) / JOURNAL).read_text().strip()  # nothing left unfinished
+
+        def write(where: Path, prefix: str) -> None:
+            store = MemoryStore(where)
+            for i in range(25):
+                store.write(f"{prefix}-{i}", type="project_fact", description=f"{prefix} {i}")
+
+        threads = [
+            threading.Thread(target=write, args=(p, n)) for p, n in ((root, "x"), (other, "y"))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        names = {e.name for e in MemoryStore(root).entries()}
+        assert {f"x-{i}" for i in range(25)} | {f"y-{i}" for i in range(25)} <= names
+        index = (root / "MEMORY.md").read_text()
+        assert all(f"y-{i}" in index and f"x-{i}" in index for i in range(25))
+        MemoryStore(root).write("two", type="project_fact", description="Two", body="22")
+        assert MemoryStore(other).history("two")  # one history, whichever path wrote it
+    finally:
+        subprocess.run(["umount", str(second)], check=True)
+
+
+def test_a_folder_memdir_knows_by_another_path_shares_its_state_and_a_write_across_mounts_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without mounting: a state folder recorded for this very folder under another path that
+    still reaches it is this path's state too; and a file staged where the rename crosses a
+    mount (EXDEV) is written beside its target instead of failing the write."""
+    import errno
+    import json
+
+    from memdir.layout import FOLDER_ID, state_dir
+
+    root = tmp_path / "proj" / ".memory"
+    root.mkdir(parents=True)
+    link = tmp_path / "elsewhere"
+    link.symlink_to(root)  # another path to the same folder
+    known = state_dir(root).parent / "first-path-0123456789abcdef"
+    known.mkdir(parents=True, mode=0o700)
+    st = os.stat(root)
+    (known / FOLDER_ID).write_text(
+        json.dumps({"dev": st.st_dev, "ino": st.st_ino, "path": str(link)})
+    )
+    store = MemoryStore(root)
+    assert store.internal == known and state_dir(root) == known
+    link.unlink()  # that path no longer reaches it: a later folder there is no alias
+    real_replace = os.replace
+
+    def across(src: str, dst: str) -> None:
+        if Path(src).parent != Path(dst).parent:
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", across)
+    store.write("two", type="project_fact", description="Two", body="2")
+    assert MemoryStore(root).get("two").body.strip() == "2"

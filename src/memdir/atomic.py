@@ -69,9 +69,13 @@ def write_atomic(
             if sync:
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.errno == errno.EXDEV and stage is not None:
+            # one file system reached through another mount (a bind mount): staged beside it
+            write_atomic(path, data, sync=sync, sync_folder=sync_folder, mode=mode)
+            return
         raise
     if sync and sync_folder:
         fsync_dir(path.parent)

@@ -33,7 +33,8 @@ def state_home() -> Path:
 
 def state_dir(root: Path) -> Path:
     """The folder that holds the state of the store whose folder is ``root``: one per real
-    path, named for the folder (and its parent) so a person can tell which is which."""
+    path, named for the folder (and its parent) so a person can tell which is which — or,
+    for a folder reached by a second path (a bind mount), the first path's (``ALIAS``)."""
     import hashlib
     import re
 
@@ -41,7 +42,18 @@ def state_dir(root: Path) -> Path:
     digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:16]
     parts = [p for p in real.split(os.sep) if p][-2:]
     label = re.sub(r"[^A-Za-z0-9._-]+", "_", "-".join(parts)).strip("._-")[:48] or "root"
-    return state_home() / STORES / f"{label}-{digest}"
+    stores = state_home() / STORES
+    own = stores / f"{label}-{digest}"
+    if own.is_dir():
+        return own
+    try:
+        other = (stores / f"{label}-{digest}{ALIAS}").read_text(encoding="utf-8").strip()
+    except OSError:  # (no alias: the usual case)
+        return own
+    return stores / other if re.fullmatch(r"[A-Za-z0-9._-]+", other) and other[0] != "." else own
+
+
+ALIAS = ".alias"  # stores/<key>.alias: the state folder's name of the same folder's first path
 
 
 LOCK = "lock"  # the writers' lock

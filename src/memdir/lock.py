@@ -47,10 +47,38 @@ def open_folder(root: Path, *, create: bool, cache_dir: Path | None) -> bool:
         state.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         owned(state.parent)
         carry_moved(root, state)
+        if not state.is_dir() and _alias(root, state):
+            state = state_dir(root)
         state.mkdir(mode=0o700, exist_ok=True)
     owned(state.parent)
     owned(state)
     note_folder(root, state)
+    return False
+
+
+def _alias(root: Path, state: Path) -> bool:
+    """Whether ``root`` is a folder memdir keeps state for under another path that still
+    reaches it (a bind mount, a second mount of one file system): then this path's state is
+    that one (``layout.ALIAS``), so that one lock, one history and one index keep the folder
+    whichever path a writer took."""
+    import json
+
+    from .atomic import write_atomic
+    from .layout import ALIAS, FOLDER_ID
+
+    st = os.stat(root)
+    for other in sorted(state.parent.iterdir()):
+        try:
+            rec = json.loads((other / FOLDER_ID).read_text(encoding="utf-8"))
+            if (rec["dev"], rec["ino"]) != (st.st_dev, st.st_ino) or other.is_symlink():
+                continue
+            there = os.stat(rec["path"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a store's state, or its folder is gone by its path
+        if (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
+            alias = state.with_name(state.name + ALIAS)
+            write_atomic(alias, other.name.encode(), sync=False, mode=0o600)
+            return True
     return False
 
 
@@ -85,10 +113,14 @@ def note_folder(root: Path, state: Path) -> None:
     st = os.stat(root)
     mine = {"dev": st.st_dev, "ino": st.st_ino, "path": os.path.realpath(root)}
     try:
-        if json.loads((state / FOLDER_ID).read_text(encoding="utf-8")) == mine:
+        rec = json.loads((state / FOLDER_ID).read_text(encoding="utf-8"))
+        if rec == mine:
             return
-    except (OSError, ValueError):
-        pass  # not recorded yet (or unreadable): recorded now
+        there = os.stat(rec["path"])
+        if (rec["dev"], rec["ino"]) == (st.st_dev, st.st_ino) == (there.st_dev, there.st_ino):
+            return  # the folder by its first path, which still reaches it: kept as it is
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # not recorded yet (or unreadable, or its path is gone): recorded now
     write_atomic(state / FOLDER_ID, json.dumps(mine).encode(), sync=False, mode=0o600)
 
 
