@@ -18,7 +18,7 @@ category and over every answerable question, with a bootstrap 95% interval; halv
         [--convs 1-10] [--embedder minilm|none] [--compare]
 
 ``--compare`` runs each question with each of memdir's recall signals off and on (the
-period's weight, ``memdir.periods``), in the same run, and prints the paired difference.
+period's weight, ``memdir.find.periods``), in the same run, and prints the paired difference.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def recall(got: list[str], relevant: list[str]) -> float:
 
 def _signals() -> dict[str, tuple[object, str, float]]:
     """Each recall signal: the module and constant that set it, and its value when off."""
-    from memdir import periods
+    from memdir.find import periods
 
     return {"period weight": (periods, "WEIGHT", 1.0)}
 

@@ -26,9 +26,9 @@ from typing import Any
 from memdir import MemoryStore
 from memdir.config import load_config
 from memdir.errors import MemdirError
+from memdir.find.search import tokenize
 from memdir.learn.extract import extract_memories
 from memdir.providers import make_model
-from memdir.search import tokenize
 from memdir.standing import session_start
 
 CATEGORIES = ("instruction_following", "preference_following")

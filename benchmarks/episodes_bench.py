@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from locomo_qa import evidence_in, iso_date, sessions_of
-from memdir import MemoryStore, periods
+from memdir import MemoryStore
 from memdir.config import Config
-from memdir.embed import from_config
 from memdir.episodes import Episodes, Said
+from memdir.find import periods
+from memdir.find.embed import from_config
+from memdir.find.periods import named_period
+from memdir.find.search import STOP_WORDS
 from memdir.learn.conversation import embed_episodes, keep_episodes
-from memdir.periods import named_period
 from memdir.recall import episodes_for, estimate_tokens
-from memdir.search import STOP_WORDS
 
 
 def searched(

@@ -20,7 +20,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-import memdir.asked
+import memdir.find.asked
 from episodes_bench import kept_as_episodes
 from floor_bench import CODING_HELD_OUT, CODING_HELD_OUT_2, CODING_TUNE, rate
 from locomo_qa import evidence_in
@@ -33,12 +33,12 @@ BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 
 def without_and_with(store: MemoryStore, question: str) -> tuple[list[Said], list[Said]]:
     """The turns found without the names rule (no name taken from the question), and with."""
-    names = memdir.asked.names
-    memdir.asked.names = lambda query: []
+    names = memdir.find.asked.names
+    memdir.find.asked.names = lambda query: []
     try:
         before = episodes_for(store, question)
     finally:
-        memdir.asked.names = names
+        memdir.find.asked.names = names
     return before, episodes_for(store, question)
 
 

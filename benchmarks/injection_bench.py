@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from memdir.instructions import screen
+from memdir.gate.instructions import screen
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCOMO = ROOT.parent / "shared" / "bench" / "locomo" / "observations_dev.json"

@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from memdir import MemoryStore
-from memdir.agent.loop import agent_loop
-from memdir.agent.tools import Tools
 from memdir.config import load_config
 from memdir.errors import MemdirError
 from memdir.learn.consolidate import consolidate_memories
@@ -30,6 +28,8 @@ from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel, Reply, make_model
 from memdir.recall import select
 from memdir.scopes import Scopes, open_user_store
+from memdir_agent.loop import agent_loop
+from memdir_agent.tools import Tools
 
 SECRET = "Xk9#mP2vLq"
 

@@ -2,7 +2,7 @@
 2024?"), over memories: LoCoMo DEV's observations (short dated facts, the closest analogue of
 learned memories) kept as memories with the date each was said, ranked by
 ``MemoryStore.search`` (hybrid, MiniLM) with what was said in the named period weighed
-(``memdir.periods``) and without (the weight set to 1 in the same run). Recall@5 by half of
+(``memdir.find.periods``) and without (the weight set to 1 in the same run). Recall@5 by half of
 DEV (tune: conversations 0-1, where the weight was chosen; confirm: 2-4), over every question
 and over those naming a period. Episodes are measured by ``episodes_bench.py``.
 
@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from locomo_qa import iso_date
-from memdir import MemoryStore, periods
+from memdir import MemoryStore
 from memdir.config import Config
+from memdir.find import periods
 from memdir.memory import Memory
 from memdir.plan import Put
 

@@ -36,9 +36,9 @@ from pathlib import Path
 from memdir import MemoryStore
 from memdir.config import Config
 from memdir.memory import Memory
-from memdir.pglocal import LocalPostgres
 from memdir.plan import Put
-from memdir.store.pg import PgStore
+from memdir_postgres.pg import PgStore
+from memdir_postgres.pglocal import LocalPostgres
 
 sys.path.insert(0, str(Path(__file__).parent))
 from recall_bench import timed_queries, write_files, zipf_text, zipf_vocab
@@ -66,7 +66,7 @@ def fill_db(store: PgStore, n: int, vocab: list[str], weights: list[float]) -> f
 
 def exact_top5(store: PgStore, query: str) -> set[str]:
     """The true BM25 top 5: every memory matching any term, scored (ties by name)."""
-    from memdir.search import bm25, idf_of, tokenize
+    from memdir.find.search import bm25, idf_of, tokenize
 
     terms = list(dict.fromkeys(tokenize(query)))
     with store._read() as conn:
@@ -117,7 +117,7 @@ WRITER = textwrap.dedent(
     kind, where, tag, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     mode = sys.argv[7]
     if kind == "db":
-        from memdir.store.pg import PgStore
+        from memdir_postgres.pg import PgStore
         url, name = where.split("#")
         store = PgStore(Config(database_url=url, store=name, embedder="none"), create=False,
                         root=Path(sys.argv[5]))
@@ -239,8 +239,8 @@ def team_rows(url: str, tmp: Path, db: PgStore, queries: list[str]) -> None:
     identity's session (member role: row-level security on every statement) beside the
     owner's, and telling a token's identity (the server's cache, and the database query
     behind it every ``TTL`` seconds)."""
-    from memdir.integrations.team import Team
-    from memdir.store import pgschema, pgteam
+    from memdir_postgres import pgschema, pgteam
+    from memdir_postgres.team import Team
 
     conn = pgschema.connect(url, autocommit=True)
     pgteam.ensure(conn)
@@ -379,7 +379,7 @@ def fleet(url: str, tmp: Path, servers: int, api: int, each: int) -> None:
 def dense(url: str, tmp: Path, n: int, queries: list[str]) -> None:
     """Hybrid search (BM25 + MiniLM) over ``n`` memories on both backends."""
     try:
-        from memdir.embed import MiniLM
+        from memdir.find.embed import MiniLM
     except ImportError:
         print("(hybrid rows skipped: install memdir[embed])")
         return

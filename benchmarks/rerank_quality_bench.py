@@ -1,7 +1,7 @@
 """What a rerank stage does to recall: LoCoMo DEV's observations kept as memories, each
 question's fused top 20 from ``MemoryStore.search`` (hybrid, MiniLM) scored pair by pair, and
 recall@5 of three orders: the fused one (the stage off), the scorer's own (the stage as
-``memdir.rerank.reorder`` builds it), and both fused by reciprocal rank (k = 60). Paired
+``memdir.find.rerank.reorder`` builds it), and both fused by reciprocal rank (k = 60). Paired
 bootstrap 95% intervals against the fused order, by half of DEV (tune: conversations 0-1;
 confirm: 2-4), and recall@20 (what any reordering of the 20 can reach at most).
 
@@ -77,7 +77,7 @@ def model_scorer(url: str) -> Callable[[str, Sequence[str]], list[float]]:
 
 
 def encoder_scorer(folder: Path) -> Callable[[str, Sequence[str]], list[float]]:
-    from memdir.rerank import CrossEncoder
+    from memdir.find.rerank import CrossEncoder
 
     return CrossEncoder(folder).score
 

@@ -39,7 +39,7 @@ QUESTIONS = [
     "what is the on-call alert policy for the feature flag?",  # the relevance floor lets
     # through only what holds the prompt's own terms or is close in meaning)
     "what did we decide about the Docker deploy to staging in May?",  # (a period: the best
-    # 60 are read for the day each was said, memdir.periods)
+    # 60 are read for the day each was said, memdir.find.periods)
 ]
 
 

@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from memdir.secrets import redact, scan
+from memdir.gate.secrets import redact, scan
 
 
 def main() -> None:

@@ -43,8 +43,8 @@ def main() -> None:
     from memdir.memory import Memory
     from memdir.plan import Put
     from memdir.scopes import Scopes
-    from memdir.ui.access import COOKIE, Access
-    from memdir.ui.app import build_app
+    from memdir_ui.access import COOKIE, Access
+    from memdir_ui.app import build_app
 
     tmp = Path(tempfile.mkdtemp())
     root = tmp / ".memory"

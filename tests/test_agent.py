@@ -17,11 +17,11 @@ import pytest
 
 from memdir import MemoryStore
 from memdir import review as queue
-from memdir.agent.loop import agent_loop
-from memdir.agent.repl import Session
-from memdir.agent.tools import Tools
 from memdir.config import Config
 from memdir.providers import make_model
+from memdir_agent.loop import agent_loop
+from memdir_agent.repl import Session
+from memdir_agent.tools import Tools
 
 from conftest import child_env
 from fakeserver import FakeLLMServer, Scripted, error, reply
@@ -485,7 +485,7 @@ def test_run_needs_approval_for_commands_and_writes(
 
 def test_rules_and_answers_decide(tmp_path: Path) -> None:
     """Allow rules let matching calls through; 'always' covers the session; 'no' refuses."""
-    from memdir.agent.permissions import Gate
+    from memdir_agent.permissions import Gate
 
     answers = iter(["deny", "always"])
     asked: list[tuple[str, str]] = []
@@ -701,7 +701,7 @@ def test_a_tool_call_written_as_text_is_run_not_printed(
 
 def test_text_tool_calls_are_told_from_answers() -> None:
     """Tool calls a small model writes as text are told from answers."""
-    from memdir.agent.loop import text_tool_calls
+    from memdir_agent.loop import text_tool_calls
 
     names = {"bash", "write_file"}
     assert text_tool_calls(
@@ -716,7 +716,7 @@ def test_a_question_silences_the_spinner() -> None:
     """A question silences the spinner."""
     import io
 
-    from memdir.agent.terminal import Spinner
+    from memdir_agent.terminal import Spinner
 
     err = io.StringIO()
     spinner = Spinner(err)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from memdir import MemoryStore
-from memdir.anchors import named, outdated
+from memdir.code.anchors import named, outdated
 from memdir.config import Config
 from memdir.recall.block import render_block
 from memdir.standing import standing

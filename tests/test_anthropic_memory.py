@@ -15,8 +15,8 @@ from anthropic import Anthropic
 from anthropic.lib.tools import BetaAbstractMemoryTool
 
 from memdir import MemoryStore
-from memdir.integrations.anthropic_memory import MemdirMemoryTool
 from memdir.undo import undo
+from memdir_memorytool.tool import MemdirMemoryTool
 
 from fakeserver import FakeLLMServer, reply
 
@@ -391,7 +391,7 @@ def test_the_model_is_not_shown_what_a_door_brought_and_a_person_has_not_decided
     the model's own notes read as before."""
     from anthropic.lib.tools import ToolError
 
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
 
     root = tmp_path / ".memory"
     store = MemoryStore(root)

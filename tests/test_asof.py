@@ -175,7 +175,7 @@ def test_a_correction_retires_every_memory_it_replaces(tmp_path: Path) -> None:
 def test_the_agents_save_retires_what_its_correction_replaces(tmp_path: Path) -> None:
     """The agent's save_memory with a correction updates the closest memory and retires the
     other one on the same subject, and says so to the model."""
-    from memdir.agent.tools import Tools
+    from memdir_agent.tools import Tools
 
     root = tmp_path / ".memory"
     _by_hand(root, "api-port", "The API listens on port 8000", "2026-11-01T09:00:00Z")

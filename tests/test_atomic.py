@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memdir.atomic import (
+from memdir.disk.atomic import (
     INTENT_BLOCK,
     TEMP_PREFIX,
     append_nofollow,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from memdir.cachedb import CacheDB
+from memdir.find.cachedb import CacheDB
 
 
 class Docs(CacheDB):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memdir.layout import state_dir
+from memdir.disk.layout import state_dir
 
 from conftest import CliFn, child_env
 

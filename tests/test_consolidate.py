@@ -14,8 +14,8 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.config import Config
+from memdir.disk.layout import state_dir
 from memdir.errors import PlanError, ReplyFormatError
-from memdir.layout import state_dir
 from memdir.learn.consolidate import consolidate_memories, is_due, note_turn
 from memdir.providers import ChatModel
 from memdir.testing import FakeModel
@@ -105,7 +105,7 @@ def test_what_no_model_is_shown_is_not_consolidated(store: MemoryStore) -> None:
     """A memory held for review (a sync's arrival) and one a door planted an instruction in
     are in no consolidation prompt, and no plan merges or retires them (they would slip out
     of their hold into recall); whole or since the last run alike."""
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
 
     fill(store)
     store.write("arrived", type="project_fact", description="Release due 2026-01-15",

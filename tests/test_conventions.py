@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from memdir.code.conventions import Convention, one, read, reported, split
 from memdir.config import Config
-from memdir.conventions import Convention, one, read, reported, split
 from memdir.learn.extract import extract_memories
 from memdir.standing import standing
 from memdir.store import MemoryStore

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
+from memdir.disk.layout import JOURNALS
 from memdir.doctor import STALE_TEMP_SECONDS, diagnose
-from memdir.layout import JOURNALS
 
 from conftest import CliFn
 

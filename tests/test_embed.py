@@ -16,9 +16,9 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.config import Config, load_config
-from memdir.embed import HttpEmbedder, MiniLM, from_config
+from memdir.disk.layout import state_dir
 from memdir.errors import ConfigError
-from memdir.layout import state_dir
+from memdir.find.embed import HttpEmbedder, MiniLM, from_config
 
 from conftest import CliFn, trust
 from fakeserver import FakeLLMServer
@@ -176,7 +176,7 @@ def test_without_the_extra_auto_means_bm25(tmp_path: Path) -> None:
 from pathlib import Path
 from memdir import MemoryStore
 from memdir.config import Config
-from memdir.embed import from_config
+from memdir.find.embed import from_config
 from memdir.errors import ConfigError
 print(from_config(Config()))
 try:
@@ -392,7 +392,7 @@ def test_a_failing_endpoint_falls_back_to_bm25_and_says_why(
 
 def test_http_embedder_rejects_malformed_replies(llm_server: FakeLLMServer) -> None:
     """HTTP embedder rejects malformed replies."""
-    from memdir.embed import EmbedError
+    from memdir.find.embed import EmbedError
 
     emb = HttpEmbedder(llm_server.url + "/v1", "m")
     llm_server.embed_text = lambda t: [1.0, 2.0] if "a" in t else [1.0]
@@ -447,7 +447,7 @@ def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Pa
     import gc
     import multiprocessing
 
-    import memdir.embed
+    import memdir.find.embed
 
     store = MemoryStore(tmp_path / ".memory")
     fill(store)
@@ -457,7 +457,7 @@ def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Pa
 
     def child(queue: Any) -> None:
         inherited = embedder.session
-        kept = any(s is inherited for s in memdir.embed._INHERITED)
+        kept = any(s is inherited for s in memdir.find.embed._INHERITED)
         found = store.search(PARAPHRASES[1][3], 1)[0].memory.name  # embeds in the child
         store.close()
         gc.collect()
@@ -470,7 +470,7 @@ def test_a_forked_child_keeps_the_parents_session_and_makes_its_own(tmp_path: Pa
     proc.join(60)
     assert proc.exitcode == 0, "the child hung or failed"
     assert queue.get(timeout=5) == (True, True, "indentation")
-    assert embedder.session is not None and not memdir.embed._INHERITED  # the parent's own
+    assert embedder.session is not None and not memdir.find.embed._INHERITED  # the parent's own
 
 
 CHINESE = [  # (name, description, body, a question sharing no character pair with it)
@@ -551,7 +551,7 @@ def test_e5_without_its_extra_is_a_clear_error(tmp_path: Path) -> None:
     """e5 without memdir[e5] installed is a clear error."""
     script = """
 from memdir.config import Config
-from memdir.embed import from_config
+from memdir.find.embed import from_config
 try:
     from_config(Config(embedder="e5"))
 except Exception as exc:
@@ -772,7 +772,7 @@ def test_a_library_search_hands_its_backlog_to_a_background_indexer(tmp_path: Pa
 def test_loaded_gives_only_an_embedder_this_process_made() -> None:
     """``loaded`` never makes a model: None until ``from_config`` made it, then that one."""
     from memdir.config import Config
-    from memdir.embed import from_config, loaded
+    from memdir.find.embed import from_config, loaded
 
     config = Config(embedder="http", embed_url="http://127.0.0.1:9/v1", embed_model="loaded-test")
     assert loaded(config) is None
@@ -846,7 +846,7 @@ def test_vectors_kept_are_used_and_only_a_changed_file_is_embedded_again(
     embeds just that memory."""
     import time
 
-    from memdir.vectors import VectorIndex
+    from memdir.find.vectors import VectorIndex
 
     root = tmp_path / ".memory"
     fill(MemoryStore(root, embedder=CountingEmbedder()))
@@ -894,8 +894,8 @@ def test_a_prompt_answered_by_the_resident_hands_its_backlog_to_the_residents_wo
 
     from memdir import jobs
     from memdir.config import load_config
+    from memdir.disk.layout import state_dir
     from memdir.integrations import hooks, workerjobs
-    from memdir.layout import state_dir
     from memdir.memory import Memory
     from memdir.plan import Put
 

@@ -17,19 +17,19 @@ from typing import Any
 import pytest
 
 from memdir import MemoryStore
-from memdir.agent.loop import MemoryWorker, agent_loop
-from memdir.agent.tools import Tools
 from memdir.config import Config
+from memdir.disk.layout import state_dir
 from memdir.episodes import Episodes
 from memdir.errors import LLMError
-from memdir.layout import state_dir
+from memdir.find.search import tokenize
 from memdir.learn.extract import extract_memories
 from memdir.memory import Memory
 from memdir.plan import Put
 from memdir.providers import ChatModel
 from memdir.recall import load_memories, select
-from memdir.search import tokenize
 from memdir.testing import FakeModel
+from memdir_agent.loop import MemoryWorker, agent_loop
+from memdir_agent.tools import Tools
 from test_recall import TopicEmbedder
 
 from conftest import CliFn
@@ -419,7 +419,7 @@ def test_a_part_of_the_index_emptied_forgets_its_matrix_too(tmp_path: Path) -> N
     multiplies; what is synced after it is found again."""
     import numpy as np
 
-    from memdir.vectors import Text, VectorIndex
+    from memdir.find.vectors import Text, VectorIndex
 
     vectors = VectorIndex(tmp_path / "index.sqlite", TopicEmbedder(), prefix="episode_")  # type: ignore[arg-type]
     texts = {"a": "tabs indent", "b": "deploy to prod"}

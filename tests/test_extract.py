@@ -51,7 +51,7 @@ def test_create_from_explicit_request(
 def test_what_no_model_is_shown_is_in_no_extraction_catalogue(store: MemoryStore) -> None:
     """The catalogue extraction shows its model leaves out a memory held for review and a
     description a door planted, as the memory model's selection does; the user's own are in."""
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
     from memdir.testing import FakeModel
 
     store.write("api-port", type="project_fact", description="The API listens on 8080")

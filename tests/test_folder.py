@@ -61,7 +61,7 @@ def test_a_writer_killed_inside_the_index_transaction_loses_nothing(tmp_path: Pa
     code = (
         "import os, sys\n"
         "from memdir import MemoryStore\n"
-        "from memdir.search import SearchIndex\n"
+        "from memdir.find.search import SearchIndex\n"
         "store = MemoryStore(sys.argv[1])\n"
         "store.entries()\n"
         "def killed(self, *a, **k):\n"

@@ -16,10 +16,10 @@ import pytest
 
 from memdir import ConflictError, InvalidMemory, MemoryStore, Put, ReadOnlyStore, Remove
 from memdir import memory as memfmt
-from memdir.atomic import intent_pending
 from memdir.config import Config
+from memdir.disk.atomic import intent_pending
+from memdir.disk.layout import JOURNALS, state_dir
 from memdir.errors import InvalidName, ReplyFormatError, SecretFound
-from memdir.layout import JOURNALS, state_dir
 from memdir.learn.consolidate import consolidate_memories
 from memdir.learn.extract import extract_memories
 from memdir.memory import Memory
@@ -572,7 +572,7 @@ def test_a_state_folder_another_user_made_or_may_write_is_refused(
     """A shared XDG_STATE_HOME: a state folder others may write in, or one another user made
     for this store (with forged decisions), is refused with a one-line error naming the
     folder — nothing is read from it and nothing written."""
-    from memdir.layout import state_dir
+    from memdir.disk.layout import state_dir
 
     root = tmp_path / ".memory"
     MemoryStore(root).write("tabs", type="feedback", description="Tabs", body="Use tabs.")
@@ -595,8 +595,8 @@ def test_without_owner_ids_the_state_folder_is_taken_as_the_users(
 ) -> None:
     """Where the platform has no user ids (Windows), the owner check gives way and the store
     opens (its profile folder is the user's)."""
-    from memdir.layout import state_dir
-    from memdir.lock import owned
+    from memdir.disk.layout import state_dir
+    from memdir.disk.lock import owned
 
     root = tmp_path / ".memory"
     MemoryStore(root)
@@ -621,7 +621,7 @@ def test_one_store_reached_by_two_paths_keeps_one_state_and_loses_no_write(
     """A project reached through a bind mount as well as its own path: writes through either
     path succeed (no cross-device error, no unfinished intent), share one lock, one history
     and one log, and two writers through the two paths lose no acknowledged write."""
-    from memdir.layout import JOURNAL, state_dir
+    from memdir.disk.layout import JOURNAL, state_dir
 
     first = tmp_path / "a"
     root = first / ".memory"
@@ -666,7 +666,7 @@ def test_a_folder_memdir_knows_by_another_path_shares_its_state_and_a_write_acro
     import errno
     import json
 
-    from memdir.layout import FOLDER_ID, state_dir
+    from memdir.disk.layout import FOLDER_ID, state_dir
 
     root = tmp_path / "proj" / ".memory"
     root.mkdir(parents=True)

@@ -19,8 +19,8 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.cli.upkeep import NICE as LEARN_NICE
+from memdir.disk.layout import state_dir
 from memdir.integrations.transcripts import read_session
-from memdir.layout import state_dir
 
 from conftest import CliFn, child_env, trust
 from fakeserver import FakeLLMServer, reply
@@ -1490,7 +1490,7 @@ def test_the_recall_log_says_recalled_only_for_what_reached_the_model(tmp_path: 
     """A memory held for review that search picked for a prompt injected nothing: the recall
     log (and Activity, which reads it) does not say it was recalled, and its note says it was
     held back."""
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
     from memdir.integrations import hooks
     from memdir.recalllog import entries
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from memdir.disk.layout import NESTED_MARK
 from memdir.errors import LLMError, LLMUnavailable
-from memdir.layout import NESTED_MARK
 from memdir.providers.host_cli import HostCLIModel
 from memdir.usage import UsageLog
 

@@ -12,9 +12,9 @@ PROVIDERS_MAY_IMPORT = frozenset(
     {
         "memdir.config",  # the settings a model is made from
         "memdir.errors",
-        "memdir.layout",  # the names of memdir's own files (the endpoints note)
-        "memdir.safetext",  # rendering a transcript's turns for a host CLI
-        "memdir.statefile",
+        "memdir.disk.layout",  # the names of memdir's own files (the endpoints note)
+        "memdir.gate.safetext",  # rendering a transcript's turns for a host CLI
+        "memdir.disk.statefile",
         "memdir.usage",  # the usage log every call is recorded in
     }
 )

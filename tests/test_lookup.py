@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memdir.cachedb import damaged
-from memdir.layout import state_dir
+from memdir.disk.layout import state_dir
+from memdir.find.cachedb import damaged
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from memdir import MemoryStore
 from memdir import memory as memfmt
-from memdir.decisions import accept
+from memdir.gate.decisions import accept
 from memdir.memory import Memory
 
 from conftest import child_env
@@ -160,7 +160,7 @@ def test_tools_happy_paths_and_bad_arguments(tmp_path: Path) -> None:
 def test_a_held_memory_is_held_in_every_tool_and_resource(tmp_path: Path) -> None:
     """An arrival held for review is in no search, list or index a client sees, and a client
     asking for it by name (the read tool, memory://NAME) is told it is held, not its text."""
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
 
     root = tmp_path / ".memory"
     store = MemoryStore(root)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memdir import memory as memfmt
 from memdir.memory import Memory
-from memdir.sync.merge import conflict_of, merge
+from memdir_git.merge import conflict_of, merge
 
 
 def text(body: str = "Tabs, width 4", **kw: object) -> str:
@@ -41,7 +41,7 @@ def test_different_fields_combine_and_updated_takes_the_later_time():
         "Tabs, width 8",
         "2026-03-01T00:00:00Z",
     )
-    assert mem.pinned and out.loser is None and conflict_of(mem) is None
+    assert mem.pinned and out.fields == () and conflict_of(mem) is None
 
 
 def test_description_and_body_change_together():
@@ -53,7 +53,7 @@ def test_description_and_body_change_together():
     out = merge(BASE, ours, theirs)
     mem = memfmt.loads(out.text)
     assert (mem.description, mem.body) == ("Use tabs", "port 8000 --reload")
-    assert out.loser == theirs and conflict_of(mem) is not None
+    assert out.fields and conflict_of(mem) is not None
 
 
 def test_same_field_changed_differently_keeps_the_later_and_marks_the_memory():
@@ -63,14 +63,13 @@ def test_same_field_changed_differently_keeps_the_later_and_marks_the_memory():
     out = merge(BASE, ours, theirs, ref=lambda t: "blob-of-" + memfmt.loads(t).body[-1])
     mem = memfmt.loads(out.text)
     assert mem.body == "Tabs, width 8"
-    assert out.loser == ours
     mark = conflict_of(mem)
     assert mark is not None and mark["other"] == "blob-of-2" and mark["fields"] == ["body"]
     assert "<<<<<<<" not in out.text
     # whichever side merges, the same text wins
     again = merge(BASE, theirs, ours, ref=lambda t: "blob-of-" + memfmt.loads(t).body[-1])
     assert memfmt.loads(again.text).body == "Tabs, width 8"
-    assert again.loser == ours
+    assert conflict_of(memfmt.loads(again.text))["other"] == "blob-of-2"  # type: ignore[index]
 
 
 def test_equal_times_are_decided_by_the_texts_the_same_way_on_both_sides():
@@ -84,7 +83,7 @@ def test_both_added_the_same_name():
     ours = text("from laptop", updated="2026-02-01T00:00:00Z")
     theirs = text("from dev box", updated="2026-02-02T00:00:00Z")
     out = merge(None, ours, theirs)
-    assert memfmt.loads(out.text).body == "from dev box" and out.loser == ours
+    assert memfmt.loads(out.text).body == "from dev box" and out.fields == ("body",)
 
 
 def test_a_side_that_is_not_a_memory_loses_to_one_that_is():
@@ -92,7 +91,7 @@ def test_a_side_that_is_not_a_memory_loses_to_one_that_is():
     broken = "not a memory file at all\n"
     theirs = text("Tabs, width 8", updated="2026-02-01T00:00:00Z")
     out = merge(BASE, broken, theirs)
-    assert out.text == theirs and out.loser == broken
+    assert out.text == theirs and out.fields == ("file",)
 
 
 def test_a_resolved_mark_stays_resolved_when_the_other_side_did_not_touch_it():

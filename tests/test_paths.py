@@ -14,15 +14,15 @@ import filelock
 import pytest
 
 from memdir import MemoryStore, StoreLocked
-from memdir.agent.loop import MAX_STEPS, agent_loop
-from memdir.agent.repl import Session
-from memdir.agent.tools import Tools
 from memdir.config import Config
-from memdir.layout import state_dir
+from memdir.disk.layout import state_dir
 from memdir.learn.extract import extract_memories
 from memdir.providers import make_model
 from memdir.recall import catalogue_for
 from memdir.testing import FakeModel, tool_reply
+from memdir_agent.loop import MAX_STEPS, agent_loop
+from memdir_agent.repl import Session
+from memdir_agent.tools import Tools
 
 from fakeserver import FakeLLMServer, Scripted, error, reply
 
@@ -222,7 +222,7 @@ def test_spinner_turns_then_clears_its_line() -> None:
     import io
     import time
 
-    from memdir.agent.terminal import Spinner
+    from memdir_agent.terminal import Spinner
 
     err = io.StringIO()
     spinner = Spinner(err)
@@ -242,7 +242,7 @@ def test_prompt_toolkit_reader_reads_lines_and_keeps_history(tmp_path: Path) -> 
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    from memdir.agent.terminal import prompt_toolkit_reader
+    from memdir_agent.terminal import prompt_toolkit_reader
 
     with create_pipe_input() as pipe:
         read = prompt_toolkit_reader(tmp_path / "history", input=pipe, output=DummyOutput())

@@ -10,8 +10,8 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.config import Config
+from memdir.find.periods import Period, named_period
 from memdir.memory import Memory
-from memdir.periods import Period, named_period
 from memdir.plan import Put
 
 from conftest import CliFn
@@ -154,7 +154,7 @@ def test_only_the_hits_that_can_reach_the_best_once_weighed_are_read() -> None:
     """Below the k-th score over the weight, no hit can reach the k best: those are not read
     (each read is a file, or a database round trip)."""
     from memdir.entry import Entry, Hit
-    from memdir.periods import in_period_first
+    from memdir.find.periods import in_period_first
 
     read: list[str] = []
 

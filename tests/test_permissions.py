@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memdir.agent.permissions import Gate, simple_commands
+from memdir_agent.permissions import Gate, simple_commands
 
 
 @pytest.mark.parametrize(

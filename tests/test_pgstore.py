@@ -20,14 +20,10 @@ import pytest
 
 from memdir import MemoryStore
 from memdir.config import Config, load_config
-from memdir.errors import (
-    ConflictError,
-    MemdirError,
-    StoreNotFound,
-)
-from memdir.store.pg import PgStore
+from memdir.errors import ConflictError, MemdirError, StoreNotFound
 from memdir.transfer import export, import_store
 from memdir.undo import undo
+from memdir_postgres.pg import PgStore
 from test_store_contract import fill
 
 from conftest import CliFn, child_env, trust
@@ -75,7 +71,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from memdir.config import Config
     from memdir.errors import ConflictError
-    from memdir.store.pg import PgStore
+    from memdir_postgres.pg import PgStore
     from memdir.plan import Put
     config = Config(database_url=os.environ["URL"], store=os.environ["STORE"], embedder="none")
     store = PgStore(config, root=Path(os.environ["STATE"]))
@@ -121,8 +117,8 @@ KILLED = textwrap.dedent(
     from pathlib import Path
     from memdir import memory as memfmt
     from memdir.config import Config
-    from memdir.store.pg import PgStore
-    from memdir.store.pgwrite import Writer
+    from memdir_postgres.pg import PgStore
+    from memdir_postgres.pgwrite import Writer
     from memdir.plan import Put, Remove
     config = Config(database_url=os.environ["URL"], store=os.environ["STORE"], embedder="none")
     store = PgStore(config, root=Path(os.environ["STATE"]))
@@ -475,7 +471,7 @@ def test_a_database_url_is_shown_without_its_password_and_never_raises(
     url: str, shown_as: str
 ) -> None:
     """A password holding '#', '/', '?' or '@' is never read as the URL's structure."""
-    from memdir.store.pgschema import shown
+    from memdir_postgres.pgschema import shown
 
     assert shown(url) == shown_as
 
@@ -486,7 +482,7 @@ def test_a_lost_connection_is_one_line_and_the_next_call_reconnects(
     """A server restart or an admin killing the session: the store's next call after a while
     reconnects by itself; a call that meets the broken connection gets one line, never the
     driver's exception, and the one after it works. A NUL is refused before the database."""
-    from memdir.store.pgschema import connect
+    from memdir_postgres.pgschema import connect
 
     pg.write("tabs", type="user_preference", description="Tabs", body="Tabs.")
 
@@ -515,10 +511,10 @@ def test_a_lost_connection_is_one_line_and_the_next_call_reconnects(
 
 @pytest.mark.slow
 def test_the_throwaway_server_is_gone_after_kill(tmp_path: Path) -> None:
-    """'python -m memdir.pglocal &' then 'kill': the server stops and its folder goes (no
+    """'python -m memdir_postgres.pglocal &' then 'kill': the server stops and its folder goes (no
     postgres left running under init)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memdir.pglocal"],
+        [sys.executable, "-m", "memdir_postgres.pglocal"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
     )  # fmt: skip
     assert proc.stdout is not None

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
-from memdir.agent.tools import Tools
 from memdir.config import Config
+from memdir.disk.layout import state_dir
 from memdir.episodes import Episodes
-from memdir.instructions import screen
+from memdir.gate.instructions import screen
+from memdir.gate.safetext import speaker_turn
 from memdir.integrations.mcp_memory import MemoryServer
-from memdir.layout import state_dir
 from memdir.learn.extract import extract_memories
 from memdir.recall import render_block
 from memdir.review import proposals
-from memdir.safetext import speaker_turn
 from memdir.testing import FakeModel
+from memdir_agent.tools import Tools
 
 DATA = Path(__file__).parent / "data"
 FORGED = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from memdir import MemoryStore
-from memdir.agent.tools import Tools
 from memdir.learn.proposal import coerce, name_for, without_echo
+from memdir_agent.tools import Tools
 
 TYPES = ("user_preference", "project_fact", "feedback", "reference")
 

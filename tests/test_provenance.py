@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from memdir.provenance import CHUNK, HAND, Ledger, label_of
+from memdir.gate.provenance import CHUNK, HAND, Ledger, label_of
 
 
 def _line(i: int, names: list[str], source: str) -> str:

@@ -251,7 +251,7 @@ def test_the_memory_model_is_not_shown_what_no_model_may_see(tmp_path: Path) -> 
     """The catalogue the memory model chooses from holds neither a memory held for review nor
     a description a door brought that orders the agent about."""
     from memdir.config import Config
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
     from memdir.testing import FakeModel
 
     root = tmp_path / ".memory"
@@ -369,7 +369,7 @@ def test_a_question_about_someone_the_store_never_heard_of_recalls_nothing(
     memory mentions: the memories about indentation answer "how does Gina indent?" only by
     their topic. A name the store knows (Melanie), a month (a period, not a name) or an
     identifier ("GitHub") leaves the floor as it was, and recall_floor = false turns it off."""
-    from memdir.asked import names
+    from memdir.find.asked import names
 
     assert names("When did Gina open her store in June?") == ["Gina"]
     assert names("Would Melanie enjoy Vivaldi? Maybe.") == ["Melanie", "Vivaldi"]

@@ -115,7 +115,7 @@ def test_past_its_budget_the_fused_order_stands(
 ) -> None:
     """A model that has not answered within rerank_budget changes nothing: the fused order,
     no rerank scores (the model is held until the check is done, no clock raced)."""
-    from memdir import rerank
+    from memdir.find import rerank
 
     model = tiny_cross_encoder(tmp_path / "tiny")
     release = threading.Event()
@@ -139,8 +139,8 @@ def test_past_its_budget_the_fused_order_stands(
 def test_a_folder_without_a_model_leaves_search_as_it_was(stored: Path, tmp_path: Path) -> None:
     """rerank_model naming a folder with no model.onnx: one line in the log says why, and
     search answers in the fused order."""
-    from memdir import rerank
     from memdir.errors import ConfigError
+    from memdir.find import rerank
 
     empty = tmp_path / "empty"
     empty.mkdir()

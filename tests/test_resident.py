@@ -20,8 +20,8 @@ import pytest
 
 from memdir import MemoryStore, jobs
 from memdir.cli.upkeep import NICE as LEARN_NICE
+from memdir.disk.layout import state_dir
 from memdir.integrations.resident import NICE, failures
-from memdir.layout import state_dir
 
 from conftest import child_env
 from fakeserver import FakeLLMServer, Scripted

@@ -153,7 +153,7 @@ def test_review_command(cli: CliFn, tmp_path: Path) -> None:
 
 def test_a_change_proposed_again_is_not_queued_twice(tmp_path: Path) -> None:
     """A change proposed again is not queued twice."""
-    from memdir.agent.tools import Tools
+    from memdir_agent.tools import Tools
 
     store = asking(tmp_path / ".memory")
     plan = [Put(Memory("tabs", "user_preference", "Tabs", "width 4"))]
@@ -181,7 +181,7 @@ def test_what_the_user_approves_is_theirs_and_an_order_is_never_approved_in_bulk
     """A rule another agent proposed and the user approved is the user's own ("mcp
     (approved)") and stands at session start; an order to the agent in the same queue is left
     out of 'approve --all' and of a whole proposal's approval, and is approved only on its own."""
-    from memdir.provenance import Origin, label_of
+    from memdir.gate.provenance import Origin, label_of
     from memdir.standing import standing
 
     assert label_of("mcp:claude-code, approved") == "mcp:claude-code (approved)"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memdir.safetext import CJK_CHAR, for_body, for_markdown, for_prompt, one_line
+from memdir.gate.safetext import CJK_CHAR, for_body, for_markdown, for_prompt, one_line
 
 
 def test_one_line_flattens_controls_and_drops_invisible_characters() -> None:

@@ -18,12 +18,12 @@ import pytest
 
 from memdir import MemoryStore
 from memdir import memory as memfmt
-from memdir.agent.loop import MemoryWorker
 from memdir.config import Config
-from memdir.layout import state_dir
+from memdir.disk.layout import state_dir
 from memdir.learn.consolidate import changed_since_last_run, consolidate_memories, is_due
 from memdir.memory import Memory
 from memdir.testing import FakeModel
+from memdir_agent.loop import MemoryWorker
 
 from fakeserver import FakeLLMServer, Scripted, reply
 

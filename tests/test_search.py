@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memdir import MemoryStore
-from memdir.layout import state_dir
-from memdir.search import Doc, SearchIndex, tokenize
+from memdir.disk.layout import state_dir
+from memdir.find.search import Doc, SearchIndex, tokenize
 
 from conftest import CliFn
 
@@ -220,7 +220,7 @@ def test_a_damaged_cache_is_rebuilt(cli: CliFn, tmp_path: Path, cache: str) -> N
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
 def test_plain_english_is_split_as_every_language_is(text: str) -> None:
     """The fast path for ASCII text finds the very words the general rule finds."""
-    from memdir.search import _ASCII_TOKEN, _TOKEN
+    from memdir.find.search import _ASCII_TOKEN, _TOKEN
 
     lowered = text.lower()
     assert _ASCII_TOKEN.findall(lowered) == _TOKEN.findall(lowered)

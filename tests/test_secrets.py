@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore, SecretFound
-from memdir.agent.tools import Tools
-from memdir.secrets import redact, scan
+from memdir.gate.secrets import redact, scan
+from memdir_agent.tools import Tools
 
 from conftest import CliFn
 
@@ -145,7 +145,7 @@ def test_handed_over_conversations_are_private_and_redacted(tmp_path: Path) -> N
     import os
     import stat
 
-    from memdir.agent.loop import MemoryWorker
+    from memdir_agent.loop import MemoryWorker
 
     spool = tmp_path / "pending"
     release = threading.Event()

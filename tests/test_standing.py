@@ -125,7 +125,7 @@ def test_standing_memories_keep_within_their_budget_pinned_first(tmp_path: Path)
     store.write("pinned-fact", type="project_fact", description="Deploys on Fridays",
                 body="Deploys happen on Fridays only.")  # fmt: skip
     store.set_pinned("pinned-fact", True)
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
 
     hold(root, [Hold("pref-29", store.get("pref-29").digest, "arrived by sync")])
     got = standing(store, 400, 200, 25_000)
@@ -211,7 +211,7 @@ def test_the_session_start_block_stays_within_one_budget_at_5000_memories(
             f" build and deploy pipeline\n---\nRule {i}: run the checks for component {i}.\n"
         )
     store = MemoryStore(root, Config(dir=root, embedder="none"))
-    from memdir.decisions import accept
+    from memdir.gate.decisions import accept
 
     for i in range(300):  # the user's own rules (accepted as 'memdir accept --all' would)
         accept(store.internal, f"m-{i:04d}", store.get(f"m-{i:04d}").digest or "")
@@ -295,7 +295,7 @@ def test_tidying_and_undoing_keep_the_users_rules_theirs(tmp_path: Path) -> None
 def test_a_held_rule_is_not_accepted_past_its_review(tmp_path: Path, cli: CliFn) -> None:
     """'memdir accept' of a rule held for review says to approve it first and accepts
     nothing: a held text is not recalled, so it could not stand."""
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
 
     root = tmp_path / ".memory"
     store = MemoryStore(root)
@@ -311,7 +311,7 @@ def test_a_conflicted_rule_is_named_at_session_start_never_followed(tmp_path: Pa
     """A rule of the user's that a plain git pull left conflicted stands in neither version,
     and the session is told which rule disagrees and how the user settles it, instead of the
     rule vanishing without a word; a conflicted fact is marked in the index."""
-    from memdir.sync.repo import resolve
+    from memdir_git.repo import resolve
 
     root = tmp_path / ".memory"
     store = MemoryStore(root)

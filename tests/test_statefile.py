@@ -7,7 +7,7 @@ import stat
 import threading
 from pathlib import Path
 
-from memdir.statefile import StateFile
+from memdir.disk.statefile import StateFile
 
 
 def test_a_missing_or_damaged_file_reads_as_empty(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import pytest
 
 from memdir import ConflictError, MemoryNotFound, MemoryStore, Put, Remove
 from memdir import memory as memfmt
-from memdir.atomic import intent_pending
+from memdir.disk.atomic import intent_pending
+from memdir.disk.layout import JOURNALS, state_dir
 from memdir.errors import InvalidMemory, PlanError
-from memdir.layout import JOURNALS, state_dir
 from memdir.memory import Memory
 
 from conftest import CliFn

@@ -59,7 +59,7 @@ def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Make]:
     same store, another object), closed after the test."""
     opened: list[Store] = []
     if request.param == "postgres":
-        from memdir.store.pg import PgStore
+        from memdir_postgres.pg import PgStore
 
         base: Config = request.getfixturevalue("pg_config")
 
@@ -180,7 +180,7 @@ def test_a_restored_text_is_the_users_only_if_they_gave_it(make: Make) -> None:
 def test_renaming_or_pinning_a_rule_does_not_make_it_the_users(make: Make) -> None:
     """A teammate's rule renamed or pinned by the user is still the teammate's (it waits
     for 'memdir accept'); once accepted, or for the user's own rule, a pin keeps it theirs."""
-    from memdir.decisions import Hold, accept, hold
+    from memdir.gate.decisions import Hold, accept, hold
     from memdir.recall import held_names
     from memdir.standing import standing
 
@@ -364,7 +364,7 @@ def test_export_and_import_round_trip(make: Make, tmp_path: Path) -> None:
 def test_a_move_keeps_what_stands_and_what_is_held(make: Make, tmp_path: Path) -> None:
     """Exported and imported, the user's own rule still stands, a rule another agent wrote
     still waits, and a held memory is still held (in search, recall and session start)."""
-    from memdir.decisions import Hold, hold
+    from memdir.gate.decisions import Hold, hold
     from memdir.recall import held_names
     from memdir.standing import standing
 

@@ -17,7 +17,7 @@ import pytest
 
 from machines import Machine, files, git
 from memdir import memory as memfmt
-from memdir.sync.git import Offline, PushRejected, SyncError
+from memdir_git.git import Offline, PushRejected, SyncError
 
 from conftest import child_env
 
@@ -343,7 +343,7 @@ def test_a_write_during_sync_is_kept_for_the_next(machines: list[Machine]) -> No
 def test_a_sync_that_waits_for_another_says_so(machines: list[Machine]) -> None:
     """While another sync of the store is at work (a background one, stuck on the network),
     'memdir sync' says it waits for it instead of hanging without a word, then syncs."""
-    from memdir.layout import SYNC_LOCK, state_dir
+    from memdir.disk.layout import SYNC_LOCK, state_dir
 
     a, _ = machines
     a.add("tabs", "Indent with tabs.")
@@ -381,18 +381,18 @@ def test_auto_sync_pulls_at_session_start_and_pushes_after_learning(
         m.ok("sync", "--scope", "user")
     b.add("from-devbox", "learned on the dev box")
     b.ok("sync", "--scope", "user")
-    # the laptop's first prompt of a session pulls, in the background
-    event = {"prompt": "hi", "cwd": str(a.home), "hook_event_name": "UserPromptSubmit"}
+    # the laptop's session start pulls, in the background
+    event = {"source": "startup", "cwd": str(a.home), "hook_event_name": "SessionStart"}
     runner_env = dict(child_env(), MEMDIR_USER_DIR=str(a.user))
     proc = subprocess.run(
-        [sys.executable, "-m", "memdir", "hook", "prompt"],
+        [sys.executable, "-m", "memdir", "hook", "start"],
         input=json.dumps(event), text=True, capture_output=True, env=runner_env, cwd=a.home,
     )  # fmt: skip
     assert proc.returncode == 0
     wait_for(lambda: (a.user / "from-devbox.md").exists(), "the laptop pulled")
     # what the laptop learns is committed and pushed by itself
     from memdir.config import load_config
-    from memdir.sync import repo as syncrepo
+    from memdir_git import repo as syncrepo
 
     a.add("learned-here", "learned on the laptop")
     assert syncrepo.kick(a.user, load_config({"dir": a.home / ".memory"}, runner_env))
@@ -500,7 +500,7 @@ def test_lock_files_a_killed_git_left_are_cleared(machines: list[Machine]) -> No
 )
 def test_git_failures_are_said_with_the_fix(stderr: str, kind: type, says: str) -> None:
     """Git failures are said with the fix."""
-    from memdir.sync.git import _explain
+    from memdir_git.git import _explain
 
     err = _explain(["fetch", "-q"], stderr, "origin")
     assert isinstance(err, kind) and says in str(err) and "\n" not in str(err)

@@ -14,9 +14,9 @@ import pytest
 from machines import Machine, _git_env, git
 from memdir import memory as memfmt
 from memdir.config import PULLED_NOTE, load_config, store_config
-from memdir.layout import state_dir
-from memdir.sync import repo as syncrepo
-from memdir.trust import config_home
+from memdir.disk.layout import state_dir
+from memdir.gate.trust import config_home
+from memdir_git import repo as syncrepo
 
 
 class Attacker:

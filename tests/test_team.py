@@ -17,10 +17,10 @@ import pytest
 
 from memdir.config import Config
 from memdir.errors import MemdirError, MemoryNotFound, ReadOnlyStore, StoreNotFound
-from memdir.store import pgteam
-from memdir.store.pg import PgStore
 from memdir.transfer import export
 from memdir.undo import undo
+from memdir_postgres import pgteam
+from memdir_postgres.pg import PgStore
 
 from conftest import CliFn, child_env
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 def team_url(pg_server: str, request: pytest.FixtureRequest) -> str:
     """A database of this test's own in the session's server."""
-    from memdir.store.pgschema import connect
+    from memdir_postgres.pgschema import connect
 
     name = "team_" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:12]
     conn = connect(pg_server, autocommit=True)
@@ -47,7 +47,7 @@ def owner(url: str, store: str, root: Path) -> PgStore:
 
 def as_person(url: str, name: str, store: str, root: Path, **kw: Any) -> PgStore:
     """The store opened on connections in identity ``name``'s session, as its server does."""
-    from memdir.store.pgschema import connect
+    from memdir_postgres.pgschema import connect
 
     conn = connect(url, autocommit=True)
     try:
@@ -62,7 +62,7 @@ def as_person(url: str, name: str, store: str, root: Path, **kw: Any) -> PgStore
 
 def _team(url: str) -> dict[str, str]:
     """alice: team read, alice write; bob: team write, bob write. Their tokens."""
-    from memdir.store.pgschema import connect, ensure_schema
+    from memdir_postgres.pgschema import connect, ensure_schema
 
     conn = connect(url, autocommit=True)
     ensure_schema(conn)
@@ -97,7 +97,7 @@ def test_tokens_are_made_listed_and_revoked_from_the_command_line(
         assert r.code != 0 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
     r = cli("tokens", "list")  # no database: identities need one
     assert r.code == 1 and "--db" in r.err and len(r.err.strip().splitlines()) == 1
-    from memdir.store.pgschema import connect
+    from memdir_postgres.pgschema import connect
 
     conn = connect(team_url, autocommit=True)
     assert pgteam.who(conn, token) is not None
@@ -305,8 +305,8 @@ def test_grants_decide_the_scopes_each_person_sees(team_url: str, tmp_path: Path
     """The tools of a person: the home store is the project scope, the others are scopes
     named after their store, read-only where only read is granted; an agent that may only
     read cannot save anything."""
-    from memdir.integrations.team import Team
-    from memdir.store.pgschema import connect
+    from memdir_postgres.pgschema import connect
+    from memdir_postgres.team import Team
 
     _team(team_url)
     conn = connect(team_url, autocommit=True)
@@ -337,7 +337,7 @@ def _fail() -> Any:
 
 def _team_tokens_of(url: str, name: str) -> str:
     """A fresh token for ``name`` (revoked and given again: tokens are shown once)."""
-    from memdir.store.pgschema import connect
+    from memdir_postgres.pgschema import connect
 
     conn = connect(url, autocommit=True)
     found = pgteam.who_by_name(conn, name)

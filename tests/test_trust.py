@@ -274,7 +274,7 @@ def test_memory_tool_reads_what_it_checked(tmp_path: Path) -> None:
     from anthropic.lib.tools import ToolError
     from anthropic.types.beta import BetaMemoryTool20250818ViewCommand
 
-    from memdir.integrations.anthropic_memory import MemdirMemoryTool
+    from memdir_memorytool.tool import MemdirMemoryTool
 
     store = MemoryStore(tmp_path / ".memory")
     store.write("notes", type="project_fact", description="Notes", body="Harmless.")

@@ -16,8 +16,8 @@ from memdir.memory import Memory
 from memdir.plan import Put, Remove
 from memdir.recalllog import record
 from memdir.scopes import Scopes
-from memdir.ui.access import COOKIE, Access
-from memdir.ui.app import build_app
+from memdir_ui.access import COOKIE, Access
+from memdir_ui.app import build_app
 
 PORT = 8123
 BASE = f"http://127.0.0.1:{PORT}"
@@ -85,7 +85,7 @@ def test_the_link_leads_only_to_this_server(path: str, query: bytes, lands: str 
 
     from starlette.requests import Request
 
-    from memdir.ui.access import page_here
+    from memdir_ui.access import page_here
 
     request = Request({"type": "http", "path": path, "query_string": query, "headers": []})
     target = page_here(request)
@@ -382,7 +382,7 @@ def test_the_browser_is_opened_without_the_token_on_its_command_line(tmp_path: P
     browser.write_text(f'#!/bin/sh\necho "$@" > {seen}\n')
     browser.chmod(0o755)
     code = (
-        "import tempfile; from memdir.cli.ui import _open_privately; _open_privately("
+        "import tempfile; from memdir_ui.cli import _open_privately; _open_privately("
         + repr(f"http://127.0.0.1:{PORT}/?token=SECRET-TOKEN")
         + ", tempfile.mkdtemp(prefix='memdir-ui-'))"
     )

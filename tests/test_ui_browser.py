@@ -50,7 +50,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             f"---\nname: fact-{i:02d}\ntype: {kind}\ndescription: Build fact {i}\n"
             f"created: {day}\nupdated: {day}\n---\nx\n"
         )
-    from memdir.decisions import accept
+    from memdir.gate.decisions import accept
 
     store.refresh()
     for i in range(30):  # the person's own notes: accepted, as 'memdir accept --all' would

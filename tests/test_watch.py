@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from memdir import MemoryStore
-from memdir.layout import JOURNALS
-from memdir.watch import Tracker
+from memdir.disk.layout import JOURNALS
+from memdir.disk.watch import Tracker
 
 
 def wait_for(check: Callable[[], bool]) -> bool:
@@ -78,13 +78,13 @@ def test_what_get_read_is_what_the_catalogue_says_next(
     """A file edited in place that the watcher has not reported yet (here: no watcher, and no
     sweep due for an hour): once ``get`` has read the new text, the catalogue (``entries``, the
     index a host reads) says it too, not the description from before the edit."""
-    import memdir.watch
+    import memdir.disk.watch
 
     def no_watcher(root: object) -> None:
         raise OSError("no inotify here")
 
-    monkeypatch.setattr(memdir.watch, "_Watcher", no_watcher)
-    monkeypatch.setattr(memdir.watch, "SWEEP_EVERY", 3600.0)
+    monkeypatch.setattr(memdir.disk.watch, "_Watcher", no_watcher)
+    monkeypatch.setattr(memdir.disk.watch, "SWEEP_EVERY", 3600.0)
     store.write("db", type="project_fact", description="Staging runs Postgres 16", body="16")
     path = store.root / "db.md"
     os.utime(path, ns=(time.time_ns() - 60 * 10**9,) * 2)  # written a minute ago

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from .plan import Put, Remove
     from .scopes import Scopes
     from .store import MemoryStore, Store, open_store
-    from .store.pg import PgStore
 
 _WHERE = {
     "open_store": "store",
@@ -38,7 +37,6 @@ _WHERE = {
     "Entry": "entry",
     "Hit": "entry",
     "Memory": "memory",
-    "PgStore": "store.pg",
     "Put": "plan",
     "Remove": "plan",
     "Scopes": "scopes",
@@ -101,7 +99,6 @@ __all__ = [
     "Memory",
     "MemoryNotFound",
     "MemoryStore",
-    "PgStore",
     "PlanError",
     "Put",
     "ReadOnlyStore",

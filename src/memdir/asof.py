@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import memory as memfmt
-from . import periods
 from .errors import ConfigError, InvalidMemory, MemoryNotFound
+from .find import periods
+from .find.search import bm25, columns_of, idf_of, tokenize
 from .memory import Memory
-from .search import bm25, columns_of, idf_of, tokenize
 from .store import Store
 
 _DAY = re.compile(r"\d{4}-\d\d-\d\d")

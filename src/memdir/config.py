@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .trust import USER_CONFIG, TrustList, config_home, digest, inside, settings_file
+from .gate.trust import USER_CONFIG, TrustList, config_home, digest, inside, settings_file
 
 # what an untrusted notice says of a config.toml that a sync brought and nobody accepted yet
 PULLED_NOTE = "the settings a sync brought (the file's earlier settings apply)"
@@ -168,11 +168,6 @@ class Config:
     # PostgreSQL: where every memory is read from and written to
     database_url: str | None = setting(None, env="MEMDIR_DATABASE_URL", sensitive=True, repr=False)
     store: str = setting("default", env="MEMDIR_STORE", sensitive=True)  # its namespace there
-    # the user's folders for memdir's data, caches and per-host state, as the entry point
-    # found them (the platform's, or XDG_*_HOME); None: found when first needed (``folder``)
-    data_home: Path | None = None
-    cache_home: Path | None = None
-    state_home: Path | None = None
     config_file: Path | None = None  # the project's config.toml, when there is one
     ignored: tuple[str, ...] = ()  # its settings not honoured: the file is not trusted
     # the same without the project's file: what the user's own store is opened with
@@ -418,8 +413,6 @@ def load_config(
     values.setdefault("api_key", env.get(f"{prefix}_API_KEY") or None)
     values.setdefault("base_url", env.get(f"{prefix}_BASE_URL") or None)
     values.setdefault("embed_api_key", env.get("OPENAI_API_KEY") or None)
-    for kind in ("data", "cache", "state"):
-        values[f"{kind}_home"] = _platform_folder(kind)
     if from_project:
         own = {k: v for k, v in values.items() if k not in from_project}
         own.update({k: users[k] for k in from_project if k in users})
@@ -427,18 +420,13 @@ def load_config(
     return Config(**values)
 
 
-def _platform_folder(kind: str) -> Path:
+def folder(kind: str) -> Path:
+    """The user's folder of ``kind`` ("data", "cache", "state") for memdir: the platform's
+    (``XDG_*_HOME`` on Linux)."""
     import platformdirs
 
     where = getattr(platformdirs, f"user_{kind}_dir")
     return Path(where("memdir", appauthor=False))
-
-
-def folder(config: Config, kind: str) -> Path:
-    """The user's folder of ``kind`` ("data", "cache", "state") for memdir: as the entry
-    point resolved it (``load_config``), else the platform's (a ``Config`` made by hand)."""
-    given = getattr(config, f"{kind}_home")
-    return Path(given) if given is not None else _platform_folder(kind)
 
 
 def store_config(root: Path) -> Config:

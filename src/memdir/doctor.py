@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import memory as memfmt
-from .atomic import TEMP_PREFIX, write_atomic
+from . import wings
+from .disk.atomic import TEMP_PREFIX, write_atomic
+from .disk.layout import ADOPTED, HISTORY, INDEX_DB, INTERNAL
 from .errors import MemdirError
-from .layout import ADOPTED, HISTORY, INDEX_DB, INTERNAL
+from .gate.safetext import plural
 from .memory import Memory, safe_repr
-from .safetext import plural
 from .store import Store
 from .store.files.transaction import unfinished
 
@@ -313,7 +314,7 @@ def diagnose(store: Store, *, fix: bool = False) -> Report:
             {"file": ".", "reason": "the store is read-only: memdir reads it but cannot change it"}
         )
     _file_problems(store, report, fix)
-    _sync_health(store, report, fix)
+    wings.event("doctor", store, report, fix)  # (git: memdir's merge drivers, the last sync)
     _held(store, report)
     _outdated(store, report)
     report.warnings += _misnamed(store)
@@ -374,8 +375,8 @@ def _file_problems(store: Store, report: Report, fix: bool) -> None:
 def _held(store: Store, report: Report) -> None:
     """What waits for the person before any model sees it: held memories, a config.toml a
     sync brought."""
-    from .decisions import active, holds
-    from .trust import pulled
+    from .gate.decisions import active, holds
+    from .gate.trust import pulled
 
     for name, h in sorted(holds(store.root).items()):
         try:
@@ -416,7 +417,7 @@ def _held(store: Store, report: Report) -> None:
 def _outdated(store: Store, report: Report) -> None:
     """The memories whose files or symbols in the project's working tree are gone or changed
     since they were written (``anchors``): recall and session start mark them."""
-    from .anchors import outdated, project_of
+    from .code.anchors import outdated, project_of
 
     project = project_of(store.root)
     if project is None:
@@ -440,7 +441,7 @@ def _gone_outside(store: Store) -> list[tuple[str, str, str]]:
     from datetime import UTC, datetime, timedelta
 
     from .config import standing_kind
-    from .provenance import Origin, label_of
+    from .gate.provenance import Origin, label_of
 
     last: dict[str, tuple[str, Origin, str, bool]] = {}  # action, origin, time, users' before
     for op in store.log():
@@ -469,8 +470,8 @@ def _gone_outside(store: Store) -> list[tuple[str, str, str]]:
 def _planted(store: Store) -> list[tuple[str, str, str]]:
     """The memories a door brought (not the user's own words) whose text orders the agent
     about: recall, the index and session start leave them out (``recall.block``)."""
-    from .decisions import accepted
-    from .instructions import screen
+    from .gate.decisions import accepted
+    from .gate.instructions import screen
 
     out = []
     for e in store.entries():
@@ -485,31 +486,3 @@ def _planted(store: Store) -> list[tuple[str, str, str]]:
         if why is not None:
             out.append((e.name, why, origin.label))
     return out
-
-
-def _sync_health(store: Store, report: Report, fix: bool) -> None:
-    """For a store kept in git: memdir's merge drivers registered, the last sync's failure."""
-    from .sync import repo as syncrepo
-
-    if store.read_only or not syncrepo.set_up(store.root):
-        return  # not synced through git: nothing to say
-    try:
-        missing = syncrepo.setup_problems(store.root)
-        if missing and fix:
-            report.fixed += syncrepo.install(store.root)
-        else:
-            report.warnings += [
-                {"file": ".", "reason": f"{m} — 'memdir doctor --fix' sets it up"} for m in missing
-            ]
-    except MemdirError as exc:  # no git at all: nothing to say about syncing
-        report.notes.append(f"sync: {exc}")
-        return
-    state = syncrepo.status(store.root)
-    if state.get("error"):
-        report.warnings.append(
-            {
-                "file": ".",
-                "reason": f"the last sync failed ({state.get('last')}): {state['error']}"
-                " — 'memdir sync' tries again (nothing is lost)",
-            }
-        )

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from .gate.safetext import for_markdown
 from .memory import CONFLICTED, Memory
-from .safetext import for_markdown
 
 if TYPE_CHECKING:
-    from .vectors import Ranked
+    from .find.vectors import Ranked
 
 _PLAIN_FILE = re.compile(r"[\w.-]+")
 

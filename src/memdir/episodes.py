@@ -29,20 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import periods
-from .atomic import append_nofollow, write_atomic
-from .cachedb import CacheDB, damaged
 from .config import Config
-from .instructions import screen as screen_instructions
-from .layout import INDEX_DB
-from .periods import Period
-from .safetext import speaker_turn
-from .search import Doc, SearchIndex, tokenize
-from .secrets import redact
+from .disk.atomic import append_nofollow, write_atomic
+from .disk.layout import INDEX_DB
+from .find import periods
+from .find.cachedb import CacheDB, damaged
+from .find.periods import Period
+from .find.search import Doc, SearchIndex, tokenize
+from .gate.instructions import screen as screen_instructions
+from .gate.safetext import speaker_turn
+from .gate.secrets import redact
 
 if TYPE_CHECKING:
-    from .embed import Embedder
-    from .vectors import VectorIndex
+    from .find.embed import Embedder
+    from .find.vectors import VectorIndex
 
 log = logging.getLogger("memdir")
 
@@ -345,7 +345,7 @@ class Episodes:
         if embedder is None:
             ranked = [(ref, score, False) for ref, score in index.search(query, wide)]
         else:
-            from .vectors import hybrid
+            from .find.vectors import hybrid
 
             vectors = self._embedded(embedder, sizes, budget)
             bm25 = index.search(query, max(k, CANDIDATES))
@@ -408,7 +408,7 @@ class Episodes:
         are read, unless one went or shrank) within ``budget`` seconds."""
         import hashlib
 
-        from .vectors import Text, VectorIndex
+        from .find.vectors import Text, VectorIndex
 
         made = self._made_of()
         if self._vectors is None or self._vectors.embedder is not embedder:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from . import memory as memfmt
-from .atomic import TEMP_PREFIX, append_nofollow, write_atomic
+from .disk.atomic import TEMP_PREFIX, append_nofollow, write_atomic
 from .errors import ConflictError, MemoryNotFound
 
 

@@ -23,7 +23,7 @@ import stat
 import struct
 import sys
 
-from .layout import NESTED_ENV
+from .disk.layout import NESTED_ENV
 
 TYPE_CHECKING = False  # (as typing.TYPE_CHECKING: importing typing costs every prompt ms)
 

@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .atomic import append_nofollow, write_atomic
-from .layout import FOLDER_ID, STORES, state_dir, state_home
+from .disk.atomic import append_nofollow, write_atomic
+from .disk.layout import FOLDER_ID, STORES, state_dir, state_home
 
 log = logging.getLogger("memdir")
 

@@ -60,7 +60,7 @@ def _strings(value: object, path: str) -> list[tuple[str, str]]:
 def screen(plan: Sequence[Change], policy: str) -> list[Change]:
     """Refuse or redact credentials in what a plan writes: the name, description, body and
     every string of the other frontmatter keys (see ``secrets``)."""
-    from . import secrets
+    from .gate import secrets
     from .memory import slugify
 
     if policy == "allow":
@@ -126,7 +126,7 @@ def settle_put(
     turns a plan's writes into memories through this."""
     new = memfmt.validate_new(change.memory.replace(name=name), config.types)
     if current is not None and change.merge_extra:  # never carry a secret along
-        from .secrets import redact_tree
+        from .gate.secrets import redact_tree
 
         kept = {k: redact_tree(v) for k, v in current.extra.items()}
         new = new.replace(extra={**kept, **new.extra})

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .atomic import append_nofollow
-from .layout import RECALL_LOG
-from .secrets import redact
+from .disk.atomic import append_nofollow
+from .disk.layout import RECALL_LOG
+from .gate.secrets import redact
 
 MAX_BYTES = 1 << 20  # about 2,000 recalls per file
 MAX_QUESTION = 2000

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from . import memory as memfmt
-from .atomic import write_atomic
 from .config import standing_kind
-from .decisions import accept, release
+from .disk.atomic import write_atomic
+from .disk.layout import REVIEW
 from .errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
+from .gate.decisions import accept, release
+from .gate.instructions import screen as screen_instructions
 from .history import Operation
-from .instructions import screen as screen_instructions
-from .layout import REVIEW
 from .memory import Memory
 from .plan import Change, Put, Remove, new_op_id, screen
 from .store import Store

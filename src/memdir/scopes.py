@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 from .config import Config, folder
+from .disk.layout import state_dir
 from .entry import Entry, Hit
 from .errors import (
     ConfigError,
@@ -41,15 +42,14 @@ from .errors import (
     ReadOnlyStore,
     StoreNotFound,
 )
-from .layout import state_dir
+from .gate.provenance import HAND, Origin
 from .memory import Memory
 from .plan import Put
-from .provenance import HAND, Origin
 from .store import MemoryStore, Store, open_store
 from .store.base import carrying
 
 if TYPE_CHECKING:
-    from .embed import Embedder
+    from .find.embed import Embedder
 
 log = logging.getLogger("memdir")
 PROJECT, USER = "project", "user"
@@ -80,7 +80,7 @@ def user_store_dir(config: Config) -> Path | None:
             return None
         root = config.user_dir
     else:
-        root = folder(config, "data")
+        root = folder("data")
     return root.resolve() if root.is_symlink() else root
 
 
@@ -234,7 +234,7 @@ class Scopes:
         import hashlib
 
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
-        caches = folder(self.config, "cache") / "shared" / key
+        caches = folder("cache") / "shared" / key
         return MemoryStore(
             root,
             dataclasses.replace(self.config, dir=root),
@@ -415,9 +415,9 @@ class Scopes:
         """The ``k`` best memories over every scope, with comparable scores, each with its
         scope and catalogue entry (named as the catalogue shows it; a same-content copy
         hidden by the project's is left out); by full text alone when not ``meaning``."""
-        from .asked import Asked
         from .entry import to_hit
-        from .ranking import rank_many
+        from .find.asked import Asked
+        from .find.ranking import rank_many
 
         pairs = self.stores()
         asked = Asked.of(query, k, self.config)
@@ -456,7 +456,7 @@ class Scopes:
 
     @_serial
     def ranking_note(self) -> str:
-        from .rerank import CANDIDATES
+        from .find.rerank import CANDIDATES
 
         pairs = self.stores()
         note = pairs[0][1].index.describe() if pairs else "ranking: no stores"

@@ -16,21 +16,14 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from . import anchors, conventions
-from .atomic import write_atomic
+from .code import anchors, conventions
 from .config import Config, standing_kind
-from .decisions import accept, accepted_once
+from .disk.atomic import write_atomic
 from .errors import ConflictError, InvalidMemory
+from .gate.decisions import accept, accepted_once
+from .gate.safetext import one_line
 from .memory import CONFLICT_KEY, Memory
-from .recall import (
-    NO_MEMORIES,
-    estimate_tokens,
-    held_names,
-    index_section,
-    origin_label,
-    users_own,
-)
-from .safetext import one_line
+from .recall import NO_MEMORIES, estimate_tokens, held_names, index_section, origin_label, users_own
 from .scopes import Reader, Scopes
 
 SESSIONS = "standing.json"  # state folder: which memories each recent session was given

@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .decisions import Hold, accept, accepted, active, hold
+from .disk.layout import state_dir
 from .errors import ConflictError, MemdirError, StoreNotFound
+from .gate.decisions import Hold, accept, accepted, active, hold
 from .history import Operation
-from .layout import state_dir
 from .store import MemoryStore, Store, Taken
 
 

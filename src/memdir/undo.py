@@ -8,14 +8,14 @@ This module does NOT touch files except through ``store.apply``.
 
 from __future__ import annotations
 
-from .atomic import write_atomic
-from .decisions import accept, accepted
+from .disk.atomic import write_atomic
+from .disk.layout import ADOPTED
 from .errors import ConflictError, MemdirError
+from .gate.decisions import accept, accepted
+from .gate.provenance import Origin, label_of
 from .history import Operation
-from .layout import ADOPTED
 from .memory import digest_of, loads
 from .plan import Change, Put, Remove
-from .provenance import Origin, label_of
 from .store import Store
 
 

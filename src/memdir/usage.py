@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import append_nofollow
+from .disk.atomic import append_nofollow
 
 
 @dataclass

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from ..config import Config, ignored_notice, load_config
+from ..disk.layout import USAGE
 from ..errors import MemdirError, MemoryNotFound, StoreNotFound
 from ..jobs import index_in_background
-from ..layout import USAGE
 from ..scopes import PROJECT, USER, Scope, Scopes
 from ..store import Store, open_store
 

@@ -1,4 +1,5 @@
-"""``memdir hook`` and ``memdir hooks``: what agent hosts run, and installing it for them.
+"""``memdir hook``, ``memdir hooks`` and ``memdir mcp``: what agent hosts run, installing it
+for them, and the memory served to them over MCP.
 
 A hook command never fails its host: every error becomes one line on stderr (and in the hook
 log) and exit code 0. This module does NOT contain hook logic (``integrations.hooks`` does).
@@ -6,13 +7,15 @@ log) and exit code 0. This module does NOT contain hook logic (``integrations.ho
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from ..layout import NESTED_ENV
+from ..disk.layout import NESTED_ENV
+from ..errors import MemdirError
 from .context import Ctx, F, pass_ctx
 
 HOST_CHOICE = click.Choice(["claude-code", "codex"])
@@ -134,4 +137,71 @@ def uninstall(host: str, scope: str) -> None:
     click.echo(diff.rstrip() or f"No memdir hooks in {path}; nothing changed.")
 
 
-COMMANDS = [hook, hooks_group]
+@click.command("mcp", short_help="Serve the memory to an agent host over MCP.")
+@click.option("--http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option("--host", help="Address to listen on with --http (default 127.0.0.1 only).")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8765,
+    show_default=True,
+    help="Port for --http.",
+)
+@click.option(
+    "--token",
+    envvar="MEMDIR_MCP_TOKEN",
+    show_envvar=True,
+    help="The bearer token --http requires (default: one generated and kept"
+    " owner-only; required beyond loopback).",
+)
+@click.option(
+    "--allow-origin",
+    "origins",
+    multiple=True,
+    help="A browser Origin allowed to call --http, exactly (repeatable).",
+)
+@click.option(
+    "--allow-host",
+    "hosts",
+    multiple=True,
+    help="Another Host name clients use to reach --http (repeatable).",
+)
+@pass_ctx
+def mcp_cmd(
+    c: Ctx,
+    http: bool,
+    host: str | None,
+    port: int,
+    token: str | None,
+    origins: tuple[str, ...],
+    hosts: tuple[str, ...],
+) -> None:
+    """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp, which needs a
+    bearer token)."""
+    import contextlib
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        raise MemdirError(
+            "the MCP server needs the mcp package — install memdir[mcp] (pip install 'memdir[mcp]')"
+        )
+    from ..integrations.mcpstart import initialize_first
+
+    # on stdio the host's initialize is answered before the SDK loads (hosts wait seconds)
+    with contextlib.nullcontext() if http else initialize_first():
+        from ..gate.trust import config_home
+        from ..integrations.mcp import serve
+
+        serve(
+            c.config,
+            http=http,
+            host=host or "127.0.0.1",
+            port=port,
+            token=token,
+            origins=origins,
+            hosts=hosts,
+            home=config_home(os.environ),
+        )
+
+
+COMMANDS = [hook, hooks_group, mcp_cmd]

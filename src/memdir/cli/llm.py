@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..disk.layout import USAGE
 from ..errors import MemdirError
-from ..layout import USAGE
 from ..usage import UsageLog
 from .context import Ctx, build_model, emit_json, json_option, pass_ctx
 
@@ -227,7 +227,7 @@ def recall(
         emit_json({**sel.to_dict(), "block": block, "tokens": tokens})
         return
     if explain:
-        from ..asked import explain as weighs
+        from ..find.asked import explain as weighs
         from ..recall import search_query
 
         click.echo(f"path: {sel.path}" + (f" ({sel.note})" if sel.note else ""))

@@ -14,22 +14,33 @@ from pathlib import Path
 import click
 
 from .. import memory as memfmt
+from ..disk.layout import state_dir
 from ..errors import InvalidMemory, MemdirError
-from ..layout import state_dir
+from ..gate.safetext import plural
 from ..plan import Put
-from ..safetext import plural
 from ..scopes import PROJECT, route
-from .context import (
-    Ctx,
-    emit_json,
-    fail,
-    name_and_version,
-    pass_ctx,
-    scope_option,
-)
+from .context import Ctx, emit_json, fail, name_and_version, pass_ctx, scope_option
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _WithWings(click.Group):
+    """The core's commands and the wings' (``memdir.commands``), a wing's loaded only when it
+    is asked for or the commands are listed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from .. import wings
+
+        return sorted(set(super().list_commands(ctx)) | set(wings.names("memdir.commands")))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None:
+            from .. import wings
+
+            found = wings.load("memdir.commands", cmd_name)
+        return found
+
+
+@click.group(cls=_WithWings, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--dir",
     "dir_",
@@ -116,11 +127,14 @@ def init(c: Ctx, with_git: bool) -> None:
     where = store.location if c.config.database_url else store.root
     click.echo(f"{verb} in {where} ({plural(len(store), 'memory', 'memories')}).")
     if with_git:
-        from ..store import as_folder
-        from ..sync import repo as syncrepo
+        from .. import wings
 
-        for line in syncrepo.init(as_folder(store), None):
-            click.echo(line[0].upper() + line[1:] + ".")
+        said = wings.event("init-git", store)
+        if not said:
+            fail("--git needs memdir's git wing (memdir_git) — reinstall memdir")
+        for lines in said:
+            for line in lines:
+                click.echo(line[0].upper() + line[1:] + ".")
 
 
 def _read_body(body: str | None, body_file: Path | None) -> str:
@@ -310,20 +324,16 @@ def rm(c: Ctx, name: str, scope: str | None, purge: bool, yes: bool) -> None:
 
 def _register_optional() -> None:
     """Commands defined in their own modules (imported here, cheaply: no SDKs)."""
-    from . import agent, hooks, llm, read, review, sync, tokens, trust, ui, upkeep, versions
+    from . import hooks, llm, read, review, trust, upkeep, versions
 
     for command in (
         *read.COMMANDS,
         *versions.COMMANDS,
         *upkeep.COMMANDS,
         *llm.COMMANDS,
-        *agent.COMMANDS,
         *hooks.COMMANDS,
         *trust.COMMANDS,
-        *sync.COMMANDS,
         *review.COMMANDS,
-        *ui.COMMANDS,
-        *tokens.COMMANDS,
     ):
         cli.add_command(command)
 

@@ -12,8 +12,8 @@ import click
 from .. import memory as memfmt
 from ..asof import moment, search_stores_at
 from ..errors import MemdirError
-from ..provenance import ORIGIN_CLAIMS, Origin
-from ..safetext import display_width, for_terminal, for_terminal_text, pad, plural
+from ..gate.provenance import ORIGIN_CLAIMS, Origin
+from ..gate.safetext import display_width, for_terminal, for_terminal_text, pad, plural
 from ..scopes import PROJECT, Scopes
 from .context import Ctx, emit_json, json_option, name_and_version, pass_ctx, scope_option
 
@@ -145,7 +145,7 @@ def search(
         emit_json([h.to_dict(explain=explain) for h in hits])
         return
     if explain:
-        from ..asked import explain as weighs
+        from ..find.asked import explain as weighs
 
         click.echo(scopes.ranking_note())
         for line in weighs(" ".join(query)):

@@ -12,7 +12,7 @@ import click
 
 from .. import review as queue
 from ..errors import MemoryNotFound
-from ..safetext import for_terminal, for_terminal_text
+from ..gate.safetext import for_terminal, for_terminal_text
 from ..store import Store
 from .context import Ctx, emit_json, fail, json_option, pass_ctx
 
@@ -170,8 +170,8 @@ def accept(c: Ctx, names: tuple[str, ...], every: bool, yes: bool) -> None:
     on it stands at session start. The acceptance is for its text as it is now; a later
     change from elsewhere waits again. A text that reads as an instruction planted for an
     agent is accepted only by its name with --yes, never by --all."""
-    from ..decisions import active
-    from ..instructions import screen
+    from ..gate.decisions import active
+    from ..gate.instructions import screen
     from ..standing import accept_as_users, waiting
 
     c.users_decision("accepting a rule as your own")

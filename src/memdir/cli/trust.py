@@ -13,8 +13,8 @@ from pathlib import Path
 import click
 
 from ..config import SENSITIVE, read_toml
-from ..safetext import for_terminal
-from ..trust import TrustList, accept_pulled, config_home, digest
+from ..gate.safetext import for_terminal
+from ..gate.trust import TrustList, accept_pulled, config_home, digest
 from .context import Ctx, emit_json, fail, json_option, pass_ctx
 
 

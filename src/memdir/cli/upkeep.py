@@ -21,7 +21,7 @@ import click
 from .. import jobs
 from ..config import Config, load_config
 from ..errors import MemdirError
-from ..safetext import pad, plural
+from ..gate.safetext import pad, plural
 from ..scopes import PROJECT, USER
 from ..store import Store
 from .context import (
@@ -320,7 +320,7 @@ NICE = 5  # the worker's priority at least this far below the user's
 def work_cmd(c: Ctx, every: bool) -> None:
     """Run the jobs queued for this store, or (--all) for every store of the user's (started
     detached by hooks and commands)."""
-    from ..layout import state_dir
+    from ..disk.layout import state_dir
 
     with contextlib.suppress(OSError):  # below the user's work (the resident's share, if more)
         os.nice(max(0, NICE - os.nice(0)))
@@ -337,22 +337,10 @@ def work_cmd(c: Ctx, every: bool) -> None:
 
 
 def _handlers(config: Config) -> dict[str, jobs.Handler]:
-    """What the jobs of the store ``config`` opens do: learn, index, sync, and finish what an
-    exiting agent handed over."""
+    """What the jobs of the store ``config`` opens do (``workerjobs.job_handlers``)."""
     from ..integrations.workerjobs import job_handlers
 
-    def pending(data: jobs.Data) -> None:
-        from ..agent.loop import finish_handed_over
-        from ..layout import USAGE
-        from ..providers import make_model
-        from ..scopes import user_store_dir
-        from ..store import open_store
-
-        store = open_store(config, create=False, watch=False)
-        model = make_model(config, memory=True, usage_log=store.internal / USAGE)
-        finish_handed_over(store, model, user_store_dir(config))
-
-    return {**job_handlers(config), "pending": pending}
+    return job_handlers(config)
 
 
 COMMANDS = [index, doctor, scopes, export_cmd, import_cmd, work_cmd]

@@ -9,18 +9,10 @@ import click
 from .. import memory as memfmt
 from ..config import standing_kind
 from ..errors import MemdirError
-from ..safetext import for_terminal, for_terminal_text
+from ..gate.safetext import for_terminal, for_terminal_text
 from ..scopes import PROJECT
 from ..store.base import RESTORED
-from .context import (
-    Ctx,
-    emit_json,
-    fail,
-    json_option,
-    name_and_version,
-    pass_ctx,
-    scope_option,
-)
+from .context import Ctx, emit_json, fail, json_option, name_and_version, pass_ctx, scope_option
 
 
 @click.command(short_help="Show what changed between versions.")

@@ -23,18 +23,18 @@ from concurrent import futures
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-from .. import conventions, jobs
-from ..atomic import append_nofollow
+from .. import jobs
+from ..code import conventions
 from ..config import Config, find_store_dir, load_config
+from ..disk.atomic import append_nofollow
+from ..disk.layout import HOOK_LOG as LOG
+from ..disk.layout import USAGE, state_dir
+from ..disk.lock import open_folder
 from ..errors import InvalidMemory, LLMUnavailable, MemdirError, StoreNotFound
-from ..layout import HOOK_LOG as LOG
-from ..layout import USAGE, state_dir
-from ..lock import open_folder
+from ..gate.safetext import one_line
 from ..providers import Message
-from ..safetext import one_line
 from ..scopes import Scopes, make_private, user_store_dir
 from ..store import Store, open_store
-from ..sync import repo as syncrepo
 from .hostsettings import HOSTS as HOSTS
 from .hostsettings import install as install
 from .hostsettings import installed as installed
@@ -237,7 +237,6 @@ def prompt(
     if budget is None:
         budget = config.hook_budget
     stores = stores or FRESH
-    syncrepo.kick_all([config.dir, user_store_dir(config)], config, pull=True)
     lease = stores.take(config, budget)
     try:
         store = lease.scopes
@@ -296,10 +295,12 @@ def start(event: HookEvent, *, host: str | None, stores: StoreSource | None = No
     """The hook's stdout for a SessionStart event (startup, resume, clear, compact): the
     standing memories and the memory index, as context the host adds to the session; ''
     when there is no store."""
+    from .. import wings
     from ..standing import remember_session, session_start
 
     started = time.monotonic()
     config = _config_for(event)
+    wings.event("started", config)  # (git: what teammates pushed, pulled in the background)
     lease = _lease(config, stores)
     if lease is None:
         return ""
@@ -478,7 +479,7 @@ def _race(
 def _embed_question(config: Config, messages: list[Message]) -> None:
     """The prompt's vector made (and kept by ``embed.query_vector``) before search reads the
     stores by meaning: a cold or busy embedder then holds up no reader of them."""
-    from ..embed import from_config, query_vector, reads
+    from ..find.embed import from_config, query_vector, reads
     from ..recall import search_query
 
     try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_atomic
+from ..disk.atomic import write_atomic
 from ..errors import MemdirError
 
 HOSTS = ("claude-code", "codex")

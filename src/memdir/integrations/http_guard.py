@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_atomic
+from ..disk.atomic import write_atomic
 from ..errors import ConfigError
 
 TOKEN_FILE = "mcp-token"

@@ -17,7 +17,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -30,8 +30,15 @@ from .mcp_memory import MemoryServer
 from .mcpstart import INSTRUCTIONS
 from .mcpstart import version as _version
 
-if TYPE_CHECKING:
-    from .team import Team
+
+class Team(Protocol):
+    """The identities a team server's database holds (the PostgreSQL wing's ``Team``): how many
+    are active, whose a bearer token is, and each one's tools."""
+
+    def active(self) -> int: ...
+    def who(self, token: str) -> Any: ...
+    def memory_for(self, identity: Any) -> MemoryServer: ...
+
 
 # the tools of the person a team server's request comes from (``Team.memory_for``)
 CURRENT: contextvars.ContextVar[MemoryServer] = contextvars.ContextVar("memdir_person")
@@ -338,28 +345,14 @@ def serve(
 
 
 def _team(config: Config, token: str | None) -> Team | None:
-    """The team whose identities this server serves: a database with identities (then a
-    shared ``--token`` is refused: each person sends their own), else None."""
+    """The team whose identities this server serves (a database with identities: the wing
+    that serves its backend says, ``team``), else None."""
     if not config.database_url:
         return None
-    from ..errors import ConfigError
-    from ..store import pgschema, pgteam
-    from .team import Team
+    from .. import wings
 
-    conn = pgschema.connect(config.database_url, autocommit=True)
-    try:
-        exists = conn.execute("SELECT to_regclass('memdir_identities') IS NOT NULL").fetchone()
-        people = pgteam.active(conn) if exists and exists[0] else 0
-    finally:
-        conn.close()
-    if not people:
-        return None
-    if token:
-        raise ConfigError(
-            "this database has identities ('memdir tokens list'): each client sends its own"
-            " token — start the server without --token (and MEMDIR_MCP_TOKEN)"
-        )
-    return Team(config)
+    found = [team for team in wings.event("team", config, token) if team is not None]
+    return found[0] if found else None
 
 
 __all__ = ["build_server", "serve"]

@@ -20,9 +20,10 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from ..asof import moment, search_stores_at
 from ..config import STANDING_TYPES, Config
+from ..disk.layout import USAGE
 from ..entry import Entry
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
-from ..layout import USAGE
+from ..gate.safetext import lines_of, one_line, visible
 from ..memory import Memory, dumps, slugify
 from ..notes import guess_type
 from ..plan import Put, Remove
@@ -41,7 +42,6 @@ from ..recall import (
     visible_past,
 )
 from ..review import Landed, held_why, land
-from ..safetext import lines_of, one_line, visible
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import Store, open_store
 from ..store.base import restoring

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from .. import conventions
-from ..safetext import one_line
+from ..code import conventions
+from ..gate.safetext import one_line
 
 CODE_SUFFIXES = (".py", ".pyi")
 MAX_RULES = 3  # rules a reminder names at the most

@@ -13,21 +13,22 @@ from pathlib import Path
 
 from .. import jobs
 from ..config import Config
+from ..disk.layout import HOOK_LOG as LOG
+from ..disk.layout import NESTED_MARK, USAGE, state_dir
 from ..errors import LLMError, MemdirError
-from ..layout import HOOK_LOG as LOG
-from ..layout import NESTED_MARK, USAGE, state_dir
 from ..providers import Message
 from ..recall import message_text
 from ..scopes import open_user_store, user_store_dir
 from ..store import Store, open_store
-from ..sync import repo as syncrepo
 from .hooks import LogRecord, _model_or_why, log_line
 from .transcripts import read_session
 
 
 def job_handlers(config: Config, by: str = "worker") -> dict[str, jobs.Handler]:
     """What the jobs of the store opened by ``config`` do, for the worker ``by`` names (the
-    store's detached one, or the resident's): learn, embed what is not embedded yet, sync."""
+    store's detached one, or the resident's): learn, embed what is not embedded yet, and the
+    kinds the wings do (``memdir.jobs``: git's sync, the agent's hand-over)."""
+    from .. import wings
 
     def learn(data: jobs.Data) -> None:
         learn_job(data, config, by=by)
@@ -35,13 +36,8 @@ def job_handlers(config: Config, by: str = "worker") -> dict[str, jobs.Handler]:
     def index(data: jobs.Data) -> None:
         embed_while_there(open_store(config, create=False, watch=False))
 
-    def sync(data: jobs.Data) -> None:
-        from ..store import as_folder
-        from ..sync import run
-
-        run.background(as_folder(open_store(config, create=False, watch=False)), config)
-
-    return {"learn": learn, "index": index, "sync": sync}
+    theirs = {kind: wings.load("memdir.jobs", kind)(config) for kind in wings.names("memdir.jobs")}
+    return {**theirs, "learn": learn, "index": index}
 
 
 def embed_while_there(store: Store) -> None:
@@ -136,7 +132,9 @@ def learn_job(data: jobs.Data, config: Config, *, by: str = "worker") -> LogReco
     if later is not None:
         raise jobs.Later(str(later))
     if record.get("status") == "ok":
-        syncrepo.kick_all([store.root, user_store_dir(config)], config)
+        from .. import wings
+
+        wings.event("learned", store, config)  # (git: the store synced, and the user's)
     return record
 
 

@@ -17,17 +17,17 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import prompts
-from ..decisions import accept
+from ..disk.layout import CONSOLIDATE as STATE
+from ..disk.statefile import State, StateFile
 from ..entry import Entry
 from ..errors import LLMError, MemdirError, PlanError
-from ..layout import CONSOLIDATE as STATE
+from ..find.search import tokenize
+from ..gate.decisions import accept
+from ..gate.safetext import for_body, for_prompt
 from ..memory import now as memory_now
 from ..providers import ChatModel, complete_json, runs_locally
 from ..recall import shown
 from ..review import land
-from ..safetext import for_body, for_prompt
-from ..search import tokenize
-from ..statefile import State, StateFile
 from ..store import Store
 from .plan import Consolidation, _answer, _schema, validate_plan
 

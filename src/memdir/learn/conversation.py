@@ -12,12 +12,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from ..disk.layout import CURSORS, EPISODE_CURSORS
+from ..disk.statefile import StateFile
 from ..errors import MemdirError
-from ..layout import CURSORS, EPISODE_CURSORS
+from ..gate.safetext import speaker_turn
 from ..providers import Message
 from ..recall import message_text
-from ..safetext import speaker_turn
-from ..statefile import StateFile
 from ..store import Store
 
 log = logging.getLogger("memdir.extract")
@@ -179,8 +179,8 @@ def embed_episodes(store: Store, *, load: bool = True) -> None:
     process has the embedder already (no model is loaded for it: an agent's turn ends at
     once). A failing embedder is logged: recall then embeds them, or
     ranks them by their words."""
-    from ..embed import from_config, loaded
     from ..episodes import Episodes
+    from ..find.embed import from_config, loaded
 
     if not store.config.episodes or store.read_only:
         return

@@ -16,18 +16,19 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import conventions, prompts
+from .. import prompts
+from ..code import conventions
 from ..config import STANDING_TYPES, standing_kind
 from ..errors import InvalidMemory, InvalidName, MemdirError
+from ..find.search import tokenize
+from ..gate.safetext import for_body, for_prompt, one_line
 from ..history import Operation
 from ..memory import Memory, skeleton
 from ..plan import Put, Remove
 from ..providers import ChatModel, Message, complete_json, runs_locally
 from ..recall import catalogue_for, for_models, message_text
 from ..review import land
-from ..safetext import for_body, for_prompt, one_line
 from ..scopes import USER_TYPES
-from ..search import tokenize
 from ..store import Store
 from .conversation import (
     Cursors,

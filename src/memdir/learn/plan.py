@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidMemory, InvalidName, MemdirError
+from ..gate.safetext import one_line
+from ..gate.secrets import redact
 from ..history import Operation
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, safe_repr, validate_name
 from ..plan import Change, Put, Remove
 from ..recall import origin_label
-from ..safetext import one_line
-from ..secrets import redact
 from ..store import Store
 from .mergecheck import merge_problem, retire_problem
 

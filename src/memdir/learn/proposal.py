@@ -14,10 +14,10 @@ import re
 from typing import Any
 
 from ..errors import InvalidName
+from ..find.search import STOP_WORDS, tokenize
+from ..gate.safetext import CJK_CHAR, one_line
+from ..gate.secrets import redact
 from ..memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
-from ..safetext import CJK_CHAR, one_line
-from ..search import STOP_WORDS, tokenize
-from ..secrets import redact
 from ..store import Store
 
 TYPE_ALIASES = {

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..gate.safetext import one_line
 from ..notes import sounds_like_preference
-from ..safetext import one_line
 
 if TYPE_CHECKING:
     from ..providers import JSONSchema

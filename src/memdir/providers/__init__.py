@@ -183,7 +183,7 @@ def make_model(config: Config, *, memory: bool = False, usage_log: Path | None =
             config.memory_model or config.model or "",
             log,
             timeout=max(config.timeout, 60.0),
-            workspace=folder(config, "cache") / "host-runs",
+            workspace=folder("cache") / "host-runs",
         )
     if provider == "anthropic":
         if not config.api_key:

@@ -21,9 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..disk.layout import NESTED_ENV, NESTED_MARK
 from ..errors import LLMError, LLMUnavailable
-from ..layout import NESTED_ENV, NESTED_MARK
-from ..safetext import speaker_turn
+from ..gate.safetext import speaker_turn
 from ..usage import UsageLog
 from . import RecordingModel, Reply, Request, Usage
 

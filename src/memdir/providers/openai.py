@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from ..config import Config
+from ..disk.layout import ENDPOINTS
+from ..disk.statefile import StateFile
 from ..errors import LLMError
-from ..layout import ENDPOINTS
-from ..statefile import StateFile
 from ..usage import UsageLog
 from . import (
     Block,

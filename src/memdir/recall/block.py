@@ -15,17 +15,17 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
-from ..anchors import outdated, project_of
+from ..code.anchors import outdated, project_of
 from ..config import standing_kind
-from ..decisions import accepted, active, holds
+from ..disk.layout import ACCEPTED
 from ..entry import Entry
 from ..errors import InvalidMemory, MemdirError
-from ..instructions import screen
-from ..layout import ACCEPTED
+from ..gate.decisions import accepted, active, holds
+from ..gate.instructions import screen
+from ..gate.provenance import HAND
+from ..gate.safetext import for_body, for_prompt, one_line
 from ..memory import CONFLICT_KEY, Memory
-from ..provenance import HAND
 from ..providers import Message
-from ..safetext import for_body, for_prompt, one_line
 from ..scopes import Reader, Scope, Scopes
 from ..store import Store
 

@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any
 from .. import prompts
 from ..entry import Entry, Hit
 from ..errors import LLMError, MemdirError
+from ..gate.safetext import for_body, for_prompt, speaker_turn
 from ..providers import ChatModel, Message, complete_json, runs_locally
-from ..safetext import for_body, for_prompt, speaker_turn
 from ..scopes import Reader, Scopes
 from ..store import Store
 from .block import estimate_tokens, held_names, planted_description, render_block
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..embed import Embedder
     from ..episodes import Said
+    from ..find.embed import Embedder
     from ..providers import JSONSchema
 
 log = logging.getLogger("memdir.recall")
@@ -259,7 +259,7 @@ def _episode_embedder(cfg: Config, query: str, stores: list[Store]) -> Embedder 
     """The embedder for ranking episodes: the one a store was given or has made, else the
     configuration's; None when there is none, it cannot be made, or it does not read the
     question's language."""
-    from ..embed import from_config, reads
+    from ..find.embed import from_config, reads
 
     try:
         given = [st.index.ranker().embedder for st in stores]
@@ -340,7 +340,7 @@ def floor(hits: list[Hit], query: str, unknown: Sequence[str] = ()) -> list[Hit]
     question that names someone or something no memory mentions (``unknown``: "when did Gina
     open her store?" of a store that never heard of Gina) is about what the store does not
     hold: closeness in meaning is the domain's, not evidence, and only the terms count."""
-    from ..search import tokenize
+    from ..find.search import tokenize
 
     terms = {t for t in tokenize(query) if len(t) > 1 or not t.isascii()}  # ("x", "a": noise)
     if not terms:
@@ -380,7 +380,7 @@ def _guarded(cfg: Config, model: ChatModel) -> bool:
 
 def _lexical_guard(store: Scopes, names: list[str], talk: str) -> tuple[list[str], list[str]]:
     """The picks that share a (stemmed) word with the conversation, and the others."""
-    from ..search import tokenize
+    from ..find.search import tokenize
 
     words = set(tokenize(talk))
     entries = {e.name: e for e in store.entries()}
@@ -395,8 +395,8 @@ def _lexical_guard(store: Scopes, names: list[str], talk: str) -> tuple[list[str
 
 def _named(query: str) -> dict[str, set[str]]:
     """The names the question gives (``asked.names``), each with its full-text terms."""
-    from ..asked import names
-    from ..search import tokenize
+    from ..find.asked import names
+    from ..find.search import tokenize
 
     given = {n: set(tokenize(n)) for n in names(query)}
     return {n: terms for n, terms in given.items() if terms}

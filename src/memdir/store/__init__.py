@@ -3,9 +3,8 @@
 - ``base``: the contract (``Store``) and the operations every backend shares (``StoreBase``).
 - ``files``: ``MemoryStore``, a folder of Markdown files (the default backend), a package
   of its own (the folder, its catalogue, its index, its ranking side, its transactions).
-- ``pg``, ``pgsearch``, ``pgschema``: ``PgStore``, a named store in PostgreSQL
-  (``memdir[postgres]``; the driver is imported only when a database is used).
-- ``open_store``: the composition root's one choice between them.
+- ``open_store``: the composition root's one choice between a folder and a database store,
+  whose backend a wing serves by its URL's scheme (``memdir_postgres``: ``wings.backend``).
 
 This package owns reading, writing, history, the log and ranking a store's memories. It does
 NOT decide what to remember (``extract``, ``consolidate``), read several stores as one
@@ -37,7 +36,8 @@ def open_store(
     (``memdir[postgres]``, whose driver is imported only then). StoreNotFound when it does not
     exist and ``create`` is false."""
     if config.database_url:
-        from .pg import PgStore
+        from ..wings import backend
 
-        return PgStore(config, create=create, watch=watch)
+        scheme = config.database_url.split(":", 1)[0].lower()
+        return backend(scheme)(config, create=create, watch=watch)  # type: ignore[no-any-return]
     return MemoryStore(config.dir, config, create=create, watch=watch, progress=progress)

@@ -22,13 +22,13 @@ from .. import memory as memfmt
 from ..config import Config
 from ..entry import Entry, Hit, Problem
 from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
+from ..gate.provenance import Origin, label_of
 from ..history import Operation, Version
 from ..memory import Memory
 from ..plan import Change, Put, Remove, check_memory
-from ..provenance import Origin, label_of
 
 if TYPE_CHECKING:
-    from ..ranking import Ranker, Ranking
+    from ..find.ranking import Ranker, Ranking
 
 _list = list  # ``Store.list`` shadows the builtin inside the class bodies
 # A memory as ``take`` brings it in: its name, its file text (None: only history), its history.
@@ -210,7 +210,7 @@ def users_gave(store: _Told, name: str, text: Memory) -> bool:
     """Whether this machine's user gave ``text`` (its type, description and body) as
     ``name`` before: a version of it, now or in history, that the user wrote through memdir
     or accepted. Choosing a text (a restore, a resolve) does not make it the user's."""
-    from ..decisions import accepted
+    from ..gate.decisions import accepted
 
     mine = {
         ch.get("digest")
@@ -252,7 +252,7 @@ def carrying(store: _Whose, current: Memory, source: str) -> str:
     the caller is no user), else whose the text is — renaming or pinning a teammate's rule
     does not make it the user's. A text held for review is refused (ConflictError): carried
     over, it would slip out of its hold unreviewed."""
-    from ..decisions import accepted, active
+    from ..gate.decisions import accepted, active
 
     if active(store.root, current.name, current.digest) is not None:
         raise ConflictError(
@@ -426,9 +426,9 @@ class StoreBase:
         body): BM25 fused with embedding similarity when an embedder is configured
         (``memdir[embed]``) and ``dense``, else BM25. ``explain`` fills in each method's rank
         and score, ranking the dense side over every memory (slower)."""
-        from ..asked import Asked
         from ..entry import to_hit
-        from ..ranking import rank_many
+        from ..find.asked import Asked
+        from ..find.ranking import rank_many
 
         asked = Asked.of(query, k, self.config)
         out = []

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ... import memory as memfmt
-from ...atomic import TEMP_PREFIX
+from ...disk.atomic import TEMP_PREFIX
 from ...entry import INDEX_FILE, INDEX_HEAD, Entry, Problem
 from ...errors import InvalidMemory
+from ...gate.safetext import for_markdown
 from ...memfile import entry_from, parse, racy, read_file, stat_key
-from ...safetext import for_markdown
 from .storeindex import Parsed, StoreIndex
 
 WRITE_EVERY = 2_000  # parsed files a first sweep writes into the index at a time

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ... import memfile
-from ...atomic import TEMP_PREFIX, write_atomic
-from ...cachedb import damaged
 from ...config import Config
+from ...disk.atomic import TEMP_PREFIX, write_atomic
+from ...disk.layout import INDEX_DB, INDEX_STATE, JOURNALS, LOG
+from ...disk.watch import Tracker
 from ...entry import INDEX_FILE
+from ...find.cachedb import damaged
 from ...history import History
-from ...layout import INDEX_DB, INDEX_STATE, JOURNALS, LOG
-from ...watch import Tracker
 from . import catalog as idx
 from .storeindex import StoreIndex
 

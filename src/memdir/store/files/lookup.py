@@ -25,18 +25,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ... import memfile
-from ...cachedb import damaged
 from ...config import Config
+from ...disk.layout import EMBED_DOWN
 from ...errors import InvalidMemory, MemdirError
+from ...find.cachedb import damaged
 from ...jobs import index_in_background, indexing
-from ...layout import EMBED_DOWN
 from ...memory import Memory
 
 if TYPE_CHECKING:
-    from ...embed import Embedder, Vectors
-    from ...ranking import Ranking
-    from ...search import SearchIndex
-    from ...vectors import Dense
+    from ...find.embed import Embedder, Vectors
+    from ...find.ranking import Ranking
+    from ...find.search import SearchIndex
+    from ...find.vectors import Dense
     from .catalog import Catalog
     from .folder import Folder
 
@@ -193,7 +193,7 @@ class Lookup:
         """The configuration's embedder, made once (at the first search, or when asked)."""
         if not self._embedder_made:
             self._embedder_made = True
-            from ...embed import EmbedError, from_config
+            from ...find.embed import EmbedError, from_config
 
             try:
                 self.embedder = from_config(self.config)
@@ -215,7 +215,7 @@ class Lookup:
         if down is not None:
             self.dense_error, self._retry_at = down, time.monotonic() + 1.0
             return
-        from ...vectors import Text, memory_text
+        from ...find.vectors import Text, memory_text
 
         if not self._vectors_open:
             self._vectors_open, self._pending = True, None  # compared file by file once
@@ -264,7 +264,7 @@ class Lookup:
         embedder (nothing to load), or a store nobody embeds in the background."""
         if self._embedder_made or self.embed_budget is None or not self.background:
             return False
-        from ...embed import wanted
+        from ...find.embed import wanted
 
         total = len(self.catalog.entries)
         left = total - min(self.folder.db.vector_count(), total)
@@ -310,7 +310,7 @@ class Lookup:
         if path is not None and self.embedder is not None:
             import json
 
-            from ...atomic import write_atomic
+            from ...disk.atomic import write_atomic
 
             record = {
                 "name": self.embedder.name,
@@ -351,8 +351,8 @@ class Lookup:
                 self._make_embedder()
         if self.embedder is None or self.dense_error:
             return f"ranking: BM25 alone ({self._why_not()})"
-        from ...embed import baseline
-        from ...vectors import ALPHA
+        from ...find.embed import baseline
+        from ...find.vectors import ALPHA
 
         b = baseline(self.embedder)
         cosine = "cosine" if not b else f"(cosine − {b:g}) / {1 - b:g}"
@@ -377,7 +377,7 @@ class Lookup:
             return self._why_not()
         if not self._vectors_open:
             return "the vectors are not read yet"
-        from ...embed import reads
+        from ...find.embed import reads
 
         if not reads(self.embedder, query):
             return f"{self.embedder.name} is English-only and the query is not"

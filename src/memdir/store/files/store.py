@@ -20,23 +20,23 @@ from typing import TYPE_CHECKING
 
 from ... import memfile
 from ... import memory as memfmt
-from ...atomic import write_atomic, write_intent
 from ...config import Config, store_config
+from ...disk.atomic import write_atomic, write_intent
+from ...disk.layout import HISTORY, JOURNAL, LOG, state_dir
+from ...disk.lock import WritersLock, not_a_link, open_folder
 from ...entry import INDEX_FILE, Entry, Problem
 from ...errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
+from ...gate.provenance import Ledger, Origin
 from ...history import History, Journal, Operation, Version
-from ...layout import HISTORY, JOURNAL, LOG, state_dir
-from ...lock import WritersLock, not_a_link, open_folder
 from ...memory import Memory
 from ...plan import Change, Put, new_op_id, screen
-from ...provenance import Ledger, Origin
 from ..base import Store, StoreBase, Taken, checked_items
 from .folder import Folder
 from .lookup import Lookup
 from .transaction import Transaction, unfinished
 
 if TYPE_CHECKING:  # imported on first search: sqlite3 and the stemmer cost start-up time
-    from ...embed import Embedder
+    from ...find.embed import Embedder
 
 
 _list = list  # ``MemoryStore.list`` shadows the builtin inside the class body

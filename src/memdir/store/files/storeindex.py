@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...cachedb import CacheDB
 from ...entry import Entry
+from ...find.cachedb import CacheDB
 from ...memory import Memory
 
 if TYPE_CHECKING:
-    from ...embed import Embedder
-    from ...search import SearchIndex
-    from ...vectors import VectorIndex
+    from ...find.embed import Embedder
+    from ...find.search import SearchIndex
+    from ...find.vectors import VectorIndex
 
 # raised when parsing rules change what a file parses to, or the rows' shape changes
 ROWS_VERSION = 7
@@ -62,7 +62,7 @@ class StoreIndex(CacheDB):
     def __init__(self, path: Path | str = ":memory:") -> None:
         self._vectors: VectorIndex | None = None
         super().__init__(path)
-        from ...search import SearchIndex
+        from ...find.search import SearchIndex
 
         self.text: SearchIndex = SearchIndex(shared=self)
         if self.rebuilt != self.text.rebuilt:  # one part of another age: both from the files
@@ -136,7 +136,7 @@ class StoreIndex(CacheDB):
                 old = was.get(fname)
                 if old is not None and (got is None or got.text != old):
                     replaced[fname] = bytes(old)
-            from ...search import Doc
+            from ...find.search import Doc
 
             gone: list[str] = []  # files no longer there
             undocumented: list[str] = []  # files that are not memories (no document)
@@ -184,7 +184,7 @@ class StoreIndex(CacheDB):
     def vectors(self, embedder: Embedder) -> VectorIndex:
         """The vectors part, for this embedder (emptied when the file holds another's)."""
         if self._vectors is None or self._vectors.embedder is not embedder:
-            from ...vectors import VectorIndex
+            from ...find.vectors import VectorIndex
 
             self._vectors = VectorIndex(self.path, embedder, shared=self)
         return self._vectors

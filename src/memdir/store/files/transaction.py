@@ -17,12 +17,12 @@ from pathlib import Path
 
 from ... import memfile
 from ... import memory as memfmt
-from ...atomic import clear_intent, fsync_dir, intent_pending, write_atomic
+from ...disk.atomic import clear_intent, fsync_dir, intent_pending, write_atomic
+from ...disk.layout import HISTORY, JOURNAL, JOURNALS, LOG
+from ...disk.lock import not_a_link
 from ...entry import Entry
 from ...errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound, PlanError
 from ...history import ChangeRecord, Journal, Operation, Step
-from ...layout import HISTORY, JOURNAL, JOURNALS, LOG
-from ...lock import not_a_link
 from ...memory import Memory
 from ...plan import Change, Put, Remove, check_memory, new_op_id, settle_put
 from .folder import Folder

@@ -1,6 +1,0 @@
-"""The coding agent: ``agent_loop`` with memory woven in, its tools, and ``memdir chat``."""
-
-from .loop import MemoryWorker, Turn, agent_loop
-from .tools import Tools
-
-__all__ = ["MemoryWorker", "Tools", "Turn", "agent_loop"]

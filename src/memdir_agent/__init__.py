@@ -1,0 +1,6 @@
+"""The coding agent: ``agent_loop`` with memory woven in, its tools, and ``memdir chat``."""
+
+from memdir_agent.loop import MemoryWorker, Turn, agent_loop
+from memdir_agent.tools import Tools
+
+__all__ = ["MemoryWorker", "Tools", "Turn", "agent_loop"]
