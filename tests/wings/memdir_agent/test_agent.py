@@ -585,7 +585,7 @@ def test_readme_console_session(tmp_path: Path) -> None:
     the same output (timestamps and scores aside)."""
     from fakeserver import readme_handler
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
     block = readme.split("## A session", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
     server = FakeLLMServer()
     server.handler = readme_handler
