@@ -413,23 +413,24 @@ def test_the_resident_loads_the_model_client_before_its_first_call(
 def test_what_goes_wrong_inside_the_resident_is_in_its_log_for_doctor(
     host: Host, tmp_path: Path
 ) -> None:
-    """A rerank model folder with no model in it: each prompt is answered (the fused order
-    stands), and what memdir warns of inside the resident is not lost with its stderr: it is
-    in the resident's log, which `memdir doctor` shows."""
-    host.env["MEMDIR_RERANK_MODEL"] = str(tmp_path / "no-model-here")
+    """An embedding model file that is not there: each prompt is answered (by full text),
+    and what memdir warns of inside the resident is not lost with its stderr: it is in the
+    resident's log, which `memdir doctor` shows."""
+    host.env["MEMDIR_EMBEDDER"] = "minilm"
+    host.env["MEMDIR_EMBED_MODEL"] = str(tmp_path / "no-model-here.onnx")
     first = host.hook("which port does the API use?")
     assert first.returncode == 0 and "api-port" in first.stdout, first.stderr
     host.running()
     answer = host.ask("which port does the API use?")
     assert answer is not None and "api-port" in answer[0]
     _until(lambda: failures(host.folder), "the warning logged")
-    assert "the rerank stage is off" in failures(host.folder)[-1]
-    assert "no model.onnx there" in failures(host.folder)[-1]
+    assert "hybrid search is off" in failures(host.folder)[-1]
+    assert "no-model-here.onnx is missing" in failures(host.folder)[-1]
     doctor = subprocess.run(
         [sys.executable, "-m", "memdir", "--dir", str(host.project / ".memory"), "doctor"],
         capture_output=True, text=True, env=host.env, cwd=host.project, timeout=60,
     )  # fmt: skip
-    assert "the rerank stage is off" in doctor.stdout + doctor.stderr
+    assert "hybrid search is off" in doctor.stdout + doctor.stderr
 
 
 def test_an_upgraded_memdir_is_answered_by_a_new_resident_and_the_old_one_leaves(

@@ -131,11 +131,6 @@ class Config:
     # an OpenAI-compatible base URL for "http" (default: base_url)
     embed_url: str | None = setting(None, env="MEMDIR_EMBED_URL", sensitive=True)
     embed_api_key: str | None = setting(None, env="MEMDIR_EMBED_API_KEY", toml=False, repr=False)
-    # a local cross-encoder that reorders search's best candidates (a folder holding
-    # model.onnx and tokenizer.json; memdir[rerank]); off when unset
-    rerank_model: str | None = setting(None, env="MEMDIR_RERANK_MODEL", sensitive=True)
-    # seconds the rerank may take per search; past them, the fused order stands
-    rerank_budget: float = setting(0.5, tighten=LOWER)
     # the user's own store ("none": no user scope); see scopes.py
     user_dir: Path | None = setting(None, env="MEMDIR_USER_DIR", sensitive=True)
     read_only: tuple[str, ...] = setting((), sensitive=True)  # shared stores recalled from

@@ -103,7 +103,6 @@ class Hit:
     read: Callable[[Entry], Memory] | None = field(default=None, repr=False, compare=False)
     close: bool = False  # close in meaning: the cosine reaches the embedder's bar on its own
     weight: float = 1.0  # what being said in the period the question names counted for
-    rerank: float | None = None  # the cross-encoder's score, when the rerank stage ordered it
 
     @property
     def name(self) -> str:
@@ -127,7 +126,6 @@ class Hit:
             data["cosine"] = None if self.cosine is None else round(self.cosine, 4)
             data["close"] = self.close
             data["period_weight"] = self.weight
-            data["rerank"] = None if self.rerank is None else round(self.rerank, 4)
         return data
 
 

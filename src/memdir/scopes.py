@@ -456,16 +456,8 @@ class Scopes:
 
     @_serial
     def ranking_note(self) -> str:
-        from .find.rerank import CANDIDATES
-
         pairs = self.stores()
-        note = pairs[0][1].index.describe() if pairs else "ranking: no stores"
-        if self.config.rerank_model:
-            note += (
-                f"; then the best {CANDIDATES} reranked by the cross-encoder in"
-                f" {self.config.rerank_model} (within {self.config.rerank_budget:g} s)"
-            )
-        return note
+        return pairs[0][1].index.describe() if pairs else "ranking: no stores"
 
 
 class _View:

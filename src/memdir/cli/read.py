@@ -162,8 +162,6 @@ def search(
             bm25 = "—" if h.bm25_rank is None else f"#{h.bm25_rank} ({h.bm25:.2f})"
             dense = "—" if h.dense_rank is None else f"#{h.dense_rank} ({h.cosine:.3f})"
             then = "" if h.weight == 1.0 else f"   said in the period asked about: ×{h.weight:g}"
-            if h.rerank is not None:
-                then += f"   rerank {h.rerank:.3f}"
             click.echo(f"        BM25 {bm25}   dense {dense}{then}")
 
 

@@ -1,5 +1,5 @@
 """Finding memories: the words (``search``: BM25 and the tokenizer), the meaning
 (``embed``: the embedders; ``vectors``: cosines and fusion), both ranked over one or more
-stores (``ranking``), a question's own period and weight (``asked``, ``periods``), an optional
-cross-encoder's order (``rerank``), and the SQLite the indexes share (``cachedb``).
+stores (``ranking``), a question's own period and weight (``asked``, ``periods``), and the
+SQLite the indexes share (``cachedb``).
 This package does NOT read or write memory files and does NOT decide what a model sees."""

@@ -2,10 +2,9 @@
 
 After ``ranking.rank_many`` has fused BM25 and cosines over a wider pool, one store's search
 and ``Scopes``' search alike hand the hits to ``Asked.weigh``: what was said in the period the
-question names counts more (``periods``); then the rerank stage, when configured
-(``rerank``). ``names`` are the names a question gives (recall's relevance floor asks whether
-any memory mentions them). ``explain`` says what the question set off, a line each, for
-``--explain``.
+question names counts more (``periods``). ``names`` are the names a question gives (recall's
+relevance floor asks whether any memory mentions them). ``explain`` says what the question
+set off, a line each, for ``--explain``.
 This module does NOT rank anything itself.
 """
 
@@ -15,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import periods, rerank
+from . import periods
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -37,21 +36,16 @@ class Asked:
         return cls(query, k, config, periods.named_period(query))
 
     @property
-    def shown(self) -> int:
-        """How many hits reach the rerank stage (``k``, or the stage's candidates)."""
-        return rerank.pool(self.config, self.k)
-
-    @property
     def ranked(self) -> int:
         """How many candidates to ask the ranking for."""
-        return max(self.shown, periods.CANDIDATES if self.period is not None else 0)
+        return max(self.k, periods.CANDIDATES if self.period is not None else 0)
 
     def weigh(self, hits: list[Hit]) -> list[Hit]:
         """The ``k`` best of the ranking's ``hits`` (best first) once weighed for the
         question."""
         if self.period is not None:
-            hits = periods.in_period_first(hits, self.period, self.shown)
-        return rerank.reorder(hits, self.query, self.config, self.k)
+            hits = periods.in_period_first(hits, self.period, self.k)
+        return hits[: self.k]
 
 
 # Capitalised inside a sentence, yet not names: the months and days a period is made of
