@@ -24,8 +24,8 @@ from memdir.errors import (
 from memdir.plan import Put, Remove
 from memdir.scopes import Scopes
 from memdir.store import MemoryStore, Store
-from memdir.transfer import export, import_store
 from memdir.undo import undo
+from memdir_postgres.transfer import export, import_store
 from test_embed import CountingEmbedder
 
 GHP = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

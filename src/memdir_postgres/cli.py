@@ -1,20 +1,31 @@
-"""``memdir tokens``: the people and agents of a team's database, and what each may do.
+"""``memdir tokens``: the people and agents of a team's database, and what each may do; and
+``memdir export`` / ``import``: a store moved to and from a files store (``transfer``).
 
 ``add`` makes an identity with its grants (``--store team:read --store alice:write``) and
 shows its token once; ``list`` shows every identity and its grants (never a token); ``revoke``
 stops a token for good (what it wrote stays, in its name). A ``memdir mcp --http`` on that
-database then authenticates every client as someone (``integrations.team``).
+database then authenticates every client as someone (``team``).
 This module does NOT serve requests.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from memdir.cli.context import Ctx, emit_json, fail, json_option, pass_ctx
-from memdir.gate.safetext import for_terminal
+from memdir.cli.context import (
+    Ctx,
+    emit_json,
+    existing_store,
+    fail,
+    json_option,
+    pass_ctx,
+    scope_option,
+)
+from memdir.gate.safetext import for_terminal, plural
+from memdir.scopes import PROJECT
 
 if TYPE_CHECKING:
     import psycopg
@@ -109,4 +120,43 @@ def revoke(c: Ctx, name: str) -> None:
     click.echo(f"Revoked {name}: its token no longer works.")
 
 
-COMMANDS = (tokens,)
+@click.command("export", short_help="Write the store as a files store (memories and history).")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@scope_option(PROJECT, writes=True)
+@json_option
+@pass_ctx
+def export_cmd(c: Ctx, dest: Path, scope: str, as_json: bool) -> None:
+    """Write the store (a folder, or a store in PostgreSQL) to DEST as a files store: every
+    memory byte for byte, and its history; DEST must hold no memories yet."""
+    from memdir_postgres.transfer import export
+
+    store = existing_store(c, scope)
+    op = export(store, dest)
+    count = len(op.changes) if op else 0
+    if as_json:
+        emit_json({"exported": count, "to": str(dest)})
+    else:
+        click.echo(f"Exported {plural(count, 'memory', 'memories')} (and their history) to {dest}.")
+
+
+@click.command("import", short_help="Load a files store (memories and history) into this one.")
+@click.argument("src", type=click.Path(file_okay=False, path_type=Path))
+@scope_option(PROJECT, writes=True)
+@json_option
+@pass_ctx
+def import_cmd(c: Ctx, src: Path, scope: str, as_json: bool) -> None:
+    """Load the files store at SRC into this store (a folder, or a store in PostgreSQL):
+    memories byte for byte, history with its version numbers; nothing is written when a
+    name is taken here already."""
+    from memdir_postgres.transfer import import_store
+
+    c.create_store = True
+    store = c.store if scope == PROJECT else c.scopes(scope, require=False).writable(scope)
+    op = import_store(src, store)
+    count = len(op.changes) if op else 0
+    if as_json:
+        emit_json({"imported": count, "from": str(src)})
+    else:
+        click.echo(
+            f"Imported {plural(count, 'memory', 'memories')} (and their history) from {src}."
+        )

@@ -269,48 +269,6 @@ def scopes(c: Ctx, as_json: bool) -> None:
         click.echo(f"{pad(r['scope'], width)}  {mode:<10}  {state:<16}  {r['path']}")
 
 
-@click.command("export", short_help="Write the store as a files store (memories and history).")
-@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
-@scope_option(PROJECT, writes=True)
-@json_option
-@pass_ctx
-def export_cmd(c: Ctx, dest: Path, scope: str, as_json: bool) -> None:
-    """Write the store (a folder, or a store in PostgreSQL) to DEST as a files store: every
-    memory byte for byte, and its history; DEST must hold no memories yet."""
-    from ..transfer import export
-
-    store = existing_store(c, scope)
-    op = export(store, dest)
-    count = len(op.changes) if op else 0
-    if as_json:
-        emit_json({"exported": count, "to": str(dest)})
-    else:
-        click.echo(f"Exported {plural(count, 'memory', 'memories')} (and their history) to {dest}.")
-
-
-@click.command("import", short_help="Load a files store (memories and history) into this one.")
-@click.argument("src", type=click.Path(file_okay=False, path_type=Path))
-@scope_option(PROJECT, writes=True)
-@json_option
-@pass_ctx
-def import_cmd(c: Ctx, src: Path, scope: str, as_json: bool) -> None:
-    """Load the files store at SRC into this store (a folder, or a store in PostgreSQL):
-    memories byte for byte, history with its version numbers; nothing is written when a
-    name is taken here already."""
-    from ..transfer import import_store
-
-    c.create_store = True
-    store = c.store if scope == PROJECT else c.scopes(scope, require=False).writable(scope)
-    op = import_store(src, store)
-    count = len(op.changes) if op else 0
-    if as_json:
-        emit_json({"imported": count, "from": str(src)})
-    else:
-        click.echo(
-            f"Imported {plural(count, 'memory', 'memories')} (and their history) from {src}."
-        )
-
-
 NICE = 5  # the worker's priority at least this far below the user's
 
 
@@ -343,4 +301,4 @@ def _handlers(config: Config) -> dict[str, jobs.Handler]:
     return job_handlers(config)
 
 
-COMMANDS = [index, doctor, scopes, export_cmd, import_cmd, work_cmd]
+COMMANDS = [index, doctor, scopes, work_cmd]

@@ -21,9 +21,9 @@ import pytest
 from memdir import MemoryStore
 from memdir.config import Config, load_config
 from memdir.errors import ConflictError, MemdirError, StoreNotFound
-from memdir.transfer import export, import_store
 from memdir.undo import undo
 from memdir_postgres.pg import PgStore
+from memdir_postgres.transfer import export, import_store
 from test_store_contract import fill
 
 from conftest import CliFn, child_env, trust

@@ -17,10 +17,10 @@ import pytest
 
 from memdir.config import Config
 from memdir.errors import MemdirError, MemoryNotFound, ReadOnlyStore, StoreNotFound
-from memdir.transfer import export
 from memdir.undo import undo
 from memdir_postgres import pgteam
 from memdir_postgres.pg import PgStore
+from memdir_postgres.transfer import export
 
 from conftest import CliFn, child_env
 

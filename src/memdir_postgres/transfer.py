@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .disk.layout import state_dir
-from .errors import ConflictError, MemdirError, StoreNotFound
-from .gate.decisions import Hold, accept, accepted, active, hold
-from .history import Operation
-from .store import MemoryStore, Store, Taken
+from memdir.disk.layout import state_dir
+from memdir.errors import ConflictError, MemdirError, StoreNotFound
+from memdir.gate.decisions import Hold, accept, accepted, active, hold
+from memdir.history import Operation
+from memdir.store import MemoryStore, Store, Taken
 
 
 def items_of(store: Store) -> list[Taken]:
