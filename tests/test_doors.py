@@ -257,7 +257,8 @@ def test_under_review_ask_a_file_memdir_did_not_write_is_held_until_accepted(
     and listed by 'memdir review' until the user accepts that text; memdir's own writes are
     not."""
     from memdir.config import Config
-    from memdir.recall import held_names, render_block
+    from memdir.policy import held_names
+    from memdir.recall import render_block
 
     victim = tmp_path / "victim"
     git(tmp_path, "clone", "-q", str(remote), str(victim))

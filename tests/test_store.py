@@ -582,14 +582,16 @@ def _write_until(root: str, step: int) -> None:
 
 
 def test_a_crash_at_every_step_of_a_write_loses_nothing_and_memory_md_is_corrected(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A writer ended at each of the changes a write makes (the intent, the history copy, the
     memory files, MEMORY.md — renamed into place without a sync of its own —, the log): the
     next reader finishes or undoes the write whole, keeps every text (in its file or in
     history), and the MEMORY.md it leaves lists exactly the memories there are."""
+    monkeypatch.setenv("MEMDIR_BACKGROUND", "off")  # (no worker touches the seed's index)
     seed = tmp_path / "seed" / ".memory"
-    MemoryStore(seed).write("a", type="project_fact", description="A", body="first")
+    with MemoryStore(seed) as seeded:
+        seeded.write("a", type="project_fact", description="A", body="first")
     step, finished = 0, False
     while not finished:
         step += 1

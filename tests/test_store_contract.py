@@ -181,7 +181,7 @@ def test_renaming_or_pinning_a_rule_does_not_make_it_the_users(make: Make) -> No
     """A teammate's rule renamed or pinned by the user is still the teammate's (it waits
     for 'memdir accept'); once accepted, or for the user's own rule, a pin keeps it theirs."""
     from memdir.gate.decisions import Hold, accept, hold
-    from memdir.recall import held_names
+    from memdir.policy import held_names
     from memdir.standing import standing
 
     store = make()
@@ -365,7 +365,7 @@ def test_a_move_keeps_what_stands_and_what_is_held(make: Make, tmp_path: Path) -
     """Exported and imported, the user's own rule still stands, a rule another agent wrote
     still waits, and a held memory is still held (in search, recall and session start)."""
     from memdir.gate.decisions import Hold, hold
-    from memdir.recall import held_names
+    from memdir.policy import held_names
     from memdir.standing import standing
 
     store = make("src")

@@ -469,10 +469,11 @@ def _gone_outside(store: Store) -> list[tuple[str, str, str]]:
 
 def _planted(store: Store) -> list[tuple[str, str, str]]:
     """The memories a door brought (not the user's own words) whose text orders the agent
-    about: recall, the index and session start leave them out (``recall.block``)."""
-    from .gate.decisions import accepted
+    about, as the gate finds them (``policy``): no model is shown them."""
     from .gate.instructions import screen
+    from .policy import PLANTED, Policy
 
+    gate = Policy(store)
     out = []
     for e in store.entries():
         try:
@@ -480,9 +481,6 @@ def _planted(store: Store) -> list[tuple[str, str, str]]:
             origin = store.origin(e.name, mem.digest)
         except (MemdirError, LookupError, OSError):
             continue
-        if origin.users or accepted(store.internal, e.name, mem.digest):
-            continue  # the user's own words, or a text the user took as theirs
-        why = screen(f"{mem.description}\n{mem.body}")
-        if why is not None:
-            out.append((e.name, why, origin.label))
+        if gate.verdict(e.name, mem).why == PLANTED:
+            out.append((e.name, screen(f"{mem.description}\n{mem.body}") or "", origin.label))
     return out

@@ -23,7 +23,8 @@ from .errors import ConflictError, InvalidMemory
 from .gate.decisions import accept, accepted_once
 from .gate.safetext import one_line
 from .memory import CONFLICT_KEY, Memory
-from .recall import NO_MEMORIES, estimate_tokens, held_names, index_section, origin_label, users_own
+from .policy import Policy
+from .recall import NO_MEMORIES, estimate_tokens, index_section, origin_label
 from .scopes import Reader, Scopes
 
 SESSIONS = "standing.json"  # state folder: which memories each recent session was given
@@ -84,7 +85,8 @@ def standing(
     the memory index after them; with ``total_tokens``, the whole text stays within it, the
     index shrinking first (then the rules)."""
     store = Scopes.of(store)
-    held = held_names(store)
+    gate = Policy(store)
+    held = gate.held()
     several = len(store.scopes) > 1
     located = [(sc.name if several else "", e, shown) for sc, e, shown in store.located()]
     rules = [t for t in located if standing_kind(t[1].type, t[1].pinned)]
@@ -108,7 +110,7 @@ def standing(
         mem = _readable(store, shown)
         if mem is None:
             continue
-        if not users_own(store, shown, mem.digest):
+        if not gate.verdict(shown, mem).users:
             waiting.append(shown)
             continue
         part = _line(store, scope, shown, mem)
@@ -248,7 +250,8 @@ def waiting(store: Reader) -> list[tuple[str, str]]:
     they came from — and that their text changed since the user accepted an earlier one):
     they stand once the user accepts them (``accept``)."""
     store = Scopes.of(store)
-    held = held_names(store)
+    gate = Policy(store)
+    held = gate.held()
     out = []
     for _sc, e, shown in store.located():
         if not standing_kind(e.type, e.pinned) or shown in held or e.conflicted:
@@ -257,7 +260,7 @@ def waiting(store: Reader) -> list[tuple[str, str]]:
             mem = store.get(shown)
         except (InvalidMemory, LookupError):
             continue
-        if not users_own(store, shown, mem.digest):
+        if not gate.verdict(shown, mem).users:
             why = one_line(origin_label(store, shown))
             scope, name = store.locate(shown)
             if scope.store is not None and accepted_once(scope.store.internal, name):

@@ -41,7 +41,7 @@ from memdir.memfile import read_file
 from memdir.memory import MAX_DESCRIPTION_CHARS, Memory, loads, slugify, validate_name
 from memdir.notes import first_line, from_text, guess_type
 from memdir.plan import Put, Remove
-from memdir.recall import held_back, planted
+from memdir.policy import HELD, Policy
 from memdir.review import land
 from memdir.store import Store
 
@@ -174,15 +174,16 @@ class MemdirMemoryTool(BetaAbstractMemoryTool):
                 f"The path {path} does not exist. Please provide a valid path"
                 f" (view {ROOT} lists the memories)."
             ) from None
-        if held_back(store, name, mem):
+        verdict = Policy(store).verdict(name, mem)
+        if not verdict.model and verdict.why == HELD:
             raise ToolError(
                 f"{path} is held for review: it came from elsewhere (a sync, a repository,"
                 " another author) and is not shown until the user approves it ('memdir review')"
             )
-        if planted(store, name, mem):
+        if not verdict.model:
             raise ToolError(
-                f"{path} is not shown: it came from elsewhere and reads as an instruction to an"
-                " agent, not the user's words ('memdir doctor' names it for the user)"
+                f"{path} is not shown: {verdict.why}, not the user's words ('memdir doctor'"
+                " names it for the user)"
             )
         try:
             data = read_file(store.root / str(mem.path), store.config.max_file_bytes)

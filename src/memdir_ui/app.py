@@ -33,7 +33,7 @@ from memdir.errors import MemdirError
 from memdir.gate.decisions import active
 from memdir.gate.instructions import screen
 from memdir.gate.provenance import ORIGIN_CLAIMS
-from memdir.recall import held_names
+from memdir.policy import Policy
 from memdir.recalllog import RecallEntry, Use
 from memdir.recalllog import entries as recall_entries
 from memdir.recalllog import uses as recall_uses
@@ -150,7 +150,7 @@ class UI:
                 rows = [Row(sc.name, e, shown) for sc, e, shown in self.scopes.located()]
                 rows.sort(key=lambda r: r.entry.updated or r.entry.created or "", reverse=True)
             types = sorted({r.entry.type for r in rows} | set(self.scopes.config.types))
-            held = held_names(self.scopes)
+            held = Policy(self.scopes).held()
             waits = {name for name, _ in waiting(self.scopes)}
             used = self._uses()
             stands = set(self._standing_names()) if q.get("stands") == "1" else set()
@@ -219,7 +219,7 @@ class UI:
             diff = _diff(store, name, mem, a, b) if a and b else None
             shown = self._shown(scope, name)
             origin = self._origin(shown) if mem is not None else ""
-            held = mem is not None and shown in held_names(self.scopes)
+            held = mem is not None and shown in Policy(self.scopes).held()
             use = self._uses().get(shown)
             waits = mem is not None and shown in {n for n, _ in waiting(self.scopes)}
             orders = screen(f"{mem.description}\n{mem.body}") if waits and mem else None
@@ -378,7 +378,7 @@ class UI:
         (``standing.waiting``) and texts held back from recall that no proposal holds (a
         door's arrival under ``review = "ask"``), each with the text it would accept."""
         out = []
-        held = held_names(self.scopes)
+        held = Policy(self.scopes).held()
         names = {shown: why for shown, why in waiting(self.scopes)}
         names.update({shown: "held for review" for shown in held if shown not in names})
         for shown, why in names.items():

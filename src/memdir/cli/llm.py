@@ -244,7 +244,8 @@ def recall(
 
 def _recall_as_of(c: Ctx, messages: list[Message], as_of: str, k: int, as_json: bool) -> None:
     from ..asof import moment, search_stores_at
-    from ..recall import estimate_tokens, render_past, search_query, visible_past
+    from ..policy import visible_past
+    from ..recall import estimate_tokens, render_past, search_query
 
     when = moment(as_of)
     scopes = c.scopes()

@@ -51,7 +51,7 @@ def review_group(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json([{**p.to_dict(), "scope": scope} for scope, _, p in rows])
         return
-    from ..recall.block import unlogged_names
+    from ..policy import unlogged_names
     from ..standing import waiting
 
     scopes = c.scopes(require=False)

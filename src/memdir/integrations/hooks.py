@@ -319,7 +319,7 @@ def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = Non
     """The hook's stdout for a PreToolUse event: a short reminder of the user's standing
     conventions the pending write, edit or command would break; '' when it breaks none (or
     there is no store). Logged in the recall log when it reminds."""
-    from ..recall import users_own
+    from ..policy import Policy
     from ..recalllog import Recalled, record
     from ..standing import given, session_start
     from .toolcheck import findings, pending, reminder
@@ -346,7 +346,7 @@ def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = Non
                 mem = store.get(shown)
             except (InvalidMemory, LookupError):
                 continue  # (gone since the session started)
-            if users_own(store, shown, mem.digest):  # (not a text changed since by a door)
+            if Policy(store).verdict(shown, mem).users:  # (not a text changed since by a door)
                 rules.append((shown, mem.body if conventions.one(mem.body) else mem.description))
         found = findings(rules, work)
         home = store.home()

@@ -27,19 +27,15 @@ from ..gate.safetext import lines_of, one_line, visible
 from ..memory import Memory, dumps, slugify
 from ..notes import guess_type
 from ..plan import Put, Remove
+from ..policy import HELD, Policy, planted_description, shown, visible_past
 from ..providers import Message
 from ..recall import (
     estimate_tokens,
-    held_names,
     index_section,
     log_recall,
-    planted,
-    planted_description,
     render_block,
     render_past,
     select,
-    shown,
-    visible_past,
 )
 from ..review import Landed, held_why, land
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
@@ -234,7 +230,7 @@ class MemoryServer:
 
         def run() -> str:
             scopes = self.scopes()
-            held = held_names(scopes)
+            held = Policy(scopes).held()
             hits = [h for h in scopes.search(wanted, k + len(held)) if h.name not in held][:k]
             if not hits:
                 return "No matching memories."
@@ -253,7 +249,7 @@ class MemoryServer:
 
     def _page(self, type: str | None, cursor: str | None) -> str:
         scopes = self.scopes()
-        held = held_names(scopes)
+        held = Policy(scopes).held()
         entries = [e for e in scopes.entries() if type in (None, "", e.type) and e.name not in held]
         try:
             start = int(cursor or 0)
@@ -486,14 +482,12 @@ class MemoryServer:
 def as_read(scopes: Scopes, name: str) -> str:
     """A memory as a client reading it by name gets it: its file, then where it came from
     (a text from elsewhere is marked as such); a held one only says it is held."""
-    if name in held_names(scopes):
-        return held_note(name)
     mem = scopes.get(name)
-    if planted(scopes, name, mem):
-        return (
-            f"{name}: not shown — it came from elsewhere and reads as an instruction planted"
-            f" for an agent; the user sees it with 'memdir show {name}'"
-        )
+    verdict = Policy(scopes).verdict(name, mem)
+    if not verdict.model and verdict.why == HELD:
+        return held_note(name)
+    if not verdict.model:
+        return f"{name}: not shown — {verdict.why}; the user sees it with 'memdir show {name}'"
     origin = scopes.origin(name, mem.digest)
     text = visible(dumps(mem))  # (nothing a person cannot see: tag characters, bidi marks)
     return text + f"\n(from: {origin.label}" + (f", {origin.at})" if origin.at else ")")

@@ -25,8 +25,8 @@ from ..find.search import tokenize
 from ..gate.decisions import accept
 from ..gate.safetext import for_body, for_prompt
 from ..memory import now as memory_now
+from ..policy import Policy, shown
 from ..providers import ChatModel, complete_json, runs_locally
-from ..recall import shown
 from ..review import land
 from ..store import Store
 from .plan import Consolidation, _answer, _schema, validate_plan
@@ -339,10 +339,10 @@ def _consolidate(
 
 def _all_users(store: Store, names: list[str]) -> bool:
     """Whether every memory of a merge is the user's own instruction as it stands now."""
-    from ..recall import users_own
 
     try:
-        return all(users_own(store, n, store.get(n).digest) for n in names)
+        gate = Policy(store)
+        return all(gate.verdict(n).users for n in names)
     except (MemdirError, LookupError):
         return False
 

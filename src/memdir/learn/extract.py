@@ -25,8 +25,9 @@ from ..gate.safetext import for_body, for_prompt, one_line
 from ..history import Operation
 from ..memory import Memory, skeleton
 from ..plan import Put, Remove
+from ..policy import Policy
 from ..providers import ChatModel, Message, complete_json, runs_locally
-from ..recall import catalogue_for, for_models, message_text
+from ..recall import catalogue_for, message_text
 from ..review import land
 from ..scopes import USER_TYPES
 from ..store import Store
@@ -486,13 +487,13 @@ def plan_extraction(
     talk = render_new(messages, start, 4 * 6000)
     # Large stores: show the memories the new talk is most likely to touch (pinned included).
     # (what no model is shown — held for review, a door's planted description — this one neither)
-    entries = for_models(store, catalogue_for(store, talk, store.config.select_catalogue_max))
+    entries = Policy(store).catalogue(catalogue_for(store, talk, store.config.select_catalogue_max))
     lines = [f"- {e.name} ({for_prompt(e.type)}): {for_prompt(e.description)}" for e in entries]
     user_entries = []
     if user_store is not None:
         user_store.refresh()
-        user_entries = for_models(
-            user_store, catalogue_for(user_store, talk, store.config.select_catalogue_max)
+        user_entries = Policy(user_store).catalogue(
+            catalogue_for(user_store, talk, store.config.select_catalogue_max)
         )
         lines += [
             f"- {e.name} ({for_prompt(e.type)}) [user]: {for_prompt(e.description)}"

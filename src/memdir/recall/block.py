@@ -8,26 +8,19 @@ This module does NOT choose memories (``choose``) and does NOT write them.
 from __future__ import annotations
 
 import dataclasses
-import os
-import weakref
 from collections.abc import Callable, Collection, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from .. import prompts
 from ..code.anchors import outdated, project_of
-from ..config import standing_kind
-from ..disk.layout import ACCEPTED
 from ..entry import Entry
-from ..errors import InvalidMemory, MemdirError
-from ..gate.decisions import accepted, active, holds
-from ..gate.instructions import screen
-from ..gate.provenance import HAND
+from ..errors import MemdirError
 from ..gate.safetext import for_body, for_prompt, one_line
 from ..memory import CONFLICT_KEY, Memory
+from ..policy import Policy, planted_description, visible_past
 from ..providers import Message
-from ..scopes import Reader, Scope, Scopes
-from ..store import Store
+from ..scopes import Reader, Scopes
 
 if TYPE_CHECKING:
     from ..asof import Held
@@ -55,12 +48,13 @@ def render_block(
     """The ``<relevant_memories>`` block for these memories (and these turns of earlier
     conversations, after them), escaped, within the budget."""
     store = Scopes.of(store)
+    gate = Policy(store)
     several = len(store.scopes) > 1
     parts: list[str] = []
     used = estimate_tokens(PREAMBLE) + 20
     omitted: list[str] = []
     for name in names:
-        mem = _shown(store, name)
+        mem = gate.offered(name)
         if mem is None:
             continue
         scope = store.scope_of(name) if several else None
@@ -132,50 +126,6 @@ def _outdated(store: Scopes, shown: str, mem: Memory) -> str | None:
     return outdated(f"{mem.description}\n{mem.body}", mem.updated, project_of(scope.store.root))
 
 
-def _shown(store: Scopes, name: str) -> Memory | None:
-    """The memory ``name`` if a model may be shown it: readable, not held back for review,
-    not an instruction planted for the agent, and not a rule that waits for the user's
-    acceptance (a text of a standing kind someone else wrote reaches no model as a memory to
-    act on, at a session start or with a prompt)."""
-    try:
-        mem = store.get(name)
-        if held_back(store, name, mem) or planted(store, name, mem):
-            return None
-        rule = standing_kind(mem.type, mem.pinned) and CONFLICT_KEY not in mem.extra
-        if rule and not users_own(store, name, mem.digest):
-            return None  # (a conflicted one shows this side of git's, marked: see below)
-        store.scope_of(name)
-    except (InvalidMemory, LookupError):
-        return None
-    return mem
-
-
-def shown(store: Reader, names: Sequence[str]) -> list[str]:
-    """Of these memories, those ``render_block`` shows a model (the budget aside)."""
-    scopes = Scopes.of(store)
-    return [n for n in names if _shown(scopes, n) is not None]
-
-
-def visible_past(store: Reader, found: Sequence[tuple[str, Held]]) -> list[tuple[str, Held]]:
-    """The memories as they stood at a moment (``asof``) that a model may be shown: the past
-    passes the same doors as the present. A text held for review, or one that reads as an
-    instruction planted for an agent, is left out (a replaced version is screened whoever
-    wrote it: its origin is not kept)."""
-    scopes = {sc.name: sc for sc in Scopes.of(store).scopes}
-    out = []
-    for scope, held in found:
-        where, mem = scopes.get(scope), held.memory
-        if where is None or where.store is None:
-            continue
-        if held.until is None:
-            if _held(where, mem.name, mem) or planted(where.store, mem.name, mem):
-                continue
-        elif screen(f"{mem.description}\n{mem.body}") is not None:
-            continue
-        out.append((scope, held))
-    return out
-
-
 def render_past(
     store: Reader, found: Sequence[tuple[str, Held]], when: str, budget_tokens: int
 ) -> str:
@@ -209,87 +159,6 @@ def render_past(
         + "\n".join(parts)
         + "\n</relevant_memories>"
     )
-
-
-def planted(store: Reader, shown: str, mem: Memory) -> bool:
-    """Whether a memory someone other than the user wrote (a repository, a teammate, another
-    agent, a hand edit) and the user did not accept reads as an instruction planted for the
-    agent (``instructions``): screened again each time it would be shown, whatever was
-    screened when it was written."""
-    try:
-        if Scopes.of(store).origin(shown, mem.digest).users:
-            return False  # (the user's own words: no screen to pay for)
-    except (MemdirError, LookupError, OSError):
-        pass  # an origin that cannot be read is nobody's: screened
-    if screen(f"{mem.description}\n{mem.body}") is None:
-        return False
-    return not users_own(store, shown, mem.digest)
-
-
-def users_own(store: Reader, shown: str, digest: str | None) -> bool:
-    """Whether the memory ``shown`` (with text ``digest``) is the user's own instruction:
-    this machine's user gave it, or accepted exactly this text (``decisions.accepted``)."""
-    scopes = Scopes.of(store)
-    try:
-        if scopes.origin(shown, digest).users:
-            return True
-    except (MemdirError, LookupError, OSError):
-        return False  # an origin that cannot be read is nobody's
-    try:
-        scope, name = scopes.locate(shown)
-    except LookupError:
-        return False
-    return scope.store is not None and accepted(scope.store.internal, name, digest)
-
-
-def planted_description(store: Reader, shown: str, description: str) -> bool:
-    """Whether a description a door brought (not the user's words) orders the agent about:
-    indexes and listings a model reads leave it out."""
-    if screen(description) is None:
-        return False
-    try:
-        digest = Scopes.of(store).get(shown).digest
-    except (MemdirError, LookupError, OSError):
-        return True
-    return not users_own(store, shown, digest)
-
-
-def held_back(store: Reader, shown: str, mem: Memory | None = None) -> bool:
-    """Whether the memory shown as ``shown`` is held back from recall until a person reviews
-    it (``decisions.holds``): an arrival from elsewhere, an instruction-shaped text; and under
-    ``review = "ask"``, a text memdir did not write (a ``git pull``, a clone, a checkout,
-    another program, a hand edit) until the user accepts it (``memdir accept``)."""
-    store = Scopes.of(store)
-    scope, name = store.locate(shown)
-    if scope.store is None:
-        return False
-    asks = scope.writable and scope.store.config.review == "ask"
-    if name not in holds(scope.store.root) and not asks:
-        return False
-    return _held(scope, name, store.get(shown) if mem is None else mem)
-
-
-def _held(scope: Scope, name: str, mem: Memory) -> bool:
-    """Whether this text of ``name`` in ``scope``'s store waits for a person: held, or under
-    ``review = "ask"`` come through a door and not accepted."""
-    if scope.store is None:
-        return False
-    root = scope.store.root
-    if name in holds(root) and active(root, name, mem.digest) is not None:
-        return True
-    asks = scope.writable and scope.store.config.review == "ask"
-    return asks and unlogged(scope.store, name, mem)
-
-
-def unlogged(store: Store, name: str, mem: Memory) -> bool:
-    """Whether the text of ``name`` came through a door memdir did not log and the user has
-    not accepted it."""
-    try:
-        if store.origin(name).label != HAND:
-            return False
-    except (MemdirError, LookupError, OSError):
-        pass  # an origin that cannot be read is nobody's
-    return not accepted(store.internal, name, mem.digest)
 
 
 def origin_label(store: Reader, name: str, digest: str | None = None) -> str:
@@ -376,7 +245,7 @@ def index_section(
     several scopes, each has its part (headed by its name), within the same overall bound.
     ``omit``: names (as the catalogue shows them) already given in full beside it."""
     store = Scopes.of(store)
-    held = held_names(store) | set(omit)
+    held = Policy(store).held() | set(omit)
 
     def planted_line(e: Entry) -> bool:
         return planted_description(store, e.name, e.description)
@@ -399,51 +268,6 @@ def index_section(
         if lines:
             out.append(f"### {name} ({_SCOPE_NOTES.get(name.split(':')[0], '')})\n{lines}")
     return "\n".join(out) or NO_MEMORIES
-
-
-def held_names(store: Reader) -> set[str]:
-    """The names (as the catalogue shows them) of every memory held back from recall."""
-    out = set()
-    scopes = Scopes.of(store)
-    located = {(sc.name, e.name): shown for sc, e, shown in scopes.located()}
-    for scope, st in scopes.stores():
-        for name in holds(st.root):
-            try:
-                if active(st.root, name, st.get(name).digest) is not None:
-                    out.add(located.get((scope.name, name), name))
-            except (InvalidMemory, LookupError):
-                continue
-        if scope.writable and st.config.review == "ask":
-            out |= {located.get((scope.name, n), n) for n in unlogged_names(st)}
-    return out
-
-
-# per store: the names whose text memdir did not write, as of the store's version and the
-# acceptances file (each memory's file is read to know: once per change, not once per prompt)
-_UNLOGGED: weakref.WeakKeyDictionary[Store, tuple[tuple[int, int], set[str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def unlogged_names(st: Store) -> set[str]:
-    """The names of ``st`` whose text memdir did not write and the user did not accept."""
-    try:
-        stamp = os.stat(st.internal / ACCEPTED).st_mtime_ns
-    except OSError:
-        stamp = 0
-    key = (st.version, stamp)
-    known = _UNLOGGED.get(st)
-    if known is not None and known[0] == key:
-        return known[1]
-    names = set()
-    for e in st.entries():
-        try:
-            if unlogged(st, e.name, st.get(e.name)):
-                names.add(e.name)
-        except (InvalidMemory, LookupError):
-            continue
-    _UNLOGGED[st] = (key, names)
-    return names
 
 
 _SCOPE_NOTES = {

@@ -22,10 +22,11 @@ from .. import prompts
 from ..entry import Entry, Hit
 from ..errors import LLMError, MemdirError
 from ..gate.safetext import for_body, for_prompt, speaker_turn
+from ..policy import Policy, shown
 from ..providers import ChatModel, Message, complete_json, runs_locally
 from ..scopes import Reader, Scopes
 from ..store import Store
-from .block import estimate_tokens, held_names, planted_description, render_block
+from .block import estimate_tokens, render_block
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -109,17 +110,6 @@ def search_query(messages: list[Message]) -> str:
     users = [message_text(m) for m in messages if m.get("role") == "user"]
     users = [u for u in users if u.strip() and u.strip() != "[tool result]"]
     return "\n".join(users[-2:])[-MAX_QUERY_CHARS:]  # a pasted file is not a question
-
-
-def for_models(store: Reader, entries: list[Entry]) -> list[Entry]:
-    """Of these catalogue entries, those a model may be shown: not held back for review, no
-    description a door planted (selection, extraction)."""
-    held = held_names(store)
-    return [
-        e
-        for e in entries
-        if e.name not in held and not planted_description(store, e.name, e.description)
-    ]
 
 
 def catalogue_for(store: Reader, query: str, limit: int) -> list[Entry]:
@@ -286,7 +276,7 @@ def _select(
     if not store.entries():
         return Selection([], "search" if model is None else "llm", note="the store is empty")
     if model is not None:  # what no model is shown, the memory model neither
-        catalogue = for_models(store, catalogue_for(store, query, cfg.select_catalogue_max))
+        catalogue = Policy(store).catalogue(catalogue_for(store, query, cfg.select_catalogue_max))
         lines = "\n".join(
             f"{i}. {e.name} ({for_prompt(e.type)}{_scope_tag(store, e)}) —"
             f" {for_prompt(e.description)}"
@@ -472,7 +462,6 @@ def log_recall(
     from html import escape
 
     from ..recalllog import Recalled, record
-    from .block import shown
 
     scopes = Scopes.of(store)
     target = scopes.home()
