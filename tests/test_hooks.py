@@ -829,8 +829,10 @@ def test_with_nothing_stored_the_hook_makes_no_model_client(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
     made: list[Any] = []
-    real = hooks._memory_model
-    monkeypatch.setattr(hooks, "_memory_model", lambda *a: made.append(a) or real(*a))
+    from memdir.integrations import race
+
+    real = race.memory_model
+    monkeypatch.setattr(race, "memory_model", lambda *a: made.append(a) or real(*a))
     event = {"prompt": "when do we deploy?", "cwd": str(project), "session_id": "s1"}
     hooks.prompt(event, host="claude-code")
     assert made == [] and llm_server.requests == []
@@ -863,7 +865,9 @@ def test_a_memory_model_that_breaks_leaves_search_and_says_why(
     def broken(*args: Any) -> Any:
         raise RuntimeError("the client could not be made")
 
-    monkeypatch.setattr(hooks, "_memory_model", broken)
+    from memdir.integrations import race
+
+    monkeypatch.setattr(race, "memory_model", broken)
     event = {"prompt": "when do we deploy?", "cwd": str(project), "session_id": "s1"}
     out = hooks.prompt(event, host="claude-code")
     assert "We deploy on Fridays" in out

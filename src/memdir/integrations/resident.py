@@ -49,7 +49,7 @@ from ..hookclient import (
     socket_path,
 )
 from ..scopes import Scopes, user_store_dir
-from . import hooks, workerjobs
+from . import hooks, race, workerjobs
 from .lease import Lease
 
 log = logging.getLogger("memdir")
@@ -339,7 +339,7 @@ def warm() -> None:
     from ..config import load_config
 
     try:
-        hooks._memory_model(load_config(), None)
+        race.memory_model(load_config(), None)
     except Exception as exc:  # (a provider SDK's own error, a bad configuration)
         log.warning("memdir: the memory model's client was not made ahead: %s", exc)
 

@@ -20,7 +20,8 @@ from ..providers import Message
 from ..recall import message_text
 from ..scopes import open_user_store, user_store_dir
 from ..store import Store, open_store
-from .hooks import LogRecord, _model_or_why, log_line
+from .hooks import LogRecord, log_line
+from .race import model_or_why
 from .transcripts import read_session
 
 
@@ -81,7 +82,7 @@ def learn_job(data: jobs.Data, config: Config, *, by: str = "worker") -> LogReco
         messages = read_session(Path(event["transcript_path"]))
         if _nested(messages):
             raise _Nothing("a session memdir started as its memory model: not learned from")
-        model, why = _model_or_why(config, host, store.internal / USAGE)
+        model, why = model_or_why(config, host, store.internal / USAGE)
         if model is None:  # what was said is kept all the same: recall finds the turns
             from ..learn.conversation import keep_episodes
 

@@ -3,6 +3,7 @@
 - ``choose``: ``select`` / ``select_relevant_memories`` (the memory model picks from the
   catalogue; search is the fallback and the method without a model), ``episodes_for``,
   ``load_memories``, ``log_recall``.
+- ``turns``: ``episodes_for`` (the earlier turns that speak to a question).
 - ``block``: ``render_block`` (the escaped ``<relevant_memories>`` block within a budget),
   ``weave`` (in front of the current user message), ``build_system`` / ``index_section``
   (the bounded memory index of the system prompt).
@@ -30,7 +31,6 @@ from .choose import (
     Selection,
     catalogue_for,
     confident,
-    episodes_for,
     load_memories,
     log_recall,
     message_text,
@@ -39,6 +39,7 @@ from .choose import (
     select,
     select_relevant_memories,
 )
+from .turns import episodes_for
 
 __all__ = [
     "NO_MEMORIES",
