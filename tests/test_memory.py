@@ -149,7 +149,7 @@ def test_frontmatter_read_without_yaml_is_what_yaml_reads() -> None:
 
     import yaml
 
-    from memdir.memory import _plain, _yaml, parse_frontmatter
+    from memdir.frontmatter import _plain, _yaml, parse_frontmatter
 
     loader, _ = _yaml()
     pieces = ["a", "Z", "é", "日", "1", "0", "2026-01-01T00:00:00Z", " ", ":", ": ", " #", "#",
@@ -189,7 +189,7 @@ def test_plain_values_are_written_as_yaml_writes_them() -> None:
 
     import yaml
 
-    from memdir.memory import _dump_pair, _yaml
+    from memdir.frontmatter import _yaml, dump_pair
 
     dumper = _yaml()[1]
     pieces = ["a", "Z", "é", "日", "1", "2026-01-01T00:00:00Z", " ", ":", ": ", " #", "#", "'",
@@ -208,7 +208,7 @@ def test_plain_values_are_written_as_yaml_writes_them() -> None:
             width=1 << 30,
             default_flow_style=False,
         )
-        assert _dump_pair(key, value) == expected, value
+        assert dump_pair(key, value) == expected, value
 
 
 def test_git_conflict_markers_read_as_our_side_marked_conflicted() -> None:

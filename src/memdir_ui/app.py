@@ -30,6 +30,7 @@ from memdir.config import Config
 from memdir.entry import Entry
 from memdir.episodes import Turn
 from memdir.errors import MemdirError
+from memdir.frontmatter import split_frontmatter
 from memdir.gate.decisions import active
 from memdir.gate.instructions import screen
 from memdir.gate.provenance import ORIGIN_CLAIMS
@@ -523,7 +524,7 @@ def _explain(hit: Any) -> str:
 def _frontmatter(mem: memfmt.Memory | None) -> str:
     if mem is None:
         return ""
-    head, _ = memfmt.split_frontmatter(memfmt.dumps(mem))
+    head, _ = split_frontmatter(memfmt.dumps(mem))
     return head
 
 
