@@ -303,3 +303,13 @@ def _day(year: int, month: int, day: int) -> Period | None:
     except ValueError:  # 2023-02-30
         return None
     return Period(year, month, day)
+
+
+def turns_in_period_first(
+    ranked: list[tuple[str, float, bool]], period: Period
+) -> list[tuple[str, float, bool]]:
+    """The hits said in the period the question names weigh more (``periods.weight``); a
+    file's name starts with the day its turns were said."""
+    out = [(ref, score * weight(period, ref[:10]), close) for ref, score, close in ranked]
+    out.sort(key=lambda r: (-r[1], r[0]))
+    return out

@@ -29,20 +29,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import Config
-from .disk.atomic import append_nofollow, write_atomic
-from .disk.layout import INDEX_DB
-from .find import periods
-from .find.cachedb import CacheDB, damaged
-from .find.periods import Period
-from .find.search import Doc, SearchIndex, tokenize
-from .gate.instructions import screen as screen_instructions
-from .gate.safetext import speaker_turn
-from .gate.secrets import redact
+from ..config import Config
+from ..disk.atomic import append_nofollow, write_atomic
+from ..disk.layout import INDEX_DB
+from ..find import periods
+from ..find.cachedb import damaged
+from ..find.search import Doc, SearchIndex, tokenize
+from ..gate.instructions import screen as screen_instructions
+from ..gate.safetext import speaker_turn
+from ..gate.secrets import redact
+from .amends import amended, amending
+from .made import Made
 
 if TYPE_CHECKING:
-    from .find.embed import Embedder
-    from .find.vectors import VectorIndex
+    from ..find.embed import Embedder
+    from ..find.vectors import VectorIndex
 
 log = logging.getLogger("memdir")
 
@@ -195,7 +196,7 @@ class Episodes:
         marked: list[str] = []
         for ref in refs:
             turn = mine.get(ref)
-            says = _amending(turn.text) if turn is not None else ""
+            says = amending(turn.text) if turn is not None else ""
             if turn is None or turn.held or not says:
                 continue
             found = [
@@ -345,7 +346,7 @@ class Episodes:
         if embedder is None:
             ranked = [(ref, score, False) for ref, score in index.search(query, wide)]
         else:
-            from .find.vectors import hybrid
+            from ..find.vectors import hybrid
 
             vectors = self._embedded(embedder, sizes, budget)
             bm25 = index.search(query, max(k, CANDIDATES))
@@ -354,7 +355,7 @@ class Episodes:
                 for r in hybrid(embedder, query, bm25, lambda q: [vectors.cosines(q)], wide * 2)
             ]
         if period is not None:
-            ranked = _in_period_first(ranked, period)[: k * 2]
+            ranked = periods.turns_in_period_first(ranked, period)[: k * 2]
         names = {ref.split("#")[0] for ref, _, _ in ranked}
         by_ref = {t.ref: t for name in names for t in self._turns_in(name)}
         # only the files that hold a hit are read
@@ -408,7 +409,7 @@ class Episodes:
         are read, unless one went or shrank) within ``budget`` seconds."""
         import hashlib
 
-        from .find.vectors import Text, VectorIndex
+        from ..find.vectors import Text, VectorIndex
 
         made = self._made_of()
         if self._vectors is None or self._vectors.embedder is not embedder:
@@ -470,107 +471,6 @@ class Episodes:
         if self._made is not None:
             self._made.close()
         self._made = self._index = self._vectors = None
-
-
-class Made(CacheDB):
-    """What the episodes' parts of the store's index were made from: per part (``TEXT``,
-    ``VECTORS``), each file's size when the part was last brought up to date with it."""
-
-    def _schema(self, db: sqlite3.Connection) -> None:
-        self.built(
-            db,
-            "files",
-            "1",
-            f"""
-                DROP TABLE IF EXISTS {self.prefix}files;
-                CREATE TABLE {self.prefix}files (part TEXT, name TEXT, size INTEGER,
-                    PRIMARY KEY (part, name))
-            """,
-        )
-
-    def of(self, part: str) -> dict[str, int]:
-        """The files and sizes ``part`` was last brought up to date with."""
-        sql = f"SELECT name, size FROM {self.prefix}files WHERE part = ?"
-        return {str(n): int(size) for n, size in self.db.execute(sql, (part,))}
-
-    def note(self, part: str, sizes: dict[str, int]) -> None:
-        """``part`` is up to date with these files of these sizes."""
-        with self.transaction() as db:
-            db.execute(f"DELETE FROM {self.prefix}files WHERE part = ?", (part,))
-            db.executemany(
-                f"INSERT INTO {self.prefix}files VALUES (?, ?, ?)",
-                [(part, name, size) for name, size in sizes.items()],
-            )
-
-    def any(self) -> bool:
-        """Whether the index holds anything of the episodes."""
-        tables = [
-            name
-            for (name,) in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if name in {f"{self.prefix}{t}" for t in ("files", "docs", "vec_docs")}
-        ]
-        return any(self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in tables)
-
-
-# what a user says when a decision changed
-_AMENDS = re.compile(
-    r"\b(?:from now on|instead(?: of)?|going forward|from here on|no longer|not anymore|"
-    r"changed? (?:our|my) minds?|chang(?:e|ed|ing) (?:it|that|this) to|switch(?:ed|ing)? (?:it |"
-    r"over )?to|replac(?:e|ed|ing)|scrap (?:that|this)|revers(?:e|ed|ing)|revert(?:ed|ing)?|"
-    r"actually,|rather than|update:|amend(?:ed|ing)?|on second thought)\b",
-    re.IGNORECASE,
-)
-# what a turn says when it decides something
-_DECIDES = re.compile(
-    r"\b(?:decided?|decision|settled on|settle on|agreed?|go with|going with|we(?:'ll| will) use|"
-    r"let'?s use|use|always|never|must|should|policy|rule|standard|convention|pick(?:ed)?|"
-    r"chose|choose|keep|set)\b",
-    re.IGNORECASE,
-)
-_USER_LINE = re.compile(r"^user:\s?", re.IGNORECASE)
-_GENERIC = frozenset(
-    tokenize(
-        "we our us you your i my it this that now from on instead going forward decided decision"
-        " use using always never should must change changed mind actually let lets team project"
-        " code rather than anymore longer replace replaced switch switched settle settled agree"
-        " agreed keep set new old"
-    )
-)
-
-
-def _users_words(text: str) -> str:
-    """What the user said in a kept turn (its ``user:`` lines), else the whole turn."""
-    lines = text.splitlines()
-    users = [_USER_LINE.sub("", line) for line in lines if _USER_LINE.match(line)]
-    return "\n".join(users) if users else text
-
-
-def _amending(text: str) -> str:
-    """The sentences of the user's words in a kept turn that say a decision changed ('':
-    none)."""
-    sentences = re.split(r"(?<=[.!?])\s+|\n+", _users_words(text))
-    return " ".join(s for s in sentences if _AMENDS.search(s))
-
-
-def amended(earlier: str, later: str) -> bool:
-    """Whether the later turn changes what the earlier one decided: the earlier decides
-    something, and the two share the subject — at least three of the informative words of
-    the later user's sentences that say what changed, and half of them."""
-    if not _DECIDES.search(_users_words(earlier)):
-        return False
-    theirs = set(tokenize(_amending(later))) - _GENERIC
-    shared = theirs & set(tokenize(_users_words(earlier)))
-    return len(shared) >= 3 and 2 * len(shared) >= len(theirs)
-
-
-def _in_period_first(
-    ranked: list[tuple[str, float, bool]], period: Period
-) -> list[tuple[str, float, bool]]:
-    """The hits said in the period the question names weigh more (``periods.weight``); a
-    file's name starts with the day its turns were said."""
-    out = [(ref, score * periods.weight(period, ref[:10]), close) for ref, score, close in ranked]
-    out.sort(key=lambda r: (-r[1], r[0]))
-    return out
 
 
 def _joined(span: list[Turn]) -> Turn:
