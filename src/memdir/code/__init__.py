@@ -1,3 +1,3 @@
-"""What memdir knows of code: a convention's slot and whether a change breaks it
-(``conventions``), and the files and symbols a memory names, checked against the working
+"""What memdir knows of code: a convention's slot (``conventions``), what code or a command
+breaks it (``breaks``), and the files and symbols a memory names, checked against the working
 tree (``anchors``)."""
