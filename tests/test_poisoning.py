@@ -162,7 +162,7 @@ def test_a_planted_text_and_invisible_characters_reach_no_model_by_any_exit(
     """MCP's read (and memory://NAME) of a planted instruction a door brought gives a note,
     not its text; Unicode tag characters (an invisible instruction) and bidirectional marks
     in a memory are gone from what recall and MCP's read hand a model."""
-    from memdir.integrations.mcp_memory import as_read
+    from memdir.integrations.mcp_shown import as_read
     from memdir.recall.block import render_block
     from memdir.scopes import Scopes
 

@@ -78,7 +78,7 @@ def test_every_surface_asks_the_gate(tmp_path: Path, monkeypatch: pytest.MonkeyP
     """With a gate that lets nothing through, no surface shows a model any text: recall's
     block, a session's start, the memory catalogue, MCP's read and the memory tool — none has
     a way to the texts of its own."""
-    from memdir.integrations.mcp_memory import as_read
+    from memdir.integrations.mcp_shown import as_read
     from memdir.recall import render_block
     from memdir.scopes import Scopes
     from memdir.standing import standing

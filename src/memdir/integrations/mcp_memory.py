@@ -21,13 +21,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from ..asof import moment, search_stores_at
 from ..config import STANDING_TYPES, Config
 from ..disk.layout import USAGE
-from ..entry import Entry
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
-from ..gate.safetext import lines_of, one_line, visible
-from ..memory import Memory, dumps, slugify
+from ..gate.safetext import lines_of, one_line
+from ..memory import Memory, slugify
 from ..notes import guess_type
 from ..plan import Put, Remove
-from ..policy import HELD, Policy, planted_description, shown, visible_past
+from ..policy import Policy, shown, visible_past
 from ..providers import Message
 from ..recall import (
     estimate_tokens,
@@ -41,6 +40,7 @@ from ..review import Landed, held_why, land
 from ..scopes import PROJECT, USER, Scopes, open_user_store, route, user_store_dir
 from ..store import Store, open_store
 from ..store.base import restoring
+from .mcp_shown import as_read, described, pick, where
 
 log = logging.getLogger("memdir.mcp")
 PAGE_TOKENS = 2000  # a page of `list` never costs the host more than this
@@ -477,47 +477,3 @@ class MemoryServer:
             raise ResourceError(str(exc)) from None
         except OSError as exc:
             raise ResourceError(f"{exc.strerror or exc} — check the store folder") from None
-
-
-def as_read(scopes: Scopes, name: str) -> str:
-    """A memory as a client reading it by name gets it: its file, then where it came from
-    (a text from elsewhere is marked as such); a held one only says it is held."""
-    mem = scopes.get(name)
-    verdict = Policy(scopes).verdict(name, mem)
-    if not verdict.model and verdict.why == HELD:
-        return held_note(name)
-    if not verdict.model:
-        return f"{name}: not shown — {verdict.why}; the user sees it with 'memdir show {name}'"
-    origin = scopes.origin(name, mem.digest)
-    text = visible(dumps(mem))  # (nothing a person cannot see: tag characters, bidi marks)
-    return text + f"\n(from: {origin.label}" + (f", {origin.at})" if origin.at else ")")
-
-
-def held_note(name: str) -> str:
-    """What a client asking for a held memory by name gets instead of its text."""
-    return (
-        f"{name} is held for review: it came from elsewhere (a sync, a repository, another"
-        " author) and is not shown until the user approves it ('memdir review')."
-    )
-
-
-def pick(what: str, *values: Any) -> Any:
-    """The first of several accepted argument names that was given."""
-    for v in values:
-        if v is not None and v != "":
-            return v
-    raise ToolError(f"missing {what} — pass it as {what!r}")
-
-
-def described(scopes: Scopes, entry: Entry) -> str:
-    """An entry's description as a listing shows a model: one that a door brought and that
-    orders the agent about is not shown, and the listing says why."""
-    if planted_description(scopes, entry.name, entry.description):
-        return "(not shown: it reads as an instruction to an agent, not the user's words)"
-    return one_line(entry.description)
-
-
-def where(scopes: Scopes, shown: str) -> str:
-    """ ", user" (or ", shared:…") for a memory outside the project's store."""
-    scope = scopes.scope_of(shown)
-    return "" if scope == PROJECT else f", {scope}"
