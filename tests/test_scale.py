@@ -23,7 +23,7 @@ from memdir.disk.layout import state_dir
 from memdir.learn.consolidate import changed_since_last_run, consolidate_memories, is_due
 from memdir.memory import Memory
 from memdir.testing import FakeModel
-from memdir_agent.loop import MemoryWorker
+from memdir_agent.worker import MemoryWorker
 
 from fakeserver import FakeLLMServer, Scripted, reply
 

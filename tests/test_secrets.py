@@ -145,7 +145,7 @@ def test_handed_over_conversations_are_private_and_redacted(tmp_path: Path) -> N
     import os
     import stat
 
-    from memdir_agent.loop import MemoryWorker
+    from memdir_agent.worker import MemoryWorker
 
     spool = tmp_path / "pending"
     release = threading.Event()

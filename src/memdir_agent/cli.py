@@ -106,7 +106,7 @@ def run_cmd(c: Ctx, task: tuple[str, ...], yes: bool, as_json: bool) -> None:
     try:
         session = new_session(c, out=io.StringIO() if as_json else None, yes=yes)
     except LLMUnavailable as exc:  # the user's words are not lost with the model
-        from memdir_agent.loop import keep_for_later
+        from memdir_agent.worker import keep_for_later
 
         keep_for_later(c.store, [{"role": "user", "content": words}])
         raise LLMUnavailable(

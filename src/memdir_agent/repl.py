@@ -23,7 +23,7 @@ from memdir.memory import slugify
 from memdir.providers import ChatModel, Message
 from memdir.scopes import Scopes
 from memdir.store import Store
-from memdir_agent.loop import EXIT_WAIT, MemoryWorker, Turn, agent_loop, resume_handed_over
+from memdir_agent.loop import Turn, agent_loop
 from memdir_agent.permissions import Gate
 from memdir_agent.terminal import (
     Spinner,
@@ -34,6 +34,7 @@ from memdir_agent.terminal import (
     use_readline,
 )
 from memdir_agent.tools import Tools
+from memdir_agent.worker import EXIT_WAIT, MemoryWorker, resume_handed_over
 
 HELP = """Commands:
   /memory            list memories

@@ -15,7 +15,7 @@ def pending_job(config: Config) -> jobs.Handler:
         from memdir.providers import make_model
         from memdir.scopes import user_store_dir
         from memdir.store import open_store
-        from memdir_agent.loop import finish_handed_over
+        from memdir_agent.worker import finish_handed_over
 
         store = open_store(config, create=False, watch=False)
         model = make_model(config, memory=True, usage_log=store.internal / USAGE)
