@@ -6,11 +6,9 @@ This module does NOT check who is asking (``access`` does) or start the server (
 
 from __future__ import annotations
 
-import difflib
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -27,56 +25,39 @@ from starlette.templating import Jinja2Templates
 from memdir import memory as memfmt
 from memdir import review as queue
 from memdir.config import Config
-from memdir.entry import Entry
 from memdir.episodes import Turn
 from memdir.errors import MemdirError
-from memdir.frontmatter import split_frontmatter
 from memdir.gate.decisions import active
 from memdir.gate.instructions import screen
 from memdir.gate.provenance import ORIGIN_CLAIMS
 from memdir.policy import Policy
-from memdir.recalllog import RecallEntry, Use
+from memdir.recalllog import Use
 from memdir.recalllog import entries as recall_entries
-from memdir.recalllog import uses as recall_uses
 from memdir.scopes import Scopes
 from memdir.standing import accept_as_users, waiting
 from memdir.store import Store
 from memdir.usage import UsageLog
 from memdir_ui.access import Access
 from memdir_ui.charts import growth_chart, usage_chart
+from memdir_ui.shown import (
+    Event,
+    Row,
+    ShownRecall,
+    back_to,
+    explain_hit,
+    frontmatter_of,
+    markdown,
+    recalled_line,
+    turns_in,
+    unused_since,
+    uses_in,
+    valid_name,
+    version_diff,
+)
 
 HERE = Path(__file__).parent
 PAGE = 100  # memories per page
 HOW = {"llm": "the model's pick", "search": "search", "search-fallback": "search (model failed)"}
-
-
-@dataclass(frozen=True)
-class Event:
-    """One line of the activity timeline: a logged operation or a recall."""
-
-    time: str
-    scope: str
-    source: str
-    summary: str
-    changes: list[tuple[str, str, str]]  # action, name, why (a merge's or retirement's reason)
-    kind: str  # "change" or "recall"
-
-
-class ShownRecall(RecallEntry):
-    """A recall as the recall-log page shows it: with the store it was logged in."""
-
-    store: str
-
-
-@dataclass
-class Row:
-    """One memory in a list: where it is and what it says."""
-
-    scope: str
-    entry: Entry
-    shown: str
-    score: float | None = None
-    explain: str = ""
 
 
 class UI:
@@ -94,7 +75,7 @@ class UI:
         self._config, self._also = config, also
         self.lock = threading.Lock()  # one page at a time touches the stores
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.globals["markdown"] = _markdown
+        self.templates.env.globals["markdown"] = markdown
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -144,7 +125,7 @@ class UI:
         with self.lock:
             if query:
                 rows = [
-                    Row(h.scope or "", h.entry, h.name, h.score, _explain(h) if explain else "")
+                    Row(h.scope or "", h.entry, h.name, h.score, explain_hit(h) if explain else "")
                     for h in self.scopes.search(query, 50, explain=explain)
                 ]
             else:
@@ -165,7 +146,7 @@ class UI:
             and (q.get("conflicted") != "1" or r.entry.conflicted)
             and (q.get("week") != "1" or (r.entry.updated or r.entry.created or "") >= week)
             and (q.get("stands") != "1" or r.shown in stands)
-            and (not stale_days or _unused_since(used.get(r.shown), stale_days))
+            and (not stale_days or unused_since(used.get(r.shown), stale_days))
         ]
         number = max(1, int(q.get("page", "1") or 1)) if q.get("page", "1").isdigit() else 1
         shown = rows[(number - 1) * PAGE : number * PAGE]
@@ -209,7 +190,7 @@ class UI:
         q = request.query_params
         with self.lock:
             store = self._store(scope)
-            versions = store.history(name) if _valid(name) else []
+            versions = store.history(name) if valid_name(name) else []
             try:
                 mem = store.get(name)
             except MemdirError:
@@ -217,7 +198,7 @@ class UI:
                     return self.page(request, "missing.html", status=404, name=name, scope=scope)
                 mem = None
             a, b = q.get("a", ""), q.get("b", "")
-            diff = _diff(store, name, mem, a, b) if a and b else None
+            diff = version_diff(store, name, mem, a, b) if a and b else None
             shown = self._shown(scope, name)
             origin = self._origin(shown) if mem is not None else ""
             held = mem is not None and shown in Policy(self.scopes).held()
@@ -233,7 +214,7 @@ class UI:
             name=name,
             mem=mem,
             text=memfmt.dumps(mem) if mem is not None else "",
-            front=_frontmatter(mem),
+            front=frontmatter_of(mem),
             versions=list(reversed(versions)),
             diff=diff,
             a=a,
@@ -254,15 +235,7 @@ class UI:
 
     def _uses(self) -> dict[str, Use]:
         """How each memory was used, from the recall logs of the stores written here."""
-        out: dict[str, Use] = {}
-        for _, store in self._writable():
-            for name, use in recall_uses(store.internal).items():
-                mine = out.setdefault(name, {"recalled": 0, "stood": 0, "last": None})
-                mine["recalled"] += use["recalled"]
-                mine["stood"] += use["stood"]
-                if use["last"] and (mine["last"] is None or use["last"] > mine["last"]):
-                    mine["last"] = use["last"]
-        return out
+        return uses_in([store for _, store in self._writable()])
 
     def _standing_names(self) -> tuple[str, ...]:
         """The memories that stand at a session start now."""
@@ -318,7 +291,7 @@ class UI:
                 elif action == "move":
                     to = form.get("to", "")
                     self.scopes.move(name, scope, to, source="ui")
-                    return _back(f"/memory/{quote(to)}/{quote(name)}", f"Moved to {to}.")
+                    return back_to(f"/memory/{quote(to)}/{quote(name)}", f"Moved to {to}.")
                 elif action == "accept":  # the text the page showed, and only that
                     if not form.get("digest"):
                         raise MemdirError(
@@ -346,7 +319,7 @@ class UI:
                 draft = form if action == "edit" else None
                 error = str(exc)
         if done:
-            return _back(f"/memory/{quote(scope)}/{quote(name)}", done)
+            return back_to(f"/memory/{quote(scope)}/{quote(name)}", done)
         return self._memory_page(request, scope, name, error=error, draft=draft, status=409)
 
     # -- review ----------------------------------------------------------------------------
@@ -426,7 +399,7 @@ class UI:
                         store, pid, index, approve=verb == "approve", edited=edited, source="ui"
                     )
             except (MemdirError, ValueError, KeyError, IndexError) as exc:
-                return _back("/review", f"Not done: {exc}")
+                return back_to("/review", f"Not done: {exc}")
         word = "Approved" if verb == "approve" else "Rejected"
         done = f"{word} {len(picked)} change{'s' if len(picked) != 1 else ''}."
         if left:
@@ -434,7 +407,7 @@ class UI:
                 f" Left: {', '.join(proposal.items[i].name for i in left)} — each reads as an"
                 " instruction to an agent; approve it on its own if it is truly yours."
             )
-        return _back("/review", done)
+        return back_to("/review", done)
 
     # -- activity and recalls --------------------------------------------------------------
 
@@ -447,7 +420,9 @@ class UI:
                     changes = [(c["action"], c["name"], c.get("reason") or "") for c in op.changes]
                     events.append(Event(op.time, scope, op.source, op.summary, changes, "change"))
                 for e in recall_entries(store.internal, 100):
-                    events.append(Event(e["time"], scope, e["source"], _recalled(e), [], "recall"))
+                    events.append(
+                        Event(e["time"], scope, e["source"], recalled_line(e), [], "recall")
+                    )
                 usage += UsageLog(store.internal / "usage.jsonl").totals()
             entries = [e for _, e, _ in self.scopes.located()]
         events.sort(key=lambda e: e.time, reverse=True)
@@ -472,98 +447,7 @@ class UI:
 
     def _turns(self) -> dict[str, Turn]:
         """The kept turns of the stores written here, by their ref (what a recall names)."""
-        from memdir.episodes import Episodes
-
-        out: dict[str, Turn] = {}
-        for _, store in self._writable():
-            kept = Episodes(store.internal, store.config)
-            try:
-                out.update((t.ref, t) for t in kept.turns())
-            finally:
-                kept.close()
-        return out
-
-
-def _unused_since(use: Use | None, days: int) -> bool:
-    """Neither recalled nor given at a session start in the last ``days`` days."""
-    if use is None or use["last"] is None:
-        return True
-    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days * 86400))
-    return use["last"] < since
-
-
-def _recalled(entry: RecallEntry) -> str:
-    """A recall as one timeline line: the memories by name, the episodes it added counted
-    (an episode is a turn of a conversation, not a memory)."""
-    names = [m["name"] for m in entry["memories"] if m.get("scope") != "episode"]
-    said = len(entry["memories"]) - len(names)
-    parts = [", ".join(names)] if names else []
-    if said:
-        parts.append(f"{said} earlier conversation turn{'s' if said != 1 else ''}")
-    return "recalled " + (" and ".join(parts) or "nothing")
-
-
-def _valid(name: str) -> bool:
-    try:
-        memfmt.validate_name(name)
-    except MemdirError:
-        return False
-    return True
-
-
-def _back(path: str, done: str) -> Response:
-    return RedirectResponse(f"{path}?{urlencode({'done': done})}", status_code=303)
-
-
-def _explain(hit: Any) -> str:
-    bm25 = "—" if hit.bm25_rank is None else f"#{hit.bm25_rank} ({hit.bm25:.2f})"
-    dense = "—" if hit.dense_rank is None else f"#{hit.dense_rank} ({hit.cosine:.3f})"
-    return f"BM25 {bm25} · dense {dense}"
-
-
-def _frontmatter(mem: memfmt.Memory | None) -> str:
-    if mem is None:
-        return ""
-    head, _ = split_frontmatter(memfmt.dumps(mem))
-    return head
-
-
-def _text_of(store: Store, name: str, mem: memfmt.Memory | None, which: str) -> str:
-    if which == "now":
-        return memfmt.dumps(mem) if mem is not None else ""
-    return store.version_text(name, int(which.lstrip("v")))
-
-
-def _diff(
-    store: Store, name: str, mem: memfmt.Memory | None, a: str, b: str
-) -> list[tuple[str, str]] | str:
-    """The lines of a diff between two versions ("now" or a number), each with its kind."""
-    try:
-        before, after = _text_of(store, name, mem, a), _text_of(store, name, mem, b)
-    except (MemdirError, ValueError):
-        return f"no such version: {a} or {b}"
-    out = []
-    for line in difflib.unified_diff(
-        before.splitlines(), after.splitlines(), f"{name} {a}", f"{name} {b}", lineterm=""
-    ):
-        kind = "add" if line.startswith("+") else "del" if line.startswith("-") else "ctx"
-        out.append((kind, line))
-    return out or [("ctx", "(the two versions are the same)")]
-
-
-_md: Any = None
-
-
-def _markdown(text: str) -> str:
-    """A memory body as HTML: CommonMark with raw HTML off (the text cannot inject markup)."""
-    global _md
-    if _md is None:
-        from markdown_it import MarkdownIt
-
-        _md = MarkdownIt("commonmark", {"html": False, "linkify": False})
-        _md.validateLink = lambda url: url.lower().startswith(("http://", "https://"))
-    html: str = _md.render(text)
-    return html
+        return turns_in([store for _, store in self._writable()])
 
 
 def build_app(
