@@ -145,12 +145,15 @@ def race(
 
 def _embed_question(config: Config, messages: list[Message]) -> None:
     """The prompt's vector made (and kept by ``embed.query_vector``) before search reads the
-    stores by meaning: a cold or busy embedder then holds up no reader of them."""
-    from ..find.embed import from_config, query_vector, reads
+    stores by meaning, when that costs no model load: the embedder this process has loaded
+    already (the resident's), or an endpoint's (``embedder = "http"``). A slow embedder then
+    holds up no reader of the stores. A model not loaded yet is left to search, which loads
+    it only when the stores are embedded enough to rank by meaning."""
+    from ..find.embed import from_config, loaded, query_vector, reads
     from ..recall import search_query
 
     try:
-        embedder = from_config(config)
+        embedder = loaded(config) or (from_config(config) if config.embedder == "http" else None)
     except MemdirError:  # the same error is search's to say (it ranks by full text then)
         return
     query = search_query(messages)
