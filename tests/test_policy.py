@@ -93,7 +93,6 @@ def test_every_surface_asks_the_gate(tmp_path: Path, monkeypatch: pytest.MonkeyP
         return Verdict(True, False, False, shut)
 
     monkeypatch.setattr(Policy, "verdict", nothing)
-    monkeypatch.setattr(Policy, "offered", lambda self, shown: None)
     monkeypatch.setattr(Policy, "held", lambda self: {e.name for e in self.scopes.entries()})
     assert "Postgres 16" not in render_block(store, ["db", "tabs"], 2000)
     assert "Use tabs." not in standing(store, 2000, 200, 25_000).text

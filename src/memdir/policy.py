@@ -81,8 +81,20 @@ class Policy:
         return Verdict(True, True, users, None if users or not rule else NOT_ACCEPTED)
 
     def offered(self, shown: str) -> Memory | None:
-        """The memory recall may put in front of a model as one to act on, else None."""
-        return _offered(self.scopes, shown)
+        """The memory recall may put in front of a model as one to act on, else None: one a
+        model may see that is not a rule waiting for the user's acceptance (a text of a
+        standing kind someone else wrote reaches no model as a memory to act on, at a
+        session start or with a prompt; a conflicted one shows this side of git's, marked)."""
+        try:
+            mem = self.scopes.get(shown)
+            self.scopes.scope_of(shown)
+        except (InvalidMemory, LookupError):
+            return None
+        verdict = self.verdict(shown, mem)
+        if not verdict.model:
+            return None
+        rule = standing_kind(mem.type, mem.pinned) and CONFLICT_KEY not in mem.extra
+        return None if rule and not verdict.users else mem
 
     def catalogue(self, entries: Sequence[Entry]) -> list[Entry]:
         """Of these catalogue entries, those a model may be shown (selection, extraction,
@@ -119,28 +131,10 @@ class ModelView:
         return mem
 
 
-def _offered(store: Scopes, name: str) -> Memory | None:
-    """The memory ``name`` if a model may be shown it: readable, not held back for review,
-    not an instruction planted for the agent, and not a rule that waits for the user's
-    acceptance (a text of a standing kind someone else wrote reaches no model as a memory to
-    act on, at a session start or with a prompt)."""
-    try:
-        mem = store.get(name)
-        if held_back(store, name, mem) or planted(store, name, mem):
-            return None
-        rule = standing_kind(mem.type, mem.pinned) and CONFLICT_KEY not in mem.extra
-        if rule and not users_own(store, name, mem.digest):
-            return None  # (a conflicted one shows this side of git's, marked: see below)
-        store.scope_of(name)
-    except (InvalidMemory, LookupError):
-        return None
-    return mem
-
-
 def shown(store: Reader, names: Sequence[str]) -> list[str]:
     """Of these memories, those recall offers a model (the budget aside)."""
-    scopes = Scopes.of(store)
-    return [n for n in names if _offered(scopes, n) is not None]
+    gate = Policy(store)
+    return [n for n in names if gate.offered(n) is not None]
 
 
 def visible_past(store: Reader, found: Sequence[tuple[str, Held]]) -> list[tuple[str, Held]]:
