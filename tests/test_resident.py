@@ -577,3 +577,19 @@ def test_a_resident_whose_worker_has_work_does_not_leave_for_being_idle(tmp_path
     thread.join(30)
     assert not thread.is_alive()
     listener.close()
+
+
+def test_the_installed_codes_identity_covers_the_wings_beside_it(tmp_path: Path) -> None:
+    """An upgrade that changes only a wing's file (its code runs in the resident too) gives
+    the installed memdir another identity, so no resident of the old code is asked; a package
+    of another name beside it does not count."""
+    from memdir.hookclient import code_identity
+
+    for folder in ("memdir", "memdir_git", "requests"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("# v1\n")
+    first = code_identity(tmp_path / "memdir")
+    (tmp_path / "requests" / "__init__.py").write_text("# another package, v2\n")
+    assert code_identity(tmp_path / "memdir") == first
+    (tmp_path / "memdir_git" / "__init__.py").write_text("# the wing, v2\n")
+    assert code_identity(tmp_path / "memdir") != first
