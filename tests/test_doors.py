@@ -403,7 +403,7 @@ def test_an_archive_of_a_repository_cannot_forge_who_wrote_its_rules(tmp_path: P
     (mem / ".memdir" / "accepted.json").write_text(json.dumps({"setup-step": digest}))
     jobs = mem / ".memdir" / "jobs"  # a queued job, episodes as if the user had said them
     jobs.mkdir()
-    (jobs / "1-1-pending.json").write_text('{"kind": "pending", "data": {}, "tries": 0}')
+    (jobs / "1-1-handover.json").write_text('{"kind": "handover", "data": {}, "tries": 0}')
     (mem / ".memdir" / "episodes").mkdir()
     (mem / ".memdir" / "index.sqlite").mkdir()  # (a folder where a cache goes: set aside)
     (mem / ".memdir" / "held.json").symlink_to(tmp_path / "elsewhere.json")  # (a link: aside)
@@ -414,7 +414,7 @@ def test_an_archive_of_a_repository_cannot_forge_who_wrote_its_rules(tmp_path: P
         assert origin.label == "hand" and not origin.users
         assert store.internal == state_dir(mem)
         assert not (store.internal / "jobs").exists() and not store.log()
-    assert (jobs / "1-1-pending.json").is_file()  # (left where it was: never run)
+    assert (jobs / "1-1-handover.json").is_file()  # (left where it was: never run)
     r = memdir(project, "doctor")
     assert "setup-step.md: a rule from elsewhere (from: hand)" in r.stdout, r.stdout
     assert ".memdir: not memdir's state" in r.stdout

@@ -248,7 +248,7 @@ def test_the_agent_keeps_the_turn_before_its_extraction_runs(tmp_path: Path) -> 
         release.wait(30)
         return {"memories": []}
 
-    worker = MemoryWorker(lambda kind, text: None, spool=store.internal / "pending")
+    worker = MemoryWorker(lambda kind, text: None)
     messages: list[Any] = [{"role": "user", "content": "We settle on Alembic for migrations."}]
     agent_loop(
         messages,
@@ -350,7 +350,7 @@ def test_a_turn_that_fails_or_is_interrupted_keeps_what_the_user_said(tmp_path: 
         learned.append(call)
         return {"memories": []}
 
-    worker = MemoryWorker(lambda kind, text: None, spool=store.internal / "pending")
+    worker = MemoryWorker(lambda kind, text: None)
     failing = [{"role": "user", "content": "We moved staging to PostgreSQL 17 last night."}]
     with pytest.raises(LLMError):
         agent_loop(

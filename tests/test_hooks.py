@@ -1194,7 +1194,7 @@ def test_a_worker_for_some_kinds_leaves_the_others_queued(tmp_path: Path) -> Non
     from memdir import jobs
 
     state = tmp_path / "state"
-    first = jobs.enqueue(state, "pending")
+    first = jobs.enqueue(state, "handover", {"messages": []})
     jobs.enqueue(state, "learn", {"n": 1})
     jobs.enqueue(state, "index")
     done: list[str] = []
@@ -1205,8 +1205,8 @@ def test_a_worker_for_some_kinds_leaves_the_others_queued(tmp_path: Path) -> Non
     assert jobs.work(state, handlers, only=True) == 2 and done == ["learn", "index"]
     assert jobs.queued(state) == [first] and jobs.left(state, ["learn", "index"])
     assert not jobs.failures(state)  # (a kind left alone is not a failure)
-    assert jobs.work(state, {"pending": lambda data: done.append("pending")}) == 1
-    assert done[-1] == "pending" and not jobs.left(state, [])
+    assert jobs.work(state, {"handover": lambda data: done.append("handover")}) == 1
+    assert done[-1] == "handover" and not jobs.left(state, [])
 
 
 def test_the_tool_hook_reminds_of_a_convention_an_edit_breaks_and_is_silent_otherwise(

@@ -16,7 +16,7 @@ from typing import Any
 import filelock
 import pytest
 
-from memdir import MemoryStore
+from memdir import MemoryStore, jobs
 from memdir import memory as memfmt
 from memdir.config import Config
 from memdir.disk.layout import state_dir
@@ -228,11 +228,12 @@ def test_force_still_caps_retirements(tmp_path: Path) -> None:
 
 
 def test_exiting_agent_hands_slow_memory_work_over(tmp_path: Path) -> None:
-    """Closing waits only the given time; what is left is spooled and the next worker runs it."""
-    spool = tmp_path / "pending"
+    """Closing waits only the given time; what is left is handed over (to the store's queue,
+    where the user's worker runs it)."""
+    handed: list[Any] = []
     release = threading.Event()
     events: list[tuple[str, str]] = []
-    worker = MemoryWorker(lambda k, t: events.append((k, t)), spool)
+    worker = MemoryWorker(lambda k, t: events.append((k, t)), handed.append)
     worker.submit(
         "slow extraction",
         lambda: (release.wait(10), None)[1],
@@ -246,8 +247,7 @@ def test_exiting_agent_hands_slow_memory_work_over(tmp_path: Path) -> None:
     left = worker.close(timeout=0.3)
     assert not release.is_set()  # close came back while the slow job still runs
     assert left == ["slow extraction", "queued extraction"]
-    spooled = sorted(json.loads(p.read_text())["messages"][0]["content"] for p in spool.iterdir())
-    assert spooled == ["and pytest", "remember tabs"]
+    assert sorted(h["messages"][0]["content"] for h in handed) == ["and pytest", "remember tabs"]
     release.set()
 
 
@@ -304,25 +304,25 @@ def test_a_one_shot_run_finishes_learning_in_the_background(
     assert r.returncode == 0 and "Noted." in r.stdout, r.stderr
     assert "finishing in the background: memory extraction" in r.stderr
     assert "Traceback" not in r.stderr
-    pending = state_dir(tmp_path / ".memory") / "pending"
+    state = state_dir(tmp_path / ".memory")
     user = tmp_path / "user-store"
     end = time.monotonic() + 60
     while not (user.is_dir() and "prefer-tabs" in {e.name for e in MemoryStore(user).entries()}):
         assert time.monotonic() < end, "the background learner never saved prefer-tabs"
         time.sleep(0.1)
-    while list(pending.glob("*.json*")):
-        assert time.monotonic() < end, list(pending.iterdir())
+    while jobs.queued(state, "handover", running=True):
+        assert time.monotonic() < end, jobs.queued(state, running=True)
         time.sleep(0.1)
 
     said = "We switched CI from Buildkite to GitHub Actions this sprint, remember that."
     r = run(said, ANTHROPIC_BASE_URL="http://127.0.0.1:9")
     assert r.returncode == 1 and "not reachable" in r.stderr
     assert "what you said is kept" in r.stderr and r.stderr.count("\n") == 1
-    assert len(list(pending.glob("*.json"))) == 1
+    assert len(jobs.queued(state, "handover", running=True)) == 1
     episodes = state_dir(tmp_path / ".memory") / "episodes"
     assert "Buildkite" in "".join(p.read_text() for p in episodes.glob("*.jsonl"))
     r = run("hello")
-    assert r.returncode == 0 and "resuming 1 extraction" in r.stderr, r.stderr
+    assert r.returncode == 0 and "1 extraction(s) handed over earlier" in r.stderr, r.stderr
     end = time.monotonic() + 60
     while "ci-github-actions" not in {e.name for e in MemoryStore(tmp_path / ".memory").entries()}:
         assert time.monotonic() < end, "the kept words were never learned"

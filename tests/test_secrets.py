@@ -141,15 +141,17 @@ def test_purge_removes_a_secret_from_history(store: MemoryStore, cli: CliFn) -> 
 
 
 def test_handed_over_conversations_are_private_and_redacted(tmp_path: Path) -> None:
-    """What an exiting agent leaves for the next session holds no credential and is 0600."""
+    """What an exiting agent hands over to the user's worker (a job of the store's queue)
+    holds no credential and is 0600."""
     import os
     import stat
 
-    from memdir_agent.worker import MemoryWorker
+    from memdir import jobs
+    from memdir_agent.worker import MemoryWorker, hand_over
 
-    spool = tmp_path / "pending"
+    state = tmp_path / "state"
     release = threading.Event()
-    worker = MemoryWorker(lambda kind, text: None, spool)
+    worker = MemoryWorker(lambda kind, text: None, lambda work: hand_over(state, work))
     worker.submit("slow", lambda: str(release.wait(10)) and None)
     worker.submit(
         "extract",
@@ -178,8 +180,8 @@ def test_handed_over_conversations_are_private_and_redacted(tmp_path: Path) -> N
     )
     assert worker.close(0.05) == ["slow", "extract"]
     release.set()
-    files = list(spool.glob("*.json"))
-    assert files, "nothing was handed over"
+    files = jobs.queued(state, "handover")
+    assert len(files) == 1, "the extraction was not handed over"
     for f in files:
         assert stat.S_IMODE(os.stat(f).st_mode) == 0o600
         assert "Tr0ub4dor" not in f.read_text() and "[REDACTED:password]" in f.read_text()

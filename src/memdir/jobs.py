@@ -35,12 +35,12 @@ from .disk.layout import FOLDER_ID, STORES, state_dir, state_home
 
 log = logging.getLogger("memdir")
 
-KINDS = ("learn", "index", "sync", "pending")
+KINDS = ("learn", "index", "sync", "handover")
 JOBS = "jobs"  # <state>/jobs/<time>-<pid>-<kind>.json
 WORKER_LOCK = "worker.lock"  # in jobs/: held by the store's one worker at work
 FAILURES = "jobs.jsonl"  # one line per job that failed: when, which kind, why
 MAX_TRIES = 5  # times a job asking to be tried later, or one a worker ended at, is taken
-ONCE = ("index", "sync", "pending")  # kinds one queued job stands for any number asked
+ONCE = ("index", "sync")  # kinds one queued job stands for any number asked
 
 Data = Mapping[str, object]  # what a job is given (JSON: what its kind needs to know)
 Handler = Callable[[Data], None]

@@ -136,11 +136,11 @@ def _learn(
 ) -> None:
     """Keep the turn as an episode and hand its extraction to the worker, whatever became of
     the turn: an interrupted or failed one still leaves what the user said to recall and to
-    learn from (the next session picks up the extraction if this one exits first)."""
+    learn from (the user's worker takes the extraction if this one exits first)."""
     if worker is None or memory_model is None:
         return
     snapshot = list(messages)
-    try:  # what was said is searchable now, even if extraction runs next session
+    try:  # what was said is searchable now, even if extraction runs later
         keep_episodes(store, snapshot)
     except (MemdirError, OSError) as exc:
         emit("memory_error", f"could not keep the conversation: {exc}")

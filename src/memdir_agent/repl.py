@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from memdir import jobs
-from memdir.disk.layout import CHAT_HISTORY, PENDING, USAGE
+from memdir.disk.layout import CHAT_HISTORY, USAGE
 from memdir.errors import MemdirError
 from memdir.gate.safetext import plural
 from memdir.memory import slugify
@@ -34,7 +34,7 @@ from memdir_agent.terminal import (
     use_readline,
 )
 from memdir_agent.tools import Tools
-from memdir_agent.worker import EXIT_WAIT, MemoryWorker, resume_handed_over
+from memdir_agent.worker import EXIT_WAIT, MemoryWorker, hand_over
 
 HELP = """Commands:
   /memory            list memories
@@ -76,17 +76,19 @@ class Session:
         self.events: list[tuple[str, str]] = []
         self.at_prompt: str | None = None  # the prompt shown while waiting for input, if any
         self.window: int | None = None  # the model's context in tokens, when known
-        self.worker = MemoryWorker(self.event, store.internal / PENDING)
+        self.worker = MemoryWorker(self.event, lambda work: hand_over(store.internal, work))
         self.started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        if memory_model is not None and not store.read_only:
-            resumed = resume_handed_over(
-                store, self.worker, memory_model, scopes.user_root() if scopes else None
-            )
-            if resumed:
+        waiting = [] if store.read_only else jobs.queued(store.internal, "handover")
+        if waiting and store.config.background != "off":
+            try:  # (an earlier session's model was down: this one's worker tries them again)
+                jobs.start_worker(store.internal, store.root)
                 self.event(
                     "memory",
-                    f"memory: resuming {resumed} extraction(s) handed over by an earlier session",
+                    f"memory: {len(waiting)} extraction(s) handed over earlier are finishing"
+                    " in the background",
                 )
+            except OSError as exc:
+                self.event("memory_error", f"could not start the worker for them: {exc}")
 
     def event(self, kind: str, text: str) -> None:
         """Show a one-line notice (memory recalled/saved/failed, tool used)."""
@@ -140,7 +142,7 @@ class Session:
         return self.last
 
     def close(self) -> None:
-        """Give queued memory work a few seconds, then hand what is left to the next session."""
+        """Give queued memory work a few seconds, then hand what is left to the user's worker."""
         try:
             if self.worker.drain(0.5):  # the usual case: done by now, nothing to say
                 self.worker.close(0)
@@ -156,15 +158,16 @@ class Session:
             )
         left = self.worker.close()
         if left:
-            try:  # finished in the background now, not one session late
-                off = self.store.config.background == "off"
-                jobs.enqueue(self.store.internal, "pending", start=None if off else self.store.root)
-                where = "finishing in the background"
-            except OSError:
-                where = "handed over to the next session"
+            where = "handed over to your worker"
+            if self.store.config.background != "off":
+                try:  # finished in the background now, not one session late
+                    jobs.start_worker(self.store.internal, self.store.root)
+                    where = "finishing in the background"
+                except OSError as exc:
+                    where = f"handed over to your worker, which could not start now ({exc})"
             print(
-                f"· {where}: {', '.join(left)} (nothing is lost: what is not done resumes"
-                " when memdir chat or run starts here)",
+                f"· {where}: {', '.join(left)} (nothing is lost: what is not done is"
+                " queued for the next worker)",
                 file=self.err,
                 flush=True,
             )

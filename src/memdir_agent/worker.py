@@ -1,15 +1,13 @@
 """The agent's memory work beside the conversation (``MemoryWorker``): each turn's extraction
 and consolidation on a thread of its own, so the person never waits for it; what is left when
-the agent exits is handed over (``keep_for_later``) and finished by the user's worker
-(``finish_handed_over``) or the next session (``resume_handed_over``).
+the agent exits, or what a turn whose model could not be reached said (``keep_for_later``),
+is handed over as an ordinary job of the store's queue (kind ``handover``), which the user's
+worker runs (``handover_job``) — kept for a later worker while the model stays down.
 This module does NOT run the conversation (``loop``)."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -18,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from memdir import wings
-from memdir.disk.atomic import write_atomic
-from memdir.disk.layout import PENDING
+from memdir import jobs, wings
+from memdir.config import Config
 from memdir.errors import MemdirError, PlanError
 from memdir.gate.secrets import redact_tree
 from memdir.learn.consolidate import consolidate_memories, is_due, note_turn
@@ -36,9 +33,16 @@ EventFn = Callable[[str, str], None]  # (kind, one-line text)
 
 
 class Handover(TypedDict):
-    """Memory work an exiting agent leaves for the next session (``<state>/pending/``)."""
+    """Memory work an exiting agent leaves for the user's worker (a ``handover`` job)."""
 
     messages: list[Message]
+
+
+def hand_over(state: Path, handover: Handover, *, start: Path | None = None) -> None:
+    """Queue ``handover`` as a job of the store whose state folder is ``state`` — the
+    conversation redacted (the job's file is owner-only) — and, with ``start``, start the
+    user's worker. OSError when the queue cannot be written."""
+    jobs.enqueue(state, "handover", {"messages": redact_tree(handover["messages"])}, start=start)
 
 
 EXIT_WAIT = 3.0  # seconds an exiting agent waits for memory work before handing it over
@@ -48,18 +52,20 @@ EXIT_WAIT = 3.0  # seconds an exiting agent waits for memory work before handing
 class _Job:
     label: str
     run: Callable[[], str | None]
-    handover: Handover | None = None  # spooled if the process leaves before it ran
+    handover: Handover | None = None  # handed over if the process leaves before it ran
 
 
 class MemoryWorker:
     """Runs memory upkeep on one background thread, one job at a time. An exiting agent waits
-    a few seconds for it (``close``); work not finished by then is handed over to the next
-    session through ``<state>/pending/`` (extraction is resumable; a half-applied change is
-    finished from the journal when the store is next opened)."""
+    a few seconds for it (``close``); work not finished by then goes to ``hand_over`` (a job
+    of the store's queue: extraction is resumable; a half-applied change is finished from the
+    journal when the store is next opened)."""
 
-    def __init__(self, on_event: EventFn, spool: Path | None = None) -> None:
+    def __init__(
+        self, on_event: EventFn, hand_over: Callable[[Handover], None] | None = None
+    ) -> None:
         self.on_event = on_event
-        self.spool = spool
+        self.hand_over = hand_over
         self.jobs: deque[_Job] = deque()
         self.current: _Job | None = None
         self.cond = threading.Condition()
@@ -124,85 +130,47 @@ class MemoryWorker:
             left = ([self.current] if self.current else []) + list(self.jobs)
             self.jobs.clear()
         for job in left:
-            if job.handover is not None and self.spool is not None:
-                with contextlib.suppress(OSError):
-                    self.spool.mkdir(exist_ok=True)
-                    # the conversation waits on disk: owner-only, and never with a credential
-                    write_atomic(
-                        self.spool / f"{time.time_ns()}-{os.getpid()}.json",
-                        json.dumps(redact_tree(job.handover), ensure_ascii=False).encode(),
-                        mode=0o600,
-                    )
+            if job.handover is not None and self.hand_over is not None:
+                try:
+                    self.hand_over(job.handover)
+                except OSError as exc:  # said; the user's words are kept as an episode
+                    self.on_event("memory_error", f"{job.label} could not be handed over: {exc}")
         return [j.label for j in left]
 
 
 def keep_for_later(store: Store, messages: list[Message]) -> None:
     """What the user said in a turn whose model could not be reached: kept as an episode now
-    and handed over for extraction, which the next session, or the background learner, runs
-    once the model answers again."""
+    and handed over for extraction, which the user's worker runs once the model answers
+    again."""
     keep_episodes(store, messages)
-    spool = store.internal / PENDING
-    spool.mkdir(exist_ok=True)
-    handover: Handover = {"messages": messages}
-    write_atomic(
-        spool / f"{time.time_ns()}-{os.getpid()}.json",
-        json.dumps(redact_tree(handover), ensure_ascii=False).encode(),
-        mode=0o600,
-    )
+    off = store.config.background == "off"
+    hand_over(store.internal, {"messages": messages}, start=None if off else store.root)
 
 
-def finish_handed_over(store: Store, model: ChatModel, user_root: Path | None = None) -> int:
-    """Run every extraction handed over to this store now (the background learner a one-shot
-    run starts as it exits); how many were taken. One that fails goes back to the spool."""
-    import filelock
+def handover_job(config: Config) -> jobs.Handler:
+    """The extraction an agent of the store ``config`` opens handed over (a ``handover``
+    job); kept for a later worker while the memory model cannot be reached."""
 
-    spool = store.internal / PENDING
-    spool.mkdir(exist_ok=True)
-    events: list[str] = []
-    try:
-        with filelock.FileLock(str(spool / "learner.lock"), timeout=0):
-            worker = MemoryWorker(lambda kind, text: events.append(f"{kind}: {text}"), None)
-            taken = resume_handed_over(store, worker, model, user_root)
-            worker.drain()
-    except filelock.Timeout:
-        return 0  # another learner is at work on this spool
-    for line in events:
-        log.info("%s", line)
-    return taken
+    def run(data: jobs.Data) -> None:
+        from memdir.disk.layout import USAGE
+        from memdir.errors import LLMError
+        from memdir.providers import make_model
+        from memdir.scopes import user_store_dir
+        from memdir.store import open_store
 
-
-def resume_handed_over(
-    store: Store, worker: MemoryWorker, model: ChatModel, user_root: Path | None = None
-) -> int:
-    """Queue the extractions an earlier agent handed over; returns how many."""
-    spool = store.internal / PENDING
-    try:
-        files = sorted(f for f in os.listdir(spool) if f.endswith(".json"))
-    except OSError:
-        return 0
-    for fname in files:
-        taken = spool / f"{fname}.taken-{os.getpid()}"
+        messages = data.get("messages")
+        if not isinstance(messages, list):
+            raise MemdirError("a hand-over job without its conversation")
+        store = open_store(config, create=False, watch=False)
+        model = make_model(config, memory=True, usage_log=store.internal / USAGE)
         try:
-            os.rename(spool / fname, taken)  # claim it: two agents never take the same one
-            data = json.loads(taken.read_text(encoding="utf-8"))
-            messages = data["messages"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+            note = extract_job(store, messages, model, user_store_dir(config))()
+        except LLMError as exc:  # the model is down: a later worker tries again
+            raise jobs.Later(str(exc)) from exc
+        if note:
+            log.info("%s", note)
 
-        def job(
-            taken: Path = taken, messages: list[Message] = messages, fname: str = fname
-        ) -> str | None:
-            try:
-                note = extract_job(store, messages, model, user_root)()
-            except BaseException:
-                with contextlib.suppress(OSError):  # back in the spool: tried again later
-                    os.rename(taken, spool / fname)
-                raise
-            taken.unlink(missing_ok=True)
-            return note
-
-        worker.submit("handed-over memory extraction", job, {"messages": messages})
-    return len(files)
+    return run
 
 
 def extract_job(

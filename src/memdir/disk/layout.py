@@ -71,7 +71,6 @@ ENDPOINTS = "endpoints.json"  # what an endpoint was found not to support
 CURSORS = "cursors.json"  # how far each conversation was extracted
 EPISODE_CURSORS = "episode-cursors.json"  # how far each conversation was kept as episodes
 CONSOLIDATE = "consolidate.json"  # when consolidation last ran, what it left for next time
-PENDING = "pending"  # extractions handed over by an agent that exited
 HOOK_LOG = "hooks.jsonl"  # what the host hooks did
 CHAT_HISTORY = "chat_history"  # the chat's input history
 SYNC_STATE = "sync.json"  # the last sync: when, what failed, a merge in flight, the log read
