@@ -75,8 +75,8 @@ class Policy:
         users = users_own(self.scopes, shown, mem.digest)
         if held_back(self.scopes, shown, mem):
             return Verdict(True, False, users, HELD)
-        if planted(self.scopes, shown, mem):
-            return Verdict(True, False, False, PLANTED)
+        if not users and screen(f"{mem.description}\n{mem.body}") is not None:
+            return Verdict(True, False, False, PLANTED)  # (``planted``, its origin read once)
         rule = standing_kind(mem.type, mem.pinned)
         return Verdict(True, True, users, None if users or not rule else NOT_ACCEPTED)
 

@@ -61,25 +61,34 @@ def _alias(root: Path, state: Path) -> bool:
     reaches it (a bind mount, a second mount of one file system): then this path's state is
     that one (``layout.ALIAS``), so that one lock, one history and one index keep the folder
     whichever path a writer took."""
-    import json
-
     from .atomic import write_atomic
-    from .layout import ALIAS, FOLDER_ID
+    from .layout import ALIAS
 
-    st = os.stat(root)
-    for other in sorted(state.parent.iterdir()):
-        try:
-            rec = json.loads((other / FOLDER_ID).read_text(encoding="utf-8"))
-            if (rec["dev"], rec["ino"]) != (st.st_dev, st.st_ino) or other.is_symlink():
-                continue
-            there = os.stat(rec["path"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # not a store's state, or its folder is gone by its path
-        if (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
+    for other, reached in _states_of(root, state.parent):
+        if reached:
             alias = state.with_name(state.name + ALIAS)
             write_atomic(alias, other.name.encode(), sync=False, mode=0o600)
             return True
     return False
+
+
+def _states_of(root: Path, stores: Path) -> Iterator[tuple[Path, bool]]:
+    """The state folders in ``stores`` (none a link) recorded for the folder ``root`` is (the
+    same device and inode), each with whether its recorded path still reaches that folder."""
+    import json
+
+    from .layout import FOLDER_ID
+
+    st = os.stat(root)
+    for other in sorted(stores.iterdir()):
+        try:
+            rec = json.loads((other / FOLDER_ID).read_text(encoding="utf-8"))
+            if (rec["dev"], rec["ino"]) != (st.st_dev, st.st_ino) or other.is_symlink():
+                continue
+            there = os.stat(rec["path"]) if os.path.exists(rec["path"]) else None
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a store's state
+        yield other, there is not None and (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino)
 
 
 def owned(folder: Path) -> None:
@@ -130,27 +139,17 @@ def carry_moved(root: Path, state: Path) -> None:
     whose recorded path no longer is that folder, and whose log wrote a text this folder
     holds, becomes ``state``. Another folder that reuses the inode of a deleted one holds
     none of its texts, and gets nothing."""
-    import json
-
     import filelock
 
-    from .layout import FOLDER_ID, LOG
+    from .layout import LOG
 
-    st = os.stat(root)
     with filelock.FileLock(str(state.parent / "moving.lock"), timeout=60):
         if os.path.lexists(state):
             return  # another process opening the store made it first
-        for other in sorted(state.parent.iterdir()):
-            try:
-                rec = json.loads((other / FOLDER_ID).read_text(encoding="utf-8"))
-                if (rec["dev"], rec["ino"]) != (st.st_dev, st.st_ino):
-                    continue
-                there = os.stat(rec["path"]) if os.path.exists(rec["path"]) else None
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if there is not None and (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
+        for other, reached in _states_of(root, state.parent):
+            if reached:
                 continue  # the same folder, still there by that path too: not a move
-            if other.is_symlink() or not _wrote_a_text_here(other / LOG, root):
+            if not _wrote_a_text_here(other / LOG, root):
                 continue
             os.rename(other, state)
             return

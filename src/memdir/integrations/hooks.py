@@ -304,12 +304,13 @@ def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = Non
         # the rules this session was given at its start (its own session start, not a second)
         names = given(store, session if isinstance(session, str) else None)
         rules = []
+        gate = Policy(store)
         for shown in sorted(names) if names else session_start(store, config).names:
             try:
                 mem = store.get(shown)
             except (InvalidMemory, LookupError):
                 continue  # (gone since the session started)
-            if Policy(store).verdict(shown, mem).users:  # (not a text changed since by a door)
+            if gate.verdict(shown, mem).users:  # (not a text changed since by a door)
                 rules.append((shown, mem.body if conventions.one(mem.body) else mem.description))
         found = findings(rules, work)
         home = store.home()
