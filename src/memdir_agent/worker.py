@@ -140,11 +140,10 @@ class MemoryWorker:
 
 def keep_for_later(store: Store, messages: list[Message]) -> None:
     """What the user said in a turn whose model could not be reached: kept as an episode now
-    and handed over for extraction, which the user's worker runs once the model answers
-    again."""
+    and handed over for extraction, which the worker the next session starts runs (none is
+    started now: the model just could not be reached)."""
     keep_episodes(store, messages)
-    off = store.config.background == "off"
-    hand_over(store.internal, {"messages": messages}, start=None if off else store.root)
+    hand_over(store.internal, {"messages": messages})
 
 
 def handover_job(config: Config) -> jobs.Handler:
