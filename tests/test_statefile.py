@@ -7,7 +7,7 @@ import stat
 import threading
 from pathlib import Path
 
-from memdir.disk.statefile import StateFile
+from memdir.disk.statefile import StateFile, read_lines
 
 
 def test_a_missing_or_damaged_file_reads_as_empty(tmp_path: Path) -> None:
@@ -18,6 +18,25 @@ def test_a_missing_or_damaged_file_reads_as_empty(tmp_path: Path) -> None:
     assert StateFile(path).read() == {}
     path.write_text("[1, 2]")
     assert StateFile(path).read() == {}
+
+
+def test_a_log_reads_its_whole_objects_and_its_tail(tmp_path: Path) -> None:
+    """A log of one JSON object per line reads every whole object, oldest first, and skips
+    what is not one (a torn last line from a crash, a hand-typed line, a list); its last N
+    are read from the tail, whatever its length; a missing or unreadable log reads as
+    nothing."""
+    log = tmp_path / "log.jsonl"
+    assert read_lines(log) == []
+    lines = [f'{{"n": {n}, "pad": "{"x" * 300}"}}' for n in range(200)]
+    log.write_text("\n".join([*lines[:100], "not json", "[1, 2]", *lines[100:]]) + '\n{"n": 2')
+    got = read_lines(log)
+    assert [r["n"] for r in got] == list(range(200))
+    assert [r["n"] for r in read_lines(log, 3)] == [197, 198, 199]
+    log.write_bytes(b'{"n": 1}\n\xff\xfe{"n": 2}\n')  # not UTF-8: the line is skipped, not the log
+    assert [r["n"] for r in read_lines(log)] == [1]
+    log.unlink()
+    log.mkdir()
+    assert read_lines(log) == []
 
 
 def test_concurrent_changes_lose_no_update(tmp_path: Path) -> None:

@@ -278,11 +278,14 @@ def find_store_dir(
 
 def read_toml(path: Path) -> dict[str, Any]:
     """A config.toml's settings, coerced; ConfigError for bad TOML or an unknown key."""
+    return parse_toml(_read(path), path)
+
+
+def _read(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions") from None
-    return parse_toml(raw, path)
 
 
 def parse_toml(raw: bytes, path: Path) -> dict[str, Any]:
@@ -328,10 +331,7 @@ def _project_settings(
         return ({} if source is None else read_toml(source)), [PULLED_NOTE]
     if path.is_symlink():
         return {}, ["every setting (config.toml is a link; a project's own file is read)"]
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path} cannot be read ({exc.strerror}) — fix its permissions") from None
+    raw = _read(path)
     values = parse_toml(raw, path)
     kept: dict[str, Any] = {}
     ignored: list[str] = []

@@ -22,7 +22,7 @@ from .disk.layout import ADOPTED, HISTORY, INDEX_DB, INTERNAL
 from .errors import MemdirError
 from .gate.safetext import plural
 from .memory import Memory, safe_repr
-from .store import Store
+from .store import Store, origin_of, readable
 from .store.files.transaction import unfinished
 
 STALE_TEMP_SECONDS = 3600
@@ -240,14 +240,9 @@ def _misnamed(store: Store) -> list[dict[str, str]]:
 
 def _adoptable(store: Store, fname: str) -> bool:
     """Whether a file without frontmatter can become a memory as it is: its name is one."""
-    from .errors import InvalidName
-    from .memory import validate_name
+    from .memory import valid_name
 
-    try:
-        validate_name(fname[:-3])
-    except InvalidName:
-        return False
-    return fname.endswith(".md") and not store.read_only
+    return valid_name(fname[:-3]) is not None and fname.endswith(".md") and not store.read_only
 
 
 def diagnose(store: Store, *, fix: bool = False) -> Report:
@@ -379,11 +374,8 @@ def _held(store: Store, report: Report) -> None:
     from .gate.trust import pulled
 
     for name, h in sorted(holds(store.root).items()):
-        try:
-            digest = store.get(name).digest
-        except MemdirError:
-            continue
-        if active(store.root, name, digest) is not None:
+        mem = readable(store, name)
+        if mem is not None and active(store.root, name, mem.digest) is not None:
             report.warnings.append(
                 {
                     "file": f"{name}.md",
@@ -476,11 +468,8 @@ def _planted(store: Store) -> list[tuple[str, str, str]]:
     gate = Policy(store)
     out = []
     for e in store.entries():
-        try:
-            mem = store.get(e.name)
-            origin = store.origin(e.name, mem.digest)
-        except (MemdirError, LookupError, OSError):
-            continue
-        if gate.verdict(e.name, mem).why == PLANTED:
+        mem = readable(store, e.name)
+        if mem is not None and gate.verdict(e.name, mem).why == PLANTED:
+            origin = origin_of(store, e.name, mem.digest)
             out.append((e.name, screen(f"{mem.description}\n{mem.body}") or "", origin.label))
     return out

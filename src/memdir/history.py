@@ -17,6 +17,7 @@ from typing import Any, NotRequired, TypedDict
 
 from . import memory as memfmt
 from .disk.atomic import TEMP_PREFIX, append_nofollow, write_atomic
+from .disk.statefile import read_json, read_lines
 from .errors import ConflictError, MemoryNotFound
 
 
@@ -155,9 +156,8 @@ class History:
         out = []
         real_dir = vdir.is_dir() and not vdir.is_symlink()
         for meta_path in sorted(vdir.glob("*.json")) if real_dir else []:
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            meta = read_json(meta_path)
+            if not meta:
                 continue
             out.append(
                 Version(
@@ -232,27 +232,7 @@ class History:
 
     def records(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The log's lines as data, oldest first (the last ``limit`` of them)."""
-        path = self.log_path
-        if path.is_symlink():
-            return []
-        try:
-            with open(path, "rb") as fh:
-                if limit is not None:
-                    # Read only the tail: the log grows forever, recent entries are what is asked.
-                    size = fh.seek(0, os.SEEK_END)
-                    fh.seek(max(0, size - 4096 * (limit + 1)))
-                raw = fh.read()
-        except OSError:
-            return []
-        out = []
-        for line in raw.decode("utf-8", errors="replace").splitlines():
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue  # a torn last line from a crash (or the cut first one of a tail)
-            if isinstance(d, dict):
-                out.append(d)
-        return out if limit is None else out[max(0, len(out) - limit) :]
+        return [] if self.log_path.is_symlink() else read_lines(self.log_path, limit)
 
     def log(self, limit: int | None = None) -> list[Operation]:
         """Applied operations, oldest first (the last ``limit`` of them)."""

@@ -30,8 +30,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from .disk.atomic import append_nofollow, write_atomic
+from .disk.atomic import write_atomic
 from .disk.layout import FOLDER_ID, STORES, state_dir, state_home
+from .disk.statefile import append_line, read_json, read_lines
 
 log = logging.getLogger("memdir")
 
@@ -139,10 +140,7 @@ def with_work() -> list[Path]:
 
 def folder_of(state: Path) -> Path | None:
     """The store folder a state folder is for, as it recorded (None: not recorded)."""
-    try:
-        path = json.loads((state / FOLDER_ID).read_text(encoding="utf-8"))["path"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    path = read_json(state / FOLDER_ID).get("path")
     return Path(path) if isinstance(path, str) and Path(path).is_dir() else None
 
 
@@ -358,25 +356,10 @@ def _read(job: Path) -> str:
 def _failed(state: Path, kind: str, why: str) -> None:
     log.warning("memdir: a %s job failed: %s", kind, why)
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kind": kind, "error": why}
-    try:
-        append_nofollow(state / FAILURES, (json.dumps(line) + "\n").encode())
-    except OSError as exc:
-        log.warning("memdir: cannot record the failure in %s: %s", state, exc)
+    append_line(state / FAILURES, line)
 
 
 def failures(state: Path, limit: int = 5) -> list[dict[str, str]]:
     """The last jobs that failed for the store whose state folder is ``state``, newest
     last."""
-    try:
-        lines = (state / FAILURES).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines[-limit:]:
-        try:
-            got = json.loads(line)
-        except ValueError:
-            continue  # a torn line
-        if isinstance(got, dict):
-            out.append({str(k): str(v) for k, v in got.items()})
-    return out
+    return [{str(k): str(v) for k, v in got.items()} for got in read_lines(state / FAILURES, limit)]

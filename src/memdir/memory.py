@@ -84,6 +84,14 @@ def validate_name(name: object) -> str:
     return norm
 
 
+def valid_name(name: object) -> str | None:
+    """The name NFC-normalised when it is a valid one (``validate_name``), else None."""
+    try:
+        return validate_name(name)
+    except InvalidName:
+        return None
+
+
 def _shown(name: str) -> str:
     return safe_repr(name if len(name) <= 40 else name[:40] + "…")
 
@@ -134,12 +142,7 @@ def slugify(text: str) -> str:
     slug = slug[:MAX_NAME_CHARS].rstrip("-_") or "memory"
     while len(slug.encode()) > MAX_NAME_BYTES:
         slug = slug[:-1]
-    for candidate in (slug, f"note-{slug}"[:MAX_NAME_CHARS]):
-        try:
-            return validate_name(candidate)
-        except InvalidName:
-            continue
-    return "memory"
+    return valid_name(slug) or valid_name(f"note-{slug}"[:MAX_NAME_CHARS]) or "memory"
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ from .entry import Entry, Hit
 from .errors import InvalidMemory, MemdirError, MemoryNotFound
 from .gate.decisions import accepted, active, holds
 from .gate.instructions import screen
-from .gate.provenance import HAND
+from .gate.provenance import HAND, UNKNOWN
 from .memory import CONFLICT_KEY, Memory
 from .scopes import Reader, Scope, Scopes
-from .store import Store
+from .store import Store, origin_of, readable
 
 if TYPE_CHECKING:
     from .asof import Held
@@ -68,9 +68,8 @@ class Policy:
 
     def verdict(self, shown: str, mem: Memory | None = None) -> Verdict:
         """The four answers for the memory ``shown`` (its text ``mem`` when read already)."""
-        try:
-            mem = self.scopes.get(shown) if mem is None else mem
-        except (InvalidMemory, LookupError):
+        mem = readable(self.scopes, shown) if mem is None else mem
+        if mem is None:
             return Verdict(False, False, False, "it cannot be read")
         users = users_own(self.scopes, shown, mem.digest)
         if held_back(self.scopes, shown, mem):
@@ -162,11 +161,8 @@ def planted(store: Reader, shown: str, mem: Memory) -> bool:
     agent, a hand edit) and the user did not accept reads as an instruction planted for the
     agent (``instructions``): screened again each time it would be shown, whatever was
     screened when it was written."""
-    try:
-        if Scopes.of(store).origin(shown, mem.digest).users:
-            return False  # (the user's own words: no screen to pay for)
-    except (MemdirError, LookupError, OSError):
-        pass  # an origin that cannot be read is nobody's: screened
+    if origin_of(store, shown, mem.digest).users:
+        return False  # (the user's own words: no screen to pay for)
     if screen(f"{mem.description}\n{mem.body}") is None:
         return False
     return not users_own(store, shown, mem.digest)
@@ -176,11 +172,8 @@ def users_own(store: Reader, shown: str, digest: str | None) -> bool:
     """Whether the memory ``shown`` (with text ``digest``) is the user's own instruction:
     this machine's user gave it, or accepted exactly this text (``decisions.accepted``)."""
     scopes = Scopes.of(store)
-    try:
-        if scopes.origin(shown, digest).users:
-            return True
-    except (MemdirError, LookupError, OSError):
-        return False  # an origin that cannot be read is nobody's
+    if origin_of(scopes, shown, digest).users:
+        return True
     try:
         scope, name = scopes.locate(shown)
     except LookupError:
@@ -230,11 +223,8 @@ def _held(scope: Scope, name: str, mem: Memory) -> bool:
 def unlogged(store: Store, name: str, mem: Memory) -> bool:
     """Whether the text of ``name`` came through a door memdir did not log and the user has
     not accepted it."""
-    try:
-        if store.origin(name).label != HAND:
-            return False
-    except (MemdirError, LookupError, OSError):
-        pass  # an origin that cannot be read is nobody's
+    if origin_of(store, name, mem.digest).label not in (HAND, UNKNOWN):
+        return False
     return not accepted(store.internal, name, mem.digest)
 
 
@@ -245,11 +235,9 @@ def held_names(store: Reader) -> set[str]:
     located = {(sc.name, e.name): shown for sc, e, shown in scopes.located()}
     for scope, st in scopes.stores():
         for name in holds(st.root):
-            try:
-                if active(st.root, name, st.get(name).digest) is not None:
-                    out.add(located.get((scope.name, name), name))
-            except (InvalidMemory, LookupError):
-                continue
+            mem = readable(st, name)
+            if mem is not None and active(st.root, name, mem.digest) is not None:
+                out.add(located.get((scope.name, name), name))
         if scope.writable and st.config.review == "ask":
             out |= {located.get((scope.name, n), n) for n in unlogged_names(st)}
     return out
@@ -274,10 +262,8 @@ def unlogged_names(st: Store) -> set[str]:
         return known[1]
     names = set()
     for e in st.entries():
-        try:
-            if unlogged(st, e.name, st.get(e.name)):
-                names.add(e.name)
-        except (InvalidMemory, LookupError):
-            continue
+        mem = readable(st, e.name)
+        if mem is not None and unlogged(st, e.name, mem):
+            names.add(e.name)
     _UNLOGGED[st] = (key, names)
     return names

@@ -13,7 +13,6 @@ This module does NOT choose memories.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import statistics
@@ -23,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .disk.atomic import append_nofollow
 from .disk.layout import RECALL_LOG
+from .disk.statefile import append_line, read_lines
 from .gate.secrets import redact
 
 MAX_BYTES = 1 << 20  # about 2,000 recalls per file
@@ -81,10 +80,10 @@ def record(
         "ms": ms,
     }
     log = internal / RECALL_LOG
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError):  # (not rotated: the next entry tries again)
         if log.exists() and log.stat().st_size > max_bytes:
             os.replace(log, log.with_name("recall.1.jsonl"))
-        append_nofollow(log, (json.dumps(entry, ensure_ascii=False) + "\n").encode())
+    append_line(log, entry)
 
 
 class Use(TypedDict):
@@ -120,16 +119,8 @@ def entries(internal: Path, limit: int | None = None) -> list[RecallEntry]:
     """Logged recalls, newest first (torn lines skipped)."""
     out: list[RecallEntry] = []
     for name in (RECALL_LOG, "recall.1.jsonl"):
-        try:
-            lines = (internal / name).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue
-        for line in reversed(lines):
-            try:
-                data: Any = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(data, dict) and isinstance(data.get("time"), str):
+        for data in reversed(read_lines(internal / name)):
+            if isinstance(data.get("time"), str):
                 out.append(_entry(data))
             if limit is not None and len(out) >= limit:
                 return out

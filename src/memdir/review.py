@@ -22,13 +22,14 @@ from . import memory as memfmt
 from .config import standing_kind
 from .disk.atomic import write_atomic
 from .disk.layout import REVIEW
+from .disk.statefile import read_json
 from .errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
 from .gate.decisions import accept, release
 from .gate.instructions import screen as screen_instructions
 from .history import Operation
 from .memory import Memory
 from .plan import Change, Put, Remove, new_op_id, screen
-from .store import Store
+from .store import Store, readable
 
 MODES = ("auto", "ask")
 
@@ -206,11 +207,11 @@ def propose(store: Store, items: list[ItemData], *, source: str, summary: str) -
 
 
 def _read(path: Path) -> Proposal | None:
+    data = read_json(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         items = [Item(i, **item) for i, item in enumerate(data["items"])]
         return Proposal(data["id"], data["time"], data["source"], data["summary"], items)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return None
 
 
@@ -223,11 +224,16 @@ def proposals(store: Store) -> list[Proposal]:
     return [p for p in out if p is not None and p.pending]
 
 
+def find(store: Store, pid: str) -> Proposal | None:
+    """The proposal ``pid`` of ``store``; None when it has none of that id."""
+    if not pid or "/" in pid or pid.startswith("."):
+        return None
+    return _read(_folder(store) / f"{pid}.json")
+
+
 def get(store: Store, pid: str) -> Proposal:
     """One proposal; MemoryNotFound naming the fix."""
-    if not pid or "/" in pid or pid.startswith("."):
-        raise MemoryNotFound(f"no proposal {pid!r} — 'memdir review' lists them")
-    found = _read(_folder(store) / f"{pid}.json")
+    found = find(store, pid)
     if found is None:
         raise MemoryNotFound(f"no proposal {pid!r} — 'memdir review' lists them")
     return found
@@ -245,10 +251,7 @@ def diff(store: Store, item: Item) -> str:
             f"{item.name} (as it arrived)",
         )
         return "".join(lines)
-    try:
-        now: Memory | None = store.get(item.name)
-    except (MemoryNotFound, MemdirError):
-        now = None
+    now = readable(store, item.name)
     before = memfmt.dumps(now) if now is not None else ""
     proposed = item.memory
     if proposed is not None and now is not None:  # what the write would keep of the file

@@ -37,7 +37,6 @@ from .entry import Entry, Hit
 from .errors import (
     ConfigError,
     ConflictError,
-    InvalidMemory,
     MemoryNotFound,
     ReadOnlyStore,
     StoreNotFound,
@@ -45,7 +44,7 @@ from .errors import (
 from .gate.provenance import HAND, Origin
 from .memory import Memory
 from .plan import Put
-from .store import MemoryStore, Store, open_store
+from .store import MemoryStore, Store, open_store, readable
 from .store.base import carrying
 
 if TYPE_CHECKING:
@@ -356,14 +355,10 @@ class Scopes:
     def _same(a: tuple[Scope, Entry], b: tuple[Scope, Entry]) -> bool:
         if (a[1].type, a[1].description) != (b[1].type, b[1].description):
             return False
-        try:
-            return bool(
-                a[0].store is not None
-                and b[0].store is not None
-                and a[0].store.get(a[1].name).body == b[0].store.get(b[1].name).body
-            )
-        except (InvalidMemory, LookupError):
+        if a[0].store is None or b[0].store is None:
             return False
+        one, other = readable(a[0].store, a[1].name), readable(b[0].store, b[1].name)
+        return one is not None and other is not None and one.body == other.body
 
     @_serial
     def entries(self) -> list[Entry]:

@@ -11,14 +11,13 @@ This module does NOT decide what is relevant to a question (``recall`` does).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
 from .code import anchors, conventions
 from .config import Config, standing_kind
-from .disk.atomic import write_atomic
+from .disk.statefile import read_json, write_hint
 from .errors import ConflictError, InvalidMemory
 from .gate.decisions import accept, accepted_once
 from .gate.safetext import one_line
@@ -26,6 +25,7 @@ from .memory import CONFLICT_KEY, Memory
 from .policy import Policy
 from .recall import NO_MEMORIES, estimate_tokens, index_section, origin_label
 from .scopes import Reader, Scopes
+from .store import readable
 
 SESSIONS = "standing.json"  # state folder: which memories each recent session was given
 KEEP_SESSIONS = 50
@@ -184,11 +184,8 @@ def standing(
 
 def _readable(store: Scopes, shown: str) -> Memory | None:
     """The rule's memory, or None: gone, unreadable, or a conflict git left in it."""
-    try:
-        mem = store.get(shown)
-    except (InvalidMemory, LookupError):
-        return None
-    return None if CONFLICT_KEY in mem.extra else mem
+    mem = readable(store, shown)
+    return None if mem is None or CONFLICT_KEY in mem.extra else mem
 
 
 def _line(store: Scopes, scope: str, shown: str, mem: Memory) -> str:
@@ -256,11 +253,8 @@ def waiting(store: Reader) -> list[tuple[str, str]]:
     for _sc, e, shown in store.located():
         if not standing_kind(e.type, e.pinned) or shown in held or e.conflicted:
             continue
-        try:
-            mem = store.get(shown)
-        except (InvalidMemory, LookupError):
-            continue
-        if not gate.verdict(shown, mem).users:
+        mem = readable(store, shown)
+        if mem is not None and not gate.verdict(shown, mem).users:
             why = one_line(origin_label(store, shown))
             scope, name = store.locate(shown)
             if scope.store is not None and accepted_once(scope.store.internal, name):
@@ -297,15 +291,12 @@ def remember_session(store: Reader, session: str, names: tuple[str, ...]) -> Non
     if target is None or not session:
         return
     path = target / SESSIONS
-    data = _read(path)
+    data = read_json(path)
     data.pop(session, None)
     data[session] = list(names)
     while len(data) > KEEP_SESSIONS:
         data.pop(next(iter(data)))
-    try:
-        write_atomic(path, json.dumps(data).encode(), sync=False)
-    except OSError:
-        pass  # a cache of what was sent: the prompt hook then repeats them, nothing worse
+    write_hint(path, data)  # (not written: the prompt hook repeats them, nothing worse)
 
 
 def given(store: Reader, session: str | None) -> set[str]:
@@ -313,17 +304,9 @@ def given(store: Reader, session: str | None) -> set[str]:
     target = _home(store)
     if target is None or not session:
         return set()
-    return set(_read(target / SESSIONS).get(session, []))
+    return set(read_json(target / SESSIONS).get(session, []))
 
 
 def _home(store: Reader) -> Path | None:
     home = Scopes.of(store).home()
     return None if home is None else home.internal
-
-
-def _read(path: Path) -> dict[str, list[str]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

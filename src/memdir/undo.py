@@ -16,7 +16,7 @@ from .gate.provenance import Origin, label_of
 from .history import Operation
 from .memory import digest_of, loads
 from .plan import Change, Put, Remove
-from .store import Store
+from .store import Store, readable
 
 
 def last_undoable(store: Store) -> Operation | None:
@@ -122,11 +122,10 @@ def _refuse_over_later_edits(store: Store, target: Operation, present: set[str])
         wrote = last_written.get(name)
         if not wrote or name not in present:
             continue
-        try:
-            now = store.get(name).digest
-        except MemdirError:
+        mem = readable(store, name)
+        if mem is None:
             continue
-        if now != wrote:
+        if mem.digest != wrote:
             raise ConflictError(
                 f"{name} was changed after {target.source} {target.id} (by hand?) — undo"
                 " would replace that change; run 'memdir undo --force' to revert anyway (the"

@@ -7,14 +7,12 @@ talk to a model, so reading the log never imports an SDK.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .disk.atomic import append_nofollow
+from .disk.statefile import append_line, read_lines
 
 
 @dataclass
@@ -61,23 +59,11 @@ class UsageLog:
             "latency_ms": round(latency_ms, 1),
             "ok": ok,
         }
-        try:
-            append_nofollow(self.path, (json.dumps(row) + "\n").encode())
-        except OSError:
-            pass
+        append_line(self.path, row)
 
     def rows(self) -> list[dict[str, Any]]:
         """Every recorded call, oldest first (torn lines skipped)."""
-        if not os.path.exists(self.path):
-            return []
-        out = []
-        with open(self.path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
+        return read_lines(self.path)
 
     def totals(self) -> list[UsageTotals]:
         """Usage summed per purpose, biggest token users first."""

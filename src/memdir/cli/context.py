@@ -10,6 +10,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -232,6 +233,15 @@ def json_option(f: F) -> F:
 
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def read_given(path: Path) -> str:
+    """The text of a file named on the command line (``-``: standard input); a one-line
+    error when it cannot be read or is not UTF-8."""
+    try:
+        return sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MemdirError(f"cannot read {path} ({exc}) — pass a readable UTF-8 file") from None
 
 
 def fail(message: str) -> NoReturn:

@@ -16,8 +16,9 @@ import click
 
 from ..disk.layout import USAGE
 from ..errors import MemdirError
+from ..store import readable
 from ..usage import UsageLog
-from .context import Ctx, build_model, emit_json, json_option, pass_ctx
+from .context import Ctx, build_model, emit_json, json_option, pass_ctx, read_given
 
 if TYPE_CHECKING:
     from ..providers import ChatModel, Message
@@ -40,10 +41,7 @@ def read_messages(text: tuple[str, ...], messages_file: Path | None) -> list[Mes
 def read_transcript(path: Path) -> list[Message]:
     """Messages from a JSON list, or a JSONL transcript as coding agents write them ('-' reads
     stdin)."""
-    try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MemdirError(f"cannot read {path} ({exc}) — pass a readable file") from None
+    text = read_given(path)
     try:
         data = json.loads(text)
         rows = data if isinstance(data, list) else [data]
@@ -98,12 +96,7 @@ def read_session_file(path: Path) -> list[Message]:
             return _messages(rows, path)
         from ..integrations.transcripts import read_session
 
-        try:
-            messages = read_session(path)
-        except OSError as exc:
-            raise MemdirError(
-                f"cannot read {path} ({exc.strerror}) — pass a readable file"
-            ) from None
+        messages = read_session(path)
         if messages:
             return messages
     return read_transcript(path)
@@ -115,11 +108,8 @@ def plan_lines(store: Store, plan: Any) -> list[str]:
     for m in plan.merges:
         lines.append(f"merge {' + '.join(m.sources)} -> {m.into.name}")
         for src in m.sources:
-            try:
-                old = store.get(src)
-                lines.append(f"  - {src}: {old.description}")
-            except MemdirError:
-                lines.append(f"  - {src}")
+            old = readable(store, src)
+            lines.append(f"  - {src}: {old.description}" if old else f"  - {src}")
         lines.append(f"  + {m.into.name} ({m.into.type}): {m.into.description}")
         lines += [f"  +   {line}" for line in m.into.body.splitlines()]
     for name, why in plan.retires:

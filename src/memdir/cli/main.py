@@ -19,7 +19,7 @@ from ..errors import InvalidMemory, MemdirError
 from ..gate.safetext import plural
 from ..plan import Put
 from ..scopes import PROJECT, route
-from .context import Ctx, emit_json, fail, name_and_version, pass_ctx, scope_option
+from .context import Ctx, emit_json, fail, name_and_version, pass_ctx, read_given, scope_option
 
 
 class _WithWings(click.Group):
@@ -143,10 +143,7 @@ def _read_body(body: str | None, body_file: Path | None) -> str:
     if body is not None:
         return body
     if body_file is not None:
-        try:
-            return body_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(f"cannot read {body_file} ({exc}) — pass a readable UTF-8 file")
+        return read_given(body_file)
     return "" if sys.stdin.isatty() else sys.stdin.read()
 
 

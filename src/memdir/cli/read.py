@@ -11,10 +11,10 @@ import click
 
 from .. import memory as memfmt
 from ..asof import moment, search_stores_at
-from ..errors import MemdirError
 from ..gate.provenance import ORIGIN_CLAIMS, Origin
 from ..gate.safetext import display_width, for_terminal, for_terminal_text, pad, plural
 from ..scopes import PROJECT, Scopes
+from ..store import origin_of
 from .context import Ctx, emit_json, json_option, name_and_version, pass_ctx, scope_option
 
 
@@ -97,11 +97,8 @@ def show(c: Ctx, name: str, scope: str, as_json: bool) -> None:
             )
 
 
-def _origin(scopes: Scopes, shown: str) -> str | None:
-    try:
-        return scopes.origin(shown).label
-    except (LookupError, MemdirError):
-        return None
+def _origin(scopes: Scopes, shown: str) -> str:
+    return origin_of(scopes, shown).label
 
 
 @click.command(short_help="Search memories (BM25, with meaning when memdir[embed] is in).")

@@ -11,7 +11,6 @@ import sys
 import click
 
 from .. import review as queue
-from ..errors import MemoryNotFound
 from ..gate.safetext import for_terminal, for_terminal_text
 from ..store import Store
 from .context import Ctx, emit_json, fail, json_option, pass_ctx
@@ -25,9 +24,8 @@ def _find(c: Ctx, spec: str) -> tuple[str, Store, queue.Proposal, int | None]:
     """The store, proposal and change index (None: all) that ``ID`` or ``ID:N`` names."""
     pid, _, number = spec.partition(":")
     for scope, store in _stores(c):
-        try:
-            proposal = queue.get(store, pid)
-        except MemoryNotFound:
+        proposal = queue.find(store, pid)
+        if proposal is None:
             continue
         if number and not number.isdigit():
             fail(f"{spec!r} is not ID or ID:N — 'memdir review' lists them")

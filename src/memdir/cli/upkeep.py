@@ -20,7 +20,6 @@ import click
 
 from .. import jobs
 from ..config import Config, load_config
-from ..errors import MemdirError
 from ..gate.safetext import pad, plural
 from ..scopes import PROJECT, USER
 from ..store import Store
@@ -226,10 +225,7 @@ def _hook_report(store: Store, report: Any, project: Path) -> None:
 def scopes(c: Ctx, as_json: bool) -> None:
     """The stores this folder sees: the project's, the user's own, and the shared read-only
     ones (read_only in config.toml, --also)."""
-    try:
-        project: Store | None = c.store
-    except MemdirError:
-        project = None
+    project = c.store_or_none()
     from ..scopes import Scopes
 
     if project is not None:

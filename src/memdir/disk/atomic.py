@@ -140,16 +140,16 @@ def intent_pending(path: Path) -> bool:
 
 
 def fsync_dir(path: Path) -> None:
+    """Make the renames in the folder ``path`` durable where the platform can (a folder some
+    file systems cannot open or sync is left as it is)."""
     try:
         fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except OSError:
         return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def append_nofollow(path: Path, data: bytes, *, sync: bool = False) -> None:

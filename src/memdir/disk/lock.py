@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ConflictError, ReadOnlyStore, StoreLocked, StoreNotFound
 from .layout import LOCK, state_dir
+from .statefile import read_json, read_lines
 
 if TYPE_CHECKING:
     import filelock
@@ -75,20 +76,23 @@ def _alias(root: Path, state: Path) -> bool:
 def _states_of(root: Path, stores: Path) -> Iterator[tuple[Path, bool]]:
     """The state folders in ``stores`` (none a link) recorded for the folder ``root`` is (the
     same device and inode), each with whether its recorded path still reaches that folder."""
-    import json
-
     from .layout import FOLDER_ID
 
     st = os.stat(root)
     for other in sorted(stores.iterdir()):
-        try:
-            rec = json.loads((other / FOLDER_ID).read_text(encoding="utf-8"))
-            if (rec["dev"], rec["ino"]) != (st.st_dev, st.st_ino) or other.is_symlink():
-                continue
-            there = os.stat(rec["path"]) if os.path.exists(rec["path"]) else None
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # not a store's state
-        yield other, there is not None and (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino)
+        rec = read_json(other / FOLDER_ID)
+        if (rec.get("dev"), rec.get("ino")) != (st.st_dev, st.st_ino) or other.is_symlink():
+            continue  # another folder's state, or none's
+        yield other, _reaches(rec.get("path"), st)
+
+
+def _reaches(path: object, st: os.stat_result) -> bool:
+    """Whether ``path`` (as a state folder recorded it) reaches the folder whose status is
+    ``st``."""
+    if not isinstance(path, str) or not os.path.exists(path):
+        return False
+    there = os.stat(path)
+    return (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino)
 
 
 def owned(folder: Path) -> None:
@@ -121,15 +125,11 @@ def note_folder(root: Path, state: Path) -> None:
 
     st = os.stat(root)
     mine = {"dev": st.st_dev, "ino": st.st_ino, "path": os.path.realpath(root)}
-    try:
-        rec = json.loads((state / FOLDER_ID).read_text(encoding="utf-8"))
-        if rec == mine:
-            return
-        there = os.stat(rec["path"])
-        if (rec["dev"], rec["ino"]) == (st.st_dev, st.st_ino) == (there.st_dev, there.st_ino):
-            return  # the folder by its first path, which still reaches it: kept as it is
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # not recorded yet (or unreadable, or its path is gone): recorded now
+    rec = read_json(state / FOLDER_ID)
+    if rec == mine:
+        return
+    if (rec.get("dev"), rec.get("ino")) == (st.st_dev, st.st_ino) and _reaches(rec.get("path"), st):
+        return  # the folder by its first path, which still reaches it: kept as it is
     write_atomic(state / FOLDER_ID, json.dumps(mine).encode(), sync=False, mode=0o600)
 
 
@@ -158,18 +158,14 @@ def carry_moved(root: Path, state: Path) -> None:
 def _wrote_a_text_here(log: Path, root: Path) -> bool:
     """Whether the log ``log`` wrote a text one of ``root``'s memory files holds now."""
     import hashlib
-    import json
 
-    try:
-        lines = log.read_bytes().splitlines()[-500:]
-    except OSError:
-        return False
-    written: set[object] = set()
-    for line in lines:
-        try:
-            written.update(c.get("digest") for c in json.loads(line).get("changes", []))
-        except (ValueError, AttributeError, TypeError):
-            continue
+    written = {
+        c.get("digest")
+        for rec in read_lines(log, 500)
+        if isinstance(rec.get("changes"), list)
+        for c in rec["changes"]
+        if isinstance(c, dict)
+    }
     files = [p for p in sorted(root.glob("*.md"))[:500] if p.name != "MEMORY.md"]
     return any(
         p.is_file() and not p.is_symlink() and hashlib.sha256(p.read_bytes()).hexdigest() in written

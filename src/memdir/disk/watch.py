@@ -76,8 +76,8 @@ class Tracker:
 
     def mark(self) -> None:
         """Remember the log and folder as they are now (call just before a sweep)."""
-        self._log_id = _log_identity(self.log_path)
-        self._root_mtime = _mtime(self.root)
+        self._log_id = _status(self.log_path)[:2]
+        self._root_mtime = _status(self.root)[2]
         self.last_sweep = time.monotonic()
         if self.watch and self._watcher is None:
             self._start_watcher()
@@ -89,7 +89,7 @@ class Tracker:
 
     def acknowledge(self, log_size: int, root_mtime: int) -> None:
         """This process appended to the log itself and knows what it wrote."""
-        self._log_id = (self._log_id[0] or _log_identity(self.log_path)[0], log_size)
+        self._log_id = (self._log_id[0] or _status(self.log_path)[0], log_size)
         self._root_mtime = root_mtime
         self._explained_mtime = root_mtime
 
@@ -117,7 +117,7 @@ class Tracker:
                 out.files |= heard
             out.full = out.full or overflow
         else:
-            now = _mtime(self.root)
+            now = _status(self.root)[2]
             if now != self._root_mtime and (now == self._explained_mtime or not self._writing()):
                 # (while a writer is at work, its log line will explain the time: wait for it)
                 out.names = now != self._explained_mtime
@@ -133,7 +133,7 @@ class Tracker:
         return any(intent_pending(path) for path in self.journals)
 
     def _read_log(self, out: Changes) -> None:
-        inode, size = _log_identity(self.log_path)
+        inode, size, _ = _status(self.log_path)
         known_inode, pos = self._log_id
         if (inode, size) == (known_inode, pos):
             return
@@ -243,16 +243,10 @@ class _Watcher:
 _CHANGES = {"created", "deleted", "modified", "moved", "closed"}
 
 
-def _log_identity(path: Path) -> tuple[int, int]:
+def _status(path: Path) -> tuple[int, int, int]:
+    """``path``'s inode, size and modification time (nanoseconds); zeros when it is gone."""
     try:
         st = os.lstat(path)
     except OSError:
-        return (0, 0)
-    return (st.st_ino, st.st_size)
-
-
-def _mtime(path: Path) -> int:
-    try:
-        return os.lstat(path).st_mtime_ns
-    except OSError:
-        return 0
+        return (0, 0, 0)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)

@@ -24,10 +24,10 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..disk.atomic import append_nofollow, write_atomic
@@ -166,23 +166,14 @@ class Episodes:
                 wanted.setdefault(name, set()).add(int(n))
         marked = 0
         for name, numbers in wanted.items():
-            path = self.folder / name
-            try:
-                lines = path.read_text(encoding="utf-8").splitlines()
-            except FileNotFoundError:
-                continue
-            out = []
-            for line in lines:
-                try:
-                    rec = json.loads(line)
-                    if int(rec["n"]) in numbers and not rec.get("held"):
-                        rec["held"] = why
-                        line = json.dumps(rec)
-                        marked += 1
-                except (ValueError, KeyError, TypeError):
-                    pass  # a torn or hand-edited line stays as it is
-                out.append(line)
-            write_atomic(path, ("\n".join(out) + "\n").encode(), mode=0o600)
+
+            def hold(rec: dict[str, Any], numbers: set[int] = numbers) -> bool:
+                if int(rec["n"]) not in numbers or rec.get("held"):
+                    return False
+                rec["held"] = why
+                return True
+
+            marked += self._change(name, hold)
         return marked
 
     def amend(self, refs: Sequence[str]) -> list[str]:
@@ -215,19 +206,33 @@ class Episodes:
     def _note(self, ref: str, key: str, value: str) -> None:
         """Set ``key`` on the kept turn ``ref``."""
         name, _, n = ref.partition("#")
+
+        def note(rec: dict[str, Any]) -> bool:
+            if int(rec["n"]) != int(n):
+                return False
+            rec[key] = value
+            return True
+
+        self._change(name, note)
+
+    def _change(self, name: str, change: Callable[[dict[str, Any]], bool]) -> int:
+        """Write the kept turns of the file ``name`` again with ``change`` applied to each
+        (True: it changed the turn); a torn or hand-edited line stays as it is. How many
+        changed."""
         path = self.folder / name
-        lines = path.read_text(encoding="utf-8").splitlines()
-        out = []
-        for line in lines:
+        if not path.is_file():
+            return 0
+        out, changed = [], 0
+        for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 rec = json.loads(line)
-                if int(rec["n"]) == int(n):
-                    rec[key] = value
-                    line = json.dumps(rec)
+                if change(rec):
+                    line, changed = json.dumps(rec), changed + 1
             except (ValueError, KeyError, TypeError):
                 pass  # a torn or hand-edited line stays as it is
             out.append(line)
         write_atomic(path, ("\n".join(out) + "\n").encode(), mode=0o600)
+        return changed
 
     def prune(self) -> int:
         """Drop episode files past ``episodes_keep_days``, then the oldest past the size cap;

@@ -88,25 +88,17 @@ class CacheDB:
         if self.schema_of(db, part) == schema:
             return
         self.rebuilt = True
-        outer = db.in_transaction
-        if not outer:
-            db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.transaction(db):
             for statement in script.split(";"):
                 if statement.strip():
                     db.execute(statement)
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (part, schema))
-            if not outer:
-                db.execute("COMMIT")
-        except BaseException:
-            if not outer:
-                db.execute("ROLLBACK")
-            raise
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (within one already open on this file: part of it)."""
-        db = self.db
+    def transaction(self, db: sqlite3.Connection | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction on ``db`` (default: the cache's own connection; within one
+        already open on it: part of it)."""
+        db = self.db if db is None else db
         if db.in_transaction:
             yield db
             return

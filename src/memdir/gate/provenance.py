@@ -12,13 +12,15 @@ This module does NOT read files other than the log, and does NOT write anything.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..disk.statefile import parse_lines
+
 HAND = "hand"  # the file's text is not one memdir wrote: a person edited it here
+UNKNOWN = "unknown"  # the origin cannot be read (the memory, or its store's log): nobody's
 # frontmatter keys a file may use to claim an origin: shown as the file's claim, never taken
 ORIGIN_CLAIMS = frozenset({"origin", "from", "source", "author", "by", "provenance", "said_by"})
 # the origins that are this machine's user's own words (``Origin.users``)
@@ -78,7 +80,7 @@ def author(by: str) -> str:
     inside = re.search(r"<([^<>]*)>", by)
     raw = inside.group(1) if inside and "@" in inside.group(1) else by.split("<", 1)[0]
     clean = re.sub(r"[^\w@.+-]+", "-", raw.strip(), flags=re.ASCII).strip("-")[:64]
-    return clean or "unknown"
+    return clean or UNKNOWN
 
 
 CHUNK = 64 * 1024  # bytes of the log read at a time, from the end backwards
@@ -132,8 +134,7 @@ class Ledger:
                 data = fh.read(st.st_size - self._end)
             data = data[: data.rfind(b"\n") + 1]  # a torn last line waits for the rest
             self._end += len(data)
-            for line in data.splitlines():
-                self._take(line, newest=True)
+            self._take(data, newest=True)
 
     def _whole(self, size: int) -> int:
         """Where the last whole line of a log of ``size`` bytes ends."""
@@ -166,17 +167,25 @@ class Ledger:
                     lo, data = lo + cut + 1, data[cut + 1 :]
                     break
                 size *= 2  # one line longer than the chunk
-        for line in reversed(data.splitlines()):
-            self._take(line, newest=False)
+        self._take(data, newest=False)
         self._start = lo
 
-    def _take(self, line: bytes, *, newest: bool) -> None:
-        try:
-            op = json.loads(line)
-            changes = op.get("changes", ())
+    def _take(self, data: bytes, *, newest: bool) -> None:
+        """Take in the logged operations of ``data`` (whole lines): newer than what is known,
+        each change wins; older, only a change of a name not known yet counts."""
+        ops = parse_lines(data.decode("utf-8", errors="replace"))
+        for op in ops if newest else reversed(ops):
+            changes, source, op_id = op.get("changes"), op.get("source"), op.get("id")
+            if not (
+                isinstance(changes, list) and isinstance(source, str) and isinstance(op_id, str)
+            ):
+                continue  # (no operation memdir logged)
             for ch in changes if newest else reversed(changes):
-                origin = Origin(label_of(op["source"], ch.get("by")), op.get("time"), op["id"])
-                if newest or ch["name"] not in self._last:
-                    self._last[ch["name"]] = (ch.get("digest"), origin)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            pass
+                name = ch.get("name") if isinstance(ch, dict) else None
+                if not isinstance(name, str) or not (newest or name not in self._last):
+                    continue
+                by = ch.get("by")
+                origin = Origin(
+                    label_of(source, by if isinstance(by, str) else None), op.get("time"), op_id
+                )
+                self._last[name] = (ch.get("digest"), origin)

@@ -243,14 +243,10 @@ def _is_text_base64(token: str) -> bool:
     """Whether the token is base64 of ordinary text (a look-alike, not a secret)."""
     padded = token + "=" * (-len(token) % 4)
     try:
-        raw = base64.b64decode(
+        decoded = base64.b64decode(
             padded, altchars=b"-_" if "-" in token or "_" in token else None, validate=True
-        )
-    except (binascii.Error, ValueError):
-        return False
-    try:
-        decoded = raw.decode("utf-8")
-    except UnicodeDecodeError:
+        ).decode("utf-8")
+    except (binascii.Error, ValueError):  # (not base64, or not UTF-8 text)
         return False
     printable = sum(ch.isprintable() or ch in "\n\t" for ch in decoded)
     return printable >= 0.95 * max(1, len(decoded))

@@ -25,14 +25,14 @@ from typing import Any, TypedDict, cast
 from .. import jobs
 from ..code import conventions
 from ..config import Config, find_store_dir, load_config
-from ..disk.atomic import append_nofollow
 from ..disk.layout import HOOK_LOG as LOG
 from ..disk.layout import state_dir
 from ..disk.lock import open_folder
-from ..errors import InvalidMemory, MemdirError, StoreNotFound
+from ..disk.statefile import append_line
+from ..errors import MemdirError, StoreNotFound
 from ..providers import Message
 from ..scopes import Scopes, make_private, user_store_dir
-from ..store import Store, open_store
+from ..store import open_store, readable
 from .hostsettings import HOSTS as HOSTS
 from .hostsettings import install as install
 from .hostsettings import installed as installed
@@ -141,19 +141,8 @@ def _config_for(event: HookEvent) -> Config:
 
 def log_line(store_dir: Path, record: LogRecord) -> None:
     """One line of ``<state>/hooks.jsonl`` (best effort)."""
-    try:
-        append_nofollow(
-            state_dir(store_dir) / LOG,
-            (
-                json.dumps(
-                    {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **record},
-                    ensure_ascii=False,
-                )
-                + "\n"
-            ).encode(),
-        )
-    except OSError:
-        pass
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    append_line(state_dir(store_dir) / LOG, {"time": stamp, **record})
 
 
 MAX_PROMPT_CHARS = 20_000  # of a prompt, what recall reads (its end: where the question is)
@@ -306,11 +295,10 @@ def tool(event: HookEvent, *, host: str | None, stores: StoreSource | None = Non
         rules = []
         gate = Policy(store)
         for shown in sorted(names) if names else session_start(store, config).names:
-            try:
-                mem = store.get(shown)
-            except (InvalidMemory, LookupError):
-                continue  # (gone since the session started)
-            if gate.verdict(shown, mem).users:  # (not a text changed since by a door)
+            mem = readable(store, shown)  # (None: gone since the session started)
+            if (
+                mem is not None and gate.verdict(shown, mem).users
+            ):  # (not a text changed since by a door)
                 rules.append((shown, mem.body if conventions.one(mem.body) else mem.description))
         found = findings(rules, work)
         home = store.home()
@@ -374,11 +362,7 @@ def _reader(config: Config, budget: float, *, watch: bool = False) -> Scopes:
     """The project's, the user's and shared stores. A prompt embeds its question only: the
     memories without a vector yet rank by BM25 and are embedded in the background (the
     learn worker, ``memdir index --background``), never on the person's time."""
-    try:
-        project: Store | None = open_store(config, create=False, watch=watch)
-    except StoreNotFound:
-        project = None
-    scopes = Scopes(config, project=project, watch=watch)
+    scopes = Scopes(config, watch=watch)
     if not scopes.stores():
         raise StoreNotFound(f"no memory store at {config.dir} — run 'memdir init' there")
     for _, store in scopes.stores():

@@ -468,12 +468,10 @@ class MemoryServer:
         return self.resource(lambda: as_read(self.scopes(), name))
 
     def resource(self, fn: Callable[[], str]) -> str:
+        """Read one resource as ``call`` runs a tool; a missing memory is the protocol's
+        resource-not-found error, not an internal one."""
         try:
-            with self._lock:
-                return fn()
-        except MemoryNotFound as exc:  # the resource-not-found error, not an internal one
-            raise ResourceNotFoundError(str(exc)) from None
-        except MemdirError as exc:
-            raise ResourceError(str(exc)) from None
-        except OSError as exc:
-            raise ResourceError(f"{exc.strerror or exc} — check the store folder") from None
+            return self.call(fn)
+        except ToolError as exc:
+            missing = isinstance(exc.__context__, MemoryNotFound)
+            raise (ResourceNotFoundError if missing else ResourceError)(str(exc)) from None

@@ -40,17 +40,16 @@ def model_or_why(config: Config, host: str | None, usage: Path | None = None) ->
     SDK names the extra to install)."""
     from ..providers import make_model
 
-    try:
-        return make_model(config, memory=True, usage_log=usage), ""
-    except LLMUnavailable as exc:
-        why = str(exc)
-        if host in HOSTS and config.provider is None:
-            try:
-                hosts = Config(**{**config.__dict__, "provider": host})
-                return make_model(hosts, memory=True, usage_log=usage), ""
-            except LLMUnavailable as also:
-                why = why if "pip install" in why else str(also)
-        return None, why
+    tried = [config]
+    if host in HOSTS and config.provider is None:  # (then the host's own CLI)
+        tried.append(Config(**{**config.__dict__, "provider": host}))
+    whys = []
+    for each in tried:
+        try:
+            return make_model(each, memory=True, usage_log=usage), ""
+        except LLMUnavailable as exc:
+            whys.append(str(exc))
+    return None, whys[0] if "pip install" in whys[0] else whys[-1]
 
 
 def usage_of(scopes: Scopes) -> Path | None:

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from ..disk.statefile import parse_lines
 from ..errors import MemdirError
 from ..providers import Message
 
@@ -109,7 +110,9 @@ def read_session(path: Path) -> list[Message]:
     try:  # never a pipe or a device: a FIFO would block, /dev/zero would never end
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        raise MemdirError(f"cannot read the session file {path} ({exc.strerror})") from None
+        raise MemdirError(
+            f"cannot read the session file {path} ({exc.strerror}) — pass a readable file"
+        ) from None
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise MemdirError(
@@ -119,14 +122,4 @@ def read_session(path: Path) -> list[Message]:
         size = fh.seek(0, 2)
         fh.seek(max(0, size - MAX_BYTES))
         data = fh.read(MAX_BYTES).decode("utf-8", errors="replace")
-    messages: list[Message] = []
-    for line in data.splitlines():
-        if not line.strip():
-            continue
-        try:
-            msg = message_from_row(json.loads(line))
-        except ValueError:
-            continue
-        if msg is not None:
-            messages.append(msg)
-    return messages
+    return [m for m in map(message_from_row, parse_lines(data)) if m is not None]

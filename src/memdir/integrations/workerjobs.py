@@ -8,13 +8,13 @@ This module does NOT queue jobs (the hooks and commands do, ``jobs``) nor run th
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 from .. import jobs
 from ..config import Config
 from ..disk.layout import HOOK_LOG as LOG
 from ..disk.layout import NESTED_MARK, USAGE, state_dir
+from ..disk.statefile import read_lines
 from ..errors import LLMError, MemdirError
 from ..providers import Message
 from ..recall import message_text
@@ -173,15 +173,5 @@ def _nested(messages: list[Message]) -> bool:
 
 def last_learn(store_dir: Path) -> LogRecord | None:
     """The newest learn record of the hook log (for ``memdir doctor``)."""
-    try:
-        lines = (state_dir(store_dir) / LOG).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if rec.get("hook") == "learn":
-            return dict(rec)
-    return None
+    learns = [r for r in read_lines(state_dir(store_dir) / LOG) if r.get("hook") == "learn"]
+    return dict(learns[-1]) if learns else None

@@ -20,7 +20,7 @@ from .. import prompts
 from ..disk.layout import CONSOLIDATE as STATE
 from ..disk.statefile import State, StateFile
 from ..entry import Entry
-from ..errors import LLMError, MemdirError, PlanError
+from ..errors import LLMError, PlanError
 from ..find.search import tokenize
 from ..gate.decisions import accept
 from ..gate.safetext import for_body, for_prompt
@@ -28,7 +28,7 @@ from ..memory import now as memory_now
 from ..policy import Policy, shown
 from ..providers import ChatModel, complete_json, runs_locally
 from ..review import land
-from ..store import Store
+from ..store import Store, readable
 from .plan import Consolidation, _answer, _schema, validate_plan
 
 log = logging.getLogger("memdir.consolidate")
@@ -166,9 +166,8 @@ def _groups(entries: list[Entry], seeds: list[Entry], size: int) -> list[list[En
 def _prompt(store: Store, batch: list[Entry], seen: dict[str, str | None]) -> str:
     parts = []
     for e in batch:
-        try:
-            mem = store.get(e.name)
-        except LookupError:
+        mem = readable(store, e.name)
+        if mem is None:
             continue
         seen[e.name] = mem.digest
         body = mem.body
@@ -339,24 +338,16 @@ def _consolidate(
 
 def _all_users(store: Store, names: list[str]) -> bool:
     """Whether every memory of a merge is the user's own instruction as it stands now."""
-
-    try:
-        gate = Policy(store)
-        return all(gate.verdict(n).users for n in names)
-    except (MemdirError, LookupError):
-        return False
+    gate = Policy(store)
+    return all(gate.verdict(n).users for n in names)
 
 
 def _keep_as_users(store: Store, names: list[str]) -> None:
     """A merge of the user's own memories restates their words: it stands as theirs, as
     each of its sources did (a merge with any text from elsewhere waits for the user)."""
-    for name in names:
-        try:
-            digest = store.get(name).digest
-        except (MemdirError, LookupError):
-            continue
-        if digest is not None:
-            accept(store.internal, name, digest)
+    for mem in filter(None, (readable(store, name) for name in names)):
+        if mem.digest is not None:
+            accept(store.internal, mem.name, mem.digest)
 
 
 def apply_plan(store: Store, plan: Consolidation, *, ask: bool = False) -> Consolidation:

@@ -18,7 +18,7 @@ from ..errors import MemdirError
 from ..gate.safetext import speaker_turn
 from ..providers import Message
 from ..recall import message_text
-from ..store import Store
+from ..store import Store, readable
 
 log = logging.getLogger("memdir.extract")
 
@@ -97,11 +97,8 @@ def said_in(store: Store, names: Sequence[str]) -> list[str]:
     """The kept turns (``file#n``) the memories ``names`` were learned from (their
     ``episode`` key: one ref, or ``file#a-b``)."""
     refs: list[str] = []
-    for name in names:
-        try:
-            where = str(store.get(name).extra.get("episode") or "")
-        except (MemdirError, LookupError):
-            continue
+    for mem in filter(None, (readable(store, name) for name in names)):
+        where = str(mem.extra.get("episode") or "")
         fname, _, span = where.partition("#")
         first, _, last = span.partition("-")
         if fname and first.isdigit():

@@ -13,12 +13,12 @@ from typing import Any
 
 from ..code import conventions
 from ..config import STANDING_TYPES
-from ..errors import InvalidMemory, InvalidName, MemdirError
+from ..errors import InvalidMemory, InvalidName
 from ..find.search import tokenize
 from ..history import Operation
 from ..memory import Memory, skeleton
 from ..plan import Put, Remove
-from ..store import Store
+from ..store import Store, origin_of, readable
 from .proposal import (
     borrowed_description,
     coerce,
@@ -160,13 +160,9 @@ class Planner:
             if len(kinds) == 1:
                 mem = mem.replace(type=kinds.pop())
         mem = mem.replace(name=own)
-        try:
-            self.store.check(mem)
-        except (InvalidMemory, InvalidName) as exc:
-            self.result.dropped.append(f"{mem.name}: {exc}")
-            return
-        self._put(mem)
-        self.retire(holders, mem)
+        if self._valid(mem):
+            self._put(mem)
+            self.retire(holders, mem)
 
     def add(self, raw: Any) -> None:
         store, planned, existing = self.store, self.planned, self.existing
@@ -221,13 +217,9 @@ class Planner:
         ):
             self.result.dropped.append(f"{mem.name}: repeats an item of the same reply")
             return
-        try:
-            store.check(mem)
-        except (InvalidMemory, InvalidName) as exc:
-            self.result.dropped.append(f"{mem.name}: {exc}")
-            return
-        self._put(self._as_rule_it_replaces(mem, replaced))
-        self.retire(replaced, mem)
+        if self._valid(mem):
+            self._put(self._as_rule_it_replaces(mem, replaced))
+            self.retire(replaced, mem)
 
     def _corrects(self, mem: Memory) -> tuple[Memory, list[str]] | None:
         """A new memory as the update of the one it restates or corrects (``corrected``), and
@@ -256,12 +248,7 @@ class Planner:
         as the rule it replaces did."""
         if mem.type in STANDING_TYPES or not replaced or mem.name in self.existing:
             return mem  # (a memory the correction updates keeps its own type)
-        kinds = set()
-        for name in replaced:
-            try:
-                kinds.add(self.store.get(name).type)
-            except (InvalidMemory, LookupError):
-                continue
+        kinds = {m.type for m in (readable(self.store, n) for n in replaced) if m is not None}
         if len(kinds) == 1 and kinds <= set(STANDING_TYPES):
             return mem.replace(type=kinds.pop())
         return mem
@@ -276,10 +263,7 @@ class Planner:
     def _said_just_now(self, name: str) -> bool:
         """Whether ``name`` was written from a conversation moments ago (the agent's own
         save_memory in this turn, the hook's previous run): the same fact, one memory."""
-        try:
-            origin = self.store.origin(name)
-        except MemdirError:
-            return False
+        origin = origin_of(self.store, name)
         if origin.label not in ("agent", "learned") or not origin.at:
             return False
         return origin.at >= _ago(JUST_NOW)
@@ -306,6 +290,15 @@ class Planner:
             if saved.type == mem.type and theirs and len(theirs & words) / len(theirs) >= 0.6:
                 return name
         return None
+
+    def _valid(self, mem: Memory) -> bool:
+        """Whether the store takes ``mem`` as it is; else it is dropped, saying why."""
+        try:
+            self.store.check(mem)
+        except (InvalidMemory, InvalidName) as exc:
+            self.result.dropped.append(f"{mem.name}: {exc}")
+            return False
+        return True
 
     def _put(self, mem: Memory) -> None:
         if mem.name not in self.existing:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import InvalidName
 from ..find.search import STOP_WORDS, tokenize
 from ..gate.safetext import CJK_CHAR, one_line
 from ..gate.secrets import redact
-from ..memory import MAX_DESCRIPTION_CHARS, Memory, slugify, validate_name
+from ..memory import MAX_DESCRIPTION_CHARS, Memory, slugify, valid_name
 from ..store import Store
 
 TYPE_ALIASES = {
@@ -184,14 +183,7 @@ def short_name(text: str, taken: set[str]) -> str:
         w for w in re.findall(r"\w+", text.lower()) if w not in STOP_WORDS and w not in _TYPE_WORDS
     ][:5]
     base = slugify(" ".join(words) or text)[:48].strip("-_") or "memory"
-    try:
-        validate_name(base)
-    except InvalidName:
-        base = f"note-{base}" if base else "note"
-        try:
-            validate_name(base)
-        except InvalidName:
-            base = "note"
+    base = valid_name(base) or valid_name(f"note-{base}") or "note"
     name, n = base, 2
     while name in taken:
         name, n = f"{base}-{n}", n + 1
@@ -203,9 +195,8 @@ def name_for(raw_name: str, description: str, types: tuple[str, ...], taken: set
 
     Not usable: invalid, a type name (``user_preference``), a stop word, or a copy of a whole
     sentence."""
-    try:
-        name = validate_name(raw_name)
-    except InvalidName:
+    name = valid_name(raw_name)
+    if name is None:
         return short_name(raw_name or description, taken)
     words = [w for w in re.split(r"[-_]+", name.lower()) if w]
     generic = (
@@ -218,10 +209,7 @@ def name_for(raw_name: str, description: str, types: tuple[str, ...], taken: set
         return short_name(description if generic else name.replace("-", " "), taken)
     if name not in taken:  # a new name is written as memdir writes names: lower-case-hyphens
         plain = re.sub(r"[_\s]+", "-", name.lower()).strip("-")
-        try:
-            name = validate_name(plain)
-        except InvalidName:
-            pass  # the model's own name is valid: kept as it is
+        name = valid_name(plain) or name  # (else the model's own valid name, as it is)
     return name
 
 

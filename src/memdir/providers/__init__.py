@@ -191,25 +191,26 @@ def make_model(config: Config, *, memory: bool = False, usage_log: Path | None =
                 "no Anthropic API key — set ANTHROPIC_API_KEY, or MEMDIR_PROVIDER=openai with"
                 " OPENAI_BASE_URL for an OpenAI-compatible endpoint"
             )
-        try:
-            from .anthropic import AnthropicModel
-        except ImportError:
-            raise LLMUnavailable(
-                "the anthropic SDK is not installed — pip install 'memdir[anthropic]'"
-            ) from None
-        return AnthropicModel(name, config, log)
+        return _sdk("anthropic").AnthropicModel(name, config, log)  # type: ignore[no-any-return]
     if not config.api_key and not config.base_url:
         raise LLMUnavailable(
             "no OpenAI API key or endpoint — set OPENAI_API_KEY, or OPENAI_BASE_URL for a local"
             " server such as Ollama"
         )
+    return _sdk("openai").OpenAIModel(name, config, log)  # type: ignore[no-any-return]
+
+
+def _sdk(name: str) -> Any:
+    """The adapter module of the provider ``name`` (``anthropic``, ``openai``); LLMUnavailable
+    naming the extra to install when its SDK cannot be imported."""
+    import importlib
+
     try:
-        from .openai import OpenAIModel
+        return importlib.import_module(f".{name}", __name__)
     except ImportError:
         raise LLMUnavailable(
-            "the openai SDK is not installed — pip install 'memdir[openai]'"
+            f"the {name} SDK is not installed — pip install 'memdir[{name}]'"
         ) from None
-    return OpenAIModel(name, config, log)
 
 
 def runs_locally(model: ChatModel, config: Config) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..disk.layout import NESTED_ENV, NESTED_MARK
+from ..disk.statefile import parse_lines
 from ..errors import LLMError, LLMUnavailable
 from ..gate.safetext import speaker_turn
 from ..usage import UsageLog
@@ -141,18 +142,14 @@ class HostCLIModel(RecordingModel):
 
     def _codex(self, out: str) -> tuple[str, Usage]:
         text, usage = "", Usage()
-        for line in out.splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            item = event.get("item") if isinstance(event, dict) else None
+        for event in parse_lines(out):
+            item = event.get("item")
             if isinstance(item, dict) and item.get("type") in (
                 "agent_message",
                 "assistant_message",
             ):
                 text = str(item.get("text", text))
-            if isinstance(event, dict) and event.get("type") == "turn.completed":
+            if event.get("type") == "turn.completed":
                 u = event.get("usage") or {}
                 usage = Usage(int(u.get("input_tokens", 0)), int(u.get("output_tokens", 0)))
         if not text:

@@ -94,15 +94,12 @@ def _balanced_end(text: str, start: int) -> int | None:
 
 def _loads_lenient(s: str) -> Any:
     s = s.strip()
-    try:
-        return json.loads(s)
-    except (ValueError, RecursionError):
-        pass
     fixed = _TRAILING_COMMA.sub(r"\1", s)
-    try:
-        return json.loads(fixed)
-    except (ValueError, RecursionError):
-        pass
+    for attempt in (s, fixed):
+        try:
+            return json.loads(attempt)
+        except (ValueError, RecursionError):
+            continue
     # Python-style literals (single quotes, True/None) are a common small-model slip.
     pythonish = re.sub(
         r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", fixed))

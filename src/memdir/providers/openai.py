@@ -153,13 +153,10 @@ def to_openai_tools(tools: list[ToolSpec]) -> list[ChatCompletionToolParam]:
 def _tool_input(arguments: str | None) -> ToolInput:
     if not arguments:
         return {}
-    try:
-        value = json.loads(arguments)
+    try:  # (JSON as the API sends it, or what a small model's server passes on)
+        value = extract_json(arguments)
     except ValueError:
-        try:
-            value = extract_json(arguments)
-        except ValueError:
-            return {"_unparsed_arguments": arguments}
+        return {"_unparsed_arguments": arguments}
     return value if isinstance(value, dict) else {"value": value}
 
 

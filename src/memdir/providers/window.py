@@ -38,28 +38,30 @@ def context_window(config: Config, model: str) -> int | None:
     return None
 
 
-def _get(url: str) -> Any:
+def _get(url: str) -> dict[str, Any]:
+    """The JSON object the server answers at ``url``; {} when it answers none."""
     request = urllib.request.Request(url, headers={"accept": "application/json"})
-    with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT) as reply:
-        return json.loads(reply.read(1 << 20))
+    try:
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT) as reply:
+            got = json.loads(reply.read(1 << 20))
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}
 
 
 def _ask_server(base_url: str, model: str) -> int | None:
     """What an OpenAI-compatible server says of its context; None when it says nothing."""
     parts = urlsplit(base_url.rstrip("/"))
     root = parts.path[: -len("/v1")] if parts.path.endswith("/v1") else parts.path
-    try:  # llama.cpp: the window the server was started with
-        props = _get(urlunsplit(parts._replace(path=root + "/props")))
-        n_ctx = int(props["default_generation_settings"]["n_ctx"])
-        if n_ctx > 0:
-            return n_ctx
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        listed = _get(urlunsplit(parts._replace(path=parts.path + "/models")))
-        rows = [r for r in listed.get("data", []) if isinstance(r, dict)]
-    except (OSError, ValueError, AttributeError):
-        return None
+    # llama.cpp: the window the server was started with
+    settings = _get(urlunsplit(parts._replace(path=root + "/props"))).get(
+        "default_generation_settings"
+    )
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    if isinstance(n_ctx, int) and n_ctx > 0:
+        return n_ctx
+    data = _get(urlunsplit(parts._replace(path=parts.path + "/models"))).get("data")
+    rows = [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
     rows.sort(key=lambda r: r.get("id") != model)  # the configured model first
     for row in rows:
         meta = row["meta"] if isinstance(row.get("meta"), dict) else {}

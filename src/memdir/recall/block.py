@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from .. import prompts
 from ..code.anchors import outdated, project_of
 from ..entry import Entry
-from ..errors import MemdirError
 from ..gate.safetext import for_body, for_prompt, one_line
 from ..memory import CONFLICT_KEY, Memory
 from ..policy import Policy, planted_description, visible_past
 from ..providers import Message
 from ..scopes import Reader, Scopes
+from ..store import origin_of
 
 if TYPE_CHECKING:
     from ..asof import Held
@@ -163,10 +163,7 @@ def render_past(
 
 def origin_label(store: Reader, name: str, digest: str | None = None) -> str:
     """Where a recalled memory came from (``provenance``), for the model to weigh."""
-    try:
-        return store.origin(name, digest).label
-    except (MemdirError, LookupError, OSError):
-        return "unknown"
+    return origin_of(store, name, digest).label
 
 
 def said_date(value: str) -> str:

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..config import Config
-from .base import Store, StoreBase, Taken, checked_items
+from .base import Store, StoreBase, Taken, checked_items, origin_of, readable
 from .files import MemoryStore, as_folder
 
 __all__ = [
     "MemoryStore", "Store", "StoreBase", "Taken", "as_folder", "checked_items", "open_store",
+    "origin_of", "readable",
 ]  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from .. import memory as memfmt
 from ..config import Config
 from ..entry import Entry, Hit, Problem
 from ..errors import ConflictError, InvalidMemory, MemdirError, MemoryNotFound
-from ..gate.provenance import Origin, label_of
+from ..gate.provenance import UNKNOWN, Origin, label_of
 from ..history import Operation, Version
 from ..memory import Memory
 from ..plan import Change, Put, Remove, check_memory
@@ -81,6 +81,29 @@ class Index(Protocol):
         """Embed every memory without a vector now (``memdir index``, the worker), however
         long it takes; how many memories have one (0: no embedder)."""
         ...
+
+
+class _Reads(Protocol):
+    def get(self, name: str, /) -> Memory: ...
+    def origin(self, name: str, digest: str | None = None, /) -> Origin: ...
+
+
+def readable(reader: _Reads, name: str) -> Memory | None:
+    """The memory ``name`` of a store (or of several read as one: ``scopes``), or None when
+    it is gone or cannot be read (its file went meanwhile, a hand edit broke it)."""
+    try:
+        return reader.get(name)
+    except (MemdirError, LookupError):
+        return None
+
+
+def origin_of(reader: _Reads, name: str, digest: str | None = None) -> Origin:
+    """Where the memory ``name`` came from (``origin``); an origin that cannot be read (the
+    memory gone or unreadable, its store's log unreadable) is nobody's: ``UNKNOWN``."""
+    try:
+        return reader.origin(name, digest)
+    except (MemdirError, LookupError, OSError):
+        return Origin(UNKNOWN)
 
 
 @runtime_checkable

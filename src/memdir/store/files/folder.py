@@ -16,7 +16,6 @@ This module does NOT change memory files or take the lock itself: the store does
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
@@ -28,6 +27,7 @@ from ... import memfile
 from ...config import Config
 from ...disk.atomic import TEMP_PREFIX, write_atomic
 from ...disk.layout import INDEX_DB, INDEX_STATE, JOURNALS, LOG
+from ...disk.statefile import read_json, write_hint
 from ...disk.watch import Tracker
 from ...entry import INDEX_FILE
 from ...find.cachedb import damaged
@@ -173,11 +173,8 @@ class Folder:
         """What MEMORY.md was last rendered from, as the last logged operation and the last
         repair recorded it."""
         records = [op["index"] for op in self.history.records(limit=1) if op.get("index")]
-        try:
-            records.append(json.loads((self.internal / INDEX_STATE).read_bytes()))
-        except (OSError, ValueError):
-            pass
-        return records
+        saved = read_json(self.internal / INDEX_STATE).get("index")
+        return records + ([saved] if saved else [])
 
     def note_index(self, key: tuple[int, ...], *, save: bool = True) -> None:
         """Remember which files MEMORY.md (with identity ``key``) was rendered from."""
@@ -187,8 +184,7 @@ class Folder:
             self.index_record = record
             if not save:
                 return
-            with contextlib.suppress(OSError):
-                write_atomic(self.internal / INDEX_STATE, json.dumps(record).encode(), sync=False)
+            write_hint(self.internal / INDEX_STATE, {"index": record})
 
     def repair(self) -> None:
         """Rewrite MEMORY.md (and drop crashed writers' temp files) when the lock is free."""

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from ... import memfile
 from ...config import Config
 from ...disk.layout import EMBED_DOWN
+from ...disk.statefile import read_json, write_hint
 from ...errors import InvalidMemory, MemdirError
 from ...find.cachedb import damaged
 from ...jobs import index_in_background, indexing
@@ -308,38 +309,31 @@ class Lookup:
         log.warning("memdir: embedding failed, searching with BM25 alone: %s", exc)
         path = self._path(EMBED_DOWN)
         if path is not None and self.embedder is not None:
-            import json
-
-            from ...disk.atomic import write_atomic
-
-            record = {
-                "name": self.embedder.name,
-                "error": str(exc)[:300],
-                "until": time.time() + self.RETRY_AFTER,
-                "pid": os.getpid(),
-            }
-            try:
-                write_atomic(path, json.dumps(record).encode(), sync=False)
-            except OSError:
-                pass
+            until = time.time() + self.RETRY_AFTER
+            write_hint(
+                path,
+                {
+                    "name": self.embedder.name,
+                    "error": str(exc)[:300],
+                    "until": until,
+                    "pid": os.getpid(),
+                },
+            )
 
     def _down(self) -> str | None:
         """Why the embedder is being left alone, if another process saw it fail just now."""
         path = self._path(EMBED_DOWN)
         if path is None or self.embedder is None:
             return None
-        import json
-
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            if (
-                record.get("name") == self.embedder.name
-                and record.get("pid") != os.getpid()
-                and time.time() < float(record["until"])
-            ):
-                return str(record.get("error") or "it failed a moment ago")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass
+        record = read_json(path)
+        until = record.get("until")
+        if (
+            record.get("name") == self.embedder.name
+            and record.get("pid") != os.getpid()
+            and isinstance(until, (int, float))
+            and time.time() < until
+        ):
+            return str(record.get("error") or "it failed a moment ago")
         return None
 
     def describe(self) -> str:

@@ -317,7 +317,4 @@ def _name_in(data: bytes | None, fname: str) -> str | None:
             return memfmt.loads(data.decode("utf-8")).name
         except (UnicodeDecodeError, MemdirError):
             pass
-    try:
-        return memfmt.validate_name(fname.removesuffix(".md"))
-    except MemdirError:
-        return None
+    return memfmt.valid_name(fname.removesuffix(".md"))
