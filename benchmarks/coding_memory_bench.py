@@ -4,7 +4,11 @@ between unrelated topics), each session written as a Claude Code session file an
 ``memdir hook learn`` (its job run by the store's worker code in this process), then a new
 session started with ``memdir hook start``. Scored: how many of the latest conventions stand
 at that session start, how many superseded versions still show, and how much chit-chat stands
-as a rule.
+as a rule. With ``--write-code URL`` a model at that OpenAI-compatible address then writes the
+dialogue's final evaluation tasks (MemoryCode's ``history_eval_query``) three ways — given
+nothing, given memdir's session start, given the whole history in its context — and each answer
+is graded by MemoryCode's own regex evaluator (``code/evaluate_model_output.py`` beside the
+dataset), as its paper grades the history setting.
 
 Arms: ``perfect`` — a scripted model server hands memdir exactly each session's instructions
 (what memdir's own landing, standing and budget keep of a flawless extraction); ``model`` — the
@@ -16,6 +20,8 @@ Only the odd-numbered dialogues are read: the even-numbered ones are held out.
 
     python benchmarks/coding_memory_bench.py --data PATH/TO/MemoryCode/dataset
     python benchmarks/coding_memory_bench.py --data … --arm model --limit 2   # local model
+    python benchmarks/coding_memory_bench.py --data … --dialogues 211,231 \
+        --write-code http://127.0.0.1:8088/v1                        # the code it writes
 """
 
 from __future__ import annotations
@@ -27,9 +33,12 @@ import math
 import os
 import re
 import statistics
+import sys
 import tempfile
 import threading
 import time
+import types
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -233,7 +242,102 @@ def run_dialogue(dialogue: dict[str, Any], perfect: Perfect | None, base: Path) 
         "chit_chat": sum(t.lower() in rules for t in fillers),
         "tokens": math.ceil(len(text) / 4),
         "errors": errors + ([err] if err else []),
+        "context": text,
     }
+
+
+TASK = (
+    "Based on information provided, write a {query}. Do not provide example usage. You must"
+    " follow all the latest coding guidelines provided by your mentor, including any possible"
+    " updates."
+)
+
+
+def code_prompts(dialogue: dict[str, Any], context: str) -> dict[str, list[list[dict[str, str]]]]:
+    """Each final evaluation task as MemoryCode asks it with no dialogue and with the whole
+    history, and with memdir's session start where the history would be."""
+    who = dialogue["context"]
+    style = (
+        "## Style Guide\nDo not acknowledge. Only generate Python code and nothing else before or"
+        " after. Do not explain the code. Do not ask for more information but directly give the"
+        " answer."
+    )
+    mentee = (
+        f"## Task and Context\nYou are {who['mentee']}, a new software engineer at"
+        f" {who['company']}. Your mentor {who['mentor']} has given you specific coding guidelines"
+        f" that you must follow.\n\n{style}"
+    )
+    history = "".join(
+        f"\n\n Session {i} \n\n" + s["text"] for i, s in enumerate(dialogue["sessions"])
+    )
+    queries = dialogue["sessions"][-1]["history_eval_query"]
+    thread = f"This is a thread of dialogues between you and your mentor {who['mentor']}:\n"
+    memory = f"This is what your memory holds from your work with your mentor {who['mentor']}:\n"
+    return {
+        "none": [
+            [
+                {"role": "system", "content": style},
+                {"role": "user", "content": f"Write a {q}. Do not provide example usage."},
+            ]
+            for q in queries
+        ],
+        "memdir": [
+            [
+                {"role": "system", "content": mentee},
+                {"role": "user", "content": memory + context + "\n" + TASK.format(query=q)},
+            ]
+            for q in queries
+        ],
+        "history": [
+            [
+                {"role": "system", "content": mentee},
+                {"role": "user", "content": thread + history + " \n" + TASK.format(query=q)},
+            ]
+            for q in queries
+        ],
+    }
+
+
+def complete(url: str, messages: list[dict[str, str]]) -> str:
+    """The model's answer at temperature 0."""
+    body = json.dumps(
+        {"model": "m", "messages": messages, "temperature": 0, "max_tokens": 700}
+    ).encode()
+    request = urllib.request.Request(
+        url.rstrip("/") + "/chat/completions", body, {"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=1800) as answer:
+        return str(json.loads(answer.read())["choices"][0]["message"]["content"])
+
+
+def evaluator(data: Path) -> Any:
+    """MemoryCode's grading function, from the checkout the dataset came in."""
+    sys.modules.setdefault("fire", types.ModuleType("fire"))  # its command line only
+    sys.path.insert(0, str(data.parent / "code"))
+    import evaluate_model_output  # type: ignore[import-not-found]
+
+    return evaluate_model_output.compute_score
+
+
+def grade(score: Any, dialogue: dict[str, Any], outputs: list[str]) -> float:
+    """MemoryCode's history score of one dialogue: per answer, the mean over the regexes that
+    apply to it; then the mean over answers."""
+    regexes = dialogue["sessions"][-1]["history_regex"]
+    per_answer = []
+    for output in outputs:
+        marks = [score(output, kind, regex) for kind, regex in regexes]
+        marks = [m for m in marks if m is not None]
+        if marks:
+            per_answer.append(statistics.fmean(marks))
+    return statistics.fmean(per_answer) if per_answer else float("nan")
+
+
+def write_code(
+    url: str, score: Any, dialogue: dict[str, Any], context: str, arms: list[str]
+) -> dict[str, float]:
+    """Each arm's score for the code the model writes."""
+    prompts = code_prompts(dialogue, context)
+    return {arm: grade(score, dialogue, [complete(url, m) for m in prompts[arm]]) for arm in arms}
 
 
 def interval(k: int, n: int) -> str:
@@ -243,7 +347,7 @@ def interval(k: int, n: int) -> str:
     z, p = 1.96, k / n
     mid = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return f"[{mid - half:.3f}, {mid + half:.3f}]"
+    return f"[{max(0.0, mid - half):.3f}, {min(1.0, mid + half):.3f}]"
 
 
 def main() -> None:
@@ -253,22 +357,35 @@ def main() -> None:
     parser.add_argument("--min-sessions", type=int, default=20)
     parser.add_argument("--max-sessions", type=int, default=50)
     parser.add_argument("--limit", type=int, default=0, help="at most this many dialogues")
+    parser.add_argument("--dialogues", default="", help="only these numbers, e.g. 211,231")
+    parser.add_argument("--write-code", metavar="URL", help="a model that writes the tasks' code")
+    parser.add_argument(
+        "--code-arms", default="none,memdir,history", help="which of none, memdir, history"
+    )
     args = parser.parse_args()
     chosen = dialogues(args.data, args.min_sessions, args.max_sessions)
+    if args.dialogues:
+        wanted = {int(n) for n in args.dialogues.split(",")}
+        chosen = [(n, d) for n, d in chosen if n in wanted]
     if args.limit:
         chosen = chosen[: args.limit]
+    score = evaluator(args.data) if args.write_code else None
     perfect = Perfect() if args.arm == "perfect" else None
     rows = []
     began = time.perf_counter()
     for number, dialogue in chosen:
         with tempfile.TemporaryDirectory() as tmp, environment(Path(tmp), perfect and perfect.url):
             row = run_dialogue(dialogue, perfect, Path(tmp))
+        if args.write_code:
+            arms = args.code_arms.split(",")
+            row["code"] = write_code(args.write_code, score, dialogue, row["context"], arms)
         rows.append(row)
         print(
             f"dialogue {number:3d}: {len(dialogue['sessions'])} sessions,"
             f" {row['stand']}/{row['latest']} stand, {row['stale']}/{row['updated']} stale shown,"
             f" {row['chit_chat']} chit-chat, ~{row['tokens']} tokens"
-            + (f", {len(row['errors'])} hook errors: {row['errors'][0]}" if row["errors"] else ""),
+            + (f", {len(row['errors'])} hook errors: {row['errors'][0]}" if row["errors"] else "")
+            + "".join(f", code {arm} {v:.3f}" for arm, v in row.get("code", {}).items()),
             flush=True,
         )
     stand, latest = sum(r["stand"] for r in rows), sum(r["latest"] for r in rows)
@@ -285,6 +402,13 @@ def main() -> None:
     tokens = [r["tokens"] for r in rows]
     if tokens:
         print(f"session start: median ~{statistics.median(tokens):.0f} tokens, max ~{max(tokens)}")
+    if args.write_code:
+        print("code the model writes (MemoryCode's history score, mean over dialogues):")
+        for arm in args.code_arms.split(","):
+            marks = [r["code"][arm] for r in rows if not math.isnan(r["code"][arm])]
+            low, high = (min(marks), max(marks)) if marks else (math.nan, math.nan)
+            mean = statistics.fmean(marks) if marks else math.nan
+            print(f"  {arm:<8}{mean:.3f}  (dialogues from {low:.3f} to {high:.3f})")
     print(f"{time.perf_counter() - began:.0f} s")
 
 
