@@ -334,10 +334,11 @@ def grade(score: Any, dialogue: dict[str, Any], outputs: list[str]) -> float:
 
 def write_code(
     url: str, score: Any, dialogue: dict[str, Any], context: str, arms: list[str]
-) -> dict[str, float]:
-    """Each arm's score for the code the model writes."""
+) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """Each arm's score for the code the model writes, and the code."""
     prompts = code_prompts(dialogue, context)
-    return {arm: grade(score, dialogue, [complete(url, m) for m in prompts[arm]]) for arm in arms}
+    written = {arm: [complete(url, m) for m in prompts[arm]] for arm in arms}
+    return {arm: grade(score, dialogue, code) for arm, code in written.items()}, written
 
 
 def interval(k: int, n: int) -> str:
@@ -362,6 +363,7 @@ def main() -> None:
     parser.add_argument(
         "--code-arms", default="none,memdir,history", help="which of none, memdir, history"
     )
+    parser.add_argument("--save", type=Path, help="a folder for each dialogue's code and start")
     args = parser.parse_args()
     chosen = dialogues(args.data, args.min_sessions, args.max_sessions)
     if args.dialogues:
@@ -374,11 +376,21 @@ def main() -> None:
     rows = []
     began = time.perf_counter()
     for number, dialogue in chosen:
-        with tempfile.TemporaryDirectory() as tmp, environment(Path(tmp), perfect and perfect.url):
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            environment(Path(tmp), perfect.url if perfect else None),
+        ):
             row = run_dialogue(dialogue, perfect, Path(tmp))
         if args.write_code:
             arms = args.code_arms.split(",")
-            row["code"] = write_code(args.write_code, score, dialogue, row["context"], arms)
+            row["code"], written = write_code(
+                args.write_code, score, dialogue, row["context"], arms
+            )
+            if args.save:
+                args.save.mkdir(parents=True, exist_ok=True)
+                (args.save / f"{number}-{args.arm}.json").write_text(
+                    json.dumps({"start": row["context"], "code": written}, indent=1)
+                )
         rows.append(row)
         print(
             f"dialogue {number:3d}: {len(dialogue['sessions'])} sessions,"
