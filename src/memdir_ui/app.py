@@ -35,7 +35,7 @@ from memdir.recalllog import Use
 from memdir.recalllog import entries as recall_entries
 from memdir.scopes import Scopes
 from memdir.standing import accept_as_users, waiting
-from memdir.store import Store
+from memdir.store import Store, readable
 from memdir.usage import UsageLog
 from memdir_ui.access import Access
 from memdir_ui.charts import growth_chart, usage_chart
@@ -51,7 +51,6 @@ from memdir_ui.shown import (
     turns_in,
     unused_since,
     uses_in,
-    valid_name,
     version_diff,
 )
 
@@ -190,13 +189,10 @@ class UI:
         q = request.query_params
         with self.lock:
             store = self._store(scope)
-            versions = store.history(name) if valid_name(name) else []
-            try:
-                mem = store.get(name)
-            except MemdirError:
-                if not versions:
-                    return self.page(request, "missing.html", status=404, name=name, scope=scope)
-                mem = None
+            versions = store.history(name) if memfmt.valid_name(name) is not None else []
+            mem = readable(store, name)
+            if mem is None and not versions:
+                return self.page(request, "missing.html", status=404, name=name, scope=scope)
             a, b = q.get("a", ""), q.get("b", "")
             diff = version_diff(store, name, mem, a, b) if a and b else None
             shown = self._shown(scope, name)

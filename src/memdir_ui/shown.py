@@ -70,14 +70,6 @@ def recalled_line(entry: RecallEntry) -> str:
     return "recalled " + (" and ".join(parts) or "nothing")
 
 
-def valid_name(name: str) -> bool:
-    try:
-        memfmt.validate_name(name)
-    except MemdirError:
-        return False
-    return True
-
-
 def back_to(path: str, done: str) -> Response:
     return RedirectResponse(f"{path}?{urlencode({'done': done})}", status_code=303)
 
