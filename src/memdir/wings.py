@@ -1,7 +1,8 @@
 """The wings: capabilities most users do not turn on, each a package of its own beside the
 core — ``memdir_git`` (sync through git), ``memdir_postgres`` (stores in PostgreSQL, the team
 server and its tokens), ``memdir_agent`` (``memdir chat`` and ``run``), ``memdir_ui``
-(``memdir ui``) and ``memdir_memorytool`` (the Anthropic memory tool). The core finds them
+(``memdir ui``), ``memdir_memorytool`` (the Anthropic memory tool) and ``memdir_http``
+(``memdir mcp --http``, a team's server among it). The core finds them
 through entry points and imports none of them; an install extra pulls in what a wing needs.
 
 Entry point groups (``pyproject.toml``'s ``[project.entry-points]``):
@@ -9,6 +10,8 @@ Entry point groups (``pyproject.toml``'s ``[project.entry-points]``):
 - ``memdir.commands``: a command the command line adds (a click command).
 - ``memdir.backends``: a database URL's scheme -> ``open(config, create, watch) -> Store``.
 - ``memdir.jobs``: a background job's kind -> ``handler(config) -> jobs.Handler``.
+- ``memdir.serve``: a transport ``memdir mcp`` serves on besides stdio (``http``) ->
+  ``serve(config, host=, port=, token=, origins=, hosts=, home=)``.
 - ``memdir.events``: what a wing does at one of the core's moments, named ``MOMENT.WING``:
   ``learned``
   ``(store, config)`` after a learn job ended well; ``started`` ``(config)`` as a session

@@ -8,7 +8,7 @@ the project scope, their other stores are scopes named after the store (``team:a
 read-only where they may only read. Every store is opened on connections in the member role
 with the person's store ids, so the database's row-level security holds each statement to
 those stores whatever a tool asks. Writes are logged as ``mcp:<name>``.
-This module does NOT check Host or Origin (``http_guard``) and does NOT register the tools
+This module does NOT check Host or Origin (``memdir_http.guard``) and does NOT register the tools
 (``mcp``).
 """
 

@@ -178,23 +178,21 @@ def mcp_cmd(
 ) -> None:
     """Serve the memory to an agent host over MCP (stdio, or HTTP at /mcp, which needs a
     bearer token)."""
-    import contextlib
     import importlib.util
 
     if importlib.util.find_spec("mcp") is None:
         raise MemdirError(
             "the MCP server needs the mcp package — install memdir[mcp] (pip install 'memdir[mcp]')"
         )
-    from ..integrations.mcpstart import initialize_first
-
-    # on stdio the host's initialize is answered before the SDK loads (hosts wait seconds)
-    with contextlib.nullcontext() if http else initialize_first():
+    if http:
+        from .. import wings
         from ..gate.trust import config_home
-        from ..integrations.mcp import serve
 
+        serve = wings.load("memdir.serve", "http")
+        if serve is None:
+            raise MemdirError("no wing serves MCP over HTTP (memdir_http) — reinstall memdir")
         serve(
             c.config,
-            http=http,
             host=host or "127.0.0.1",
             port=port,
             token=token,
@@ -202,6 +200,14 @@ def mcp_cmd(
             hosts=hosts,
             home=config_home(os.environ),
         )
+        return
+    from ..integrations.mcpstart import initialize_first
+
+    # on stdio the host's initialize is answered before the SDK loads (hosts wait seconds)
+    with initialize_first():
+        from ..integrations.mcp import serve as serve_stdio
+
+        serve_stdio(c.config)
 
 
 COMMANDS = [hook, hooks_group, mcp_cmd]

@@ -4,20 +4,17 @@ Tools for recall, search, listing (paged within a token budget), reading, rememb
 edits, forgetting, history and restore; the index and each memory as resources; one prompt.
 The tools are methods of ``mcp_memory.MemoryServer``, registered here from ``TOOLS`` with the
 descriptions a host's model reads. It logs to stderr only, since on stdio the standard output
-is the protocol; over HTTP every request needs a bearer token (``http_guard``). Built on the
-official ``mcp`` SDK (``memdir[mcp]``).
+is the protocol. Over HTTP (``memdir mcp --http``) the ``memdir_http`` wing serves these same
+tools. Built on the official ``mcp`` SDK (``memdir[mcp]``).
 This module does NOT decide what to remember: the host's model does, through the tools.
 """
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import logging
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,19 +26,6 @@ from ..config import Config
 from .mcp_memory import MemoryServer
 from .mcpstart import INSTRUCTIONS
 from .mcpstart import version as _version
-
-
-class Team(Protocol):
-    """The identities a team server's database holds (the PostgreSQL wing's ``Team``): how many
-    are active, whose a bearer token is, and each one's tools."""
-
-    def active(self) -> int: ...
-    def who(self, token: str) -> Any: ...
-    def memory_for(self, identity: Any) -> MemoryServer: ...
-
-
-# the tools of the person a team server's request comes from (``Team.memory_for``)
-CURRENT: contextvars.ContextVar[MemoryServer] = contextvars.ContextVar("memdir_person")
 
 READ = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -136,18 +120,15 @@ TOOLS = [
 ]
 
 
-class _Server(MCPServer):
+class Server(MCPServer):
     """The SDK's server, with one rule for bad input: a tool's invalid arguments are a tool
     error of one line saying what the tool takes (not the validator's text and URL), and a
     prompt called without its argument is invalid params (-32602)."""
 
     memory: MemoryServer | None = None
-    team: Team | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        if self.team is not None:  # a team's server: the person this request is
-            person = CURRENT.set(self._person(context))
-        elif self.memory is not None:  # who writes: the host that connected (provenance)
+        if self.memory is not None:  # who writes: the host that connected (provenance)
             self.memory.client = _client_name(context) or self.memory.client
         try:
             return await super().call_tool(name, arguments, context)
@@ -155,31 +136,6 @@ class _Server(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(self._invalid(name, exc.__cause__)) from None
             raise
-        finally:
-            if self.team is not None:
-                CURRENT.reset(person)
-
-    async def read_resource(self, uri: Any, context: Any = None) -> Any:
-        if self.team is None:
-            return await super().read_resource(uri, context)
-        person = CURRENT.set(self._person(context))
-        try:
-            return await super().read_resource(uri, context)
-        finally:
-            CURRENT.reset(person)
-
-    def _person(self, context: Any) -> MemoryServer:
-        """The tools of whoever sent this request (the guard named them from their token)."""
-        from .http_guard import IDENTITY
-
-        assert self.team is not None
-        try:
-            identity = context.request_context.request.scope.get("state", {}).get(IDENTITY)
-        except AttributeError:
-            identity = None
-        if identity is None:  # the guard refuses such a request: never reached over HTTP
-            raise ToolError("this request carries no identity — send your own token")
-        return self.team.memory_for(identity)
 
     def _invalid(self, name: str, err: ValidationError) -> str:
         what = "; ".join(
@@ -222,27 +178,22 @@ def _kind(spec: dict[str, Any]) -> str:
     return " or ".join(names.get(str(t), str(t)) for t in types) or "any"
 
 
-def _each_person(template: Callable[..., Any]) -> Callable[..., Any]:
-    """``template`` (a ``MemoryServer`` method, for its signature) run on the tools of the
-    request's person (``CURRENT``)."""
-
-    @functools.wraps(template)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(CURRENT.get(), template.__name__)(*args, **kwargs)
-
-    return call
+Bind = Callable[[MemoryServer, str], Callable[..., Any]]
 
 
-def build_server(config: Config, team: Team | None = None) -> MCPServer:
-    """The MCP server for the store ``config`` names, or with ``team`` for each person's own
-    stores. Tools answer plain text (no output schema: hosts pass the text to the model as
-    written, not as escaped JSON)."""
+def build_server(
+    config: Config, kind: Callable[..., Server] = Server, bind: Bind = getattr
+) -> Server:
+    """The MCP server for the store ``config`` names: a ``kind`` of server whose tools and
+    resources are ``bind(memory, method)`` (the ``MemoryServer``'s own methods; a team's
+    server binds each to the person a request comes from). Tools answer plain text (no output
+    schema: hosts pass the text to the model as written, not as escaped JSON)."""
     mem = MemoryServer(config)
-    server = _Server("memdir", version=_version(), instructions=INSTRUCTIONS)
-    server.memory, server.team = mem, team
+    server = kind("memdir", version=_version(), instructions=INSTRUCTIONS)
+    server.memory = mem
 
     def bound(method: str) -> Callable[..., Any]:
-        return getattr(mem, method) if team is None else _each_person(getattr(mem, method))
+        return bind(mem, method)
 
     for tool in TOOLS:
         description = tool.description.format(types=", ".join(config.types))
@@ -286,73 +237,17 @@ def remember_prompt(text: str) -> str:
     )
 
 
-def serve(
-    config: Config,
-    *,
-    http: bool = False,
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    token: str | None = None,
-    origins: tuple[str, ...] = (),
-    hosts: tuple[str, ...] = (),
-    home: Path | None = None,
-) -> None:
-    """Run the server on stdio, or on streamable HTTP at ``host:port`` (``/mcp``), where every
-    request needs the bearer token (``token``, else one generated and kept in ``home``), a
-    Host that names this server and, from a browser, an Origin listed in ``origins``."""
+def log_to_stderr() -> None:
+    """The server's log goes to stderr (on stdio the standard output is the protocol)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("memdir mcp: %(levelname)s %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    if not http:
-        build_server(config).run("stdio")
-        return
-    import uvicorn
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from .http_guard import Guard, allowed_hosts, resolve_token
-
-    team = _team(config, token)
-    if team is None:
-        secret, kept, made = resolve_token(token, host, home or Path.home())
-    else:
-        secret, kept, made = "", None, False
-    names = allowed_hosts(host, port, hosts)
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=sorted(names),
-        allowed_origins=list(origins),
-    )
-    app = build_server(config, team).streamable_http_app(transport_security=security, host=host)
-    shown = f"[{host}]" if ":" in host else host
-    print(f"memdir mcp: serving http://{shown}:{port}/mcp", file=sys.stderr)
-    if made:
-        print(
-            f"memdir mcp: new access token (kept in {kept}): {secret}\n  send it as"
-            " 'Authorization: Bearer <token>'",
-            file=sys.stderr,
-        )
-    elif kept is not None:
-        print(f"memdir mcp: access token in {kept}", file=sys.stderr)
-    if team is not None:
-        print(
-            f"memdir mcp: {team.active()} identities; each client sends its own token"
-            " ('memdir tokens list')",
-            file=sys.stderr,
-        )
-    who = None if team is None else team.who
-    guarded = Guard(app, secret, names, origins, who=who)
-    uvicorn.Server(uvicorn.Config(guarded, host=host, port=port, log_level="warning")).run()
 
 
-def _team(config: Config, token: str | None) -> Team | None:
-    """The team whose identities this server serves (a database with identities: the wing
-    that serves its backend says, ``team``), else None."""
-    if not config.database_url:
-        return None
-    from .. import wings
-
-    found = [team for team in wings.event("team", config, token) if team is not None]
-    return found[0] if found else None
+def serve(config: Config) -> None:
+    """Run the server on stdio."""
+    log_to_stderr()
+    build_server(config).run("stdio")
 
 
-__all__ = ["build_server", "serve"]
+__all__ = ["Server", "build_server", "log_to_stderr", "serve"]

@@ -1,4 +1,4 @@
-"""Who may talk to memdir's HTTP servers: a bearer token, the Host and the Origin.
+"""Who may talk to ``memdir mcp --http``: a bearer token, the Host and the Origin.
 
 Every request must carry ``Authorization: Bearer <token>``; its ``Host`` header must name this
 server (loopback names, the address it was bound to, this machine's names, and any host the
@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
-from ..disk.atomic import write_atomic
-from ..errors import ConfigError
+from memdir.disk.atomic import write_atomic
+from memdir.errors import ConfigError
 
 TOKEN_FILE = "mcp-token"
 MIN_TOKEN = 16
