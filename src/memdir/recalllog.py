@@ -86,35 +86,6 @@ def record(
     append_line(log, entry)
 
 
-class Use(TypedDict):
-    """How a memory was used, as the recall log tells: recalled for prompts, given at session
-    starts, and when last either."""
-
-    recalled: int
-    stood: int
-    last: str | None
-
-
-def uses(internal: Path) -> dict[str, Use]:
-    """Per memory name: how often the log shows it recalled and standing at a session start
-    (``start:<host>`` entries), and when last (the log is bounded: about its last 4,000
-    recalls)."""
-    out: dict[str, Use] = {}
-    for e in entries(internal):
-        stood = e["source"].startswith("start:")
-        for m in e["memories"]:
-            if m.get("scope") == "episode":
-                continue
-            use = out.setdefault(m["name"], {"recalled": 0, "stood": 0, "last": None})
-            if stood:
-                use["stood"] += 1
-            else:
-                use["recalled"] += 1
-            if use["last"] is None or e["time"] > use["last"]:
-                use["last"] = e["time"]
-    return out
-
-
 def entries(internal: Path, limit: int | None = None) -> list[RecallEntry]:
     """Logged recalls, newest first (torn lines skipped)."""
     out: list[RecallEntry] = []

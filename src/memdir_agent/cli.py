@@ -57,7 +57,7 @@ def new_session(
     from memdir import wings
 
     wings.event("started", c.config)  # (git: what teammates pushed, pulled)
-    from memdir.providers.window import context_window
+    from memdir_agent.window import context_window
 
     session = Session(
         store, model, memory_model, Path.cwd(), gate=gate, scopes=c.scopes(), **kwargs

@@ -31,7 +31,6 @@ from memdir.gate.decisions import active
 from memdir.gate.instructions import screen
 from memdir.gate.provenance import ORIGIN_CLAIMS
 from memdir.policy import Policy
-from memdir.recalllog import Use
 from memdir.recalllog import entries as recall_entries
 from memdir.scopes import Scopes
 from memdir.standing import accept_as_users, waiting
@@ -43,6 +42,7 @@ from memdir_ui.shown import (
     Event,
     Row,
     ShownRecall,
+    Use,
     back_to,
     explain_hit,
     frontmatter_of,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlencode
 
 from starlette.responses import RedirectResponse, Response
@@ -18,7 +18,7 @@ from memdir.entry import Entry
 from memdir.episodes import Turn
 from memdir.errors import MemdirError
 from memdir.frontmatter import split_frontmatter
-from memdir.recalllog import RecallEntry, Use
+from memdir.recalllog import RecallEntry, entries
 from memdir.store import Store
 
 
@@ -49,6 +49,15 @@ class Row:
     shown: str
     score: float | None = None
     explain: str = ""
+
+
+class Use(TypedDict):
+    """How a memory was used, as the recall logs tell: recalled for prompts, given at session
+    starts, and when last either."""
+
+    recalled: int
+    stood: int
+    last: str | None
 
 
 def unused_since(use: Use | None, days: int) -> bool:
@@ -126,17 +135,20 @@ def markdown(text: str) -> str:
 
 
 def uses_in(stores: list[Store]) -> dict[str, Use]:
-    """How each memory was used, from these stores' recall logs together."""
-    from memdir.recalllog import uses
-
+    """How each memory was used, from these stores' recall logs together: recalled, or
+    standing at a session start (``start:<host>`` entries), and when last (each log keeps
+    about its last 4,000 recalls)."""
     out: dict[str, Use] = {}
     for store in stores:
-        for name, use in uses(store.internal).items():
-            mine = out.setdefault(name, {"recalled": 0, "stood": 0, "last": None})
-            mine["recalled"] += use["recalled"]
-            mine["stood"] += use["stood"]
-            if use["last"] and (mine["last"] is None or use["last"] > mine["last"]):
-                mine["last"] = use["last"]
+        for e in entries(store.internal):
+            stood = e["source"].startswith("start:")
+            for m in e["memories"]:
+                if m.get("scope") == "episode":
+                    continue
+                use = out.setdefault(m["name"], {"recalled": 0, "stood": 0, "last": None})
+                use["stood" if stood else "recalled"] += 1
+                if use["last"] is None or e["time"] > use["last"]:
+                    use["last"] = e["time"]
     return out
 
 

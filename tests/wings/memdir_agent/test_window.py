@@ -4,7 +4,7 @@ family; unknown means nothing is refused."""
 from __future__ import annotations
 
 from memdir.config import Config
-from memdir.providers.window import context_window
+from memdir_agent.window import context_window
 
 from fakeserver import FakeLLMServer
 

@@ -15,7 +15,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..config import Config
+from memdir.config import Config
 
 PROBE_TIMEOUT = 2.0
 # The smallest window of each family's current models (a lower bound never refuses a fit).
