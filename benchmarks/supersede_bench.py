@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from memdir import MemoryStore
-from memdir.asof import moment, search_at
 from memdir.config import load_config
 from memdir.learn.extract import extract_memories
 from memdir.providers import make_model
 from memdir.recall import render_block, select
+from memdir_asof.past import moment, search_at
 
 CHAINS = [  # (old saved as, old again, the correction said, present question, old, new, a
     # memory that must stay: near in words or values, but not what the correction replaced)

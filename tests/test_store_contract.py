@@ -448,7 +448,7 @@ def test_the_past_is_answerable_on_every_backend(make: Make) -> None:
     """What a store held at a past moment comes from its history alike on every backend: a
     memory brought in as written on 1 November and corrected today is its November text as
     of mid-November and today's now; a retired one is there then and gone now."""
-    from memdir.asof import held_at, moment, search_at
+    from memdir_asof.past import held_at, moment, search_at
 
     store = make()
     old = (

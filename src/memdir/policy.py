@@ -21,7 +21,7 @@ import os
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from .config import standing_kind
 from .disk.layout import ACCEPTED
@@ -33,9 +33,6 @@ from .gate.provenance import HAND, UNKNOWN
 from .memory import CONFLICT_KEY, Memory
 from .scopes import Reader, Scope, Scopes
 from .store import Store, origin_of, readable
-
-if TYPE_CHECKING:
-    from .asof import Held
 
 HELD = "held for review"
 PLANTED = "it came from elsewhere and reads as an instruction planted for an agent"
@@ -136,8 +133,21 @@ def shown(store: Reader, names: Sequence[str]) -> list[str]:
     return [n for n in names if gate.offered(n) is not None]
 
 
-def visible_past(store: Reader, found: Sequence[tuple[str, Held]]) -> list[tuple[str, Held]]:
-    """The memories as they stood at a moment (``asof``) that a model may be shown: the past
+class Past(Protocol):
+    """A memory as it stood at a moment (``memdir_asof``): its text then, and when it was
+    replaced (None: it is still current)."""
+
+    @property
+    def memory(self) -> Memory: ...
+    @property
+    def until(self) -> str | None: ...
+
+
+P = TypeVar("P", bound=Past)
+
+
+def visible_past(store: Reader, found: Sequence[tuple[str, P]]) -> list[tuple[str, P]]:
+    """The memories as they stood at a moment (``memdir_asof``) that a model may be shown: the past
     passes the same doors as the present. A text held for review, or one that reads as an
     instruction planted for an agent, is left out (a replaced version is screened whoever
     wrote it: its origin is not kept)."""

@@ -1,8 +1,9 @@
 """The wings: capabilities most users do not turn on, each a package of its own beside the
 core — ``memdir_git`` (sync through git), ``memdir_postgres`` (stores in PostgreSQL, the team
 server and its tokens), ``memdir_agent`` (``memdir chat`` and ``run``), ``memdir_ui``
-(``memdir ui``), ``memdir_memorytool`` (the Anthropic memory tool) and ``memdir_http``
-(``memdir mcp --http``, a team's server among it). The core finds them
+(``memdir ui``), ``memdir_memorytool`` (the Anthropic memory tool), ``memdir_http``
+(``memdir mcp --http``, a team's server among it) and ``memdir_asof`` (what a store held at a
+past moment). The core finds them
 through entry points and imports none of them; an install extra pulls in what a wing needs.
 
 Entry point groups (``pyproject.toml``'s ``[project.entry-points]``):
@@ -10,6 +11,9 @@ Entry point groups (``pyproject.toml``'s ``[project.entry-points]``):
 - ``memdir.commands``: a command the command line adds (a click command).
 - ``memdir.backends``: a database URL's scheme -> ``open(config, create, watch) -> Store``.
 - ``memdir.jobs``: a background job's kind -> ``handler(config) -> jobs.Handler``.
+- ``memdir.asof``: what a store held at a past moment, for ``--as-of`` and MCP's
+  ``as_of``: ``search(scopes, query, as_of, k) -> (when, [(scope, held, score)])`` and
+  ``recall(scopes, text, as_of, k, budget) -> (when, names, block)``.
 - ``memdir.serve``: a transport ``memdir mcp`` serves on besides stdio (``http``) ->
   ``serve(config, host=, port=, token=, origins=, hosts=, home=)``.
 - ``memdir.events``: what a wing does at one of the core's moments, named ``MOMENT.WING``:
@@ -49,6 +53,15 @@ def load(group: str, name: str) -> Any:
     """What the wing registered as ``name`` in ``group``; None when no wing did."""
     found = _group(group).get(name)
     return None if found is None else found.load()
+
+
+def need(group: str, name: str) -> Any:
+    """What the wing registered as ``name`` in ``group``; ConfigError when no wing did (an
+    install that predates the wing: reinstalling memdir registers it)."""
+    found = load(group, name)
+    if found is None:
+        raise ConfigError(f"no installed wing serves {group}:{name} — reinstall memdir")
+    return found
 
 
 def backend(scheme: str) -> Callable[..., Any]:

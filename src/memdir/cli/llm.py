@@ -233,18 +233,14 @@ def recall(
 
 
 def _recall_as_of(c: Ctx, messages: list[Message], as_of: str, k: int, as_json: bool) -> None:
-    from ..asof import moment, search_stores_at
-    from ..policy import visible_past
-    from ..recall import estimate_tokens, render_past, search_query
+    from .. import wings
+    from ..recall import estimate_tokens, search_query
 
-    when = moment(as_of)
-    scopes = c.scopes()
-    pairs = ((sc.name, st) for sc, st in scopes.stores())
-    found = search_stores_at(pairs, search_query(messages), when, k)
-    seen = visible_past(scopes, [(s, h) for s, h, _ in found])
-    block = render_past(scopes, seen, when, c.config.recall_token_budget)
+    recall_at = wings.need("memdir.asof", "recall")
+    when, names, block = recall_at(
+        c.scopes(), search_query(messages), as_of, k, c.config.recall_token_budget
+    )
     if as_json:
-        names = [h.memory.name for _, h in seen]
         emit_json(
             {"as_of": when, "selected": names, "block": block, "tokens": estimate_tokens(block)}
         )

@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from .. import memory as memfmt
-from ..asof import moment, search_stores_at
 from ..gate.provenance import ORIGIN_CLAIMS, Origin
 from ..gate.safetext import display_width, for_terminal, for_terminal_text, pad, plural
 from ..scopes import PROJECT, Scopes
@@ -134,7 +133,7 @@ def search(
     in config.toml). With --as-of, what the memories said at that time (BM25)."""
     scopes = c.scopes(scope)
     if as_of is not None:
-        _search_as_of(scopes, " ".join(query), moment(as_of), k, as_json)
+        _search_as_of(scopes, " ".join(query), as_of, k, as_json)
         return
     hits = scopes.search(" ".join(query), k, explain=explain)
     several = len(scopes.stores()) > 1
@@ -162,8 +161,10 @@ def search(
             click.echo(f"        BM25 {bm25}   dense {dense}{then}")
 
 
-def _search_as_of(scopes: Scopes, query: str, when: str, k: int, as_json: bool) -> None:
-    found = search_stores_at(((sc.name, st) for sc, st in scopes.stores()), query, when, k)
+def _search_as_of(scopes: Scopes, query: str, as_of: str, k: int, as_json: bool) -> None:
+    from .. import wings
+
+    when, found = wings.need("memdir.asof", "search")(scopes, query, as_of, k)
     if as_json:
         emit_json(
             [

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
-from ..asof import moment, search_stores_at
+from .. import wings
 from ..config import STANDING_TYPES, Config
 from ..disk.layout import USAGE
 from ..errors import LLMUnavailable, MemdirError, MemoryNotFound, SecretFound, StoreNotFound
@@ -26,14 +26,13 @@ from ..gate.safetext import lines_of, one_line
 from ..memory import Memory, slugify
 from ..notes import guess_type
 from ..plan import Put, Remove
-from ..policy import Policy, shown, visible_past
+from ..policy import Policy, shown
 from ..providers import Message
 from ..recall import (
     estimate_tokens,
     index_section,
     log_recall,
     render_block,
-    render_past,
     select,
 )
 from ..review import Landed, held_why, land
@@ -205,18 +204,16 @@ class MemoryServer:
 
     def _recall_as_of(self, said: str, as_of: str) -> str:
         """What the memories said at ``as_of`` about the message (from their history)."""
+        recall_at = wings.need("memdir.asof", "recall")
 
         def run() -> str:
-            when = moment(as_of)
-            scopes = self.scopes()
-            pairs = ((sc.name, st) for sc, st in scopes.stores())
-            found = search_stores_at(pairs, said, when, self.config.recall_max_items)
-            seen = visible_past(scopes, [(s, h) for s, h, _ in found])
-            block = render_past(scopes, seen, when, self.config.recall_token_budget)
+            cfg = self.config
+            when, names, block = recall_at(
+                self.scopes(), said, as_of, cfg.recall_max_items, cfg.recall_token_budget
+            )
             if not block:
                 return f"No saved memory applied to this message as of {when}."
-            names = ", ".join(h.memory.name for _, h in seen)
-            return f"Recalled {names} as of {when}.\n\n{block}"
+            return f"Recalled {', '.join(names)} as of {when}.\n\n{block}"
 
         return self.call(run)
 

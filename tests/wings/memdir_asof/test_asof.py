@@ -1,4 +1,4 @@
-"""What a store held at a moment in the past (``memdir.asof``), and corrections that replace
+"""What a store held at a moment in the past (``memdir_asof``), and corrections that replace
 what they correct, so that the present is recalled alone and the past stays answerable."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from memdir import MemoryStore
-from memdir.asof import held_at, moment, search_at
 from memdir.config import Config
 from memdir.errors import ConfigError
+from memdir_asof.past import held_at, moment, search_at
 
 from conftest import CliFn, child_env
 
