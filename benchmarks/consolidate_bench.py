@@ -21,7 +21,7 @@ from memdir import memory as memfmt
 from memdir.config import Config
 from memdir.learn.consolidate import consolidate_memories
 from memdir.memory import Memory
-from memdir.testing import FakeModel
+from memdir_testing import FakeModel
 
 TOPICS = [
     f"{a}-{b}"

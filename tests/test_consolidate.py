@@ -18,8 +18,8 @@ from memdir.disk.layout import state_dir
 from memdir.errors import PlanError, ReplyFormatError
 from memdir.learn.consolidate import consolidate_memories, is_due, note_turn
 from memdir.providers import ChatModel
-from memdir.testing import FakeModel
 from memdir.undo import undo
+from memdir_testing import FakeModel
 
 from conftest import CliFn
 from fakeserver import FakeLLMServer, reply

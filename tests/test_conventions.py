@@ -13,7 +13,7 @@ from memdir.config import Config
 from memdir.learn.extract import extract_memories
 from memdir.standing import standing
 from memdir.store import MemoryStore
-from memdir.testing import FakeModel
+from memdir_testing import FakeModel
 
 
 @pytest.mark.parametrize(

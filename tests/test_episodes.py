@@ -27,10 +27,10 @@ from memdir.memory import Memory
 from memdir.plan import Put
 from memdir.providers import ChatModel
 from memdir.recall import load_memories, select
-from memdir.testing import FakeModel
 from memdir_agent.loop import agent_loop
 from memdir_agent.tools import Tools
 from memdir_agent.worker import MemoryWorker
+from memdir_testing import FakeModel
 from test_recall import TopicEmbedder
 
 from conftest import CliFn

@@ -52,7 +52,7 @@ def test_what_no_model_is_shown_is_in_no_extraction_catalogue(store: MemoryStore
     """The catalogue extraction shows its model leaves out a memory held for review and a
     description a door planted, as the memory model's selection does; the user's own are in."""
     from memdir.gate.decisions import Hold, hold
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     store.write("api-port", type="project_fact", description="The API listens on 8080")
     store.write("arrived", type="project_fact", description="Deploys go out on Sundays",
@@ -226,7 +226,7 @@ def test_fact_style_for_small_models(tmp_path: Path) -> None:
     """With extract_style "facts" the model only lists facts; memdir names and types them,
     drops repeats and never stores a secret."""
     from memdir.config import Config
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, extract_style="facts"))
@@ -269,7 +269,7 @@ def test_said_at_dates_memories_by_the_conversation(store: MemoryStore) -> None:
     date instead of the day the memory was written; a bad date is refused before any call."""
     from memdir.errors import InvalidMemory
     from memdir.recall import render_block
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     talk = [{"role": "user", "content": "I went to the LGBTQ support group yesterday."}]
     bad = FakeModel([])
@@ -302,7 +302,7 @@ def test_a_correction_updates_the_memory_it_corrects(tmp_path: Path) -> None:
     recall finds only the new one; an unrelated "now" fact stays a memory of its own."""
     from memdir.config import Config
     from memdir.recall import select
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, extract_style="facts", embedder="none"))
@@ -328,7 +328,7 @@ def test_the_assistants_unconfirmed_answer_is_not_learned(tmp_path: Path) -> Non
     (facts, as small models list them); what the user said is learned. In the memory shape a
     larger model writes its own words, which the assistant's acknowledgement may share: kept."""
     from memdir.config import Config
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     talk = [
         {"role": "user", "content": "How do I run the tests here? We deploy with Argo CD."},
@@ -379,7 +379,7 @@ def test_extraction_after_the_agents_own_save_updates_instead_of_a_twin(tmp_path
     """The agent's save_memory kept a fact this turn; the extraction after the turn names the
     same fact without having been shown it: it updates that memory, never adds a '-2' twin."""
     from memdir.config import Config
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, embedder="none", select_catalogue_max=1))
@@ -415,7 +415,7 @@ def test_extraction_under_another_name_updates_what_the_agent_saved_this_turn(
     extraction after the turn named the same fact 'staging-database-runs-postgres-16': one
     memory, updated with the fuller text; an unrelated new fact is still created."""
     from memdir.config import Config
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, embedder="none"))
@@ -471,7 +471,7 @@ def test_a_corrected_rule_is_retired_and_its_correction_stands_in_its_place(
     starts with pnpm, not yarn. A project fact correcting a project fact keeps its type."""
     from memdir.config import Config
     from memdir.standing import standing
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, embedder="none"))
@@ -585,7 +585,7 @@ def test_a_corrected_facts_turn_is_not_recalled_beside_its_correction(tmp_path: 
     from memdir.config import Config
     from memdir.episodes import Episodes
     from memdir.recall import episodes_for
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, embedder="none", extract_style="memories"))
@@ -627,7 +627,7 @@ def test_a_rule_the_user_only_quoted_is_not_theirs(tmp_path: Path) -> None:
     in their own words stands."""
     from memdir.config import Config
     from memdir.standing import standing
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, embedder="none"))

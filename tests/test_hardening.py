@@ -25,8 +25,8 @@ from memdir.learn.extract import extract_memories
 from memdir.memory import Memory
 from memdir.providers import extract_json
 from memdir.recall import build_system, select
-from memdir.testing import FakeModel
 from memdir.undo import undo
+from memdir_testing import FakeModel
 
 from conftest import CliFn, child_env
 

@@ -19,10 +19,10 @@ from memdir.disk.layout import state_dir
 from memdir.learn.extract import extract_memories
 from memdir.providers import make_model
 from memdir.recall import catalogue_for
-from memdir.testing import FakeModel, tool_reply
 from memdir_agent.loop import MAX_STEPS, agent_loop
 from memdir_agent.repl import Session
 from memdir_agent.tools import Tools
+from memdir_testing import FakeModel, tool_reply
 
 from fakeserver import FakeLLMServer, Scripted, error, reply
 

@@ -19,8 +19,8 @@ from memdir.integrations.mcp_memory import MemoryServer
 from memdir.learn.extract import extract_memories
 from memdir.recall import render_block
 from memdir.review import proposals
-from memdir.testing import FakeModel
 from memdir_agent.tools import Tools
+from memdir_testing import FakeModel
 
 DATA = Path(__file__).parent / "data"
 FORGED = [

@@ -12,8 +12,8 @@ import pytest
 from memdir.config import Config
 from memdir.errors import LLMError, LLMUnavailable, ReplyFormatError
 from memdir.providers import ChatModel, complete_json, make_model
-from memdir.testing import FakeModel
 from memdir.usage import UsageLog
+from memdir_testing import FakeModel
 
 from conftest import CliFn
 from fakeserver import FakeLLMServer, Scripted, error, reply

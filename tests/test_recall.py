@@ -22,7 +22,7 @@ from memdir.recall import (
     select_relevant_memories,
     weave,
 )
-from memdir.testing import FakeModel
+from memdir_testing import FakeModel
 
 from conftest import CliFn
 from fakeserver import FakeLLMServer, Scripted, error, reply
@@ -252,7 +252,7 @@ def test_the_memory_model_is_not_shown_what_no_model_may_see(tmp_path: Path) -> 
     a description a door brought that orders the agent about."""
     from memdir.config import Config
     from memdir.gate.decisions import Hold, hold
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root, Config(dir=root, select_guard="none"))
@@ -275,7 +275,7 @@ def test_lexical_guard_drops_unrelated_picks(tmp_path: Path) -> None:
     """With the guard on (the default for models on this machine), a pick that shares no word
     with the conversation is dropped and the selection says so; with it off, it is kept."""
     from memdir.config import Config
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     for mode, expected in (("lexical", []), ("none", ["staging-db"])):
         store = MemoryStore(tmp_path / mode, Config(dir=tmp_path / mode, select_guard=mode))

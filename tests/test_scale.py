@@ -22,8 +22,8 @@ from memdir.config import Config
 from memdir.disk.layout import state_dir
 from memdir.learn.consolidate import changed_since_last_run, consolidate_memories, is_due
 from memdir.memory import Memory
-from memdir.testing import FakeModel
 from memdir_agent.worker import MemoryWorker
+from memdir_testing import FakeModel
 
 from fakeserver import FakeLLMServer, Scripted, reply
 

@@ -18,7 +18,7 @@ from memdir.learn.extract import extract_memories
 from memdir.providers import ChatModel
 from memdir.recall import build_system, render_block, select
 from memdir.scopes import Scopes
-from memdir.testing import FakeModel
+from memdir_testing import FakeModel
 
 from conftest import CliFn, trust
 from fakeserver import FakeLLMServer, reply

@@ -257,8 +257,8 @@ def test_tidying_and_undoing_keep_the_users_rules_theirs(tmp_path: Path) -> None
     still waits; undo brings the user's rules back standing, and the hand-written text still
     waits."""
     from memdir.learn.consolidate import consolidate_memories
-    from memdir.testing import FakeModel
     from memdir.undo import undo
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     store = MemoryStore(root)

@@ -392,7 +392,7 @@ def test_save_memory_refuses_a_recalled_description_over_an_unrelated_body(
     ok = tools.run("save_memory", {**mixed, "description": "Indent Python with 4 spaces"})
     assert not ok.is_error and "indentation" in store
     from memdir.learn.extract import extract_memories
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
 
     reply = {"memories": [{**mixed, "name": "tabs-or-spaces", "action": "create"}]}
     said = [{"role": "user", "content": "Indent Python files with 4 spaces, please."}]

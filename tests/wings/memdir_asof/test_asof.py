@@ -134,8 +134,8 @@ def test_a_correction_retires_every_memory_it_replaces(tmp_path: Path) -> None:
     alone, and the past still answers 16."""
     from memdir.learn.extract import extract_memories
     from memdir.recall import render_block, select
-    from memdir.testing import FakeModel
     from memdir.undo import undo
+    from memdir_testing import FakeModel
 
     root = tmp_path / ".memory"
     _by_hand(root, "staging-postgres-16", "Staging runs Postgres 16", "2026-11-01T09:00:00Z")

@@ -386,7 +386,7 @@ def test_extraction_consolidation_and_undo_on_a_database(pg: PgStore) -> None:
     """Extraction, consolidation and undo work on a database store."""
     from memdir.learn.consolidate import consolidate_memories
     from memdir.learn.extract import extract_memories
-    from memdir.testing import FakeModel
+    from memdir_testing import FakeModel
     from test_consolidate import MERGE
     from test_consolidate import fill as fill_for_merge
 

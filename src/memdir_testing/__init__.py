@@ -1,4 +1,4 @@
-"""Helpers for tests, here and in users' own projects: ``FakeModel``.
+"""A kit for tests, memdir's own and those of projects built on it: ``FakeModel``.
 
 ``FakeModel`` is a ``ChatModel`` that returns scripted replies and records every call, so the
 logic around a model can be tested without a network or an SDK.
@@ -11,8 +11,17 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypedDict
 
-from .errors import LLMError
-from .providers import Block, JSONSchema, Message, Reply, TextCallback, ToolInput, ToolSpec, Usage
+from memdir.errors import LLMError
+from memdir.providers import (
+    Block,
+    JSONSchema,
+    Message,
+    Reply,
+    TextCallback,
+    ToolInput,
+    ToolSpec,
+    Usage,
+)
 
 
 class Call(TypedDict):
