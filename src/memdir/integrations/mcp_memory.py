@@ -204,10 +204,9 @@ class MemoryServer:
 
     def _recall_as_of(self, said: str, as_of: str) -> str:
         """What the memories said at ``as_of`` about the message (from their history)."""
-        recall_at = wings.need("memdir.asof", "recall")
 
         def run() -> str:
-            cfg = self.config
+            recall_at, cfg = wings.need("memdir.asof", "recall"), self.config
             when, names, block = recall_at(
                 self.scopes(), said, as_of, cfg.recall_max_items, cfg.recall_token_budget
             )
