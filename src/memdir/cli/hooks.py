@@ -188,10 +188,7 @@ def mcp_cmd(
         from .. import wings
         from ..gate.trust import config_home
 
-        serve = wings.load("memdir.serve", "http")
-        if serve is None:
-            raise MemdirError("no wing serves MCP over HTTP (memdir_http) — reinstall memdir")
-        serve(
+        wings.need("memdir.serve", "http")(
             c.config,
             host=host or "127.0.0.1",
             port=port,
