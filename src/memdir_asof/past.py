@@ -173,10 +173,10 @@ def _block(seen: Sequence[tuple[str, Held]], when: str, budget_tokens: int) -> s
             attrs += f' replaced="{escape(held.until)}"'
         body = for_body(mem.body.strip() or mem.description)
         part = f"<memory {attrs}>\n{body}\n</memory>"
-        if used + estimate_tokens(part) > budget_tokens:
+        used += estimate_tokens(part)
+        if used > budget_tokens:
             break
         parts.append(part)
-        used += estimate_tokens(part)
     if not parts:
         return ""
     note = (
